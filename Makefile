@@ -1,0 +1,34 @@
+# One venv per checkout; every target installs what it needs first.
+# TORCH picks the torch build the venv gets when it has none. On our machines
+# torch==2.13.0 is a CPU build from local disk; override it to match yours,
+# e.g. `make test TORCH=torch` or a CUDA/CPU wheel of your choice.
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.hookscope-installed
+
+.PHONY: install demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q torch
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/hookscope
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) build *.egg-info
