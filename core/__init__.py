@@ -1,1 +1,34 @@
+"""Hookscope's engine: load a model, plan captures and interventions, run, compare.
 
+Pure torch + numpy; never imports Qt, so it works from a script or notebook::
+
+    from hookscope.core import load_model, Plan, compare
+    lm = load_model("demo:clamp")
+    r = compare(lm.module, lm.example_input, Plan(capture=["0"], clamp={"0": (-0.5, 0.5)}))
+    r.output_without, r.output_with, r.captures["0"][0].stats
+"""
+
+from .devices import available_devices, resolve_device
+from .errors import (DeviceError, ForwardError, HookscopeError, InputError, PlanError,
+                     SpecError)
+from .exercises import feature_extraction_test, modify_hook_test
+from .hooks import CaptureRecord, HookSession
+from .inputs import parse_input
+from .interventions import Clamp, Intervention, Noise, Scale, Zero
+from .plan import Plan
+from .run import ForwardResult, RunResult, compare, run
+from .sources import LoadedModel, demo_names, load_model
+from .stats import HIST_BINS, TensorStats, summarize
+from .tree import TreeNode, module_tree, observe
+
+__all__ = [
+    "available_devices", "resolve_device",
+    "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
+    "feature_extraction_test", "modify_hook_test",
+    "CaptureRecord", "HookSession", "parse_input",
+    "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan",
+    "ForwardResult", "RunResult", "compare", "run",
+    "LoadedModel", "demo_names", "load_model",
+    "HIST_BINS", "TensorStats", "summarize",
+    "TreeNode", "module_tree", "observe",
+]

@@ -1,0 +1,37 @@
+"""The ``hookscope`` console entry point.
+
+``hookscope run ...`` is the headless comparison (no Qt imported);
+anything else opens the window. A mistake a person made (bad spec, input,
+layer, bounds, device) prints one line on stderr and exits with status 2,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hookscope.core import HookscopeError
+
+EXIT_USER_ERROR = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["run"]:
+            from .headless import run_command
+
+            return run_command(argv[1:])
+        from .launch import gui_main
+
+        return gui_main(argv)
+    except HookscopeError as exc:
+        print(f"hookscope: error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("hookscope: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""``hookscope run``: the comparison without a window, as a table or JSON.
+
+Never imports Qt, so it starts fast and works on machines with no display.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from hookscope.core import compare, load_model, parse_input
+from hookscope.core.run import flat_floats
+
+from .options import add_model_options, model_options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hookscope run",
+                                description="Run a model once without and once with the plan; "
+                                            "print outputs, captures and timings.")
+    add_model_options(p, spec_required=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def run_command(argv: list[str], out: TextIO = sys.stdout) -> int:
+    """Parse ``argv`` (without the leading 'run'), compare, print; returns the exit status.
+
+    A :class:`HookscopeError` propagates to the caller, which prints it as one line.
+    """
+    ns = build_parser().parse_args(argv)
+    opts = model_options(ns)
+    lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+    x = parse_input(opts.input or "", lm.example_input)
+    result = compare(lm.module, x, opts.plan(), opts.device)
+    (print_json if ns.json else print_table)(result, out)
+    return 0
+
+
+def print_json(result, out: TextIO) -> None:
+    json.dump(result.to_json_dict(), out)
+    out.write("\n")
+
+
+def print_table(result, out: TextIO) -> None:
+    w = out.write
+    fmt = lambda vs: "[" + ", ".join(f"{v:.4f}" for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
+    a, b = flat_floats(result.output_without), flat_floats(result.output_with)
+    w(f"device          {result.device}\n")
+    w(f"output without  {fmt(a)}\n")
+    w(f"output with     {fmt(b)}\n")
+    w(f"outputs differ  {'yes' if result.outputs_differ else 'no'}   max |diff| {result.max_abs_diff:.6g}\n")
+    t = result.timings_ms
+    w(f"timings (ms)    baseline {t['baseline']:.3f}  intervened {t['intervened']:.3f}  total {t['total']:.3f}\n")
+    if result.captures:
+        w("\n{:<32} {:>4} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n".format(
+            "layer", "call", "shape", "min", "max", "mean", "std", "note"))
+        for path, recs in result.captures.items():
+            if not recs:
+                w(f"{path:<32}    -  (did not run in this forward)\n")
+            for r in recs:
+                s = r.stats
+                note = r.intervention or ""
+                if s is not None and s.fraction_clamped is not None:
+                    note += f", {100 * s.fraction_clamped:.1f}% clamped"
+                if s is None:
+                    w(f"{path:<32} {r.call:>4} (no tensor output)\n")
+                    continue
+                w("{:<32} {:>4} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n".format(
+                    path, r.call, "x".join(map(str, s.shape)) or "scalar", s.min, s.max, s.mean,
+                    s.std, note))

@@ -1,0 +1,73 @@
+"""Command-line options shared by ``hookscope run`` (headless) and the window.
+
+Parsing turns text into core objects (a :class:`~hookscope.core.Plan`, a
+device name) so that both front ends, and ``create_window(argv)``, read the
+same command line the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from hookscope.core import Plan, PlanError
+
+TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module). Unpickling runs code "
+              "stored in the file, so this is off unless you pass this flag for a file you "
+              "trust; prefer a .pt2 export or file.py:factory with --weights")
+
+
+def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
+    p.add_argument("spec", nargs=None if spec_required else "?",
+                   help="model: demo:NAME (clamp, features, cnn, transformer), "
+                        "path/to/file.py:factory, package.module:factory, or model.pt2")
+    p.add_argument("--weights", metavar="FILE", help="state_dict (.pt/.pth/.safetensors) for a factory's model")
+    p.add_argument("--input", metavar="X", default=None,
+                   help="input: a literal like [[1.0, 2.0, 3.0]], random:1x3x32x32[:seed=N], "
+                        "a .npy/.pt file, or 'example' (default)")
+    p.add_argument("--capture", metavar="P1,P2", action="append", default=[],
+                   help="layer paths to capture, comma-separated (repeatable)")
+    p.add_argument("--clamp", metavar="P=LO:HI", action="append", default=[],
+                   help="clamp layer P's output to [LO, HI] (repeatable)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--stats-only", action="store_true",
+                   help="keep only statistics of captures (computed on the device), not tensors")
+    p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
+
+
+def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:
+    """``'P=LO:HI'`` -> ``('P', (lo, hi))``; negative numbers and exponents are fine."""
+    path, sep, rng = text.rpartition("=")
+    if not sep or not path:
+        raise PlanError(f"--clamp {text!r}: write LAYER=LO:HI, e.g. --clamp 0=-0.5:0.5")
+    lo_s, sep, hi_s = rng.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return path, (float(lo_s), float(hi_s))
+    except ValueError:
+        raise PlanError(f"--clamp {text!r}: LO and HI must be numbers, e.g. --clamp {path}=-0.5:0.5") from None
+
+
+@dataclass
+class ModelOptions:
+    """The parsed model/plan part of a command line."""
+
+    spec: str | None
+    weights: str | None = None
+    input: str | None = None
+    capture: list[str] = field(default_factory=list)
+    clamp: dict[str, tuple[float, float]] = field(default_factory=dict)
+    device: str = "cpu"
+    stats_only: bool = False
+    trust_pickle: bool = False
+
+    def plan(self) -> Plan:
+        return Plan(capture=tuple(self.capture), clamp=dict(self.clamp), keep_tensors=not self.stats_only)
+
+
+def model_options(ns: argparse.Namespace) -> ModelOptions:
+    capture = [p.strip() for chunk in ns.capture for p in chunk.split(",") if p.strip()]
+    clamp = dict(parse_clamp(c) for c in ns.clamp)
+    return ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
+                        ns.stats_only, ns.trust_pickle)

@@ -1,0 +1,67 @@
+"""Devices: what this machine offers, and turning a name into a checked torch.device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import DeviceError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One entry of the device list: ``name`` is what ``device=`` takes."""
+
+    name: str
+    label: str
+    available: bool
+    reason: str = ""
+
+
+def cuda_unavailable_reason() -> str:
+    """Why CUDA cannot be used here, in words a user can act on ('' if it can)."""
+    if torch.version.cuda is None:
+        return (f"this torch ({torch.__version__}) is a CPU-only build; install a CUDA build "
+                "of torch to run on a GPU")
+    if not torch.cuda.is_available():
+        return "torch has CUDA support but sees no GPU (no device, or no driver)"
+    return ""
+
+
+def available_devices() -> list[DeviceInfo]:
+    """CPU, then each CUDA device; a CUDA entry stays listed (unavailable) when absent."""
+    out = [DeviceInfo("cpu", "CPU", True)]
+    reason = cuda_unavailable_reason()
+    if reason:
+        out.append(DeviceInfo("cuda", "CUDA", False, reason))
+    else:
+        for i in range(torch.cuda.device_count()):
+            out.append(DeviceInfo(f"cuda:{i}", f"CUDA {i}: {torch.cuda.get_device_name(i)}", True))
+    return out
+
+
+def resolve_device(name: str | torch.device) -> torch.device:
+    """Check that ``name`` exists here; raise :class:`DeviceError` saying what to do if not."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise DeviceError(f"unknown device {str(name)!r}: use 'cpu', 'cuda' or 'cuda:N'") from exc
+    if dev.type == "cpu":
+        return dev
+    if dev.type == "cuda":
+        reason = cuda_unavailable_reason()
+        if reason:
+            raise DeviceError(f"CUDA was asked for, but {reason}. Use --device cpu.")
+        n = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= n:
+            raise DeviceError(f"device {str(name)!r} does not exist: this machine has {n} CUDA "
+                              f"device(s), cuda:0..cuda:{n - 1}")
+        return dev
+    raise DeviceError(f"device type {dev.type!r} is not supported: use 'cpu' or 'cuda'")
+
+
+def synchronize(dev: torch.device) -> None:
+    """Wait for queued work on ``dev`` (for honest timings); no-op on the CPU."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)

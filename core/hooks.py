@@ -1,0 +1,254 @@
+"""Attaching a plan to a model, and taking every hook off again.
+
+:class:`HookSession` is the one owner of every handle it registers. It is a
+context manager: on exit (normal, exception, ``KeyboardInterrupt``) it removes
+exactly its own hooks, so hooks the user registered on the same modules stay,
+in their order. Each hook is an object bound to its own layer path, so there
+is no closure-in-a-loop late binding.
+
+Captures are taken per call (a module called three times yields three
+records) and detached. A kept tensor is *not* cloned by default: its version
+counter is remembered, and :meth:`HookSession.finish` reports the layers whose
+captured tensor a later in-place op (``ReLU(inplace=True)``, ``x += y``)
+changed. The caller re-runs with ``clone_paths`` naming just those layers, so
+only the captures that need a copy pay for one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import torch
+from torch import nn
+
+from .interventions import Clamp, Intervention, tensor_leaves
+from .plan import LayerPlan
+from .stats import PendingStats, TensorStats, resolve_all, summarize
+
+
+@dataclass
+class CaptureRecord:
+    """One call of one captured layer.
+
+    ``tensor`` is the layer's output as the rest of the model saw it (after
+    the intervention, if the layer has one), detached and on the CPU, or
+    ``None`` in statistics-only mode. ``pre_tensor``/``pre_stats`` hold the
+    value before the intervention. For a nested output, ``leaf`` says which
+    tensor of the structure is summarised (the first one), ``leaf_shapes``
+    lists all of them.
+    """
+
+    path: str
+    call: int
+    stats: TensorStats | None
+    tensor: torch.Tensor | None = None
+    leaf: str = ""
+    leaf_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    intervention: str | None = None
+    pre_stats: TensorStats | None = None
+    pre_tensor: torch.Tensor | None = None
+    copied: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        return self.stats.shape if self.stats is not None else None
+
+    @property
+    def after_intervention(self) -> bool:
+        """True when ``tensor`` is the value after this layer's intervention."""
+        return self.intervention is not None
+
+    @property
+    def nbytes(self) -> int:
+        n = 0
+        for t in (self.tensor, self.pre_tensor):
+            if t is not None:
+                n += t.element_size() * t.numel()
+        return n
+
+
+class _Pending:
+    """A capture whose stats may still be on the device."""
+
+    __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
+                 "kept", "pre_kept", "copied")
+
+    def __init__(self, path, call, leaf, leaf_shapes, intervention):
+        self.path = path
+        self.call = call
+        self.leaf = leaf
+        self.leaf_shapes = leaf_shapes
+        self.intervention = intervention
+        self.stats: PendingStats | None = None
+        self.pre_stats: PendingStats | None = None
+        self.kept: tuple[torch.Tensor, int | None] | None = None
+        self.pre_kept: tuple[torch.Tensor, int | None] | None = None
+        self.copied = False
+
+
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:  # inference tensors keep no version counter
+        return None
+
+
+class _LayerHook:
+    """The forward hook of one layer; knows its own path (no late binding)."""
+
+    __slots__ = ("session", "path", "capture", "intervention", "clone", "calls", "clamp")
+
+    def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool):
+        self.session = session
+        self.path = lp.path
+        self.capture = lp.capture
+        self.intervention: Intervention | None = lp.intervention
+        self.clamp = lp.intervention.bounds if isinstance(lp.intervention, Clamp) else None
+        self.clone = clone
+        self.calls = 0
+
+    def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
+        call = self.calls
+        self.calls += 1
+        iv = self.intervention
+        new = iv.apply(output) if iv is not None else output
+        if self.capture:
+            self.session._record(self, call, output if iv is not None else None, new)
+        return new if iv is not None else None
+
+
+class HookSession:
+    """Registers a resolved plan's hooks on enter and removes them on exit.
+
+    Parameters
+    ----------
+    layers
+        ``{path: LayerPlan}`` from :meth:`Plan.resolve`.
+    keep_tensors
+        Keep captured tensors, not only their statistics.
+    clone_paths
+        Layers whose kept tensors are copied at capture time because a later
+        in-place op is known to overwrite them.
+    """
+
+    def __init__(self, layers: dict[str, LayerPlan], keep_tensors: bool = True,
+                 clone_paths: Iterable[str] = ()):
+        self.layers = layers
+        self.keep_tensors = keep_tensors
+        self.clone_paths = frozenset(clone_paths)
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._hooks: dict[str, _LayerHook] = {}
+        self._pending: list[_Pending] = []
+
+    # -- lifetime --------------------------------------------------------------
+    def __enter__(self) -> "HookSession":
+        try:
+            for path, lp in self.layers.items():
+                hook = _LayerHook(self, lp, clone=path in self.clone_paths)
+                self._hooks[path] = hook
+                self._handles.append(lp.module.register_forward_hook(hook))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        """Remove every hook this session added; safe to call twice."""
+        while self._handles:
+            self._handles.pop().remove()
+
+    @property
+    def active_hooks(self) -> int:
+        return len(self._handles)
+
+    def calls(self) -> dict[str, int]:
+        """How many times each planned layer ran in the forward."""
+        return {p: h.calls for p, h in self._hooks.items()}
+
+    # -- recording (called from the hooks) -------------------------------------
+    def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
+        leaves = tensor_leaves(post)
+        shapes = {k: tuple(t.shape) for k, t in leaves}
+        iv = hook.intervention.describe() if hook.intervention is not None else None
+        leaf, tensor = leaves[0] if leaves else ("", None)
+        rec = _Pending(hook.path, call, leaf, shapes, iv)
+        if tensor is not None:
+            rec.stats = summarize(tensor)
+            if self.keep_tensors:
+                rec.kept = self._keep(tensor, hook.clone)
+                rec.copied = hook.clone
+        if pre is not None:
+            pre_leaves = dict(tensor_leaves(pre))
+            pre_t = pre_leaves.get(leaf)
+            if pre_t is not None:
+                rec.pre_stats = summarize(pre_t, clamp=hook.clamp)
+                if self.keep_tensors:
+                    rec.pre_kept = self._keep(pre_t, hook.clone)
+        self._pending.append(rec)
+
+    @staticmethod
+    def _keep(t: torch.Tensor, clone: bool) -> tuple[torch.Tensor, int | None]:
+        d = t.detach()
+        if clone:
+            return d.clone(), None
+        return d, _version(d)
+
+    # -- after the forward -----------------------------------------------------
+    def stale_paths(self) -> set[str]:
+        """Layers whose kept tensor was changed in place after it was captured."""
+        stale = set()
+        for rec in self._pending:
+            for kept in (rec.kept, rec.pre_kept):
+                if kept is not None and kept[1] is not None and _version(kept[0]) != kept[1]:
+                    stale.add(rec.path)
+        return stale
+
+    def finish(self) -> dict[str, list[CaptureRecord]]:
+        """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
+        resolve_all(s for rec in self._pending for s in (rec.stats, rec.pre_stats) if s is not None)
+        tensors = [k[0] for rec in self._pending for k in (rec.kept, rec.pre_kept) if k is not None]
+        host = dict(zip(map(id, tensors), to_host(tensors)))
+        out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
+        for rec in self._pending:
+            stats = rec.stats.resolve() if rec.stats is not None else None
+            pre = rec.pre_stats.resolve() if rec.pre_stats is not None else None
+            if stats is not None and pre is not None and pre.fraction_clamped is not None:
+                stats = dataclasses.replace(stats, fraction_clamped=pre.fraction_clamped)
+            out[rec.path].append(CaptureRecord(
+                path=rec.path,
+                call=rec.call,
+                stats=stats,
+                tensor=host[id(rec.kept[0])] if rec.kept is not None else None,
+                leaf=rec.leaf,
+                leaf_shapes=rec.leaf_shapes,
+                intervention=rec.intervention,
+                pre_stats=pre,
+                pre_tensor=host[id(rec.pre_kept[0])] if rec.pre_kept is not None else None,
+                copied=rec.copied,
+            ))
+        self._pending.clear()
+        return out
+
+
+def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Copy tensors to the CPU; device copies go to pinned memory without blocking,
+    with one synchronisation at the end."""
+    out: list[torch.Tensor] = []
+    devices = set()
+    for t in tensors:
+        if t.device.type == "cpu":
+            out.append(t)
+            continue
+        dst = torch.empty(t.shape, dtype=t.dtype, pin_memory=torch.cuda.is_available())
+        dst.copy_(t, non_blocking=True)
+        devices.add(t.device)
+        out.append(dst)
+    for d in devices:
+        if d.type == "cuda":
+            torch.cuda.synchronize(d)
+    return out

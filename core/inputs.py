@@ -1,0 +1,146 @@
+"""Input specs: the text a person types for "what to feed the model".
+
+=====================  ================================================
+``example`` or empty   the model's own example input
+``[[1.0, 2.0, 3.0]]``  a Python literal; a tuple literal gives several inputs
+``random:1x3x32x32``   random values, optional ``:seed=N``, ``:dtype=D``,
+                       ``:high=N`` (integers in ``[0, N)``)
+``file.npy``           a NumPy array (no pickles)
+``file.pt``            a tensor, or a tuple/list/dict of tensors
+                       (``torch.load(weights_only=True)``)
+=====================  ================================================
+
+The dtype follows the model's example input when there is one (so a token
+model gets integers), else float32.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import InputError
+from .interventions import map_tensors, tensor_leaves
+
+_DTYPES = {
+    "float32": torch.float32, "float": torch.float32, "float64": torch.float64,
+    "double": torch.float64, "float16": torch.float16, "half": torch.float16,
+    "bfloat16": torch.bfloat16, "int64": torch.int64, "long": torch.int64,
+    "int32": torch.int32, "int": torch.int32, "bool": torch.bool,
+}
+
+SYNTAX_HELP = ("write a literal such as [[1.0, 2.0, 3.0]], random:1x3x32x32[:seed=N], "
+               "example, or a path to a .npy/.pt file")
+
+
+def _example_dtype(example: Any) -> torch.dtype | None:
+    leaves = tensor_leaves(example) if example is not None else []
+    return leaves[0][1].dtype if leaves else None
+
+
+def parse_input(text: str, example: Any = None) -> Any:
+    """Turn an input spec into a tensor (or a tuple of tensors).
+
+    Raises :class:`InputError` with what to write instead when ``text`` cannot
+    be understood.
+    """
+    text = (text or "").strip()
+    if text in ("", "example"):
+        if example is None:
+            raise InputError("this model has no example input; " + SYNTAX_HELP)
+        return map_tensors(lambda t: t.clone(), example)
+    if text.startswith("random:") or text == "random":
+        return _parse_random(text, example)
+    if text[0] in "[(-0123456789.":
+        return _parse_literal(text, example)
+    path = Path(text).expanduser()
+    if path.suffix in (".npy", ".pt", ".pth"):
+        return _load_file(path)
+    raise InputError(f"cannot read input {text!r}: {SYNTAX_HELP}")
+
+
+def _parse_literal(text: str, example: Any) -> Any:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise InputError(f"input {text!r} is not a valid literal ({exc.__class__.__name__}): "
+                         + SYNTAX_HELP) from exc
+    dtype = _example_dtype(example) or torch.float32
+
+    def to_tensor(v: Any) -> torch.Tensor:
+        try:
+            return torch.tensor(v, dtype=dtype)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"input {text!r} is not a rectangular list of numbers: {exc}") from exc
+
+    if isinstance(value, tuple):
+        return tuple(to_tensor(v) for v in value)
+    return to_tensor(value)
+
+
+def _parse_random(text: str, example: Any) -> torch.Tensor:
+    parts = text.split(":")
+    if len(parts) < 2 or not parts[1]:
+        raise InputError("random input needs a shape, e.g. random:1x3x32x32")
+    try:
+        shape = tuple(int(s) for s in parts[1].lower().split("x"))
+    except ValueError as exc:
+        raise InputError(f"bad shape {parts[1]!r} in {text!r}: write sizes joined by 'x', "
+                         "e.g. random:1x3x32x32") from exc
+    if any(s <= 0 for s in shape):
+        raise InputError(f"bad shape {parts[1]!r}: every size must be positive")
+    opts: dict[str, str] = {}
+    for p in parts[2:]:
+        key, sep, val = p.partition("=")
+        if not sep:
+            raise InputError(f"bad option {p!r} in {text!r}: write key=value (seed=, dtype=, high=)")
+        opts[key.strip()] = val.strip()
+    unknown = set(opts) - {"seed", "dtype", "high"}
+    if unknown:
+        raise InputError(f"unknown option(s) {sorted(unknown)} in {text!r}: use seed=, dtype=, high=")
+    try:
+        seed = int(opts.get("seed", 0))
+        high = int(opts["high"]) if "high" in opts else None
+    except ValueError as exc:
+        raise InputError(f"seed and high must be integers in {text!r}") from exc
+    if "dtype" in opts:
+        if opts["dtype"] not in _DTYPES:
+            raise InputError(f"unknown dtype {opts['dtype']!r}: use one of {sorted(_DTYPES)}")
+        dtype = _DTYPES[opts["dtype"]]
+    else:
+        dtype = _example_dtype(example) or torch.float32
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    if high is None:
+        ex = tensor_leaves(example)[0][1] if example is not None and tensor_leaves(example) else None
+        high = int(ex.max()) + 1 if ex is not None and ex.numel() else 2
+    return torch.randint(0, max(high, 1), shape, generator=g, dtype=dtype)
+
+
+def _load_file(path: Path) -> Any:
+    if not path.is_file():
+        raise InputError(f"input file {str(path)!r} does not exist")
+    if path.suffix == ".npy":
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except ValueError as exc:
+            raise InputError(f"{path} holds Python objects, which are not loaded (pickles run "
+                             "code); save a plain numeric array") from exc
+        except OSError as exc:
+            raise InputError(f"cannot read {path} as a .npy array: {exc}") from exc
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    try:
+        value = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a bad or unsafe file
+        raise InputError(f"cannot load {path} as tensors (weights_only=True refuses anything "
+                         f"but tensors and plain containers): {str(exc).splitlines()[0]}") from exc
+    if isinstance(value, list):
+        value = tuple(value)
+    if not tensor_leaves(value):
+        raise InputError(f"{path} holds no tensor; save the input with torch.save(tensor, path)")
+    return value

@@ -1,0 +1,236 @@
+"""Running a model: one forward with a plan, or a baseline/intervened comparison.
+
+:func:`run` does one forward with the plan's hooks attached and always takes
+them off again. :func:`compare` does a baseline forward (no hooks) and an
+intervened one, and reports both outputs and their difference.
+
+Why the intervened forward runs under ``no_grad`` when tensors are kept:
+inference-mode tensors have no version counter, and the version counter is
+how a capture that a later in-place op overwrote is found without cloning
+every capture. Forwards that keep no tensors (baseline, clamp-only,
+statistics-only) run under ``inference_mode``. The kernels are the same, so
+the numbers are too.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .devices import resolve_device, synchronize
+from .errors import ForwardError, HookscopeError
+from .hooks import CaptureRecord, HookSession
+from .interventions import map_tensors, tensor_leaves
+from .plan import Plan
+
+# Per model: layers whose captured output a later in-place op overwrote.
+# Learned once (costing one extra forward), then those layers are copied at
+# capture time on every later run, e.g. each step of a Live drag.
+_INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class ForwardResult:
+    """One forward with a plan applied."""
+
+    output: Any
+    captures: dict[str, list[CaptureRecord]]
+    calls: dict[str, int]
+    forward_ms: float
+    total_ms: float
+    device: str
+    recaptured: tuple[str, ...] = ()
+
+    @property
+    def captured_bytes(self) -> int:
+        return sum(r.nbytes for recs in self.captures.values() for r in recs)
+
+
+@dataclass
+class RunResult:
+    """A baseline forward and an intervened forward of the same input."""
+
+    output_without: Any
+    output_with: Any
+    outputs_differ: bool
+    max_abs_diff: float
+    captures: dict[str, list[CaptureRecord]]
+    calls: dict[str, int]
+    device: str
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    plan: Plan | None = None
+    recaptured: tuple[str, ...] = ()
+
+    @property
+    def captured_bytes(self) -> int:
+        return sum(r.nbytes for recs in self.captures.values() for r in recs)
+
+    def to_json_dict(self) -> dict:
+        """The CLI's ``--json`` object."""
+        return {
+            "output_without": flat_floats(self.output_without),
+            "output_with": flat_floats(self.output_with),
+            "outputs_differ": self.outputs_differ,
+            "max_abs_diff": self.max_abs_diff,
+            "captures": {
+                path: [
+                    {"shape": list(r.stats.shape), "min": r.stats.min, "max": r.stats.max,
+                     "mean": r.stats.mean, "std": r.stats.std,
+                     **({"intervention": r.intervention,
+                         "fraction_clamped": r.stats.fraction_clamped} if r.intervention else {})}
+                    if r.stats is not None else {"shape": None}
+                    for r in recs
+                ]
+                for path, recs in self.captures.items()
+            },
+            "device": self.device,
+            "timings_ms": {k: round(v, 4) for k, v in self.timings_ms.items()},
+        }
+
+
+def flat_floats(value: Any) -> list[float]:
+    """Every tensor leaf of ``value`` flattened into one list of floats."""
+    out: list[float] = []
+    for _, t in tensor_leaves(value):
+        out.extend(float(v) for v in t.detach().reshape(-1).double().tolist())
+    return out
+
+
+def to_device(inputs: Any, dev: torch.device) -> Any:
+    return map_tensors(lambda t: t.to(dev), inputs)
+
+
+def call_model(module: nn.Module, inputs: Any) -> Any:
+    """Call ``module`` the way its input asks: a tuple spreads, a dict is keywords."""
+    if isinstance(inputs, tuple) and not hasattr(inputs, "_fields"):
+        return module(*inputs)
+    if isinstance(inputs, dict):
+        return module(**inputs)
+    return module(inputs)
+
+
+def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> Any:
+    """Call the model; its own errors come back as :class:`ForwardError`."""
+    try:
+        with grad_mode():
+            return call_model(module, inputs)
+    except HookscopeError:
+        raise
+    except Exception as exc:  # the model's own error, made readable
+        raise ForwardError(forward_error_message(module, inputs, exc)) from exc
+
+
+def forward_error_message(module: nn.Module, inputs: Any, exc: Exception) -> str:
+    shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+                       for _, t in tensor_leaves(inputs)) or "no tensors"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (f"the model's forward failed on the input ({shapes}): {type(exc).__name__}: {first}. "
+            "Check that the input's shape and dtype are what the model expects.")
+
+
+def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu") -> ForwardResult:
+    """One forward of ``module`` on ``inputs`` with ``plan`` applied.
+
+    The module is moved to ``device`` (as ``nn.Module.to`` does) and every
+    hook added is removed before this returns or raises. ``output`` and kept
+    captures are on the CPU.
+    """
+    plan = plan or Plan()
+    dev = resolve_device(device)
+    layers = plan.resolve(module)
+    module.to(dev)
+    x = to_device(inputs, dev)
+    t0 = time.perf_counter()
+    known = _INPLACE_VICTIMS.get(module, set())
+    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, plan.keep_tensors,
+                                                          known, dev)
+    recaptured: tuple[str, ...] = ()
+    if stale:
+        # Learned: these captures need a copy. Run again with exactly those copied.
+        victims = _INPLACE_VICTIMS.setdefault(module, set())
+        victims |= stale
+        recaptured = tuple(sorted(stale))
+        out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev)
+    output = map_tensors(lambda t: t.detach().cpu(), out)
+    total = (time.perf_counter() - t0) * 1e3
+    return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
+
+
+def _hooked_forward(module, x, layers, keep, clone_paths, dev):
+    session = HookSession(layers, keep_tensors=keep, clone_paths=clone_paths)
+    grad_mode = torch.no_grad if keep else torch.inference_mode
+    with session:
+        synchronize(dev)
+        t0 = time.perf_counter()
+        out = forward(module, x, grad_mode)
+        synchronize(dev)
+        fwd_ms = (time.perf_counter() - t0) * 1e3
+    stale = session.stale_paths() if keep else set()
+    return out, session.finish(), session.calls(), fwd_ms, stale
+
+
+def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu") -> RunResult:
+    """Baseline forward (no hooks) and intervened forward (``plan``), side by side.
+
+    Returns a :class:`RunResult` with both outputs on the CPU, whether they
+    differ, the largest absolute difference, the captures of the intervened
+    run and timings in milliseconds (``baseline``, ``intervened``,
+    ``overhead`` = intervened minus baseline, ``total``).
+    """
+    plan = plan or Plan()
+    dev = resolve_device(device)
+    plan.resolve(module)  # fail on a bad plan before any work
+    module.to(dev)
+    x = to_device(inputs, dev)
+    t0 = time.perf_counter()
+    synchronize(dev)
+    tb = time.perf_counter()
+    base = forward(module, x, torch.inference_mode)
+    synchronize(dev)
+    base_ms = (time.perf_counter() - tb) * 1e3
+    base_out = map_tensors(lambda t: t.detach().cpu(), base)
+    res = run(module, x, plan, str(dev))
+    differ, max_diff = output_difference(base_out, res.output)
+    total = (time.perf_counter() - t0) * 1e3
+    return RunResult(
+        output_without=base_out,
+        output_with=res.output,
+        outputs_differ=differ,
+        max_abs_diff=max_diff,
+        captures=res.captures,
+        calls=res.calls,
+        device=str(dev),
+        timings_ms={"baseline": base_ms, "intervened": res.forward_ms,
+                    "overhead": res.forward_ms - base_ms, "total": total},
+        plan=plan,
+        recaptured=res.recaptured,
+    )
+
+
+def output_difference(a: Any, b: Any) -> tuple[bool, float]:
+    """Whether two (nested) outputs differ anywhere, and the largest |a - b|.
+
+    NaN in the same place in both counts as equal.
+    """
+    la, lb = tensor_leaves(a), tensor_leaves(b)
+    if [k for k, _ in la] != [k for k, _ in lb]:
+        return True, float("inf")
+    differ = False
+    worst = 0.0
+    for (_, ta), (_, tb) in zip(la, lb):
+        if ta.shape != tb.shape:
+            return True, float("inf")
+        if not torch.equal(ta, tb):
+            da, db = ta.double(), tb.double()
+            same_nan = torch.isnan(da) & torch.isnan(db)
+            d = (da - db).abs().masked_fill(same_nan, 0.0)
+            if bool((d != 0).any()):
+                differ = True
+                d = d.nan_to_num(nan=float("inf"))
+                worst = max(worst, float(d.max()))
+    return differ, worst

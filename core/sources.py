@@ -1,0 +1,191 @@
+"""Where a model comes from: a *model spec* string resolved to a module and an example input.
+
+==============================  ===========================================
+``demo:NAME``                   a built-in demo (clamp, features, cnn, transformer)
+``path/to/file.py:factory``     a factory in a Python file
+``package.module:factory``      a factory in an importable module
+``model.pt2``                   a ``torch.export`` program, unflattened so the
+                                original module paths exist and hooks fire
+``model.pt`` (trusted only)     a fully pickled module: runs code from the file,
+                                so only with ``trust_pickle=True``
+==============================  ===========================================
+
+A factory returns a module or ``(module, example_input)``. ``weights=`` loads
+a state_dict into the factory's module (:mod:`.weights`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .demo_models import DEMO_DESCRIPTIONS, DEMOS
+from .errors import SpecError
+from .weights import apply_weights
+
+SPEC_HELP = ("use demo:NAME, path/to/file.py:factory, package.module:factory, "
+             "or a torch.export .pt2 file")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run: ``module`` in eval mode and what to feed it by default."""
+
+    module: nn.Module
+    example_input: Any
+    spec: str
+    kind: str
+    description: str = ""
+    weights: str | None = None
+
+
+def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False) -> LoadedModel:
+    """Resolve ``spec`` to a :class:`LoadedModel`; raise :class:`SpecError` saying what to fix."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise SpecError("no model given: " + SPEC_HELP)
+    if spec.startswith("demo:"):
+        lm = _load_demo(spec)
+    elif spec.endswith(".pt2"):
+        lm = _load_exported(spec)
+    elif spec.endswith((".pt", ".pth")):
+        lm = _load_pickle(spec, trust_pickle)
+    elif ":" in spec:
+        lm = _load_factory(spec)
+    elif spec.endswith(".py"):
+        raise SpecError(f"{spec!r} names a file but no factory: write {spec}:NAME, where NAME is a "
+                        "function in the file that returns the model")
+    else:
+        raise SpecError(f"cannot tell what model {spec!r} is: " + SPEC_HELP)
+    if weights:
+        if lm.kind in ("export",):
+            raise SpecError("an exported .pt2 program carries its own weights; drop --weights")
+        apply_weights(lm.module, weights)
+        lm.weights = weights
+    lm.module.eval()
+    return lm
+
+
+def demo_names() -> list[str]:
+    return list(DEMOS)
+
+
+def _load_demo(spec: str) -> LoadedModel:
+    name = spec.removeprefix("demo:")
+    if name not in DEMOS:
+        raise SpecError(f"unknown demo {name!r}: choose one of "
+                        + ", ".join(f"demo:{n}" for n in DEMOS))
+    module, example = DEMOS[name]()
+    return LoadedModel(module, example, spec, "demo", DEMO_DESCRIPTIONS.get(name, ""))
+
+
+def _load_exported(spec: str) -> LoadedModel:
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise SpecError(f"exported program {spec!r} does not exist")
+    try:
+        ep = torch.export.load(str(path))
+    except Exception as exc:  # a corrupt or foreign file
+        raise SpecError(f"cannot load {path.name} as a torch.export program: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+    try:
+        module = torch.export.unflatten(ep)
+    except Exception as exc:
+        raise SpecError(f"{path.name} loaded but could not be unflattened into its module tree: "
+                        f"{exc}") from exc
+    args, kwargs = ep.example_inputs or ((), {})
+    example: Any = args[0] if len(args) == 1 and not kwargs else (kwargs if not args else tuple(args))
+    return LoadedModel(module, example, spec, "export", f"torch.export program {path.name}")
+
+
+def _load_pickle(spec: str, trust: bool) -> LoadedModel:
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise SpecError(f"model file {spec!r} does not exist")
+    if not trust:
+        raise SpecError(f"{path.name} would be loaded as a full pickle, which runs code stored in "
+                        "the file. Pass --trust-pickle only if you trust its source; better, export "
+                        "it with torch.export (.pt2) or use file.py:factory with --weights.")
+    try:
+        module = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise SpecError(f"cannot unpickle {path.name}: {exc}") from exc
+    if not isinstance(module, nn.Module):
+        raise SpecError(f"{path.name} holds a {type(module).__name__}, not a model; if it is a "
+                        "state_dict, load it with file.py:factory --weights")
+    return LoadedModel(module, None, spec, "pickle", f"pickled module {path.name}")
+
+
+def _load_factory(spec: str) -> LoadedModel:
+    target, _, fname = spec.rpartition(":")
+    if not fname.isidentifier():
+        raise SpecError(f"{fname!r} in {spec!r} is not a function name: " + SPEC_HELP)
+    if target.endswith(".py"):
+        pymod = _import_file(Path(target).expanduser())
+    else:
+        try:
+            pymod = importlib.import_module(target)
+        except ModuleNotFoundError as exc:
+            raise SpecError(f"no module named {target!r} can be imported; check the name, or "
+                            "give a path ending in .py") from exc
+        except Exception as exc:
+            raise SpecError(_import_failure(target, exc)) from exc
+    factory = getattr(pymod, fname, None)
+    if not callable(factory):
+        options = [n for n, v in vars(pymod).items()
+                   if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == pymod.__name__]
+        raise SpecError(f"{target} has no function {fname!r}"
+                        + (f"; it defines {', '.join(options[:10])}" if options else ""))
+    try:
+        made = factory()
+    except Exception as exc:
+        raise SpecError(f"factory {fname}() in {target} raised {type(exc).__name__}: {exc}"
+                        f"{_where(exc)}") from exc
+    example = None
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module):
+        made, example = made
+    if not isinstance(made, nn.Module):
+        raise SpecError(f"factory {fname}() returned {type(made).__name__}; it must return an "
+                        "nn.Module or a (module, example_input) pair")
+    return LoadedModel(made, example, spec, "factory", f"{fname}() from {target}")
+
+
+def _import_file(path: Path):
+    if not path.is_file():
+        raise SpecError(f"model file {str(path)!r} does not exist")
+    name = f"hookscope_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SpecError(f"cannot import {path} as Python")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses and pickling look modules up here
+    try:
+        spec.loader.exec_module(mod)
+    except SyntaxError as exc:
+        sys.modules.pop(name, None)
+        raise SpecError(f"syntax error in {path.name} line {exc.lineno}: {exc.msg}") from exc
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise SpecError(_import_failure(str(path), exc)) from exc
+    return mod
+
+
+def _import_failure(target: str, exc: Exception) -> str:
+    return f"importing {target} failed with {type(exc).__name__}: {exc}{_where(exc)}"
+
+
+def _where(exc: BaseException) -> str:
+    """' (file.py line N)' for the innermost frame of the user's code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" ({Path(f.filename).name} line {f.lineno})"

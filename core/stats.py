@@ -1,0 +1,262 @@
+"""Summaries of a tensor computed where the tensor lives.
+
+A large activation should never have to cross to the CPU whole just to be
+plotted: min, max, mean, std, NaN/Inf counts, the fraction a clamp changed and
+a fixed-bin histogram are reduced on the tensor's own device, and only that
+small vector is transferred.
+
+Two reduction paths give the same numbers:
+
+* the *eager* path (CPU): reads min/max back at once (free on the CPU) and
+  uses them to pick the cheapest route, e.g. skipping the NaN/Inf pass when
+  min and max are finite and using ``torch.histc`` with plain float bounds;
+* the *deferred* path (CUDA and other accelerators): never synchronises; every
+  quantity stays a device tensor until :func:`resolve_all` moves all pending
+  summaries of a forward pass to the host in one transfer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import torch
+
+#: Histogram bins used everywhere (plots, JSON, CLI).
+HIST_BINS = 64
+
+# Layout of the summary vector: scalars first, then the histogram counts.
+_MIN, _MAX, _MEAN, _STD, _NAN, _INF, _CLAMPED, _FMIN, _FMAX = range(9)
+_N_SCALARS = 9
+
+
+@dataclass(frozen=True)
+class TensorStats:
+    """Summary of one tensor.
+
+    ``std`` is the population standard deviation (``correction=0``) over the
+    finite values; ``min``/``max``/``mean`` are over the finite values too, so
+    a single NaN does not hide the rest. ``hist_counts`` has
+    :data:`HIST_BINS` bins spanning ``hist_edges`` (finite values only).
+    ``fraction_clamped`` is the fraction of values a clamp changed, or
+    ``None`` where no clamp applies.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    count: int
+    min: float
+    max: float
+    mean: float
+    std: float
+    nan_count: int
+    inf_count: int
+    hist_counts: np.ndarray = field(repr=False)
+    hist_edges: np.ndarray = field(repr=False)
+    fraction_clamped: float | None = None
+
+    def to_dict(self, with_histogram: bool = False) -> dict:
+        """Plain JSON-ready dictionary."""
+        d = {
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "count": self.count,
+            "min": self.min,
+            "max": self.max,
+            "mean": self.mean,
+            "std": self.std,
+            "nan_count": self.nan_count,
+            "inf_count": self.inf_count,
+        }
+        if self.fraction_clamped is not None:
+            d["fraction_clamped"] = self.fraction_clamped
+        if with_histogram:
+            d["hist_counts"] = self.hist_counts.tolist()
+            d["hist_edges"] = self.hist_edges.tolist()
+        return d
+
+
+class PendingStats:
+    """A summary whose numbers may still live on the device.
+
+    Created by :func:`summarize`; turned into :class:`TensorStats` by
+    :meth:`resolve` or, for many at once with one transfer, :func:`resolve_all`.
+    """
+
+    __slots__ = ("shape", "dtype", "count", "vector", "has_clamp", "_resolved")
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, count: int, vector: torch.Tensor,
+                 has_clamp: bool = False):
+        self.shape = shape
+        self.dtype = dtype
+        self.count = count
+        self.vector = vector  # float64, _N_SCALARS + HIST_BINS long
+        self.has_clamp = has_clamp
+        self._resolved: TensorStats | None = None
+
+    def resolve(self) -> TensorStats:
+        if self._resolved is None:
+            resolve_all([self])
+        assert self._resolved is not None
+        return self._resolved
+
+    def _finish(self, host: np.ndarray) -> None:
+        self._resolved = _from_vector(self.shape, self.dtype, self.count, host, self.has_clamp)
+        self.vector = None  # type: ignore[assignment]  # free the device copy
+
+
+def resolve_all(pending: Iterable[PendingStats]) -> None:
+    """Move every pending summary to the host in one transfer per device."""
+    todo = [p for p in pending if p._resolved is None]
+    by_device: dict[torch.device, list[PendingStats]] = {}
+    for p in todo:
+        by_device.setdefault(p.vector.device, []).append(p)
+    for items in by_device.values():
+        host = torch.stack([p.vector for p in items]).cpu().numpy()
+        for p, row in zip(items, host):
+            p._finish(row)
+
+
+def summarize(
+    tensor: torch.Tensor,
+    clamp: tuple[float, float] | None = None,
+    bins: int = HIST_BINS,
+    deferred: bool | None = None,
+) -> PendingStats:
+    """Start summarising ``tensor`` on its own device.
+
+    Parameters
+    ----------
+    tensor
+        Any tensor; integer and low-precision floats are summarised in float32.
+    clamp
+        ``(lo, hi)`` when ``tensor`` is the value *before* a clamp: the summary
+        then counts the fraction of values the clamp changes.
+    deferred
+        Force the no-synchronisation path (default: only off the CPU).
+    """
+    x = tensor.detach()
+    shape = tuple(x.shape)
+    dtype = str(x.dtype).removeprefix("torch.")
+    count = x.numel()
+    if deferred is None:
+        deferred = x.device.type != "cpu"
+    if count == 0:
+        vec = torch.full((_N_SCALARS + bins,), 0.0, dtype=torch.float64, device=x.device)
+        vec[: _N_SCALARS] = float("nan")
+        vec[_NAN] = vec[_INF] = vec[_CLAMPED] = 0.0
+        return PendingStats(shape, dtype, count, vec, clamp is not None)
+    flat = x.reshape(-1)
+    if flat.dtype not in (torch.float32, torch.float64):
+        flat = flat.float()
+    if deferred:
+        vec = _summary_deferred(flat, clamp, bins)
+    else:
+        vec = _summary_eager(flat, clamp, bins)
+    return PendingStats(shape, dtype, count, vec, clamp is not None)
+
+
+def summarize_now(tensor: torch.Tensor, clamp: tuple[float, float] | None = None,
+                  bins: int = HIST_BINS) -> TensorStats:
+    """Summarise and resolve at once (convenience for scripts and tests)."""
+    return summarize(tensor, clamp, bins).resolve()
+
+
+def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> torch.Tensor:
+    if clamp is None:
+        return flat.new_zeros(())
+    lo, hi = clamp
+    # Counting lo > x or x > hi in one fused expression avoids an extra temporary.
+    return torch.logical_or(flat < lo, flat > hi).sum()
+
+
+def _summary_eager(flat: torch.Tensor, clamp, bins: int) -> torch.Tensor:
+    mn_t, mx_t = torch.aminmax(flat)
+    mn, mx = mn_t.item(), mx_t.item()
+    nan = inf = 0
+    values = flat
+    if not (math.isfinite(mn) and math.isfinite(mx)):
+        # Rare path: count the non-finite values and summarise the rest.
+        nan = int(torch.isnan(flat).sum())
+        inf = int(torch.isinf(flat).sum())
+        values = flat[torch.isfinite(flat)]
+        if values.numel() == 0:
+            out = torch.zeros(_N_SCALARS + bins, dtype=torch.float64)
+            out[:_N_SCALARS] = torch.tensor(
+                [math.nan, math.nan, math.nan, math.nan, nan, inf, 0, math.nan, math.nan])
+            out[_CLAMPED] = float(_clamped_count(flat, clamp))
+            return out
+        mn_t, mx_t = torch.aminmax(values)
+        mn, mx = mn_t.item(), mx_t.item()
+    std, mean = torch.std_mean(values, correction=0)
+    lo_e, hi_e = _hist_range(mn, mx)
+    hist = torch.histc(values, bins=bins, min=lo_e, max=hi_e)
+    clamped = float(_clamped_count(flat, clamp))
+    head = torch.tensor([mn, mx, mean.item(), std.item(), nan, inf, clamped, lo_e, hi_e],
+                        dtype=torch.float64)
+    return torch.cat([head, hist.to(torch.float64)])
+
+
+def _hist_range(mn: float, mx: float) -> tuple[float, float]:
+    if mx > mn:
+        return mn, mx
+    # A constant tensor still gets a visible bar, centred on its value.
+    return mn - 0.5, mx + 0.5
+
+
+def _summary_deferred(flat: torch.Tensor, clamp, bins: int) -> torch.Tensor:
+    finite = torch.isfinite(flat)
+    n_finite = finite.sum()
+    nan = torch.isnan(flat).sum()
+    inf = flat.numel() - n_finite - nan
+    inf_t = torch.tensor(float("inf"), device=flat.device, dtype=flat.dtype)
+    mn = torch.where(finite, flat, inf_t).amin()
+    mx = torch.where(finite, flat, -inf_t).amax()
+    zero = torch.zeros((), device=flat.device, dtype=flat.dtype)
+    safe = torch.where(finite, flat, zero)
+    denom = n_finite.clamp_min(1).to(flat.dtype)
+    mean = safe.sum() / denom
+    var = (torch.where(finite, flat - mean, zero) ** 2).sum() / denom
+    std = var.sqrt()
+    # Same bin rule as torch.histc: width = (hi - lo) / bins, the top edge falls in the last bin.
+    const = mx <= mn
+    lo_e = torch.where(const, mn - 0.5, mn)
+    hi_e = torch.where(const, mx + 0.5, mx)
+    scale = bins / (hi_e - lo_e)
+    idx = ((safe - lo_e) * scale).floor().clamp_(0, bins - 1).long()
+    idx = torch.where(finite, idx, torch.full_like(idx, bins))  # non-finite to a spill bin
+    hist = torch.bincount(idx, minlength=bins + 1)[:bins]
+    clamped = _clamped_count(flat, clamp)
+    empty = n_finite == 0
+    nan_t = torch.tensor(float("nan"), device=flat.device, dtype=torch.float64)
+    head = torch.stack([mn, mx, mean, std]).to(torch.float64)
+    head = torch.where(empty, nan_t, head)
+    tail = torch.stack([nan.to(torch.float64), inf.to(torch.float64), clamped.to(torch.float64),
+                        lo_e.to(torch.float64), hi_e.to(torch.float64)])
+    return torch.cat([head, tail, hist.to(torch.float64)])
+
+
+def _from_vector(shape, dtype, count, v: np.ndarray, has_clamp: bool) -> TensorStats:
+    bins = v.shape[0] - _N_SCALARS
+    lo_e, hi_e = float(v[_FMIN]), float(v[_FMAX])
+    if math.isfinite(lo_e) and math.isfinite(hi_e):
+        edges = np.linspace(lo_e, hi_e, bins + 1)
+    else:
+        edges = np.zeros(bins + 1)
+    frac = (float(v[_CLAMPED]) / count if count else 0.0) if has_clamp else None
+    return TensorStats(
+        shape=tuple(shape),
+        dtype=dtype,
+        count=int(count),
+        min=float(v[_MIN]),
+        max=float(v[_MAX]),
+        mean=float(v[_MEAN]),
+        std=float(v[_STD]),
+        nan_count=int(v[_NAN]),
+        inf_count=int(v[_INF]),
+        hist_counts=v[_N_SCALARS:].astype(np.int64),
+        hist_edges=edges,
+        fraction_clamped=frac,
+    )
