@@ -1,0 +1,71 @@
+"""The tree widget: filter box, selection signal, programmatic selection."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QItemSelectionModel
+
+from hookscope.core import load_model, module_tree, observe
+from hookscope.widgets.layer_tree_view import LayerTreeWidget
+
+
+def _widget(qtbot, spec="demo:transformer") -> LayerTreeWidget:
+    lm = load_model(spec)
+    w = LayerTreeWidget()
+    qtbot.addWidget(w)
+    w.model.set_tree(observe(lm.module, lm.example_input, module_tree(lm.module)))
+    return w
+
+
+def _visible_paths(w: LayerTreeWidget) -> list[str]:
+    out = []
+
+    def walk(parent):
+        for r in range(w.proxy.rowCount(parent)):
+            idx = w.proxy.index(r, 0, parent)
+            out.append(w.model.path_for_index(w.proxy.mapToSource(idx)))
+            walk(idx)
+
+    from PySide6.QtCore import QModelIndex
+    walk(QModelIndex())
+    return out
+
+
+def test_object_names(qtbot):
+    w = _widget(qtbot)
+    assert w.view.objectName() == "layerTree"
+    assert w.filter_edit.objectName() == "layerFilter"
+    assert w.filter_edit.placeholderText() == "Filter layers by name or type"
+
+
+def test_filter_narrows_rows_by_name_and_type(qtbot):
+    w = _widget(qtbot)
+    everything = _visible_paths(w)
+    w.set_filter("linear1")
+    shown = _visible_paths(w)
+    assert len(shown) < len(everything)
+    assert "encoder.layers.0.linear1" in shown and "encoder.layers.1.linear1" in shown
+    assert "encoder.layers.0.norm1" not in shown and "head" not in shown
+    # Ancestors stay so the matches are reachable.
+    assert "encoder.layers.0" in shown
+    w.set_filter("layernorm")  # by type, any case
+    shown = _visible_paths(w)
+    assert "norm" in shown and "encoder.layers.0.norm2" in shown and "embed" not in shown
+    w.set_filter("")
+    assert _visible_paths(w) == everything
+
+
+def test_user_selection_emits_layer_selected(qtbot):
+    w = _widget(qtbot, "demo:cnn")
+    idx = w.proxy.mapFromSource(w.model.index_for_path("conv2"))
+    with qtbot.waitSignal(w.layerSelected) as sig:
+        w.view.selectionModel().select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect
+                                       | QItemSelectionModel.SelectionFlag.Rows)
+    assert sig.args == ["conv2"]
+
+
+def test_select_path_is_quiet(qtbot):
+    w = _widget(qtbot, "demo:cnn")
+    with qtbot.assertNotEmitted(w.layerSelected):
+        assert w.select_path("fc")
+    assert w.selected_path() == "fc"
+    assert not w.select_path("nope")
