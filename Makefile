@@ -8,7 +8,7 @@ TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.hookscope-installed
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,9 +26,6 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
-
-lint: $(STAMP)
-	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info

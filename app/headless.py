@@ -25,11 +25,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_command(argv: list[str], out: TextIO = sys.stdout) -> int:
+def run_command(argv: list[str], out: TextIO | None = None) -> int:
     """Parse ``argv`` (without the leading 'run'), compare, print; returns the exit status.
 
     A :class:`HookscopeError` propagates to the caller, which prints it as one line.
     """
+    out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
     opts = model_options(ns)
     lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)

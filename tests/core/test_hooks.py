@@ -1,0 +1,210 @@
+"""Hook hygiene: every handle removed on every path, user hooks untouched,
+per-call captures, nested outputs, and captures that survive in-place ops."""
+
+from collections import OrderedDict, namedtuple
+
+import pytest
+import torch
+from torch import nn
+
+from hookscope.core import ForwardError, HookSession, Plan, compare, run
+
+
+def hook_dicts(model):
+    return {name: (list(m._forward_hooks.items()), list(m._forward_pre_hooks.items()))
+            for name, m in model.named_modules()}
+
+
+def small():
+    torch.manual_seed(0)
+    return nn.Sequential(OrderedDict(a=nn.Linear(3, 5), act=nn.ReLU(), b=nn.Linear(5, 2)))
+
+
+def test_hooks_removed_after_run_and_compare():
+    m = small()
+    before = hook_dicts(m)
+    x = torch.randn(2, 3)
+    run(m, x, Plan(capture=["a", "b"], clamp={"act": (0, 0.5)}))
+    compare(m, x, Plan(capture=["a"], clamp={"a": (-1, 1)}))
+    assert hook_dicts(m) == before
+    assert all(not mod._forward_hooks for mod in m.modules())
+
+
+class Boom(nn.Module):
+    def __init__(self, exc):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.exc = exc
+
+    def forward(self, x):
+        x = self.lin(x)
+        raise self.exc
+
+
+def test_hooks_removed_when_forward_raises():
+    m = Boom(ValueError("bad thing"))
+    with pytest.raises(ForwardError, match="bad thing"):
+        compare(m, torch.zeros(1, 2), Plan(capture=["lin"], clamp={"lin": (0, 1)}))
+    assert not m.lin._forward_hooks
+
+
+def test_hooks_removed_on_keyboard_interrupt():
+    m = Boom(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        run(m, torch.zeros(1, 2), Plan(capture=["lin"]))
+    assert not m.lin._forward_hooks
+
+
+def test_session_removes_partial_registration_on_failure():
+    m = small()
+    layers = Plan(capture=["a", "b"]).resolve(m)
+
+    class Exploding:
+        def register_forward_hook(self, hook):
+            raise RuntimeError("cannot register")
+
+    layers["b"].module = Exploding()
+    with pytest.raises(RuntimeError):
+        with HookSession(layers):
+            pass
+    assert not m.a._forward_hooks
+
+
+def test_user_hooks_kept_in_order():
+    m = small()
+    seen = []
+    h1 = m.a.register_forward_hook(lambda *_: seen.append("user1"))
+    h2 = m.a.register_forward_hook(lambda *_: seen.append("user2"))
+    before = list(m.a._forward_hooks.items())
+    compare(m, torch.randn(1, 3), Plan(capture=["a"], clamp={"a": (0, 0.1)}))
+    assert list(m.a._forward_hooks.items()) == before
+    seen.clear()
+    m(torch.randn(1, 3))
+    assert seen == ["user1", "user2"]
+    h1.remove(), h2.remove()
+
+
+class Reuse(nn.Module):
+    """One Linear called three times, and reachable by two paths."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared = nn.Linear(4, 4)
+        self.alias = self.shared
+
+    def forward(self, x):
+        return self.alias(self.shared(self.shared(x)))
+
+
+def test_reused_module_records_every_call():
+    torch.manual_seed(1)
+    m = Reuse()
+    x = torch.randn(1, 4)
+    r = run(m, x, Plan(capture=["shared"]))
+    recs = r.captures["shared"]
+    assert [rec.call for rec in recs] == [0, 1, 2]
+    y1 = m.shared(x)
+    y2 = m.shared(y1)
+    y3 = m.shared(y2)
+    for rec, ref in zip(recs, (y1, y2, y3)):
+        assert torch.equal(rec.tensor, ref.detach())
+    assert r.calls["shared"] == 3
+
+
+def test_second_path_maps_to_the_same_module():
+    m = Reuse()
+    r = run(m, torch.randn(1, 4), Plan(capture=["alias"]))
+    assert list(r.captures) == ["shared"] and len(r.captures["shared"]) == 3
+    assert not m.shared._forward_hooks
+
+
+Pair = namedtuple("Pair", "main aux")
+
+
+class Nested(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return {"pair": Pair(y, y * 2), "meta": "text", "n": 3}
+
+
+class UsesNested(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Nested()
+
+    def forward(self, x):
+        out = self.inner(x)
+        assert out["meta"] == "text" and out["n"] == 3  # non-tensor leaves pass through
+        return out["pair"].main + out["pair"].aux
+
+
+def test_nested_outputs_captured_and_clamped():
+    torch.manual_seed(2)
+    m = UsesNested()
+    x = torch.randn(2, 3) * 3
+    r = compare(m, x, Plan(capture=["inner"], clamp={"inner": (-0.5, 0.5)}))
+    rec = r.captures["inner"][0]
+    y = m.inner.lin(x).detach()
+    assert rec.leaf == "['pair'][0]"
+    assert set(rec.leaf_shapes) == {"['pair'][0]", "['pair'][1]"}
+    assert torch.equal(rec.tensor, y.clamp(-0.5, 0.5))
+    assert torch.equal(rec.pre_tensor, y)
+    assert torch.equal(r.output_with, y.clamp(-0.5, 0.5) + (2 * y).clamp(-0.5, 0.5))
+    assert r.outputs_differ
+
+
+class InPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.relu = nn.ReLU(inplace=True)
+        self.lin2 = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.relu(self.bn(self.lin(x)))   # relu overwrites bn's output
+        z = self.lin2(y)
+        z += 1.0                              # overwrites lin2's output
+        return z
+
+
+def clone_reference(model, x, paths):
+    got = {}
+    mods = dict(model.named_modules())
+    hs = [mods[p].register_forward_hook(
+        (lambda p: lambda m, i, o: got.__setitem__(p, o.detach().clone()))(p)) for p in paths]
+    with torch.no_grad():
+        model(x)
+    for h in hs:
+        h.remove()
+    return got
+
+
+def test_captures_survive_later_inplace_ops():
+    torch.manual_seed(3)
+    m = InPlace().eval()
+    x = torch.randn(5, 4)
+    paths = ["lin", "bn", "relu", "lin2"]
+    ref = clone_reference(m, x, paths)
+    assert (ref["bn"] < 0).any()  # the test means something only if relu changes values
+    for attempt in range(2):  # first run learns, second copies only what needs it
+        r = run(m, x, Plan(capture=paths))
+        for p in paths:
+            assert torch.equal(r.captures[p][0].tensor, ref[p]), (attempt, p)
+    assert set(r.recaptured) == set() and {p for p in paths if r.captures[p][0].copied} == {"bn", "lin2"}
+
+
+def test_stats_only_keeps_no_tensors_but_right_stats():
+    torch.manual_seed(4)
+    m = InPlace().eval()
+    x = torch.randn(5, 4)
+    ref = clone_reference(m, x, ["bn"])["bn"]
+    r = run(m, x, Plan(capture=["bn", "lin2"], keep_tensors=False))
+    rec = r.captures["bn"][0]
+    assert rec.tensor is None and rec.nbytes == 0
+    assert rec.stats.min == pytest.approx(float(ref.min()))  # taken before relu overwrote it
+    assert rec.stats.mean == pytest.approx(float(ref.mean()), abs=1e-6)

@@ -1,0 +1,79 @@
+"""Plans checked against models, compare() semantics, devices."""
+
+import pytest
+import torch
+
+from hookscope.core import (DeviceError, Plan, PlanError, available_devices, compare,
+                            load_model, resolve_device, run)
+
+
+def test_unknown_layer_names_close_matches():
+    lm = load_model("demo:cnn")
+    with pytest.raises(PlanError, match=r"unknown layer 'conv3'.*'conv1'|unknown layer 'conv3'.*'conv2'"):
+        Plan(capture=["conv3"]).resolve(lm.module)
+
+
+@pytest.mark.parametrize("bounds", [(1.0, -1.0), (float("nan"), 1.0), ("a", 1), (1,)])
+def test_bad_clamp_bounds(bounds):
+    with pytest.raises(PlanError, match="0"):
+        Plan(clamp={"0": bounds})
+
+
+def test_single_string_capture_refused():
+    with pytest.raises(PlanError, match="list"):
+        Plan(capture="fc1")
+
+
+def test_plan_edits_return_new_plans():
+    p = Plan(capture=("a",))
+    q = p.with_clamp("a", -1, 1)
+    assert p.clamp == {} and q.clamp == {"a": (-1.0, 1.0)}
+    assert q.without_clamp("a").clamp == {}
+    assert q.with_capture(["b"]).capture == ("b",)
+
+
+def test_capture_only_plan_leaves_output_unchanged_on_every_demo():
+    for name in ("clamp", "features", "cnn", "transformer"):
+        lm = load_model(f"demo:{name}")
+        leaves = [p for p, m in lm.module.named_modules() if p and not list(m.children())]
+        r = compare(lm.module, lm.example_input, Plan(capture=leaves))
+        assert not r.outputs_differ and r.max_abs_diff == 0.0, name
+        assert torch.equal(r.output_without, r.output_with)
+
+
+def test_compare_result_fields():
+    lm = load_model("demo:cnn")
+    r = compare(lm.module, lm.example_input, Plan(capture=["conv1", "fc"], clamp={"conv1": (-0.1, 0.1)}))
+    ref_without = lm.module(lm.example_input).detach()
+    assert torch.equal(r.output_without, ref_without)
+    assert r.outputs_differ and r.max_abs_diff == pytest.approx(float((r.output_with - ref_without).abs().max()))
+    rec = r.captures["conv1"][0]
+    assert rec.intervention == "clamp(-0.1, 0.1)" and rec.after_intervention
+    assert rec.tensor.min() >= -0.1 and rec.tensor.max() <= 0.1
+    assert torch.equal(rec.tensor, rec.pre_tensor.clamp(-0.1, 0.1))
+    frac = float(((rec.pre_tensor < -0.1) | (rec.pre_tensor > 0.1)).float().mean())
+    assert rec.stats.fraction_clamped == pytest.approx(frac) == rec.pre_stats.fraction_clamped
+    assert set(r.timings_ms) == {"baseline", "intervened", "overhead", "total"}
+    assert r.captured_bytes == sum(rr.nbytes for recs in r.captures.values() for rr in recs) > 0
+    assert r.to_json_dict()["captures"]["fc"][0]["shape"] == [1, 10]
+
+
+def test_layer_that_never_runs_has_no_records():
+    lm = load_model("demo:transformer")
+    path = "encoder.layers.0.self_attn.out_proj"  # MultiheadAttention uses its weight directly
+    r = run(lm.module, lm.example_input, Plan(capture=[path, "head"]))
+    assert r.captures[path] == [] and r.calls[path] == 0 and len(r.captures["head"]) == 1
+
+
+def test_cuda_absent_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(DeviceError, match="--device cpu"):
+        resolve_device("cuda")
+    lm = load_model("demo:clamp")
+    with pytest.raises(DeviceError):
+        compare(lm.module, lm.example_input, Plan(), device="cuda:0")
+    cuda = [d for d in available_devices() if d.name.startswith("cuda")]
+    assert cuda and not cuda[0].available and cuda[0].reason
+    with pytest.raises(DeviceError, match="unknown device"):
+        resolve_device("tpu-ish")

@@ -1,0 +1,71 @@
+"""On-device statistics: both reduction paths agree with numpy."""
+
+import numpy as np
+import pytest
+import torch
+
+from hookscope.core.stats import HIST_BINS, summarize
+
+
+def numpy_reference(x: np.ndarray, bins=HIST_BINS):
+    f = x[np.isfinite(x)].astype(np.float64)
+    lo, hi = f.min(), f.max()
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts, edges = np.histogram(f, bins=bins, range=(lo, hi))
+    return f, counts, edges
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64])
+def test_stats_match_numpy(deferred, dtype):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(3, 50, 7, generator=g) * 4).to(dtype)
+    s = summarize(x, deferred=deferred).resolve()
+    f, counts, edges = numpy_reference(x.double().numpy())
+    assert s.shape == (3, 50, 7) and s.count == x.numel()
+    assert s.min == pytest.approx(f.min()) and s.max == pytest.approx(f.max())
+    assert s.mean == pytest.approx(f.mean(), abs=1e-5)
+    assert s.std == pytest.approx(f.std(), rel=1e-5)
+    assert s.nan_count == 0 and s.inf_count == 0
+    assert s.fraction_clamped is None
+    np.testing.assert_allclose(s.hist_edges, edges, rtol=1e-6)
+    # torch.histc and numpy differ only for values sitting exactly on an edge
+    assert np.abs(s.hist_counts - counts).sum() <= 2
+    assert s.hist_counts.sum() == x.numel()
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_nan_and_inf_counted_and_excluded(deferred):
+    x = torch.tensor([1.0, 2.0, float("nan"), float("inf"), -float("inf"), 3.0])
+    s = summarize(x, deferred=deferred).resolve()
+    assert (s.nan_count, s.inf_count) == (1, 2)
+    assert (s.min, s.max, s.mean) == (1.0, 3.0, 2.0)
+    assert s.hist_counts.sum() == 3
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_constant_all_nan_and_empty(deferred):
+    c = summarize(torch.full((10,), 2.5), deferred=deferred).resolve()
+    assert (c.min, c.max, c.std) == (2.5, 2.5, 0.0) and c.hist_counts.sum() == 10
+    assert c.hist_edges[0] < 2.5 < c.hist_edges[-1]
+    n = summarize(torch.full((4,), float("nan")), deferred=deferred).resolve()
+    assert n.nan_count == 4 and np.isnan(n.mean)
+    e = summarize(torch.zeros(0, 3), deferred=deferred).resolve()
+    assert e.count == 0 and e.hist_counts.sum() == 0
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_fraction_clamped(deferred):
+    x = torch.linspace(-1, 1, 101)
+    s = summarize(x, clamp=(-0.5, 0.5), deferred=deferred).resolve()
+    expected = float(((x < -0.5) | (x > 0.5)).float().mean())
+    assert s.fraction_clamped == pytest.approx(expected)
+
+
+def test_paths_agree_exactly_on_counts():
+    x = torch.randn(10_000, generator=torch.Generator().manual_seed(1))
+    a = summarize(x, deferred=False).resolve()
+    b = summarize(x, deferred=True).resolve()
+    assert abs(a.hist_counts - b.hist_counts).sum() <= 2
+    assert (a.min, a.max) == (b.min, b.max)
