@@ -1,0 +1,55 @@
+"""What the window shows first for each built-in demo: a starting plan and a short note.
+
+Used only when the command line names a demo and sets no ``--capture`` /
+``--clamp`` of its own, so that every demo opens with something to look at.
+``demo:clamp`` opens as exercise 1: layer ``0`` captured and clamped to
+[-0.5, 0.5].
+"""
+
+from __future__ import annotations
+
+from hookscope.core import Plan
+from hookscope.core.demo_models import DEMO_DESCRIPTIONS
+
+EXERCISE_1 = Plan(capture=("0",), clamp={"0": (-0.5, 0.5)})
+
+DEFAULT_PLANS: dict[str, Plan] = {
+    "clamp": EXERCISE_1,
+    "features": Plan(capture=("fc1", "fc2", "fc3")),
+    "cnn": Plan(capture=("conv1", "relu1", "conv2", "fc")),
+    "transformer": Plan(capture=("embed", "encoder.layers.0.self_attn", "encoder.layers.1.linear1",
+                                 "head")),
+}
+
+NOTES: dict[str, str] = {
+    "clamp": ("<b>Exercise 1 — modify activations with a forward hook.</b> A forward hook on "
+              "layer <code>0</code> returns <code>output.clamp(-0.5, 0.5)</code>. "
+              "Centre: layer 0's values before and after the clamp. Right: the model's output "
+              "without the hook and with it. Drag a bound line or edit the clamp cells in the "
+              "layer tree, then Run (or switch on Live)."),
+    "features": ("<b>Exercise 2 — feature extraction with hooks.</b> Hooks on fc1, fc2 and fc3 "
+                 "capture all three outputs in one forward pass (shapes [1, 8], [1, 4], [1, 2]); "
+                 "tick or untick layers in the tree to change what is captured."),
+    "cnn": ("<b>Digits CNN.</b> " + DEMO_DESCRIPTIONS.get("cnn", "") + " Set a clamp on conv1 "
+            "and drag its bounds in Live mode to watch the feature maps and the class scores move."),
+    "transformer": ("<b>Tiny transformer.</b> " + DEMO_DESCRIPTIONS.get("transformer", "")
+                    + " Each captured layer shows a heat map per token."),
+}
+
+
+def demo_name(spec: str) -> str | None:
+    spec = spec.strip()
+    return spec.removeprefix("demo:") if spec.startswith("demo:") else None
+
+
+def default_plan(spec: str) -> Plan | None:
+    name = demo_name(spec)
+    return DEFAULT_PLANS.get(name) if name else None
+
+
+def note_for(spec: str, description: str = "") -> str:
+    """Rich text for the note above the plots ('' for none)."""
+    name = demo_name(spec)
+    if name and name in NOTES:
+        return NOTES[name]
+    return f"<b>{spec}</b> — {description}" if description else ""

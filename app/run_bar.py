@@ -1,0 +1,118 @@
+"""The run bar: device selector, input text, Run button and Live toggle.
+
+It holds no model state; the main window reads ``device()`` and
+``input_text()`` when it builds a request and listens to the signals.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QToolButton, QWidget)
+
+from hookscope.core.devices import DeviceInfo, available_devices
+
+INPUT_TIP = ("What to feed the model, in Hookscope's input syntax:\n"
+             "  example              the model's own example input\n"
+             "  [[1.0, 2.0, 3.0]]    a literal (a tuple literal gives several inputs)\n"
+             "  random:1x3x32x32     random values, optional :seed=N, :dtype=D, :high=N\n"
+             "  path/to/file.npy     a NumPy array or a .pt tensor file\n"
+             "Press Enter to run.")
+
+
+class RunBar(QWidget):
+    """Device combo (``deviceCombo``), input (``inputEdit``), ``runButton``, ``liveToggle``."""
+
+    runRequested = Signal()
+    liveToggled = Signal(bool)
+    deviceChanged = Signal(str)
+
+    def __init__(self, devices: list[DeviceInfo] | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runBar")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 4, 6, 4)
+
+        self.device_combo = QComboBox(objectName="deviceCombo")
+        self.device_combo.setToolTip("Where the forward pass runs")
+        self._devices = list(devices if devices is not None else available_devices())
+        self._fill_devices()
+        self.device_combo.currentIndexChanged.connect(
+            lambda _i: self.deviceChanged.emit(self.device()))
+
+        self.input_edit = QLineEdit(objectName="inputEdit")
+        self.input_edit.setText("example")
+        self.input_edit.setPlaceholderText("example, [[1.0, 2.0, 3.0]], random:1x3x8x8, file.npy")
+        self.input_edit.setToolTip(INPUT_TIP)
+        self.input_edit.returnPressed.connect(self.runRequested)
+
+        self.run_button = QPushButton("Run", objectName="runButton")
+        self.run_button.setToolTip("Run the model without and with the interventions (Ctrl+R, F5)")
+        self.run_button.clicked.connect(self.runRequested)
+
+        self.live_toggle = QToolButton(objectName="liveToggle")
+        self.live_toggle.setText("Live")
+        self.live_toggle.setCheckable(True)
+        self.live_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.live_toggle.setToolTip("Live: re-run at once on every change of a check box or "
+                                    "clamp bound, also while a bound is dragged (Ctrl+L)")
+        self.live_toggle.toggled.connect(self.liveToggled)
+
+        lay.addWidget(QLabel("Device"))
+        lay.addWidget(self.device_combo)
+        lay.addSpacing(8)
+        lay.addWidget(QLabel("Input"))
+        lay.addWidget(self.input_edit, 1)
+        lay.addWidget(self.run_button)
+        lay.addWidget(self.live_toggle)
+
+    def _fill_devices(self) -> None:
+        combo = self.device_combo
+        model = combo.model()
+        for info in self._devices:
+            combo.addItem(info.label, info.name)
+            i = combo.count() - 1
+            if not info.available:
+                # Disabled through the item model's flags: shown, not selectable.
+                if isinstance(model, QStandardItemModel):
+                    item = model.item(i)
+                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled)
+                combo.setItemData(i, f"{info.label} is not available: {info.reason}",
+                                  Qt.ItemDataRole.ToolTipRole)
+            else:
+                combo.setItemData(i, info.name, Qt.ItemDataRole.ToolTipRole)
+
+    # -- state -----------------------------------------------------------------
+    @property
+    def devices(self) -> list[DeviceInfo]:
+        return list(self._devices)
+
+    def device(self) -> str:
+        return str(self.device_combo.currentData() or "cpu")
+
+    def set_device(self, name: str) -> bool:
+        """Select ``name`` if it is listed and enabled; False otherwise (selection unchanged)."""
+        for i, info in enumerate(self._devices):
+            if info.name == name or (name == "cuda" and info.name == "cuda:0"):
+                if not info.available:
+                    return False
+                self.device_combo.setCurrentIndex(i)
+                return True
+        return False
+
+    def device_enabled(self, index: int) -> bool:
+        flags = self.device_combo.model().flags(self.device_combo.model().index(index, 0))
+        return bool(flags & Qt.ItemFlag.ItemIsEnabled)
+
+    def input_text(self) -> str:
+        return self.input_edit.text().strip() or "example"
+
+    def set_input_text(self, text: str) -> None:
+        self.input_edit.setText(text)
+
+    def is_live(self) -> bool:
+        return self.live_toggle.isChecked()
+
+    def set_live(self, on: bool) -> None:
+        self.live_toggle.setChecked(on)

@@ -1,0 +1,287 @@
+"""The one worker thread that loads models and runs forward passes.
+
+The GUI thread never calls into a model: it hands the worker a request and
+gets the answer back as a queued signal, at one place (:class:`ForwardWorker`'s
+``finished`` / ``failed`` / ``loaded`` / ``observed`` signals).
+
+Coalescing: the worker holds at most ONE pending run. A request that arrives
+while another run is in flight replaces the pending one, so when a bound is
+dragged faster than forwards finish only the newest setting runs; the
+replaced requests are dropped and counted (``runs_dropped``). A load request
+has its own slot and goes before any pending run, and drops the pending run
+(it belongs to the model being replaced).
+
+Only the worker thread touches a loaded module, so torch never sees the
+same module from two threads at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from hookscope.core import (HookscopeError, LoadedModel, Plan, TreeNode, compare, load_model,
+                            observe, parse_input)
+from hookscope.core.run import to_device
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One comparison to run: baseline and intervened forward of ``input_text``.
+
+    ``observe_tree`` asks the worker to also record every module's output
+    shape and call count (after a model or input change); the answer comes
+    back as ``observed`` before ``finished``.
+    """
+
+    request_id: int
+    module: torch.nn.Module
+    input_text: str
+    example: Any
+    plan: Plan
+    device: str
+    observe_tree: bool = False
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """Load a model from a spec (a user factory may be slow, so not on the GUI thread)."""
+
+    request_id: int
+    spec: str
+    weights: str | None = None
+    trust_pickle: bool = False
+
+
+@dataclass
+class Loaded:
+    """What a load produces: the model and its tree (shapes not yet known)."""
+
+    model: LoadedModel
+    tree: TreeNode
+
+
+def error_message(exc: BaseException) -> str:
+    """The text shown to a person: the core's message, or an 'internal error' line."""
+    if isinstance(exc, HookscopeError):
+        return str(exc)
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+class _Runner(QObject):
+    """Lives in the worker thread; drains the pending slots one request at a time."""
+
+    finished = Signal(int, object)
+    failed = Signal(int, str)
+    loaded = Signal(int, object)
+    observed = Signal(int, object)
+    started = Signal(int)
+    wake = Signal()  # emitted from the GUI thread; queued into this thread
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._pending_run: RunRequest | None = None
+        self._pending_load: LoadRequest | None = None
+        self._scheduled = False
+        self._stopping = False
+        self.runs_done = 0
+        self.runs_failed = 0
+        self.runs_dropped = 0
+        self.loads_done = 0
+        self.in_flight: int | None = None
+        self.wake.connect(self._drain)
+
+    # -- called from the GUI thread --------------------------------------------
+    def put(self, req: RunRequest | LoadRequest) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            if isinstance(req, LoadRequest):
+                if self._pending_run is not None:
+                    self.runs_dropped += 1
+                    self._pending_run = None
+                self._pending_load = req
+            else:
+                if self._pending_run is not None:
+                    self.runs_dropped += 1
+                self._pending_run = req
+            wake = not self._scheduled
+            self._scheduled = True
+        if wake:
+            self.wake.emit()
+
+    def drop_pending(self) -> int:
+        with self._lock:
+            n = int(self._pending_run is not None) + int(self._pending_load is not None)
+            self.runs_dropped += int(self._pending_run is not None)
+            self._pending_run = self._pending_load = None
+            return n
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+        self.drop_pending()
+
+    def busy(self) -> bool:
+        with self._lock:
+            return (self.in_flight is not None or self._pending_run is not None
+                    or self._pending_load is not None)
+
+    # -- runs in the worker thread ---------------------------------------------
+    @Slot()
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                req: RunRequest | LoadRequest | None = self._pending_load or self._pending_run
+                if req is self._pending_load:
+                    self._pending_load = None
+                else:
+                    self._pending_run = None
+                if req is None or self._stopping:
+                    self._scheduled = False
+                    self.in_flight = None
+                    return
+                self.in_flight = req.request_id
+            self.started.emit(req.request_id)
+            if isinstance(req, LoadRequest):
+                self._load(req)
+            else:
+                self._run(req)
+
+    def _load(self, req: LoadRequest) -> None:
+        try:
+            lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
+            from hookscope.core import module_tree
+
+            tree = module_tree(lm.module)
+        except BaseException as exc:  # noqa: BLE001 - every error becomes a message
+            self._report_failure(req.request_id, exc)
+            return
+        self.loads_done += 1
+        self.loaded.emit(req.request_id, Loaded(lm, tree))
+
+    def _run(self, req: RunRequest) -> None:
+        try:
+            inputs = parse_input(req.input_text, req.example)
+            result = compare(req.module, inputs, req.plan, req.device)
+            if req.observe_tree:
+                # compare() left the module on the result's device; observe there.
+                # A fresh tree: the GUI's own tree is never touched from here.
+                tree = observe(req.module, to_device(inputs, torch.device(result.device)))
+                self.observed.emit(req.request_id, tree)
+        except BaseException as exc:  # noqa: BLE001
+            self.runs_failed += 1
+            self._report_failure(req.request_id, exc)
+            return
+        self.runs_done += 1
+        self.finished.emit(req.request_id, result)
+
+    def _report_failure(self, request_id: int, exc: BaseException) -> None:
+        if not isinstance(exc, (HookscopeError, Exception)):
+            raise exc  # KeyboardInterrupt / SystemExit are not ours to swallow
+        if not isinstance(exc, HookscopeError):
+            traceback.print_exception(exc)  # a bug: keep its traceback for the terminal
+        self.failed.emit(request_id, error_message(exc))
+
+
+class ForwardWorker(QObject):
+    """GUI-side handle on the worker thread.
+
+    Signals (always delivered on the GUI thread):
+    ``finished(request_id, RunResult)``, ``failed(request_id, message)``,
+    ``loaded(request_id, Loaded)``, ``observed(request_id, TreeNode)``,
+    ``started(request_id)``.
+    """
+
+    finished = Signal(int, object)
+    failed = Signal(int, str)
+    loaded = Signal(int, object)
+    observed = Signal(int, object)
+    started = Signal(int)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._ids = itertools.count(1)
+        self._thread = QThread()
+        self._thread.setObjectName("hookscopeWorker")
+        self._runner = _Runner()
+        self._runner.moveToThread(self._thread)
+        # Runner signals are emitted in the worker thread; relaying through this
+        # GUI-thread object makes every delivery a queued call on the GUI thread.
+        self._runner.finished.connect(self.finished)
+        self._runner.failed.connect(self.failed)
+        self._runner.loaded.connect(self.loaded)
+        self._runner.observed.connect(self.observed)
+        self._runner.started.connect(self.started)
+        self._thread.start()
+        self._shut = False
+
+    # -- requests ----------------------------------------------------------------
+    def submit_run(self, module: torch.nn.Module, input_text: str, example: Any, plan: Plan,
+                   device: str, observe_tree: bool = False) -> int:
+        """Queue a comparison; returns its request id. Replaces a pending run."""
+        rid = next(self._ids)
+        self._runner.put(RunRequest(rid, module, input_text, example, plan, device, observe_tree))
+        return rid
+
+    def submit_load(self, spec: str, weights: str | None = None, trust_pickle: bool = False) -> int:
+        """Queue a model load; returns its request id. Drops a pending run."""
+        rid = next(self._ids)
+        self._runner.put(LoadRequest(rid, spec, weights, trust_pickle))
+        return rid
+
+    def cancel(self) -> bool:
+        """Drop what is pending (a run in flight finishes; its result still arrives)."""
+        return self._runner.drop_pending() > 0
+
+    def shutdown(self, timeout_ms: int = 60_000) -> bool:
+        """Drop pending work, let the run in flight end, stop the thread and wait for it."""
+        if self._shut:
+            return True
+        self._shut = True
+        self._runner.stop()
+        for sig in (self._runner.finished, self._runner.failed, self._runner.loaded,
+                    self._runner.observed, self._runner.started):
+            try:
+                sig.disconnect()
+            except (RuntimeError, TypeError):
+                pass
+        self._thread.quit()
+        ok = self._thread.wait(timeout_ms)
+        return bool(ok)
+
+    # -- state for the status bar and tests -----------------------------------
+    @property
+    def runs_done(self) -> int:
+        return self._runner.runs_done
+
+    @property
+    def runs_failed(self) -> int:
+        return self._runner.runs_failed
+
+    @property
+    def runs_dropped(self) -> int:
+        return self._runner.runs_dropped
+
+    @property
+    def loads_done(self) -> int:
+        return self._runner.loads_done
+
+    @property
+    def busy(self) -> bool:
+        return self._runner.busy()
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread.isRunning()
+
+    @property
+    def thread(self) -> QThread:
+        return self._thread

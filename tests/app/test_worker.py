@@ -1,0 +1,155 @@
+"""The worker thread on its own: runs off the GUI thread, coalesces, reports errors, stops."""
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from hookscope.app.worker import ForwardWorker, Loaded, error_message
+from hookscope.core import InputError, Plan, compare, load_model
+
+
+class Gate(nn.Module):
+    """A model whose forward blocks until the test opens the gate: makes 'a run is in
+    flight' a state the test controls, with no sleeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.threads: set[str] = set()
+
+    def forward(self, x):
+        self.threads.add(threading.current_thread().name)
+        self.entered.set()
+        self.release.wait(30)
+        return self.lin(x)
+
+
+@pytest.fixture
+def worker(qtbot):
+    w = ForwardWorker()
+    yield w
+    w.shutdown()
+
+
+def test_run_result_arrives_on_gui_thread_with_core_numbers(qtbot, worker):
+    lm = load_model("demo:clamp")
+    plan = Plan(capture=("0",), clamp={"0": (-0.5, 0.5)})
+    seen_thread = []
+    worker.finished.connect(lambda *_: seen_thread.append(threading.current_thread()))
+    with qtbot.waitSignal(worker.finished, timeout=30_000) as blocker:
+        rid = worker.submit_run(lm.module, "example", lm.example_input, plan, "cpu")
+    got_id, result = blocker.args
+    assert got_id == rid
+    assert seen_thread == [threading.main_thread()]
+    ref_lm = load_model("demo:clamp")
+    ref = compare(ref_lm.module, ref_lm.example_input, plan)
+    assert torch.equal(result.output_with, ref.output_with)
+    assert torch.equal(result.output_without, ref.output_without)
+    assert worker.runs_done == 1
+
+
+def test_forward_runs_on_worker_thread(qtbot, worker):
+    m = Gate()
+    m.release.set()
+    with qtbot.waitSignal(worker.finished, timeout=30_000):
+        worker.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    assert m.threads and threading.main_thread().name not in m.threads
+
+
+def test_observe_sends_a_fresh_tree(qtbot, worker):
+    lm = load_model("demo:features")
+    with qtbot.waitSignal(worker.observed, timeout=30_000) as blocker:
+        worker.submit_run(lm.module, "example", lm.example_input, Plan(), "cpu", observe_tree=True)
+    tree = blocker.args[1]
+    assert tree.find("fc1").output_shape == (1, 8)
+    assert tree.find("fc3").calls == 1
+
+
+def test_burst_is_coalesced_newest_runs(qtbot, worker):
+    m = Gate()
+    results = []
+    worker.finished.connect(lambda rid, r: results.append((rid, r)))
+    first = worker.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    assert m.entered.wait(30)  # the first run is now in flight, blocked
+    ids = [worker.submit_run(m, f"[[{i}.0, 2.0, 3.0]]", None, Plan(), "cpu") for i in range(50)]
+    assert worker.runs_dropped == 49
+    m.release.set()
+    qtbot.waitUntil(lambda: len(results) == 2 and not worker.busy, timeout=30_000)
+    assert [rid for rid, _ in results] == [first, ids[-1]]
+    assert worker.runs_done == 2
+    # the run that survived used the newest input (x[0] = 49)
+    with torch.no_grad():
+        expected = m.lin(torch.tensor([[49.0, 2.0, 3.0]]))
+    assert torch.allclose(results[-1][1].output_with, expected)
+
+
+def test_cancel_drops_pending(qtbot, worker):
+    m = Gate()
+    done = []
+    worker.finished.connect(lambda rid, r: done.append(rid))
+    first = worker.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    assert m.entered.wait(30)
+    worker.submit_run(m, "[[2.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    assert worker.cancel()
+    m.release.set()
+    qtbot.waitUntil(lambda: not worker.busy and bool(done), timeout=30_000)
+    assert done == [first]
+    assert worker.runs_dropped == 1
+
+
+def test_user_error_comes_back_as_message_and_next_run_works(qtbot, worker):
+    lm = load_model("demo:clamp")
+    with qtbot.waitSignal(worker.failed, timeout=30_000) as blocker:
+        bad = worker.submit_run(lm.module, "[[1.0, 2.0", lm.example_input, Plan(), "cpu")
+    rid, message = blocker.args
+    assert rid == bad and message and not message.startswith("internal error")
+    with qtbot.waitSignal(worker.finished, timeout=30_000):
+        worker.submit_run(lm.module, "example", lm.example_input, Plan(), "cpu")
+    assert worker.runs_failed == 1 and worker.runs_done == 1
+
+
+def test_unexpected_exception_is_an_internal_error(qtbot, worker):
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise ZeroDivisionError("boom")
+
+    # The core turns a model's own error into ForwardError; an error outside the
+    # forward (here: a plan whose resolve blows up) must still come back as a message.
+    class BadPlan(Plan):
+        def resolve(self, module):
+            raise ZeroDivisionError("boom")
+
+    with qtbot.waitSignal(worker.failed, timeout=30_000) as blocker:
+        worker.submit_run(Broken(), "[[1.0]]", None, BadPlan(), "cpu")
+    assert blocker.args[1].startswith("internal error: ZeroDivisionError")
+    assert error_message(InputError("say what to do")) == "say what to do"
+
+
+def test_load_on_worker(qtbot, worker):
+    with qtbot.waitSignal(worker.loaded, timeout=30_000) as blocker:
+        rid = worker.submit_load("demo:cnn")
+    got, payload = blocker.args
+    assert got == rid and isinstance(payload, Loaded)
+    assert payload.tree.find("conv1").type_name == "Conv2d"
+    with qtbot.waitSignal(worker.failed, timeout=30_000) as blocker:
+        worker.submit_load("demo:nope")
+    assert "unknown demo" in blocker.args[1]
+
+
+def test_shutdown_during_run_waits_for_thread(qtbot):
+    w = ForwardWorker()
+    m = Gate()
+    w.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    assert m.entered.wait(30)
+    w.submit_run(m, "[[2.0, 2.0, 3.0]]", None, Plan(), "cpu")  # pending: must be dropped
+    m.release.set()
+    assert w.shutdown()
+    assert not w.is_running
+    assert w.runs_done == 1
+    assert w.shutdown()  # idempotent
+    w.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")  # ignored after shutdown
+    assert not w.busy
