@@ -1,0 +1,337 @@
+"""One captured layer call, drawn: histogram with draggable clamp bounds, a
+view chosen by the tensor's shape, and its statistics in words.
+
+:class:`LayerPlot` creates every pyqtgraph item once, in ``__init__``, and
+:meth:`LayerPlot.update_record` only moves data into them (``setData``,
+``setOpts``, ``setImage``), so a Live drag that re-runs the model many times a
+second costs no item churn. It draws what the core captured and never runs a
+model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from hookscope.core import CaptureRecord, TensorStats
+
+from .layer_tree_model import format_bound, format_shape
+from .views_by_shape import (MAX_CHANNELS, bars_values, side_by_side, symmetric_level, view_image,
+                             view_kind)
+
+PRE_COLOUR = (150, 170, 200)    # values before the intervention: light, behind
+POST_COLOUR = (31, 119, 180)    # values the rest of the model saw
+BOUND_COLOUR = (214, 39, 40)
+OPEN_BOUND_COLOUR = (150, 150, 150)
+_COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
+_PLOT_HEIGHT = 190
+
+
+def _fmt(v: float) -> str:
+    return format_bound(v) if math.isinf(v) else f"{v:.4g}"
+
+
+def stats_text(stats: TensorStats | None, pre: TensorStats | None = None) -> str:
+    """The statistics line of a panel, in plain words."""
+    if stats is None:
+        return "No statistics (the layer did not produce a tensor)."
+    parts = [f"min {_fmt(stats.min)}", f"max {_fmt(stats.max)}", f"mean {_fmt(stats.mean)}",
+             f"std {_fmt(stats.std)}"]
+    text = " · ".join(parts)
+    if stats.fraction_clamped is not None:
+        text += f"<br>clamp changed {100 * stats.fraction_clamped:.1f}% of the {stats.count:,} values"
+    if pre is not None:
+        text += f"<br>before: min {_fmt(pre.min)} · max {_fmt(pre.max)} · mean {_fmt(pre.mean)}"
+    bad = []
+    if stats.nan_count:
+        bad.append(f"{stats.nan_count:,} NaN")
+    if stats.inf_count:
+        bad.append(f"{stats.inf_count:,} Inf")
+    if bad:
+        text += f"<br><span style='color:#c62828'>contains {' and '.join(bad)}</span>"
+    return text
+
+
+def histogram_in(t, edges: np.ndarray) -> np.ndarray:
+    """Counts of ``t``'s finite values in the bins ``edges`` (ends included)."""
+    v = t.detach().reshape(-1).float().numpy()
+    v = v[np.isfinite(v)]
+    counts, _ = np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)
+    return counts.astype(float)
+
+
+class LayerPlot(QFrame):
+    """Panel for one (layer path, call) of a run.
+
+    ``clampDragged(lo, hi)`` is emitted while a bound line moves,
+    ``clampEdited(lo, hi)`` when the drag ends; an open end is ``±inf``.
+    """
+
+    clampDragged = Signal(float, float)
+    clampEdited = Signal(float, float)
+
+    def __init__(self, path: str, call: int = 0, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.path, self.call = path, call
+        self.setObjectName(f"layerPlot:{path}:{call}")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.view_kind = "none"
+        self.record: CaptureRecord | None = None
+        self._bounds: tuple[float, float] | None = None   # the clamp as the plan has it
+        self._data_range = (-1.0, 1.0)
+        self._quiet = False
+        self._highlighted = False
+
+        self.title = QLabel(self)
+        self.title.setTextFormat(Qt.TextFormat.RichText)
+        self.stats_label = QLabel(self)
+        self.stats_label.setObjectName("statsLabel")
+        self.stats_label.setTextFormat(Qt.TextFormat.RichText)
+        self.stats_label.setWordWrap(True)
+
+        # Histogram: before (light) and after (solid), two draggable bounds.
+        self.hist_widget = pg.PlotWidget(self, background="w")
+        self.hist_widget.setMinimumHeight(_PLOT_HEIGHT)
+        hp = self.hist_widget.getPlotItem()
+        hp.setMenuEnabled(False)
+        hp.setLabel("bottom", "value")
+        hp.setLabel("left", "count")
+        hp.getViewBox().setMouseEnabled(x=False, y=False)
+        self.hist_pre = pg.PlotDataItem(stepMode="center", fillLevel=0,
+                                        brush=pg.mkBrush(*PRE_COLOUR, 150), pen=pg.mkPen(PRE_COLOUR))
+        self.hist_post = pg.PlotDataItem(stepMode="center", fillLevel=0,
+                                         brush=pg.mkBrush(*POST_COLOUR, 170), pen=pg.mkPen(POST_COLOUR))
+        hp.addItem(self.hist_pre)
+        hp.addItem(self.hist_post)
+        self.lo_line = self._bound_line("low")
+        self.hi_line = self._bound_line("high")
+        hp.addItem(self.lo_line, ignoreBounds=True)
+        hp.addItem(self.hi_line, ignoreBounds=True)
+
+        # The shape view: an image (heat map, feature maps, tokens) or bars.
+        self.view_widget = pg.PlotWidget(self, background="w")
+        self.view_widget.setMinimumHeight(_PLOT_HEIGHT)
+        vp = self.view_widget.getPlotItem()
+        vp.setMenuEnabled(False)
+        self.image = pg.ImageItem()
+        self.image.setColorMap(pg.colormap.get(_COLOUR_MAP))
+        self.bars_pre = pg.BarGraphItem(x=[0], height=[0], width=0.8,
+                                        brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
+        self.bars_post = pg.BarGraphItem(x=[0], height=[0], width=0.5,
+                                         brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
+        for item in (self.image, self.bars_pre, self.bars_post):
+            vp.addItem(item)
+            item.setVisible(False)
+        self.none_label = QLabel("Statistics only: this run did not keep the tensor, "
+                                 "so there is nothing to draw beyond the histogram.", self)
+        self.none_label.setWordWrap(True)
+        self.none_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+
+        row = QHBoxLayout()
+        row.addWidget(self.hist_widget, 1)
+        row.addWidget(self.view_widget, 1)
+        row.addWidget(self.none_label, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(row)
+        layout.addWidget(self.stats_label)
+
+    # -- public API ------------------------------------------------------------
+    def plot_items(self) -> dict[str, object]:
+        """Every pyqtgraph item of the panel (the same objects for its whole life)."""
+        return {"hist_pre": self.hist_pre, "hist_post": self.hist_post, "lo_line": self.lo_line,
+                "hi_line": self.hi_line, "image": self.image, "bars_pre": self.bars_pre,
+                "bars_post": self.bars_post}
+
+    def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
+        """Show ``record`` (one call of the layer) and the clamp ``bounds``, if any."""
+        self.record = record
+        stats = record.stats
+        shape = record.shape
+        self.view_kind = view_kind(shape, record.tensor is not None)
+        what = f" · <span style='color:#b71c1c'>{record.intervention}</span>" if record.intervention else ""
+        leaf = f" output {record.leaf}" if record.leaf else ""
+        extra = ""
+        if self.view_kind == "feature_maps" and shape and shape[1] > MAX_CHANNELS:
+            extra = f" · first {MAX_CHANNELS} of {shape[1]} channels"
+        self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
+                           f"{format_shape(shape)}{what}{extra}")
+        self.stats_label.setText(stats_text(stats, record.pre_stats))
+        self._draw_histogram(record)
+        self._draw_view(record)
+        self.set_bounds(bounds)
+
+    def set_bounds(self, bounds: tuple[float, float] | None) -> None:
+        """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
+        self._bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+        lo_d, hi_d = self._data_range
+        span = max(hi_d - lo_d, 1e-6)
+        # Open or far-away ends sit just outside the data, where they can be grabbed.
+        far_lo, far_hi = lo_d - 0.05 * span, hi_d + 0.05 * span
+        lo, hi = self._bounds if self._bounds else (-math.inf, math.inf)
+        self._quiet = True
+        try:
+            self.lo_line.setBounds((None, None))  # old limits must not clip the new values
+            self.hi_line.setBounds((None, None))
+            for line, v, far, word in ((self.lo_line, lo, far_lo, "low"),
+                                       (self.hi_line, hi, far_hi, "high")):
+                beyond = (v < far) if word == "low" else (v > far)
+                off_scale = beyond and abs(v - far) > 2 * span
+                if not line.moving:  # never yank a line out from under the mouse
+                    line.setValue(far if off_scale else v)
+                open_end = math.isinf(v)
+                colour = OPEN_BOUND_COLOUR if open_end else BOUND_COLOUR
+                line.setPen(pg.mkPen(colour, width=2,
+                                     style=Qt.PenStyle.DashLine if off_scale else Qt.PenStyle.SolidLine))
+                if open_end:
+                    line.label.setFormat(f"drag: {word} bound")
+                elif off_scale:
+                    line.label.setFormat(f"{word} {format_bound(v)} (off scale)")
+                else:
+                    line.label.setFormat(f"{word} {{value:.3g}}")
+            self._update_line_limits()
+        finally:
+            self._quiet = False
+
+    def bounds(self) -> tuple[float, float] | None:
+        return self._bounds
+
+    def set_highlighted(self, on: bool) -> None:
+        self._highlighted = on
+        self.setStyleSheet("LayerPlot { border: 2px solid #1976d2; }" if on else "")
+
+    @property
+    def highlighted(self) -> bool:
+        return self._highlighted
+
+    # -- drawing ---------------------------------------------------------------
+    def _draw_histogram(self, record: CaptureRecord) -> None:
+        stats, pre = record.stats, record.pre_stats
+        ranges = []
+        for item, s in ((self.hist_post, stats), (self.hist_pre, pre)):
+            if s is None or s.count == 0 or len(s.hist_edges) != len(s.hist_counts) + 1:
+                item.setData([0.0, 1.0], [0.0])
+                item.setVisible(False)
+                continue
+            edges = np.asarray(s.hist_edges, dtype=float)
+            counts = np.asarray(s.hist_counts, dtype=float)
+            if item is self.hist_post and pre is not None and record.tensor is not None \
+                    and len(pre.hist_edges) > 1 \
+                    and pre.hist_edges[0] <= s.min and s.max <= pre.hist_edges[-1]:
+                # Before and after in the same bins, so the two are comparable and the
+                # values a clamp piled up at its bounds show as spikes there.
+                edges = np.asarray(pre.hist_edges, dtype=float)
+                counts = histogram_in(record.tensor, edges)
+            item.setData(edges, counts)
+            item.setVisible(True)
+            ranges.append((float(edges[0]), float(edges[-1])))
+        if ranges:
+            self._data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+        vb = self.hist_widget.getPlotItem().getViewBox()
+        if pre is not None and pre.count and self.hist_pre.isVisible():
+            # The piled-up spikes may run off the top; the shape before stays readable.
+            top = float(np.max(pre.hist_counts)) if len(pre.hist_counts) else 1.0
+            vb.enableAutoRange(x=True, y=False)
+            vb.setYRange(0, max(top, 1.0) * 1.6, padding=0)
+        else:
+            vb.enableAutoRange(x=True, y=True)
+
+    def _draw_view(self, record: CaptureRecord) -> None:
+        kind = self.view_kind
+        is_image = kind in ("heatmap", "feature_maps", "tokens")
+        self.view_widget.setVisible(kind != "none")
+        self.none_label.setVisible(kind == "none")
+        self.image.setVisible(is_image)
+        for item in (self.bars_pre, self.bars_post):
+            item.setVisible(kind == "bars")
+        pre_t = record.pre_tensor if record.intervention else None
+        vp = self.view_widget.getPlotItem()
+        if pre_t is None:
+            vp.setTitle(None)
+        elif is_image:
+            vp.setTitle(f"before {record.intervention}  |  after", size="9pt", color="#444")
+        else:
+            vp.setTitle("light: before, dark: after the intervention", size="9pt", color="#444")
+        if kind == "bars":
+            self._draw_bars(record.tensor, pre_t)
+            vp.getViewBox().invertY(False)
+            vp.getViewBox().setAspectLocked(False)
+            vp.showAxes(True)
+            vp.setLabel("bottom", "unit")
+            vp.setLabel("left", "value")
+        elif is_image:
+            self._draw_image(record.tensor, pre_t, kind)
+            vp.getViewBox().invertY(True)
+            vp.getViewBox().setAspectLocked(kind == "feature_maps")
+            vp.showAxes(kind != "feature_maps")
+            if kind == "tokens":
+                vp.setLabel("bottom", "feature")
+                vp.setLabel("left", "token")
+            elif kind == "heatmap":
+                vp.setLabel("bottom", "unit")
+                vp.setLabel("left", "row")
+        vp.autoRange(padding=0.02)
+
+    def _draw_bars(self, tensor, pre_tensor) -> None:
+        post = bars_values(tensor)
+        x = np.arange(post.size, dtype=float)
+        self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
+        if pre_tensor is not None:
+            self.bars_pre.setOpts(x=x, height=bars_values(pre_tensor), width=0.8)
+        self.bars_pre.setVisible(pre_tensor is not None)
+
+    def _draw_image(self, tensor, pre_tensor, kind: str) -> None:
+        post = view_image(tensor, kind)
+        pre = view_image(pre_tensor, kind) if pre_tensor is not None else None
+        level = symmetric_level(post, pre)
+        img = post if pre is None else side_by_side(pre, post, gap=max(2, pre.shape[1] // 16))
+        img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
+        # pyqtgraph images are indexed [x, y]: transpose rows × columns.
+        self.image.setImage(img.T, levels=(-level, level), autoLevels=False)
+
+    # -- dragging --------------------------------------------------------------
+    def _bound_line(self, word: str) -> pg.InfiniteLine:
+        line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=2),
+                               hoverPen=pg.mkPen(BOUND_COLOUR, width=4),
+                               label=f"{word} {{value:.3g}}",
+                               labelOpts={"position": 0.93 if word == "high" else 0.72,
+                                          "color": (60, 60, 60), "fill": (255, 255, 255, 200)})
+        line.setToolTip(f"Drag to change the clamp's {word} bound")
+        line.sigPositionChanged.connect(lambda _l: self._on_line_moved(word, finished=False))
+        line.sigPositionChangeFinished.connect(lambda _l: self._on_line_moved(word, finished=True))
+        return line
+
+    def _on_line_moved(self, word: str, finished: bool) -> None:
+        """A bound line moved (by the mouse): report the clamp it now describes.
+
+        Only the moved bound changes; the other keeps the plan's value, so an
+        open end (``±inf``) stays open.
+        """
+        if self._quiet:
+            return
+        lo, hi = self._bounds if self._bounds else (-math.inf, math.inf)
+        if word == "low":
+            lo = min(float(self.lo_line.value()), hi)
+        else:
+            hi = max(float(self.hi_line.value()), lo)
+        self._update_line_limits()
+        if finished:
+            self._bounds = (lo, hi)
+            self.clampEdited.emit(lo, hi)
+        else:
+            self.clampDragged.emit(lo, hi)
+
+    def _update_line_limits(self) -> None:
+        """Each line stops at the other, so low never passes high."""
+        quiet, self._quiet = self._quiet, True
+        try:
+            lo_v, hi_v = float(self.lo_line.value()), float(self.hi_line.value())
+            self.lo_line.setBounds((None, hi_v))
+            self.hi_line.setBounds((lo_v, None))
+        finally:
+            self._quiet = quiet
