@@ -69,3 +69,25 @@ def test_paths_agree_exactly_on_counts():
     b = summarize(x, deferred=True).resolve()
     assert abs(a.hist_counts - b.hist_counts).sum() <= 2
     assert (a.min, a.max) == (b.min, b.max)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_large_tensor_histogram_is_a_sample_but_moments_exact(deferred):
+    from hookscope.core.stats import HIST_SAMPLE
+
+    x = torch.randn(4 * HIST_SAMPLE + 3, generator=torch.Generator().manual_seed(2)) + 3.0
+    s = summarize(x, deferred=deferred).resolve()
+    ref = x.double()
+    assert s.min == float(x.min()) and s.max == float(x.max())
+    assert s.mean == pytest.approx(float(ref.mean()), rel=1e-6)
+    assert s.std == pytest.approx(float(ref.std(correction=0)), rel=1e-5)
+    assert s.hist_is_sample and HIST_SAMPLE <= s.hist_counts.sum() < x.numel()
+    # the sample's shape matches the full histogram's
+    full, _ = np.histogram(x.numpy(), bins=HIST_BINS, range=(s.hist_edges[0], s.hist_edges[-1]))
+    np.testing.assert_allclose(s.hist_counts / s.hist_counts.sum(), full / full.sum(), atol=3e-3)
+
+
+def test_large_mean_small_spread_keeps_precision():
+    x = 1000.0 + 1e-3 * torch.randn(10_000, generator=torch.Generator().manual_seed(3))
+    s = summarize(x).resolve()
+    assert s.std == pytest.approx(float(x.double().std(correction=0)), rel=1e-3)
