@@ -57,7 +57,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
         if dev.index is not None and dev.index >= n:
             raise DeviceError(f"device {str(name)!r} does not exist: this machine has {n} CUDA "
                               f"device(s), cuda:0..cuda:{n - 1}")
-        return dev
+        # "cuda" means the current device; naming it keeps device comparisons exact.
+        return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
     raise DeviceError(f"device type {dev.type!r} is not supported: use 'cpu' or 'cuda'")
 
 

@@ -14,6 +14,7 @@ the numbers are too.
 
 from __future__ import annotations
 
+import itertools
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -105,6 +106,17 @@ def to_device(inputs: Any, dev: torch.device) -> Any:
     return map_tensors(lambda t: t.to(dev), inputs)
 
 
+def place_module(module: nn.Module, dev: torch.device) -> None:
+    """Move ``module`` to ``dev`` unless it is already there.
+
+    ``nn.Module.to`` walks every submodule even when nothing moves; in Live
+    mode on a small model that walk would cost more than the forward.
+    """
+    first = next(itertools.chain(module.parameters(), module.buffers()), None)
+    if first is None or first.device != dev:
+        place_module(module, dev)
+
+
 def call_model(module: nn.Module, inputs: Any) -> Any:
     """Call ``module`` the way its input asks: a tuple spreads, a dict is keywords."""
     if isinstance(inputs, tuple) and not hasattr(inputs, "_fields"):
@@ -143,7 +155,7 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     plan = plan or Plan()
     dev = resolve_device(device)
     layers = plan.resolve(module)
-    module.to(dev)
+    place_module(module, dev)
     x = to_device(inputs, dev)
     t0 = time.perf_counter()
     known = _INPLACE_VICTIMS.get(module, set())
@@ -185,7 +197,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     plan = plan or Plan()
     dev = resolve_device(device)
     plan.resolve(module)  # fail on a bad plan before any work
-    module.to(dev)
+    place_module(module, dev)
     x = to_device(inputs, dev)
     t0 = time.perf_counter()
     synchronize(dev)
