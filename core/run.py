@@ -14,6 +14,7 @@ the numbers are too.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import weakref
@@ -126,10 +127,31 @@ def call_model(module: nn.Module, inputs: Any) -> Any:
     return module(inputs)
 
 
+@contextlib.contextmanager
+def same_code_path():
+    """Keep baseline and hooked forwards on the same kernels.
+
+    PyTorch's fused Transformer fast path is skipped whenever submodules carry
+    hooks, so a baseline without hooks would take other kernels than the
+    hooked run and could differ in the last bits, reported as a change the
+    plan never made. Turning the fast path off for both makes them comparable.
+    """
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None or not hasattr(mha, "set_fastpath_enabled"):
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
+
+
 def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> Any:
     """Call the model; its own errors come back as :class:`ForwardError`."""
     try:
-        with grad_mode():
+        with grad_mode(), same_code_path():
             return call_model(module, inputs)
     except HookscopeError:
         raise
