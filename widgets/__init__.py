@@ -5,11 +5,16 @@
 - :class:`OutputComparison`: the model's output without and with the interventions.
 """
 
+from .activation_panel import ActivationPanel
+from .layer_plot import LayerPlot
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_LAYER, COL_LO, COL_PARAMS,
                                COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
 from .layer_tree_view import LayerTreeWidget
+from .output_comparison import OutputComparison
+from .views_by_shape import VIEW_KINDS, view_kind
 
 __all__ = [
+    "ActivationPanel", "LayerPlot", "OutputComparison", "VIEW_KINDS", "view_kind",
     "COL_CALLS", "COL_CAPTURE", "COL_HI", "COL_LAYER", "COL_LO", "COL_PARAMS", "COL_SHAPE",
     "COL_TYPE", "PATH_ROLE", "LayerTreeModel", "LayerTreeWidget",
 ]

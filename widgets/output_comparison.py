@@ -1,0 +1,163 @@
+"""The model's output without and with the interventions, side by side.
+
+:class:`OutputComparison` draws the two flattened outputs of a
+:class:`~hookscope.core.RunResult`: grouped bars for a few values (up to
+:data:`MAX_BARS`), overlaid lines plus their difference for more, and says in
+one sentence whether the intervention changed anything and by how much. The
+numbers are the core's (:func:`hookscope.core.run.flat_floats`); nothing is
+recomputed here but the difference curve.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from hookscope.core import RunResult
+from hookscope.core.run import flat_floats
+
+MAX_BARS = 64
+WITHOUT_COLOUR = (31, 119, 180)   # blue
+WITH_COLOUR = (255, 127, 14)      # orange
+DIFF_COLOUR = (214, 39, 40)
+
+
+def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
+    """One sentence a learner understands: did the plan change the output?"""
+    plan = result.plan
+    changes = bool(plan is not None and (plan.clamp or plan.interventions))
+    if not result.outputs_differ:
+        if not changes:
+            return "Outputs are identical: the plan only captured, it did not change anything."
+        return ("Outputs are identical: the intervention did not change any output value "
+                "(for a clamp: no value reached its bounds, or the change did not reach the output).")
+    if without.shape != with_.shape:
+        return (f"The intervention changed the output's shape ({without.size} values without, "
+                f"{with_.size} with).")
+    d = result.max_abs_diff
+    text = (f"The intervention changed the output: largest change |Δ| = "
+            f"{'∞' if math.isinf(d) else f'{d:.4g}'} (outputs differ).")
+    if 1 < without.size <= MAX_BARS and np.isfinite(without).all() and np.isfinite(with_).all():
+        a, b = int(np.argmax(without)), int(np.argmax(with_))
+        text += (f" The largest output is still #{a}." if a == b else
+                 f" The largest output moved from #{a} to #{b}.")
+    return text
+
+
+def _hex(rgb: tuple[int, int, int]) -> str:
+    return "#%02x%02x%02x" % rgb
+
+
+class OutputComparison(QWidget):
+    """Before/after view of a run's output (object name ``outputComparison``)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("outputComparison")
+        self.mode = "bars"
+        self._without = np.zeros(0)
+        self._with = np.zeros(0)
+
+        self.summary = QLabel("Run the model to compare its output without and with the interventions.",
+                              self)
+        self.summary.setObjectName("outputSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.graphics = pg.GraphicsLayoutWidget(self)
+        self.graphics.setBackground("w")
+        self.graphics.setMinimumHeight(200)
+        self.plot = self.graphics.addPlot(row=0, col=0)
+        self.plot.setMenuEnabled(False)
+        self.plot.setLabel("left", "output value")
+        self.plot.showGrid(y=True, alpha=0.3)
+        self.diff_plot = self.graphics.addPlot(row=1, col=0)
+        self.diff_plot.setMenuEnabled(False)
+        self.diff_plot.setLabel("left", "with − without")
+        self.diff_plot.setLabel("bottom", "output index")
+        self.diff_plot.setXLink(self.plot)
+        self.graphics.ci.layout.setRowStretchFactor(0, 3)
+        self.graphics.ci.layout.setRowStretchFactor(1, 2)
+
+        # A legend line above the plot, so it never hides a bar.
+        self.legend = QLabel(self)
+        self.legend.setObjectName("outputLegend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+
+        # Every item is made once; show_result only feeds them new data.
+        self.bars_without = pg.BarGraphItem(x=[0], height=[0], width=0.4,
+                                            brush=pg.mkBrush(WITHOUT_COLOUR), pen=pg.mkPen(None))
+        self.bars_with = pg.BarGraphItem(x=[0], height=[0], width=0.4,
+                                         brush=pg.mkBrush(WITH_COLOUR), pen=pg.mkPen(None))
+        self.line_without = pg.PlotDataItem(pen=pg.mkPen(WITHOUT_COLOUR, width=2))
+        self.line_with = pg.PlotDataItem(pen=pg.mkPen(WITH_COLOUR, width=2, style=Qt.PenStyle.DashLine))
+        self.line_diff = pg.PlotDataItem(pen=pg.mkPen(DIFF_COLOUR, width=1.5))
+        for item in (self.bars_without, self.bars_with, self.line_without, self.line_with):
+            self.plot.addItem(item)
+        self.diff_plot.addItem(self.line_diff)
+        self.diff_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen((120, 120, 120))))
+        self._apply_mode("bars")
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.graphics, 1)
+
+    # -- public API ------------------------------------------------------------
+    def show_result(self, result: RunResult) -> None:
+        """Draw ``result``'s outputs and say what changed."""
+        without = np.asarray(flat_floats(result.output_without), dtype=float)
+        with_ = np.asarray(flat_floats(result.output_with), dtype=float)
+        self._without, self._with = without, with_
+        n = max(without.size, with_.size)
+        self._apply_mode("bars" if n <= MAX_BARS else "lines")
+        if self.mode == "bars":
+            self.bars_without.setOpts(x=np.arange(without.size) - 0.2, height=without, width=0.4)
+            self.bars_with.setOpts(x=np.arange(with_.size) + 0.2, height=with_, width=0.4)
+            self.plot.setLabel("bottom", "output index")
+        else:
+            self.line_without.setData(np.arange(without.size), without)
+            self.line_with.setData(np.arange(with_.size), with_)
+            m = min(without.size, with_.size)
+            self.line_diff.setData(np.arange(m), with_[:m] - without[:m])
+            self.plot.setLabel("bottom", None)
+        self.plot.enableAutoRange()
+        self.diff_plot.enableAutoRange()
+        self.summary.setText(verdict(result, without, with_))
+
+    def values(self) -> tuple[np.ndarray, np.ndarray]:
+        """The flattened outputs shown: (without, with)."""
+        return self._without.copy(), self._with.copy()
+
+    def clear(self) -> None:
+        self._without, self._with = np.zeros(0), np.zeros(0)
+        for item in (self.bars_without, self.bars_with):
+            item.setOpts(x=[0], height=[0])
+        for item in (self.line_without, self.line_with, self.line_diff):
+            item.setData([], [])
+        self.summary.setText("Run the model to compare its output without and with the interventions.")
+
+    # -- internals -------------------------------------------------------------
+    def _apply_mode(self, mode: str) -> None:
+        self.mode = mode
+        bars = mode == "bars"
+        for item in (self.bars_without, self.bars_with):
+            item.setVisible(bars)
+        for item in (self.line_without, self.line_with):
+            item.setVisible(not bars)
+        self.diff_plot.setVisible(not bars)
+        # A hidden plot keeps its row in the layout: collapse the row in bars mode.
+        grid = self.graphics.ci.layout
+        grid.setRowMaximumHeight(1, 1e6 if not bars else 0)
+        grid.setRowStretchFactor(1, 0 if bars else 2)
+        mark = "■" if bars else "━"
+        entries = [f"<span style='color:{_hex(WITHOUT_COLOUR)}'>{mark}</span> without",
+                   f"<span style='color:{_hex(WITH_COLOUR)}'>{mark}</span> with the intervention"]
+        if not bars:
+            entries.append(f"<span style='color:{_hex(DIFF_COLOUR)}'>━</span> difference (below)")
+        self.legend.setText("&nbsp;&nbsp;&nbsp;".join(entries))
