@@ -130,6 +130,9 @@ def gui_main(argv: list[str]) -> int:
     ns = build_parser().parse_args(list(argv))  # --help and usage errors before Qt loads
     if ns.screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from .qt_compat import guard_none_refcount
+
+    guard_none_refcount()
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "hookscope"])

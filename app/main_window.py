@@ -24,10 +24,13 @@ from .demo_setup import note_for
 from .error_banner import ErrorBanner
 from .menus import build_menus
 from .open_dialog import OpenModelDialog
+from .qt_compat import guard_none_refcount
 from .recent import RecentModels
 from .run_bar import RunBar
 from .status import StatusFields
 from .worker import ForwardWorker, Loaded
+
+guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
 
 class MainWindow(QMainWindow):
