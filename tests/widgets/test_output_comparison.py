@@ -1,0 +1,54 @@
+"""Before/after output view: the core's numbers, bars or lines, words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hookscope.core import Plan, compare, load_model
+from hookscope.core.run import flat_floats
+from hookscope.widgets.output_comparison import OutputComparison
+
+
+@pytest.fixture
+def view(qtbot):
+    w = OutputComparison()
+    qtbot.addWidget(w)
+    return w
+
+
+def _run(spec, plan):
+    lm = load_model(spec)
+    return compare(lm.module, lm.example_input, plan)
+
+
+def test_clamp_demo_shows_core_numbers_as_bars(view):
+    r = _run("demo:clamp", Plan(clamp={"0": (-0.5, 0.5)}))
+    view.show_result(r)
+    without, with_ = view.values()
+    np.testing.assert_array_equal(without, flat_floats(r.output_without))
+    np.testing.assert_array_equal(with_, flat_floats(r.output_with))
+    assert view.objectName() == "outputComparison"
+    assert view.mode == "bars"
+    assert r.outputs_differ
+    assert "changed the output" in view.summary.text()
+    assert f"{r.max_abs_diff:.4g}" in view.summary.text()
+
+
+def test_capture_only_says_identical(view):
+    view.show_result(_run("demo:features", Plan(capture=["fc1", "fc2", "fc3"])))
+    assert "identical" in view.summary.text() and "only captured" in view.summary.text()
+
+
+def test_transformer_output_uses_lines(view):
+    r = _run("demo:transformer", Plan(clamp={"encoder.layers.0.linear1": (-0.5, 0.5)}))
+    view.show_result(r)
+    assert view.mode == "lines"
+    without, with_ = view.values()
+    assert without.size == 12 * 16
+    np.testing.assert_array_equal(with_, flat_floats(r.output_with))
+    assert view.diff_plot.isVisible() or not view.isVisible()
+    # And back to bars for a small output, with the same items.
+    bars = view.bars_with
+    view.show_result(_run("demo:cnn", Plan(clamp={"conv1": (-0.5, 0.5)})))
+    assert view.mode == "bars" and view.bars_with is bars
