@@ -62,6 +62,7 @@ class MainWindow(QMainWindow):
         self._last_run_id: int | None = None
         self._closing = False
         self._sticky_error = False
+        self._sized = False
 
         self.worker = ForwardWorker(self)
         self._build_ui()
@@ -263,6 +264,8 @@ class MainWindow(QMainWindow):
         self.tree.model.set_plan(plan or Plan())
         self.run_bar.set_input_text(input_text or "example")
         self.last_result = None
+        self.panel.clear()      # the old model's panels mean nothing for the new one
+        self.outputs.clear()
         note = note_for(payload.model.spec, payload.model.description)
         self.note.setText(note)
         self.note.setVisible(bool(note))
@@ -324,6 +327,24 @@ class MainWindow(QMainWindow):
                 self.panel.set_clamp_lines(path, lo, hi)
             else:
                 self.panel.set_clamp_lines(path, None, None)
+
+    # -- sizes -------------------------------------------------------------------
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._sized:
+            self._sized = True
+            self.fit_docks()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self._sized and event.oldSize().width() <= 0:
+            self.fit_docks()
+
+    def fit_docks(self) -> None:
+        """Give the tree room for its clamp columns and the plots the middle."""
+        w = max(self.width(), 900)
+        self.resizeDocks([self.layer_dock, self.output_dock],
+                         [int(w * 0.32), int(w * 0.24)], Qt.Orientation.Horizontal)
 
     # -- closing -----------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override

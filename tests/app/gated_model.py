@@ -1,0 +1,37 @@
+"""A model factory for app tests: its forward blocks until the test opens a gate.
+
+This makes "a run is in flight" a state the test controls, without sleeps:
+``model.release.clear()`` closes the gate, ``model.entered`` says a forward
+is waiting at it, ``model.release.set()`` lets it finish. Load it with the
+spec ``f"{PATH}:make"``.
+"""
+
+import threading
+from pathlib import Path
+
+import torch
+from torch import nn
+
+PATH = Path(__file__).resolve()
+SPEC = f"{PATH}:make"
+
+
+class Gated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 4)
+        self.out = nn.Linear(4, 2)
+        self.release = threading.Event()
+        self.release.set()
+        self.entered = threading.Event()
+
+    def forward(self, x):
+        self.entered.set()
+        if not self.release.wait(60):
+            raise RuntimeError("test gate never opened")
+        return self.out(self.lin(x))
+
+
+def make():
+    return Gated(), torch.tensor([[1.0, 2.0, 3.0]])

@@ -1,0 +1,71 @@
+"""``hookscope [ARGV]``: create_window as the command line, --screenshot, startup errors."""
+
+import os
+import subprocess
+import sys
+
+from PySide6.QtGui import QImage
+
+from hookscope.app.launch import build_parser
+
+
+def run_cli(args, tmp_path, timeout=240):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    return subprocess.run([sys.executable, "-m", "hookscope.app.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def test_screenshot_writes_a_1400x900_png(tmp_path):
+    out = tmp_path / "cnn.png"
+    p = run_cli(["demo:cnn", "--capture", "conv1,fc", "--clamp", "conv1=-0.5:0.5",
+                 "--screenshot", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    img = QImage(str(out))
+    assert not img.isNull()
+    assert (img.width(), img.height()) == (1400, 900)
+
+
+def test_screenshot_with_a_bad_spec_exits_2_with_the_message(tmp_path):
+    out = tmp_path / "x.png"
+    p = run_cli(["demo:nope", "--screenshot", str(out)], tmp_path)
+    assert p.returncode == 2
+    assert "unknown demo" in p.stderr and "Traceback" not in p.stderr
+    assert not out.exists()
+
+
+def test_gui_main_screenshot_in_process(qapp, tmp_path):
+    from hookscope.app.launch import gui_main
+
+    out = tmp_path / "default.png"
+    assert gui_main(["--screenshot", str(out)]) == 0
+    assert QImage(str(out)).width() == 1400
+
+
+def test_create_window_reads_the_command_line(make_window, qtbot):
+    win = make_window(["demo:features", "--capture", "fc2", "--clamp", "fc1=-1:1",
+                       "--input", "[[4.0, 3.0, 2.0, 1.0]]"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    r = win.last_result
+    assert r.plan.capture == ("fc2",) and dict(r.plan.clamp) == {"fc1": (-1.0, 1.0)}
+    assert win.run_bar.input_text() == "[[4.0, 3.0, 2.0, 1.0]]"
+    assert set(r.captures) == {"fc2"}
+
+
+def test_command_line_mistakes_show_in_the_window(make_window, qtbot):
+    win = make_window(["--clamp", "0=oops", "--device", "cuda:7"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    text = win.error_text()
+    assert "--clamp '0=oops'" in text and "cuda" in text.lower()
+    assert win.loaded.spec == "demo:clamp" and win.run_bar.device() == "cpu"
+
+
+def test_stats_only_keeps_no_tensors(make_window, qtbot):
+    win = make_window(["demo:cnn", "--capture", "conv1", "--stats-only"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    rec = win.last_result.captures["conv1"][0]
+    assert rec.tensor is None and rec.stats is not None
+
+
+def test_parser_has_screenshot_and_model_options():
+    ns = build_parser().parse_args(["demo:cnn", "--screenshot", "a.png", "--live"])
+    assert ns.spec == "demo:cnn" and ns.screenshot == "a.png" and ns.live

@@ -1,0 +1,111 @@
+"""Live mode: bursts are coalesced, a dragged bound reaches the tree and the plots,
+and closing the window while a forward runs is clean."""
+
+import math
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from hookscope.widgets.layer_tree_model import COL_HI, COL_LO
+
+# A factory whose forward waits at a gate the test opens (see gated_model.py).
+GATED_SPEC = f"{Path(__file__).with_name('gated_model.py')}:make"
+
+
+def wait_idle_result(qtbot, win, timeout=30_000):
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=timeout)
+    return win.last_result
+
+
+@pytest.fixture
+def gated(make_window, qtbot):
+    """A live window on a model whose forward the test can hold at a gate."""
+    win = make_window([GATED_SPEC, "--capture", "lin", "--clamp", "lin=-1:1", "--live"])
+    wait_idle_result(qtbot, win)
+    model = win.loaded.module
+    yield win, model
+    model.release.set()  # never leave the worker stuck at the gate
+
+
+def test_burst_of_50_changes_runs_far_fewer_and_ends_on_the_last(gated, qtbot):
+    win, model = gated
+    done0 = win.worker.runs_done
+    model.release.clear()
+    model.entered.clear()
+    his = [0.1 + 0.01 * i for i in range(50)]
+    for i, hi in enumerate(his):
+        win.tree.model.set_clamp("lin", -1.0, hi)
+        QApplication.processEvents()  # the live timer fires; a request goes to the worker
+        if i == 0:
+            assert model.entered.wait(30)  # the first run is now held in flight
+    model.release.set()
+    qtbot.waitUntil(lambda: win.is_idle() and win.last_result.plan.clamp["lin"][1] == his[-1],
+                    timeout=30_000)
+    runs = win.worker.runs_done - done0
+    assert 1 <= runs <= 3, runs  # the held one, the newest, maybe nothing between
+    assert win.worker.runs_dropped >= 45
+    rec = win.last_result.captures["lin"][0]
+    assert rec.stats.max <= his[-1] + 1e-6
+    assert win.panel.panels()[("lin", 0)].record is rec
+
+
+def test_dragging_a_bound_sets_the_tree_and_reruns_while_dragging(window, qtbot):
+    window.set_live(True)
+    qtbot.waitUntil(window.is_idle, timeout=30_000)
+    first = window.last_result
+    # a drag: several intermediate positions, then the release
+    for hi in (0.45, 0.4, 0.35):
+        window.panel.clampDragged.emit("0", -0.3, hi)
+    with qtbot.waitSignal(window.resultShown, timeout=30_000):
+        window.panel.clampDragged.emit("0", -0.3, 0.3)
+    model = window.tree.model
+    assert float(model.data(model.index_for_path("0", COL_LO))) == -0.3
+    assert float(model.data(model.index_for_path("0", COL_HI))) == 0.3
+    qtbot.waitUntil(lambda: window.is_idle()
+                    and window.last_result.plan.clamp["0"] == (-0.3, 0.3), timeout=30_000)
+    r = window.last_result
+    assert r is not first
+    panel = window.panel.panels()[("0", 0)]
+    assert panel.record is r.captures["0"][0]
+    assert math.isclose(panel.record.stats.max, 0.3, rel_tol=1e-6)
+    assert panel.bounds() == (-0.3, 0.3)
+    without, with_ = window.outputs.values()
+    assert not (with_ == first.output_with.reshape(-1).numpy()).all()
+
+
+def test_drag_without_live_changes_clamp_but_does_not_run(window, qtbot):
+    done = window.worker.runs_done
+    window.panel.clampEdited.emit("0", -0.2, 0.2)
+    QApplication.processEvents()
+    assert window.is_idle() and window.worker.runs_done == done
+    assert dict(window.tree.model.plan().clamp) == {"0": (-0.2, 0.2)}
+    with qtbot.waitSignal(window.resultShown, timeout=30_000):
+        window.request_run()
+    assert window.last_result.plan.clamp["0"] == (-0.2, 0.2)
+
+
+def test_ticking_a_layer_in_live_mode_runs(window, qtbot):
+    window.set_live(True)
+    qtbot.waitUntil(window.is_idle, timeout=30_000)
+    window.tree.model.set_capture("1", True)
+    qtbot.waitUntil(lambda: window.is_idle() and "1" in window.last_result.captures, timeout=30_000)
+    assert ("1", 0) in window.panel.panels()
+
+
+def test_closing_during_a_run_is_clean(gated, qtbot):
+    win, model = gated
+    shown = []
+    win.resultShown.connect(shown.append)
+    done = win.worker.runs_done
+    model.release.clear()
+    model.entered.clear()
+    win.request_run()
+    assert model.entered.wait(30)      # a forward is in flight, held at the gate
+    win.request_run()                  # and one more is pending
+    model.release.set()                # the held forward may finish while close waits
+    win.close()
+    assert not win.worker.is_running   # the thread ended; close waited for it
+    assert win.worker.runs_done <= done + 1  # the pending run was dropped, not run
+    QApplication.processEvents()
+    assert shown == []                 # nothing reached the closed window
