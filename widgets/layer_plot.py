@@ -244,48 +244,56 @@ class LayerPlot(QFrame):
     def _draw_view(self, record: CaptureRecord) -> None:
         kind = self.view_kind
         is_image = kind in ("heatmap", "feature_maps", "tokens")
+        pre_t = record.pre_tensor if record.intervention else None
+        if kind == "bars":
+            size = self._draw_bars(record.tensor, pre_t)
+        elif is_image:
+            size = self._draw_image(record.tensor, pre_t, kind)
+        else:
+            size = None
+        # Axes, titles and zoom change only with the kind of picture, not on every
+        # update: a Live drag then costs just the data transfer (and keeps a zoom).
+        layout_key = (kind, pre_t is not None, record.intervention if is_image else None, size)
+        if layout_key != self._layout_key:
+            self._layout_key = layout_key
+            self._configure_view(kind, record.intervention if pre_t is not None else None)
+
+    _layout_key: tuple | None = None
+
+    def _configure_view(self, kind: str, intervention: str | None) -> None:
+        is_image = kind in ("heatmap", "feature_maps", "tokens")
         self.view_widget.setVisible(kind != "none")
         self.none_label.setVisible(kind == "none")
         self.image.setVisible(is_image)
-        for item in (self.bars_pre, self.bars_post):
-            item.setVisible(kind == "bars")
-        pre_t = record.pre_tensor if record.intervention else None
+        self.bars_post.setVisible(kind == "bars")
+        self.bars_pre.setVisible(kind == "bars" and intervention is not None)
         vp = self.view_widget.getPlotItem()
-        if pre_t is None:
+        vb = vp.getViewBox()
+        if intervention is None:
             vp.setTitle(None)
         elif is_image:
-            vp.setTitle(f"before {record.intervention}  |  after", size="9pt", color="#444")
+            vp.setTitle(f"before {intervention}  |  after", size="9pt", color="#444")
         else:
             vp.setTitle("light: before, dark: after the intervention", size="9pt", color="#444")
-        if kind == "bars":
-            self._draw_bars(record.tensor, pre_t)
-            vp.getViewBox().invertY(False)
-            vp.getViewBox().setAspectLocked(False)
-            vp.showAxes(True)
-            vp.setLabel("bottom", "unit")
-            vp.setLabel("left", "value")
-        elif is_image:
-            self._draw_image(record.tensor, pre_t, kind)
-            vp.getViewBox().invertY(True)
-            vp.getViewBox().setAspectLocked(kind == "feature_maps")
-            vp.showAxes(kind != "feature_maps")
-            if kind == "tokens":
-                vp.setLabel("bottom", "feature")
-                vp.setLabel("left", "token")
-            elif kind == "heatmap":
-                vp.setLabel("bottom", "unit")
-                vp.setLabel("left", "row")
+        vb.invertY(is_image)
+        vb.setAspectLocked(kind == "feature_maps")
+        vp.showAxes(kind != "feature_maps")
+        labels = {"bars": ("unit", "value"), "tokens": ("feature", "token"),
+                  "heatmap": ("unit", "row")}.get(kind)
+        if labels:
+            vp.setLabel("bottom", labels[0])
+            vp.setLabel("left", labels[1])
         vp.autoRange(padding=0.02)
 
-    def _draw_bars(self, tensor, pre_tensor) -> None:
+    def _draw_bars(self, tensor, pre_tensor) -> tuple[int, ...]:
         post = bars_values(tensor)
         x = np.arange(post.size, dtype=float)
         self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
         if pre_tensor is not None:
             self.bars_pre.setOpts(x=x, height=bars_values(pre_tensor), width=0.8)
-        self.bars_pre.setVisible(pre_tensor is not None)
+        return post.shape
 
-    def _draw_image(self, tensor, pre_tensor, kind: str) -> None:
+    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[int, ...]:
         post = view_image(tensor, kind)
         pre = view_image(pre_tensor, kind) if pre_tensor is not None else None
         level = symmetric_level(post, pre)
@@ -293,6 +301,7 @@ class LayerPlot(QFrame):
         img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
         # pyqtgraph images are indexed [x, y]: transpose rows × columns.
         self.image.setImage(img.T, levels=(-level, level), autoLevels=False)
+        return img.shape
 
     # -- dragging --------------------------------------------------------------
     def _bound_line(self, word: str) -> pg.InfiniteLine:

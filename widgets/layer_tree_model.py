@@ -86,6 +86,7 @@ class LayerTreeModel(QAbstractItemModel):
         self._capture: set[str] = set()
         self._clamp: dict[str, tuple[float, float]] = {}
         self._base_plan = Plan()
+        self._observed = False  # has a forward filled shapes/calls yet?
         if root is not None:
             self.set_tree(root)
 
@@ -96,6 +97,7 @@ class LayerTreeModel(QAbstractItemModel):
         self._root = _Item(root, None, 0)
         self._by_path = {root.path: self._root}
         self._build(self._root)
+        self._observed = any(n.output_shape is not None for n in root.walk())
         self._capture = {p for p in self._capture if p in self._by_path}
         self._clamp = {p: b for p, b in self._clamp.items() if p in self._by_path}
         self.endResetModel()
@@ -107,6 +109,7 @@ class LayerTreeModel(QAbstractItemModel):
         """Copy output shapes and call counts from ``root`` (matched by path)."""
         if self._root is None:
             return
+        self._observed = True
         for node in root.walk():
             item = self._by_path.get(node.path)
             if item is not None and item.node is not node:
@@ -269,7 +272,8 @@ class LayerTreeModel(QAbstractItemModel):
         if col == COL_PARAMS:
             return "" if node.alias_of else f"{node.params:,}"
         if col == COL_CALLS:
-            return str(node.calls) if node.output_shape is not None or node.calls else ""
+            # 0 is news after a forward (e.g. a ModuleList never runs); before it, unknown.
+            return str(node.calls) if self._observed else ""
         if col in (COL_LO, COL_HI):
             b = self._clamp.get(node.path)
             return "" if b is None else format_bound(b[col - COL_LO])
@@ -281,6 +285,9 @@ class LayerTreeModel(QAbstractItemModel):
                 return f"{node.path}: the same module as {node.alias_of} (shared)"
             extra = f" (also reached as {', '.join(node.aliases)})" if node.aliases else ""
             return node.path + extra
+        if col == COL_CALLS and self._observed and node.calls == 0:
+            return ("0: this module's own forward never ran (a container such as ModuleList, "
+                    "or its parent used its weights directly), so capturing it records nothing")
         if col == COL_CAPTURE:
             return f"Capture the output of {node.path}" + (" and every layer inside it"
                                                           if node.children else "")

@@ -144,3 +144,23 @@ def test_set_tree_keeps_state_for_known_paths():
     model.set_tree(_tree("demo:features"))
     assert model.plan().capture == () and model.plan().clamp == {}
     assert model.index_for_path("fc1", COL_LAYER).data() == "fc1"
+
+
+def test_shared_module_shows_alias(qtmodeltester):
+    from torch import nn
+
+    lin = nn.Linear(2, 2)
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(lin)
+            self.dec = nn.Sequential(lin)
+
+    m = LayerTreeModel(module_tree(Shared()))
+    qtmodeltester.check(m)
+    idx = m.index_for_path("dec.0")
+    assert "shares enc.0" in idx.data()
+    assert m.index_for_path("dec.0", COL_PARAMS).data() == ""
+    m.set_capture("dec.0", True)
+    assert m.plan().capture == ("dec.0",)
