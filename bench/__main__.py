@@ -1,0 +1,197 @@
+"""Entry point: ``python -m bench [--quick] [--json] [--cases ...] [--models ...] [--device ...]``.
+
+Builds each model, times every case against the plain forward (paired,
+interleaved), checks each case's values against a clone-everything
+reference, measures peak memory (a fresh process per case on the CPU) and
+prints one table with the targets of issue 4 and whether they are met.
+Progress goes to stderr, the table (or ``--json``) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import fnmatch
+import os
+import platform
+import sys
+import time
+
+import torch
+
+from . import competitors
+from .cases import Case, arm_hooks_case, compare_clamp_case, first_run_case, model_cases
+from .models import BUILDERS, BenchModel, build
+from .report import judge, render_json, render_text
+from .timing import memory_cuda, memory_in_child, paired, repeat
+
+BIG = ("resnet18", "gpt2")
+# Pairs per (model, mode): enough for a stable median, few enough for --quick < 2 min here.
+PAIRS = {"quick": {"resnet18": 10, "gpt2": 6, "demo": 30},
+         "full": {"resnet18": 15, "gpt2": 10, "demo": 100}}
+FIRST_RUN_PAIRS = {"quick": 2, "full": 5}
+FIXED_N = {"quick": 200, "full": 1000}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="small inputs, 4-layer GPT, fewer pairs: under 2 minutes on 2 CPU cores")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument("--cases", default="",
+                    help="comma-separated case names or globs (e.g. 'every_leaf*,compare_clamp'); "
+                         "plain timing always runs")
+    ap.add_argument("--models", default=",".join(BUILDERS),
+                    help=f"comma-separated models (default: all of {', '.join(BUILDERS)}); "
+                         "'none' for fixed costs only")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    ap.add_argument("--pairs", type=int, default=0, help="override the number of timed pairs")
+    ap.add_argument("--repeats", type=int, default=0,
+                    help="override how many times each fixed cost (compare, arming) is timed")
+    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
+    a = ap.parse_args(argv)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error("--device cuda, but torch sees no CUDA device here; use --device cpu")
+    return a
+
+
+def wanted(name: str, patterns: list[str]) -> bool:
+    return not patterns or any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def to_device(bm: BenchModel, device: str) -> BenchModel:
+    if device != "cpu":
+        bm.module.to(device)
+        bm.inputs = bm.inputs.to(device)
+    return bm
+
+
+def timed_row(case: Case, model: str, plain, pairs: int, device: str) -> dict:
+    row = {"case": case.name, "title": case.title, "model": model, "note": case.note}
+    try:
+        res = paired(plain, case.fn, pairs, device=device, prepare=case.prepare)
+        row.update(res.summary())
+        if case.check is not None:
+            if case.prepare:
+                case.prepare()
+            row["correct"], row["check_note"] = case.check(case.fn())
+    except Exception as exc:  # one failing case must not sink the table
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    return row
+
+
+def fixed_row(case: Case, n: int, device: str) -> dict:
+    row = {"case": case.name, "title": case.title, "model": "—", "note": case.note}
+    try:
+        row.update(repeat(case.fn, n, device=device))
+        row["pairs"] = n
+    except Exception as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"
+    return row
+
+
+def memory(row: dict, case: Case, model: str, a: argparse.Namespace) -> None:
+    if a.device != "cpu":
+        fig = memory_cuda(case.fn)
+        out = case.fn()
+        fig["captured_mib"] = (case.captured_bytes(out) if case.captured_bytes else 0) / 2**20
+    else:
+        fig = memory_in_child(model, case.name, a.quick)
+    if "error" in fig:
+        row["memory_error"] = fig["error"]
+        return
+    row["peak_above_model_mib"] = fig["peak_above_model_mib"]
+    row["captured_mib"] = fig.get("captured_mib", 0.0)
+
+
+def run_model(name: str, a: argparse.Namespace, patterns: list[str],
+              mode: str) -> tuple[dict, list[dict], list[str]]:
+    bm = to_device(build(name, a.quick), a.device)
+    key = name if name in BIG else "demo"
+    pairs = a.pairs or PAIRS[mode][key]
+    cases = model_cases(bm, a.device)
+    plain = cases[0].fn
+    cases.insert(4, first_run_case(bm, a.device))
+    comp, missing = competitors.competitor_cases(bm)
+    cases += comp
+    rows = []
+    plain_peak = None
+    targets = {}
+    for case in cases:
+        if case.name != "plain_aa" and not wanted(case.name, patterns):
+            continue
+        t0 = time.perf_counter()
+        n = min(pairs, FIRST_RUN_PAIRS[mode]) if case.prepare else pairs
+        row = timed_row(case, name, plain, n, a.device)
+        # Demos are too small for RSS to resolve, and the clone reference's memory is
+        # context, not a target: both are measured in full mode only (time).
+        do_mem = (case.memory and not a.no_memory and not row.get("error")
+                  and (name in BIG or not a.quick)
+                  and not (a.quick and case.name == "naive_clone"))
+        if do_mem:
+            memory(row, case, name, a)
+            if case.name == "plain_aa":
+                plain_peak = row.get("peak_above_model_mib")
+        targets[case.name] = case.target
+        rows.append(row)
+        log(f"  {name:>16} {case.name:<18} {time.perf_counter() - t0:6.1f} s"
+            + (f"  ratio {row['ratio']:.3f}" if "ratio" in row else f"  {row.get('error', '')}"))
+    for row in rows:
+        judge(row, targets[row["case"]], plain_peak)
+    info = {"label": bm.label, "params": bm.params}
+    return info, rows, missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    mode = "quick" if a.quick else "full"
+    patterns = [p.strip() for p in a.cases.split(",") if p.strip()]
+    models = [] if a.models.strip() == "none" else [m.strip() for m in a.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in BUILDERS]
+    if unknown:
+        log(f"unknown model(s) {unknown}: choose from {', '.join(BUILDERS)}")
+        return 2
+    t_start = time.perf_counter()
+    meta = {
+        "torch": torch.__version__, "python": platform.python_version(),
+        "platform": platform.platform(), "cpus": os.cpu_count(),
+        "threads": torch.get_num_threads(), "device": a.device, "quick": a.quick,
+        "when": _dt.datetime.now().isoformat(timespec="seconds"),
+        # Other processes on a small machine move every figure: the load is recorded.
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+        "models": {}, "competitors": competitors.available(), "missing": [],
+        "memory_method": ("torch.cuda.max_memory_allocated" if a.device != "cpu" else
+                          "VmHWM − VmRSS in a fresh process per case (bench/memory_case.py)"),
+    }
+    rows: list[dict] = []
+    for name in models:
+        log(f"{name} ...")
+        info, mrows, missing = run_model(name, a, patterns, mode)
+        meta["models"][name] = info
+        rows += mrows
+        meta["missing"] = sorted(set(meta["missing"]) | set(missing))
+    fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
+    for case in fixed:
+        if wanted(case.name, patterns):
+            row = fixed_row(case, a.repeats or FIXED_N[mode], a.device)
+            judge(row, case.target, None)
+            rows.append(row)
+            log(f"  {'fixed cost':>16} {case.name:<18} {row.get('median_ms', 0):.3f} ms")
+    meta["seconds"] = round(time.perf_counter() - t_start, 1)
+    meta["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    if a.json:
+        print(render_json(meta, rows))
+    else:
+        print(render_text(meta, rows))
+        for m in meta["missing"]:
+            print(f"- {m}")
+        print(f"\n({meta['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The benchmark's models, built in plain torch with seeded weights (no downloads).
+
+* ``resnet18``: the structure of torchvision's ``resnet18`` (conv1/bn1/relu/
+  maxpool/layer1..4/avgpool/fc, BasicBlocks with BatchNorm, ``ReLU(inplace=True)``
+  and the residual added in place, ``out += identity``), ~11.7M parameters.
+  Its in-place ops are what make plain ``detach()`` captures go stale.
+* ``gpt2``: a GPT-2-small-shaped decoder (12 layers, d=768, 12 heads, MLP
+  3072, GELU, LayerNorm, causal attention through ``nn.Linear`` and
+  ``F.scaled_dot_product_attention``, token and position embeddings, tied
+  LM head), ~124M parameters.
+* the demos, through ``hookscope.core.load_model``.
+
+Every builder returns a :class:`BenchModel` in eval mode. Quick mode shrinks
+the input (and the GPT's depth) so the suite finishes in minutes; the label
+says exactly what was built.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SEED = 0
+
+
+@dataclass
+class BenchModel:
+    """A model ready to benchmark: module (eval), input, and the layers cases use."""
+
+    name: str
+    label: str            # what was built, e.g. "ResNet-18, batch 8, 224²"
+    module: nn.Module
+    inputs: Any
+    capture3: tuple[str, ...]   # the "3 chosen layers"
+    clamp_path: str             # the layer that gets one clamp
+    clamp: tuple[float, float] = (-1.0, 1.0)
+    params: int = 0
+
+
+# -- ResNet-18 ------------------------------------------------------------------
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1,
+                 downsample: nn.Module | None = None):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu(out)
+        out = self.conv2(out)
+        out = self.bn2(out)
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity  # in place, as torchvision does: overwrites bn2's output
+        out = self.relu(out)
+        return out
+
+
+class ResNet18(nn.Module):
+    """torchvision's resnet18 layout, written out so nothing is downloaded."""
+
+    def __init__(self, num_classes: int = 1000):
+        super().__init__()
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.layer1 = self._make_layer(64, 2)
+        self.layer2 = self._make_layer(128, 2, stride=2)
+        self.layer3 = self._make_layer(256, 2, stride=2)
+        self.layer4 = self._make_layer(512, 2, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                # Non-trivial running stats so BN is not the identity in eval mode.
+                nn.init.uniform_(m.weight, 0.5, 1.5)
+                nn.init.normal_(m.bias, 0.0, 0.1)
+                m.running_mean.normal_(0.0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+    def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes:
+            downsample = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes, 1, stride, bias=False),
+                nn.BatchNorm2d(planes),
+            )
+        layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes
+        layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
+
+
+def resnet18(quick: bool = False) -> BenchModel:
+    torch.manual_seed(SEED)
+    m = ResNet18().eval()
+    batch, side = (2, 112) if quick else (8, 224)
+    x = torch.randn(batch, 3, side, side, generator=torch.Generator().manual_seed(SEED + 1))
+    return BenchModel(
+        name="resnet18",
+        label=f"ResNet-18, batch {batch}, {side}²",
+        module=m, inputs=x,
+        capture3=("layer1.0.conv1", "layer3.1.bn2", "fc"),
+        clamp_path="layer2.0.bn1",
+        params=sum(p.numel() for p in m.parameters()),
+    )
+
+
+# -- GPT-2 small ----------------------------------------------------------------
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class MLP(nn.Module):
+    def __init__(self, d: int, hidden: int):
+        super().__init__()
+        self.c_fc = nn.Linear(d, hidden)
+        self.act = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(hidden, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.act(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int, hidden: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = MLP(d, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    """GPT-2 small's shape: wte/wpe, ``h.N`` blocks, ln_f, LM head tied to wte."""
+
+    def __init__(self, layers: int = 12, d: int = 768, heads: int = 12, hidden: int = 3072,
+                 vocab: int = 50257, context: int = 1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(context, d)
+        self.h = nn.ModuleList(Block(d, heads, hidden) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+        self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def gpt2(quick: bool = False) -> BenchModel:
+    torch.manual_seed(SEED)
+    layers = 4 if quick else 12
+    m = GPT2(layers=layers).eval()
+    tokens = 128
+    x = torch.randint(0, 50257, (1, tokens), generator=torch.Generator().manual_seed(SEED + 1))
+    mid = layers // 2
+    depth = "12 layers" if layers == 12 else f"{layers} of 12 layers (quick)"
+    return BenchModel(
+        name="gpt2",
+        label=f"GPT-2-small shape, {depth}, {tokens} tokens",
+        module=m, inputs=x,
+        capture3=("h.0.mlp.c_fc", f"h.{mid}.attn.c_proj", "ln_f"),
+        clamp_path=f"h.{mid}.mlp.act",
+        params=sum(p.numel() for p in m.parameters()),
+    )
+
+
+# -- demos ------------------------------------------------------------------------
+_DEMO_LAYERS = {
+    # name: (3 capture layers, clamp layer)
+    "cnn": (("conv1", "relu2", "fc"), "relu1"),
+    "transformer": (("embed", "encoder.layers.0.linear1", "head"), "encoder.layers.0.linear1"),
+    "clamp": (("0", "1"), "0"),
+}
+
+
+def demo(name: str) -> BenchModel:
+    from hookscope.core import load_model
+
+    lm = load_model(f"demo:{name}")
+    cap, clamp = _DEMO_LAYERS[name]
+    return BenchModel(name=f"demo:{name}", label=f"demo:{name}", module=lm.module.eval(),
+                      inputs=lm.example_input, capture3=cap, clamp_path=clamp,
+                      params=sum(p.numel() for p in lm.module.parameters()))
+
+
+BUILDERS: dict[str, Callable[[bool], BenchModel]] = {
+    "resnet18": resnet18,
+    "gpt2": gpt2,
+    "demo:cnn": lambda quick=False: demo("cnn"),
+    "demo:transformer": lambda quick=False: demo("transformer"),
+}
+
+
+def build(name: str, quick: bool = False) -> BenchModel:
+    """Build one benchmark model by name (see :data:`BUILDERS`)."""
+    return BUILDERS[name](quick)
+
+
+def leaf_paths(module: nn.Module) -> list[str]:
+    """Paths of every module with no children (the "every leaf" of the cases)."""
+    return [p for p, m in module.named_modules() if p and not any(True for _ in m.children())]

@@ -1,0 +1,140 @@
+"""Judging rows against their targets and printing them: a Markdown table or JSON.
+
+A *row* is a plain dict (JSON-ready) built by :mod:`bench.__main__`: one case
+on one model with its timing summary, memory figures and correctness check.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from .cases import Target
+
+
+def judge(row: dict, target: Target | None, plain_peak: float | None) -> None:
+    """Fill ``met``/``miss`` (time) and ``mem_met``/``mem_limit_mib`` (memory) in ``row``."""
+    row["target"] = target.describe() if target else ""
+    row["met"] = row["miss"] = row["mem_met"] = row["mem_limit_mib"] = None
+    if target is None or row.get("error"):
+        return
+    if target.kind == "ratio" and row.get("ratio") is not None:
+        row["met"] = row["ratio"] <= target.limit
+        if not row["met"]:
+            row["miss"] = f"+{row['ratio'] - target.limit:.2f}×"
+    elif target.kind == "ms" and row.get("median_ms") is not None:
+        row["met"] = row["median_ms"] <= target.limit
+        if not row["met"]:
+            row["miss"] = f"+{row['median_ms'] - target.limit:.2f} ms"
+    peak = row.get("peak_above_model_mib")
+    if target.memory and peak is not None and plain_peak is not None:
+        if target.memory == "capture":
+            limit = plain_peak + 1.1 * (row.get("captured_mib") or 0.0)
+        else:  # "stats": within 10% of the plain forward's peak
+            limit = 1.10 * plain_peak
+        row["mem_limit_mib"] = limit
+        row["mem_met"] = peak <= limit
+
+
+def _yes(v: bool | None, miss: str | None = None) -> str:
+    if v is None:
+        return "—"
+    return "yes" if v else f"no ({miss})" if miss else "no"
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def _ratio(row: dict) -> str:
+    if row.get("ratio") is None:
+        return "—"
+    return f"{row['ratio']:.3f} [{row['ratio_q1']:.3f}–{row['ratio_q3']:.3f}]"
+
+
+def _mem(row: dict) -> str:
+    peak = row.get("peak_above_model_mib")
+    if peak is None:
+        return "—"
+    cap = row.get("captured_mib")
+    return f"+{peak:.1f}" + (f" ({cap:.1f} kept)" if cap else "")
+
+
+def _mem_met(row: dict) -> str:
+    if row.get("mem_met") is None:
+        return "—"
+    return "yes" if row["mem_met"] else f"no (limit {row['mem_limit_mib']:.1f})"
+
+
+def _correct(row: dict) -> str:
+    if row.get("correct") is None:
+        return "—"
+    return "yes" if row["correct"] else "NO"
+
+
+COLUMNS = ("case", "model", "median ms", "plain ms", "ratio [IQR]", "target", "met?",
+           "peak MiB above model", "mem met?", "correct")
+
+
+def table(rows: Iterable[dict]) -> str:
+    """The rows as a Markdown table, columns padded so it also reads as plain text."""
+    body = []
+    for r in rows:
+        if r.get("error"):
+            body.append((r["title"], r["model"], "error", "", "", r.get("target", ""), "", "", "",
+                         ""))
+            continue
+        body.append((r["title"], r["model"], _ms(r.get("median_ms")), _ms(r.get("plain_median_ms")),
+                     _ratio(r), r.get("target", ""), _yes(r.get("met"), r.get("miss")), _mem(r),
+                     _mem_met(r), _correct(r)))
+    widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c)
+              for i, c in enumerate(COLUMNS)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+    out = [line(COLUMNS), "| " + " | ".join("-" * w for w in widths) + " |"]
+    out += [line(b) for b in body]
+    return "\n".join(out)
+
+
+def notes(rows: Iterable[dict]) -> list[str]:
+    """One line per row that has something to say (layers used, stale counts, errors)."""
+    out = []
+    for r in rows:
+        bits = [b for b in (r.get("note"), r.get("check_note"), r.get("error")) if b]
+        if bits:
+            out.append(f"{r['title']} / {r['model']}: " + "; ".join(bits))
+    return out
+
+
+def header(meta: dict) -> str:
+    lines = [f"Hookscope bench — torch {meta['torch']}, {meta['device']}, "
+             f"{meta['threads']} threads, {meta['cpus']} CPUs, "
+             f"{'quick' if meta['quick'] else 'full'} mode, {meta['when']}, "
+             f"load avg {meta['load_before'][0]:.2f} before / {meta.get('load_after', ['?'])[0]} after"]
+    for name, m in meta["models"].items():
+        lines.append(f"  {name}: {m['label']}, {m['params'] / 1e6:.2f}M params")
+    for name, status in meta["competitors"].items():
+        lines.append(f"  {name}: {status}")
+    return "\n".join(lines)
+
+
+def render_text(meta: dict, rows: list[dict]) -> str:
+    parts = [header(meta), "", table(rows), ""]
+    ns = notes(rows)
+    if ns:
+        parts += ["Notes:"] + [f"- {n}" for n in ns]
+    parts += ["", "ratio = median over pairs of (case / plain forward in the same pair); "
+              "IQR of those ratios in brackets. Memory: peak above the built model, "
+              + meta.get("memory_method", "")]
+    return "\n".join(parts)
+
+
+def render_json(meta: dict, rows: list[dict]) -> str:
+    return json.dumps({"meta": meta, "rows": rows}, indent=2, default=_jsonable)
+
+
+def _jsonable(v: Any) -> Any:
+    if hasattr(v, "item"):
+        return v.item()
+    return str(v)

@@ -1,0 +1,150 @@
+"""Paired A/B timing and peak-memory measurement.
+
+Timing: after warm-up, each of ``pairs`` rounds runs the plain forward and the
+case back to back, alternating which goes first so neither side always gets
+the warmer cache. The figure that matters is the median of the per-pair
+ratios ``case / plain``: a pair shares the machine's state at that moment
+(frequency, other load), so slow drift cancels out of the ratio.
+
+Memory: see :mod:`bench.memory_case`; on CPU every case is measured in a
+fresh child process (``tracemalloc`` does not see torch's allocations), on
+CUDA with ``torch.cuda.max_memory_allocated`` in this process.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Paired:
+    """The result of one paired A/B timing."""
+
+    plain_ms: list[float] = field(default_factory=list)
+    case_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ratios(self) -> list[float]:
+        return [c / p for p, c in zip(self.plain_ms, self.case_ms)]
+
+    def summary(self) -> dict:
+        r = sorted(self.ratios)
+        q = statistics.quantiles(r, n=4) if len(r) >= 2 else [r[0], r[0], r[0]]
+        return {
+            "pairs": len(r),
+            "plain_median_ms": statistics.median(self.plain_ms),
+            "median_ms": statistics.median(self.case_ms),
+            "ratio": statistics.median(r),
+            "ratio_q1": q[0],
+            "ratio_q3": q[2],
+            "ratio_min": r[0],
+            "ratio_max": r[-1],
+        }
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def clock(fn: Callable[[], object], device: str) -> float:
+    """Milliseconds of one call of ``fn`` (synchronised on CUDA); its result is dropped
+    inside the timed region, so freeing what it kept is part of its cost."""
+    _sync(device)
+    t0 = time.perf_counter()
+    out = fn()
+    _sync(device)
+    del out
+    return (time.perf_counter() - t0) * 1e3
+
+
+def paired(plain: Callable[[], object], case: Callable[[], object], pairs: int,
+           warmup: int = 2, device: str = "cpu",
+           prepare: Callable[[], None] | None = None, warm_s: float = 0.25) -> Paired:
+    """Interleave ``plain`` and ``case`` ``pairs`` times after warming both up.
+
+    Warm-up is at least ``warmup`` rounds and at least ``warm_s`` seconds (at most
+    100 rounds): a fresh process's first convolutions are ~100x slower than later
+    ones while oneDNN builds its kernels. ``prepare`` runs before every call of
+    ``case``, outside the timed region.
+    """
+    prep = prepare or (lambda: None)
+    t0 = time.perf_counter()
+    rounds = 0
+    while rounds < warmup or (time.perf_counter() - t0 < warm_s and rounds < 100):
+        clock(plain, device)
+        prep()
+        clock(case, device)
+        rounds += 1
+    res = Paired()
+    gc.collect()
+    gc_was = gc.isenabled()
+    gc.disable()  # a collection landing in one side of a pair would skew that ratio
+    try:
+        for i in range(pairs):
+            prep()
+            if i % 2 == 0:
+                p = clock(plain, device)
+                c = clock(case, device)
+            else:
+                c = clock(case, device)
+                p = clock(plain, device)
+            res.plain_ms.append(p)
+            res.case_ms.append(c)
+    finally:
+        if gc_was:
+            gc.enable()
+    return res
+
+
+def repeat(fn: Callable[[], object], n: int, warmup: int = 5, device: str = "cpu") -> dict:
+    """Absolute timing of a small fixed cost: median, min and max of ``n`` calls."""
+    for _ in range(warmup):
+        clock(fn, device)
+    gc.collect()
+    ms = [clock(fn, device) for _ in range(n)]
+    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "n": n}
+
+
+# -- memory ------------------------------------------------------------------------
+def memory_in_child(model: str, case: str, quick: bool, timeout: float = 300.0) -> dict:
+    """Run ``python -m bench.memory_case`` for one (model, case) and return its JSON.
+
+    A fresh process per case: its peak RSS belongs to that case alone.
+    """
+    cmd = [sys.executable, "-m", "bench.memory_case", model, case] + (["--quick"] if quick else [])
+    try:
+        # From the repository root, so that ``-m bench`` resolves wherever we were started.
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              cwd=Path(__file__).resolve().parent.parent)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"exit {proc.returncode}: {tail[0]}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def memory_cuda(fn: Callable[[], object]) -> dict:
+    """Peak CUDA memory of one call of ``fn`` above what was allocated before it."""
+    fn()  # warm-up: learn in-place victims, allocator caches
+    gc.collect()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return {"peak_above_model_mib": peak / 2**20, "method": "cuda.max_memory_allocated"}
+

@@ -1,0 +1,75 @@
+"""The benchmark suite runs end to end on a tiny model and reports what it should.
+
+Correctness only: no timing is asserted (the figures depend on the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # bench/ lives at the repository root, outside the package
+    sys.path.insert(0, str(ROOT))
+
+from bench.__main__ import main  # noqa: E402
+from bench.timing import memory_in_child  # noqa: E402
+
+ROW_KEYS = {"case", "title", "model", "pairs", "median_ms", "plain_median_ms", "ratio",
+            "ratio_q1", "ratio_q3", "ratio_min", "ratio_max", "target", "met", "miss"}
+
+
+
+
+def run_bench(capsys, *args: str) -> str:
+    assert main(["--quick", "--models", "demo:cnn", "--pairs", "2", "--repeats", "5", "--no-memory", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_json_has_every_case_with_its_figures(capsys):
+    data = json.loads(run_bench(capsys, "--json"))
+    assert {"torch", "device", "threads", "quick", "models", "competitors"} <= data["meta"].keys()
+    assert data["meta"]["models"]["demo:cnn"]["params"] > 0
+    rows = {(r["model"], r["case"]): r for r in data["rows"]}
+    for case in ("plain_aa", "capture3", "clamp1", "every_leaf", "every_leaf_first",
+                 "stats_only", "naive_detach", "naive_clone"):
+        row = rows[("demo:cnn", case)]
+        assert ROW_KEYS <= row.keys(), case
+        assert "error" not in row, row.get("error")
+        assert row["pairs"] >= 1 and row["ratio"] > 0
+    # Hookscope's values are right; hand-written detach() captures are not (ReLU(inplace)).
+    assert rows[("demo:cnn", "every_leaf")]["correct"] is True
+    assert rows[("demo:cnn", "capture3")]["correct"] is True
+    assert rows[("demo:cnn", "clamp1")]["correct"] is True
+    assert rows[("demo:cnn", "stats_only")]["correct"] is True
+    assert rows[("demo:cnn", "naive_detach")]["correct"] is False
+    assert "stale" in rows[("demo:cnn", "naive_detach")]["check_note"]
+    # Targets are judged (met is a bool wherever a target applies).
+    assert isinstance(rows[("demo:cnn", "every_leaf")]["met"], bool)
+    fixed = {r["case"]: r for r in data["rows"] if r["model"] == "—"}
+    assert {"compare_clamp", "arm_1000", "resolve_1000"} <= fixed.keys()
+    assert isinstance(fixed["compare_clamp"]["met"], bool)
+    assert fixed["arm_1000"]["median_ms"] > 0
+
+
+def test_table_and_case_filter(capsys):
+    out = run_bench(capsys, "--cases", "every_leaf,compare_clamp")
+    lines = [ln for ln in out.splitlines() if ln.startswith("| ")]
+    header = lines[0]
+    for col in ("case", "model", "median ms", "ratio", "target", "met?", "correct"):
+        assert col in header
+    body = "\n".join(lines[2:])
+    assert "every leaf kept" in body and "compare()" in body
+    assert "stats only" not in body and "arm" not in body
+    # The plain A/A row always runs: it is the noise floor every ratio carries.
+    assert "plain vs plain" in body
+
+
+def test_memory_case_child_process():
+    fig = memory_in_child("demo:cnn", "every_leaf", quick=True, timeout=120)
+    assert "error" not in fig, fig
+    assert fig["peak_above_model_mib"] >= 0
+    assert fig["captured_mib"] > 0
