@@ -177,18 +177,20 @@ class HookSession:
         iv = hook.intervention.describe() if hook.intervention is not None else None
         leaf, tensor = leaves[0] if leaves else ("", None)
         rec = _Pending(hook.path, call, leaf, shapes, iv)
-        if tensor is not None:
-            rec.stats = summarize(tensor)
-            if self.keep_tensors:
-                rec.kept = self._keep(tensor, hook.clone)
-                rec.copied = hook.clone
         if pre is not None:
-            pre_leaves = dict(tensor_leaves(pre))
-            pre_t = pre_leaves.get(leaf)
+            pre_t = dict(tensor_leaves(pre)).get(leaf)
             if pre_t is not None:
                 rec.pre_stats = summarize(pre_t, clamp=hook.clamp)
                 if self.keep_tensors:
                     rec.pre_kept = self._keep(pre_t, hook.clone)
+        if tensor is not None:
+            # After a clamp, bin like the values before it: the clamped values pile
+            # up as spikes at the bounds, and the two histograms compare bin by bin.
+            like = rec.pre_stats if hook.clamp is not None else None
+            rec.stats = summarize(tensor, bins_like=like)
+            if self.keep_tensors:
+                rec.kept = self._keep(tensor, hook.clone)
+                rec.copied = hook.clone
         self._pending.append(rec)
 
     @staticmethod

@@ -131,6 +131,7 @@ def summarize(
     clamp: tuple[float, float] | None = None,
     bins: int = HIST_BINS,
     deferred: bool | None = None,
+    bins_like: PendingStats | None = None,
 ) -> PendingStats:
     """Start summarising ``tensor`` on its own device.
 
@@ -143,6 +144,11 @@ def summarize(
         then counts the fraction of values the clamp changes.
     deferred
         Force the no-synchronisation path (default: only off the CPU).
+    bins_like
+        Use the histogram range of this other summary, so the two histograms
+        share their bins (after a clamp: the values piled up at the bounds
+        show as spikes in the bins of the values before it). Values outside
+        that range are left out of the histogram.
     """
     x = tensor.detach()
     shape = tuple(x.shape)
@@ -159,9 +165,13 @@ def summarize(
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
     if deferred:
-        vec = _summary_deferred(flat, clamp, bins)
+        rng = None if bins_like is None or bins_like.vector is None else (
+            bins_like.vector[_FMIN], bins_like.vector[_FMAX])
+        vec = _summary_deferred(flat, clamp, bins, rng)
     else:
-        vec = _summary_eager(flat, clamp, bins)
+        rng = None if bins_like is None or bins_like.vector is None else (
+            float(bins_like.vector[_FMIN]), float(bins_like.vector[_FMAX]))
+        vec = _summary_eager(flat, clamp, bins, rng)
     return PendingStats(shape, dtype, count, vec, clamp is not None)
 
 
@@ -179,7 +189,7 @@ def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> tor
     return torch.logical_or(flat < lo, flat > hi).sum()
 
 
-def _summary_eager(flat: torch.Tensor, clamp, bins: int) -> torch.Tensor:
+def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tensor:
     mn_t, mx_t = torch.aminmax(flat)  # min/max propagate NaN, so this also detects non-finite
     mn, mx = mn_t.item(), mx_t.item()
     nan = inf = 0
@@ -198,7 +208,7 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int) -> torch.Tensor:
         mn_t, mx_t = torch.aminmax(values)
         mn, mx = mn_t.item(), mx_t.item()
     mean, std = _mean_std(values)
-    lo_e, hi_e = _hist_range(mn, mx)
+    lo_e, hi_e = _hist_range(mn, mx) if rng is None or not all(map(math.isfinite, rng)) else rng
     hist = torch.histc(hist_sample(values), bins=bins, min=lo_e, max=hi_e)
     clamped = float(_clamped_count(flat, clamp))
     head = torch.tensor([mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e], dtype=torch.float64)
@@ -243,7 +253,7 @@ def _hist_range(mn: float, mx: float) -> tuple[float, float]:
     return mn - 0.5, mx + 0.5
 
 
-def _summary_deferred(flat: torch.Tensor, clamp, bins: int) -> torch.Tensor:
+def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tensor:
     finite = torch.isfinite(flat)
     n_finite = finite.sum()
     nan = torch.isnan(flat).sum()
@@ -261,10 +271,15 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int) -> torch.Tensor:
     const = mx <= mn
     lo_e = torch.where(const, mn - 0.5, mn)
     hi_e = torch.where(const, mx + 0.5, mx)
+    if rng is not None:
+        ok = torch.isfinite(rng[0]) & torch.isfinite(rng[1])
+        lo_e = torch.where(ok, rng[0].to(flat.dtype), lo_e)
+        hi_e = torch.where(ok, rng[1].to(flat.dtype), hi_e)
     scale = bins / (hi_e - lo_e)
     s_safe, s_finite = hist_sample(safe), hist_sample(finite)
     idx = ((s_safe - lo_e) * scale).floor().clamp_(0, bins - 1).long()
-    idx = torch.where(s_finite, idx, torch.full_like(idx, bins))  # non-finite to a spill bin
+    inside = s_finite & (s_safe >= lo_e) & (s_safe <= hi_e)
+    idx = torch.where(inside, idx, torch.full_like(idx, bins))  # non-finite/outside: spill bin
     hist = torch.bincount(idx, minlength=bins + 1)[:bins]
     clamped = _clamped_count(flat, clamp)
     empty = n_finite == 0

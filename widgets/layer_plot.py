@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from hookscope.core import CaptureRecord, TensorStats
 
 from .layer_tree_model import format_bound, format_shape
+from .plot_style import plain_axes
 from .views_by_shape import (MAX_CHANNELS, bars_values, side_by_side, symmetric_level, view_image,
                              view_kind)
 
@@ -96,7 +97,7 @@ class LayerPlot(QFrame):
         # Histogram: before (light) and after (solid), two draggable bounds.
         self.hist_widget = pg.PlotWidget(self, background="w")
         self.hist_widget.setMinimumHeight(_PLOT_HEIGHT)
-        hp = self.hist_widget.getPlotItem()
+        hp = plain_axes(self.hist_widget.getPlotItem())
         hp.setMenuEnabled(False)
         hp.setLabel("bottom", "value")
         hp.setLabel("left", "count")
@@ -115,7 +116,7 @@ class LayerPlot(QFrame):
         # The shape view: an image (heat map, feature maps, tokens) or bars.
         self.view_widget = pg.PlotWidget(self, background="w")
         self.view_widget.setMinimumHeight(_PLOT_HEIGHT)
-        vp = self.view_widget.getPlotItem()
+        vp = plain_axes(self.view_widget.getPlotItem())
         vp.setMenuEnabled(False)
         self.image = pg.ImageItem()
         self.image.setColorMap(pg.colormap.get(_COLOUR_MAP))
@@ -222,9 +223,12 @@ class LayerPlot(QFrame):
             counts = np.asarray(s.hist_counts, dtype=float)
             if item is self.hist_post and pre is not None and record.tensor is not None \
                     and len(pre.hist_edges) > 1 \
+                    and not np.array_equal(s.hist_edges, pre.hist_edges) \
                     and pre.hist_edges[0] <= s.min and s.max <= pre.hist_edges[-1]:
                 # Before and after in the same bins, so the two are comparable and the
-                # values a clamp piled up at its bounds show as spikes there.
+                # values a clamp piled up at its bounds show as spikes there. The core
+                # already bins a clamp's output this way on the worker; this is for
+                # other interventions.
                 edges = np.asarray(pre.hist_edges, dtype=float)
                 counts = histogram_in(record.tensor, edges)
             item.setData(edges, counts)
@@ -267,7 +271,7 @@ class LayerPlot(QFrame):
         self.image.setVisible(is_image)
         self.bars_post.setVisible(kind == "bars")
         self.bars_pre.setVisible(kind == "bars" and intervention is not None)
-        vp = self.view_widget.getPlotItem()
+        vp = plain_axes(self.view_widget.getPlotItem())
         vb = vp.getViewBox()
         if intervention is None:
             vp.setTitle(None)

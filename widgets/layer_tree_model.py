@@ -18,8 +18,9 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 
 from hookscope.core import Plan, PlanError, TreeNode
 
-COL_LAYER, COL_TYPE, COL_SHAPE, COL_PARAMS, COL_CALLS, COL_CAPTURE, COL_LO, COL_HI = range(8)
-HEADERS = ("Layer", "Type", "Output shape", "Params", "Calls", "Capture", "Clamp low", "Clamp high")
+# What a person edits comes first, so it is on screen without scrolling the dock.
+COL_LAYER, COL_CAPTURE, COL_LO, COL_HI, COL_SHAPE, COL_TYPE, COL_PARAMS, COL_CALLS = range(8)
+HEADERS = ("Layer", "Capture", "Clamp low", "Clamp high", "Output shape", "Type", "Params", "Calls")
 #: Custom role: the layer path of a row (any column).
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -115,7 +116,7 @@ class LayerTreeModel(QAbstractItemModel):
             if item is not None and item.node is not node:
                 item.node.output_shape = node.output_shape
                 item.node.calls = node.calls
-        self._emit_columns_changed(self._root, COL_SHAPE, COL_CALLS)
+        self._emit_columns_changed(self._root, COL_SHAPE, COL_CALLS)  # contiguous: shape..calls
 
     def set_plan(self, plan: Plan) -> None:
         """Replace the capture/clamp state with ``plan``'s (no ``planChanged``)."""
@@ -382,11 +383,11 @@ class LayerTreeModel(QAbstractItemModel):
 
 _HEADER_TIPS = (
     "The layer's name; hover for its full path",
-    "The module's class",
-    "The layer's output shape, known after the first run",
-    "Parameters of the layer and everything inside it",
-    "How many times the layer ran in one forward pass",
     "Tick to record this layer's output",
     "Lower clamp bound (empty: no lower bound)",
     "Upper clamp bound (empty: no upper bound)",
+    "The layer's output shape, known after the first run",
+    "The module's class",
+    "Parameters of the layer and everything inside it",
+    "How many times the layer ran in one forward pass",
 )

@@ -17,8 +17,8 @@ from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_LAYER, COL_LO
 
 # Trees this small are shown fully expanded; larger ones open two levels deep.
 _EXPAND_ALL_UNDER = 200
-_WIDTHS = {COL_LAYER: 200, COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45,
-           COL_CAPTURE: 60, COL_LO: 72, COL_HI: 72}
+_WIDTHS = {COL_LAYER: 150, COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45,
+           COL_CAPTURE: 58, COL_LO: 70, COL_HI: 70}
 
 
 class LayerFilterProxy(QSortFilterProxyModel):

@@ -20,6 +20,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from hookscope.core import RunResult
 from hookscope.core.run import flat_floats
 
+from .plot_style import plain_axes
+
 MAX_BARS = 64
 WITHOUT_COLOUR = (31, 119, 180)   # blue
 WITH_COLOUR = (255, 127, 14)      # orange
@@ -71,11 +73,11 @@ class OutputComparison(QWidget):
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground("w")
         self.graphics.setMinimumHeight(200)
-        self.plot = self.graphics.addPlot(row=0, col=0)
+        self.plot = plain_axes(self.graphics.addPlot(row=0, col=0))
         self.plot.setMenuEnabled(False)
         self.plot.setLabel("left", "output value")
         self.plot.showGrid(y=True, alpha=0.3)
-        self.diff_plot = self.graphics.addPlot(row=1, col=0)
+        self.diff_plot = plain_axes(self.graphics.addPlot(row=1, col=0))
         self.diff_plot.setMenuEnabled(False)
         self.diff_plot.setLabel("left", "with − without")
         self.diff_plot.setLabel("bottom", "output index")

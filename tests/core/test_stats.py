@@ -91,3 +91,24 @@ def test_large_mean_small_spread_keeps_precision():
     x = 1000.0 + 1e-3 * torch.randn(10_000, generator=torch.Generator().manual_seed(3))
     s = summarize(x).resolve()
     assert s.std == pytest.approx(float(x.double().std(correction=0)), rel=1e-3)
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_clamped_histogram_shares_the_bins_of_the_values_before(deferred):
+    from hookscope.core import Plan, run
+    from torch import nn
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 64))
+    x = torch.randn(8, 4)
+    r = run(m, x, Plan(capture=["0"], clamp={"0": (-0.3, 0.3)}))
+    rec = r.captures["0"][0]
+    np.testing.assert_array_equal(rec.stats.hist_edges, rec.pre_stats.hist_edges)
+    expected, _ = np.histogram(rec.tensor.numpy(), bins=rec.pre_stats.hist_edges)
+    assert np.abs(rec.stats.hist_counts - expected).sum() <= 2
+    # the spikes: every clamped value sits in the bins holding the bounds
+    lo_bin = np.searchsorted(rec.pre_stats.hist_edges, -0.3, side="right") - 1
+    assert rec.stats.hist_counts[lo_bin] >= int((rec.pre_tensor < -0.3).sum())
+    s = summarize(torch.tensor([-5.0, 0.0, 5.0]), deferred=deferred,
+                  bins_like=summarize(torch.tensor([-1.0, 1.0]), deferred=deferred)).resolve()
+    assert s.hist_counts.sum() == 1  # values outside the shared range are left out
