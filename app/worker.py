@@ -99,40 +99,42 @@ class _Runner(QObject):
         self.wake.connect(self._drain)
 
     # -- called from the GUI thread --------------------------------------------
-    def put(self, req: RunRequest | LoadRequest) -> None:
+    def put(self, req: RunRequest | LoadRequest) -> list[int]:
+        """Queue ``req``; returns the ids it replaced (dropped, never answered)."""
+        dropped: list[int] = []
         with self._lock:
             if self._stopping:
-                return
+                return [req.request_id]
             if isinstance(req, LoadRequest):
-                if self._pending_run is not None:
-                    self.runs_dropped += 1
-                    self._pending_run = None
+                for old in (self._pending_run, self._pending_load):
+                    if old is not None:
+                        dropped.append(old.request_id)
+                self.runs_dropped += int(self._pending_run is not None)
+                self._pending_run = None
                 self._pending_load = req
             else:
                 if self._pending_run is not None:
                     self.runs_dropped += 1
+                    dropped.append(self._pending_run.request_id)
                 self._pending_run = req
             wake = not self._scheduled
             self._scheduled = True
         if wake:
             self.wake.emit()
+        return dropped
 
-    def drop_pending(self) -> int:
+    def drop_pending(self) -> list[int]:
+        """Forget what waits; returns the dropped ids."""
         with self._lock:
-            n = int(self._pending_run is not None) + int(self._pending_load is not None)
+            dropped = [r.request_id for r in (self._pending_run, self._pending_load) if r is not None]
             self.runs_dropped += int(self._pending_run is not None)
             self._pending_run = self._pending_load = None
-            return n
+            return dropped
 
     def stop(self) -> None:
         with self._lock:
             self._stopping = True
         self.drop_pending()
-
-    def busy(self) -> bool:
-        with self._lock:
-            return (self.in_flight is not None or self._pending_run is not None
-                    or self._pending_load is not None)
 
     # -- runs in the worker thread ---------------------------------------------
     @Slot()
@@ -213,33 +215,57 @@ class ForwardWorker(QObject):
         self._thread.setObjectName("hookscopeWorker")
         self._runner = _Runner()
         self._runner.moveToThread(self._thread)
-        # Runner signals are emitted in the worker thread; relaying through this
-        # GUI-thread object makes every delivery a queued call on the GUI thread.
-        self._runner.finished.connect(self.finished)
-        self._runner.failed.connect(self.failed)
-        self._runner.loaded.connect(self.loaded)
+        # Requests sent and not yet answered ON THE GUI THREAD. "Busy" is judged
+        # from this, not from the worker's own state: a result the worker has
+        # emitted but the GUI thread has not yet received still counts.
+        self._outstanding: set[int] = set()
+        # Runner signals are emitted in the worker thread; these slots belong to
+        # this GUI-thread object, so every delivery is a queued call on the GUI thread.
+        self._runner.finished.connect(self._deliver_finished)
+        self._runner.failed.connect(self._deliver_failed)
+        self._runner.loaded.connect(self._deliver_loaded)
         self._runner.observed.connect(self.observed)
         self._runner.started.connect(self.started)
         self._thread.start()
         self._shut = False
 
+    # -- the one place answers arrive (GUI thread) --------------------------------
+    @Slot(int, object)
+    def _deliver_finished(self, rid: int, result: object) -> None:
+        self._outstanding.discard(rid)
+        self.finished.emit(rid, result)
+
+    @Slot(int, str)
+    def _deliver_failed(self, rid: int, message: str) -> None:
+        self._outstanding.discard(rid)
+        self.failed.emit(rid, message)
+
+    @Slot(int, object)
+    def _deliver_loaded(self, rid: int, payload: object) -> None:
+        self._outstanding.discard(rid)
+        self.loaded.emit(rid, payload)
+
+    def _submit(self, req: RunRequest | LoadRequest) -> int:
+        self._outstanding.add(req.request_id)
+        self._outstanding.difference_update(self._runner.put(req))
+        return req.request_id
+
     # -- requests ----------------------------------------------------------------
     def submit_run(self, module: torch.nn.Module, input_text: str, example: Any, plan: Plan,
                    device: str, observe_tree: bool = False) -> int:
         """Queue a comparison; returns its request id. Replaces a pending run."""
-        rid = next(self._ids)
-        self._runner.put(RunRequest(rid, module, input_text, example, plan, device, observe_tree))
-        return rid
+        return self._submit(RunRequest(next(self._ids), module, input_text, example, plan, device,
+                                       observe_tree))
 
     def submit_load(self, spec: str, weights: str | None = None, trust_pickle: bool = False) -> int:
         """Queue a model load; returns its request id. Drops a pending run."""
-        rid = next(self._ids)
-        self._runner.put(LoadRequest(rid, spec, weights, trust_pickle))
-        return rid
+        return self._submit(LoadRequest(next(self._ids), spec, weights, trust_pickle))
 
     def cancel(self) -> bool:
         """Drop what is pending (a run in flight finishes; its result still arrives)."""
-        return self._runner.drop_pending() > 0
+        dropped = self._runner.drop_pending()
+        self._outstanding.difference_update(dropped)
+        return bool(dropped)
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
         """Drop pending work, let the run in flight end, stop the thread and wait for it."""
@@ -247,6 +273,7 @@ class ForwardWorker(QObject):
             return True
         self._shut = True
         self._runner.stop()
+        self._outstanding.clear()
         for sig in (self._runner.finished, self._runner.failed, self._runner.loaded,
                     self._runner.observed, self._runner.started):
             try:
@@ -276,7 +303,8 @@ class ForwardWorker(QObject):
 
     @property
     def busy(self) -> bool:
-        return self._runner.busy()
+        """A request is queued, running, or answered but not yet delivered here."""
+        return bool(self._outstanding)
 
     @property
     def is_running(self) -> bool:

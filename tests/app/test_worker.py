@@ -153,3 +153,20 @@ def test_shutdown_during_run_waits_for_thread(qtbot):
     assert w.shutdown()  # idempotent
     w.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")  # ignored after shutdown
     assert not w.busy
+
+
+def test_busy_until_the_answer_is_delivered_on_the_gui_thread(qtbot, worker):
+    """A result emitted by the worker but not yet received by the GUI thread still
+    counts as busy, so 'idle' never means 'the newest result is still in the queue'."""
+    from PySide6.QtCore import Qt
+
+    m = Gate()
+    m.release.set()
+    emitted = threading.Event()
+    worker._runner.finished.connect(lambda *_: emitted.set(), Qt.ConnectionType.DirectConnection)
+    worker.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    assert emitted.wait(30)  # emitted in the worker thread; GUI events not processed yet
+    assert worker.busy
+    with qtbot.waitSignal(worker.finished, timeout=30_000):
+        pass
+    assert not worker.busy
