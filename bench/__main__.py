@@ -48,10 +48,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--models", default=",".join(BUILDERS),
                     help=f"comma-separated models (default: all of {', '.join(BUILDERS)}); "
                          "'none' for fixed costs only")
+    ap.add_argument("--save", metavar="PATH", help="also write the JSON to PATH")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
     ap.add_argument("--pairs", type=int, default=0, help="override the number of timed pairs")
     ap.add_argument("--repeats", type=int, default=0,
                     help="override how many times each fixed cost (compare, arming) is timed")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads(N) (default: torch's own choice). On a shared "
+                         "machine, 1 thread avoids waiting for a descheduled worker thread at "
+                         "every parallel op, which inflates per-op costs")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
@@ -155,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         log(f"unknown model(s) {unknown}: choose from {', '.join(BUILDERS)}")
         return 2
+    if a.threads:
+        torch.set_num_threads(a.threads)
+        os.environ["BENCH_THREADS"] = str(a.threads)  # memory children follow
     t_start = time.perf_counter()
     meta = {
         "torch": torch.__version__, "python": platform.python_version(),
@@ -183,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {'fixed cost':>16} {case.name:<18} {row.get('median_ms', 0):.3f} ms")
     meta["seconds"] = round(time.perf_counter() - t_start, 1)
     meta["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    if a.save:
+        with open(a.save, "w") as f:
+            f.write(render_json(meta, rows))
     if a.json:
         print(render_json(meta, rows))
     else:

@@ -53,9 +53,15 @@ def _trim() -> None:
 
 
 def measure(model: str, case: str, quick: bool) -> dict:
+    import os
+
+    import torch
+
     from .cases import model_cases
     from .models import build
 
+    if os.environ.get("BENCH_THREADS"):
+        torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
     bm = build(model, quick)
     cases = {c.name: c for c in model_cases(bm)}
     c = cases[case]
