@@ -150,6 +150,10 @@ def main() -> int:
     if win.error_text():
         print(win.error_text(), file=sys.stderr)
         return 1
+    # Let the first result be painted before measuring: its first paint (every
+    # plot drawn at its final size) is not part of running a forward.
+    settle = time.monotonic() + 1.0
+    spin_until(lambda: time.monotonic() > settle, 5)
     meter = GapMeter()
     out: dict = {"model": f"{depth} x Linear({args.width}, {args.width}) + ReLU, batch {args.batch}"
                           + (", output the last layer's" if args.wide_output else ", 16 outputs"),

@@ -109,3 +109,26 @@ def test_closing_during_a_run_is_clean(gated, qtbot):
     assert win.worker.runs_done <= done + 1  # the pending run was dropped, not run
     QApplication.processEvents()
     assert shown == []                 # nothing reached the closed window
+
+
+def test_cnn_drag_on_conv1_changes_feature_maps_and_scores(make_window, qtbot):
+    """The issue's 'done when': drag a bound on conv1's histogram in Live mode and
+    watch the feature maps and the class scores change."""
+    win = make_window(["demo:cnn", "--capture", "conv1,relu1,fc", "--live"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    before = win.last_result
+    relu_before = win.panel.panels()[("relu1", 0)].record.tensor.clone()
+    _, scores_before = win.outputs.values()
+    # conv1 has no clamp yet: its lines are open ends; the user drags the high one down
+    win.panel.clampDragged.emit("conv1", -math.inf, 0.2)
+    qtbot.waitUntil(lambda: win.is_idle() and win.last_result is not before, timeout=30_000)
+    r = win.last_result
+    assert r.plan.clamp["conv1"] == (-math.inf, 0.2)
+    model = win.tree.model
+    assert float(model.data(model.index_for_path("conv1", COL_HI))) == 0.2
+    assert win.panel.panels()[("conv1", 0)].record.stats.max <= 0.2 + 1e-6
+    relu_after = win.panel.panels()[("relu1", 0)].record.tensor
+    assert not (relu_after == relu_before).all()          # feature maps downstream changed
+    _, scores_after = win.outputs.values()
+    assert not (scores_after == scores_before).all()      # and so did the class scores
+    assert r.outputs_differ

@@ -1,0 +1,59 @@
+"""Open model dialog, recent models, and the in-window error banner."""
+
+from PySide6.QtCore import QSettings
+
+from hookscope.app.error_banner import ErrorBanner
+from hookscope.app.open_dialog import OpenModelDialog, factory_names
+from hookscope.app.recent import MAX_RECENT, RecentModels
+from hookscope.app.status import human_bytes
+
+
+def test_factory_names_and_picking_a_py_file(qtbot, tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import torch\n\ndef build():\n    pass\n\ndef _private():\n    pass\n\n"
+                   "def other():\n    pass\n")
+    assert factory_names(src) == ["build", "other"]
+    dlg = OpenModelDialog()
+    qtbot.addWidget(dlg)
+    dlg.set_model_file(str(src))
+    assert dlg.spec() == f"{src}:build"
+    assert "other" in dlg.hint.text()
+    dlg.set_model_file("/x/model.pt2")
+    assert dlg.spec() == "/x/model.pt2" and dlg.weights() is None and not dlg.trust_pickle()
+    assert dlg.spec_combo.findText("demo:cnn") >= 0
+
+
+def test_recent_models_most_recent_first_and_capped(tmp_path):
+    rec = RecentModels(QSettings(str(tmp_path / "r.ini"), QSettings.Format.IniFormat))
+    for i in range(MAX_RECENT + 3):
+        rec.add(f"demo:{i}")
+    rec.add("demo:1")
+    items = rec.items()
+    assert items[0] == ("demo:1", None) and len(items) == MAX_RECENT
+    assert len({s for s, _ in items}) == MAX_RECENT
+    rec.clear()
+    assert rec.items() == []
+
+
+def test_recent_menu_reopens(window, qtbot):
+    window.fill_recent_menu()
+    acts = [a for a in window.actions_.recent_menu.actions() if a.text() == "demo:clamp"]
+    assert acts
+    with qtbot.waitSignal(window.modelLoaded, timeout=30_000):
+        acts[0].trigger()
+
+
+def test_error_banner_shows_and_closes(qtbot):
+    b = ErrorBanner()
+    qtbot.addWidget(b)
+    b.show_error("bad thing: do this")
+    assert b.text() == "bad thing: do this" and not b.isHidden()
+    with qtbot.waitSignal(b.closed):
+        b.close_button.click()
+    assert b.isHidden() and b.text() == ""
+
+
+def test_human_bytes():
+    assert human_bytes(32) == "32 B"
+    assert human_bytes(1536) == "1.5 KiB"
+    assert human_bytes(3 * 1024 ** 3) == "3.0 GiB"
