@@ -21,7 +21,7 @@ def judge(row: dict, target: Target | None, plain_peak: float | None) -> None:
     if target.kind == "ratio" and row.get("ratio") is not None:
         row["met"] = row["ratio"] <= target.limit
         if not row["met"]:
-            row["miss"] = f"+{row['ratio'] - target.limit:.2f}×"
+            row["miss"] = f"+{row['ratio'] - target.limit:.3f}×"
     elif target.kind == "ms" and row.get("median_ms") is not None:
         row["met"] = row["median_ms"] <= target.limit
         if not row["met"]:
