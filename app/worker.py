@@ -27,7 +27,7 @@ import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from hookscope.core import (HookscopeError, LoadedModel, Plan, TreeNode, compare, load_model,
-                            observe, parse_input)
+                            observe, parse_input, resolve_device)
 from hookscope.core.run import to_device
 
 
@@ -37,7 +37,7 @@ class RunRequest:
 
     ``observe_tree`` asks the worker to also record every module's output
     shape and call count (after a model or input change); the answer comes
-    back as ``observed`` before ``finished``.
+    back as ``observed`` before ``finished`` (also when the comparison then fails).
     """
 
     request_id: int
@@ -172,12 +172,15 @@ class _Runner(QObject):
     def _run(self, req: RunRequest) -> None:
         try:
             inputs = parse_input(req.input_text, req.example)
-            result = compare(req.module, inputs, req.plan, req.device)
             if req.observe_tree:
-                # compare() left the module on the result's device; observe there.
+                # Observing first doubles as a warm-up, so the first comparison of a
+                # model reports honest timings (no one-time set-up in the baseline).
                 # A fresh tree: the GUI's own tree is never touched from here.
-                tree = observe(req.module, to_device(inputs, torch.device(result.device)))
+                dev = resolve_device(req.device)
+                req.module.to(dev)
+                tree = observe(req.module, to_device(inputs, dev))
                 self.observed.emit(req.request_id, tree)
+            result = compare(req.module, inputs, req.plan, req.device)
         except BaseException as exc:  # noqa: BLE001
             self.runs_failed += 1
             self._report_failure(req.request_id, exc)
