@@ -12,7 +12,6 @@ clone-everything reference with ``torch.equal``) and how many bytes it kept.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from dataclasses import dataclass
@@ -24,11 +23,6 @@ from torch import nn
 from hookscope.core import HookSession, Plan, compare, run
 from hookscope.core.interventions import tensor_leaves
 from hookscope.core.run import call_model
-
-try:  # core keeps baseline and hooked forwards on the same kernels (Transformer fast path off)
-    from hookscope.core.run import same_code_path
-except ImportError:  # an older core: no such switch
-    from contextlib import nullcontext as same_code_path
 
 from .models import BenchModel, leaf_paths
 
@@ -111,16 +105,14 @@ def naive_capture(bm: BenchModel, paths: list[str], clone: bool) -> Callable[[],
     return fn
 
 
-def reference(bm: BenchModel, paths: list[str], hookscope_path: bool = True
-              ) -> dict[str, list[torch.Tensor]]:
+def reference(bm: BenchModel, paths: list[str]) -> dict[str, list[torch.Tensor]]:
     """The clone-everything reference captures, on the CPU.
 
-    ``hookscope_path``: taken on the kernels Hookscope's forwards use (fused
-    Transformer fast path off), so equality with its captures can be exact;
-    otherwise on the plain forward's kernels, like the hand-written hooks.
+    Its hooks sit on the same modules as Hookscope's, so both take the same
+    kernels (hooks switch Transformer layers off their fused path) and
+    equality can be exact.
     """
-    with same_code_path() if hookscope_path else contextlib.nullcontext():
-        _, caps = naive_capture(bm, paths, clone=True)()
+    _, caps = naive_capture(bm, paths, clone=True)()
     return {p: [t.cpu() for t in ts] for p, ts in caps.items()}
 
 
@@ -218,7 +210,7 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
         mod = dict(module.named_modules())[bm.clamp_path]
         h = mod.register_forward_hook(lambda m, a, o: o.clamp(lo, hi))
         try:
-            with torch.inference_mode(), same_code_path():
+            with torch.inference_mode():
                 want = call_model(module, x)
         finally:
             h.remove()
@@ -227,7 +219,7 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
 
     def stale_check(out: Any) -> tuple[bool, str]:
         _, caps = out
-        stale, total = count_stale(caps, reference(bm, leaves, hookscope_path=False))
+        stale, total = count_stale(caps, reference(bm, leaves))
         return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
 
     n = len(leaves)

@@ -17,7 +17,6 @@ only the captures that need a copy pay for one.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import torch
@@ -28,7 +27,6 @@ from .plan import LayerPlan
 from .stats import PendingStats, TensorStats, resolve_all, summarize
 
 
-@dataclass
 class CaptureRecord:
     """One call of one captured layer.
 
@@ -37,23 +35,72 @@ class CaptureRecord:
     ``None`` in statistics-only mode. ``pre_tensor``/``pre_stats`` hold the
     value before the intervention. For a nested output, ``leaf`` says which
     tensor of the structure is summarised (the first one), ``leaf_shapes``
-    lists all of them.
+    lists all of them. ``copied`` says the capture had to be copied because a
+    later in-place op overwrites the layer's output.
+
+    ``stats``/``pre_stats`` of a tensor kept on the CPU are computed when first
+    read, outside the forward pass: capturing every layer then costs what
+    keeping references costs, and a caller that looks at a few layers pays
+    for those few. Off the CPU, and in statistics-only mode, they are computed
+    in the forward on the tensor's device.
     """
 
-    path: str
-    call: int
-    stats: TensorStats | None
-    tensor: torch.Tensor | None = None
-    leaf: str = ""
-    leaf_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    intervention: str | None = None
-    pre_stats: TensorStats | None = None
-    pre_tensor: torch.Tensor | None = None
-    copied: bool = False
+    __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "pre_tensor",
+                 "copied", "_stats", "_pre_stats", "_clamp", "_lazy")
+
+    def __init__(self, path: str, call: int, stats: TensorStats | None = None,
+                 tensor: torch.Tensor | None = None, leaf: str = "",
+                 leaf_shapes: dict[str, tuple[int, ...]] | None = None,
+                 intervention: str | None = None, pre_stats: TensorStats | None = None,
+                 pre_tensor: torch.Tensor | None = None, copied: bool = False,
+                 clamp: tuple[float, float] | None = None, lazy: bool = False):
+        self.path = path
+        self.call = call
+        self.tensor = tensor
+        self.leaf = leaf
+        self.leaf_shapes = leaf_shapes or {}
+        self.intervention = intervention
+        self.pre_tensor = pre_tensor
+        self.copied = copied
+        self._stats = stats
+        self._pre_stats = pre_stats
+        self._clamp = clamp
+        self._lazy = lazy
+
+    def __repr__(self) -> str:
+        return (f"CaptureRecord(path={self.path!r}, call={self.call}, shape={self.shape}, "
+                f"intervention={self.intervention!r}, kept={self.tensor is not None})")
+
+    @property
+    def stats(self) -> TensorStats | None:
+        if self._lazy:
+            self._summarize_now()
+        return self._stats
+
+    @property
+    def pre_stats(self) -> TensorStats | None:
+        if self._lazy:
+            self._summarize_now()
+        return self._pre_stats
+
+    @property
+    def stats_ready(self) -> bool:
+        """False while statistics wait to be computed on first read."""
+        return not self._lazy
+
+    def _summarize_now(self) -> None:
+        pre = summarize(self.pre_tensor, clamp=self._clamp) if self.pre_tensor is not None else None
+        post = None
+        if self.tensor is not None:
+            post = summarize(self.tensor, bins_like=pre if self._clamp is not None else None)
+        self._stats, self._pre_stats = _joined(post, pre)
+        self._lazy = False
 
     @property
     def shape(self) -> tuple[int, ...] | None:
-        return self.stats.shape if self.stats is not None else None
+        if self.tensor is not None:
+            return tuple(self.tensor.shape)
+        return self._stats.shape if self._stats is not None else None
 
     @property
     def after_intervention(self) -> bool:
@@ -69,13 +116,29 @@ class CaptureRecord:
         return n
 
 
+def _joined(post: PendingStats | None, pre: PendingStats | None):
+    """Resolve a post/pre pair; the post summary reports the clamp's fraction too."""
+    stats = post.resolve() if post is not None else None
+    pre_s = pre.resolve() if pre is not None else None
+    if stats is not None and pre_s is not None and pre_s.fraction_clamped is not None:
+        stats = dataclasses.replace(stats, fraction_clamped=pre_s.fraction_clamped)
+    return stats, pre_s
+
+
+def resolve_records(captures: dict[str, list[CaptureRecord]]) -> None:
+    """Compute every record's statistics now (e.g. on a worker, before a GUI reads them)."""
+    for recs in captures.values():
+        for r in recs:
+            r.stats  # noqa: B018 - the property computes and caches
+
+
 class _Pending:
     """A capture whose stats may still be on the device."""
 
     __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
-                 "kept", "pre_kept", "copied")
+                 "kept", "pre_kept", "copied", "clamp", "lazy")
 
-    def __init__(self, path, call, leaf, leaf_shapes, intervention):
+    def __init__(self, path, call, leaf, leaf_shapes, intervention, clamp, lazy):
         self.path = path
         self.call = call
         self.leaf = leaf
@@ -86,6 +149,8 @@ class _Pending:
         self.kept: tuple[torch.Tensor, int | None] | None = None
         self.pre_kept: tuple[torch.Tensor, int | None] | None = None
         self.copied = False
+        self.clamp = clamp
+        self.lazy = lazy
 
 
 def _version(t: torch.Tensor) -> int | None:
@@ -176,18 +241,22 @@ class HookSession:
         shapes = {k: tuple(t.shape) for k, t in leaves}
         iv = hook.intervention.describe() if hook.intervention is not None else None
         leaf, tensor = leaves[0] if leaves else ("", None)
-        rec = _Pending(hook.path, call, leaf, shapes, iv)
+        # Tensors kept on the CPU are summarised on first read (see CaptureRecord).
+        lazy = self.keep_tensors and tensor is not None and tensor.device.type == "cpu"
+        rec = _Pending(hook.path, call, leaf, shapes, iv, hook.clamp, lazy)
         if pre is not None:
             pre_t = dict(tensor_leaves(pre)).get(leaf)
             if pre_t is not None:
-                rec.pre_stats = summarize(pre_t, clamp=hook.clamp)
+                if not lazy:
+                    rec.pre_stats = summarize(pre_t, clamp=hook.clamp)
                 if self.keep_tensors:
                     rec.pre_kept = self._keep(pre_t, hook.clone)
         if tensor is not None:
-            # After a clamp, bin like the values before it: the clamped values pile
-            # up as spikes at the bounds, and the two histograms compare bin by bin.
-            like = rec.pre_stats if hook.clamp is not None else None
-            rec.stats = summarize(tensor, bins_like=like)
+            if not lazy:
+                # After a clamp, bin like the values before it: the clamped values pile
+                # up as spikes at the bounds, and the two histograms compare bin by bin.
+                like = rec.pre_stats if hook.clamp is not None else None
+                rec.stats = summarize(tensor, bins_like=like)
             if self.keep_tensors:
                 rec.kept = self._keep(tensor, hook.clone)
                 rec.copied = hook.clone
@@ -217,10 +286,7 @@ class HookSession:
         host = dict(zip(map(id, tensors), to_host(tensors)))
         out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
         for rec in self._pending:
-            stats = rec.stats.resolve() if rec.stats is not None else None
-            pre = rec.pre_stats.resolve() if rec.pre_stats is not None else None
-            if stats is not None and pre is not None and pre.fraction_clamped is not None:
-                stats = dataclasses.replace(stats, fraction_clamped=pre.fraction_clamped)
+            stats, pre = _joined(rec.stats, rec.pre_stats)
             out[rec.path].append(CaptureRecord(
                 path=rec.path,
                 call=rec.call,
@@ -232,6 +298,8 @@ class HookSession:
                 pre_stats=pre,
                 pre_tensor=host[id(rec.pre_kept[0])] if rec.pre_kept is not None else None,
                 copied=rec.copied,
+                clamp=rec.clamp,
+                lazy=rec.lazy,
             ))
         self._pending.clear()
         return out

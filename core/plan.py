@@ -107,6 +107,7 @@ class Plan:
         by_name = dict(module.named_modules(remove_duplicate=False))
         canonical = {id(m): p for p, m in module.named_modules()}
         interventions = self.all_interventions()
+        capture = set(self.capture)  # a set: plans of thousands of layers stay linear
         out: dict[str, LayerPlan] = {}
         for path in self.paths():
             if path not in by_name:
@@ -114,7 +115,7 @@ class Plan:
             mod = by_name[path]
             key = canonical[id(mod)]
             lp = out.setdefault(key, LayerPlan(path=key, module=mod))
-            if path in self.capture:
+            if path in capture:
                 lp.capture = True
             if path in interventions:
                 if lp.intervention is not None and lp.intervention != interventions[path]:

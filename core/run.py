@@ -4,7 +4,7 @@
 them off again. :func:`compare` does a baseline forward (no hooks) and an
 intervened one, and reports both outputs and their difference.
 
-Why the intervened forward runs under ``no_grad`` when tensors are kept:
+Why the intervened forward runs under ``no_grad`` when tensors are captured:
 inference-mode tensors have no version counter, and the version counter is
 how a capture that a later in-place op overwrote is found without cloning
 every capture. Forwards that keep no tensors (baseline, clamp-only,
@@ -14,7 +14,6 @@ the numbers are too.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
 import weakref
@@ -26,9 +25,9 @@ from torch import nn
 
 from .devices import resolve_device, synchronize
 from .errors import ForwardError, HookscopeError
-from .hooks import CaptureRecord, HookSession
+from .hooks import CaptureRecord, HookSession, resolve_records
 from .interventions import map_tensors, tensor_leaves
-from .plan import Plan
+from .plan import LayerPlan, Plan
 
 # Per model: layers whose captured output a later in-place op overwrote.
 # Learned once (costing one extra forward), then those layers are copied at
@@ -52,6 +51,10 @@ class ForwardResult:
     def captured_bytes(self) -> int:
         return sum(r.nbytes for recs in self.captures.values() for r in recs)
 
+    def resolve_stats(self) -> None:
+        """Compute every capture's statistics now (they are otherwise computed on first read)."""
+        resolve_records(self.captures)
+
 
 @dataclass
 class RunResult:
@@ -71,6 +74,10 @@ class RunResult:
     @property
     def captured_bytes(self) -> int:
         return sum(r.nbytes for recs in self.captures.values() for r in recs)
+
+    def resolve_stats(self) -> None:
+        """Compute every capture's statistics now (they are otherwise computed on first read)."""
+        resolve_records(self.captures)
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
@@ -115,7 +122,7 @@ def place_module(module: nn.Module, dev: torch.device) -> None:
     """
     first = next(itertools.chain(module.parameters(), module.buffers()), None)
     if first is None or first.device != dev:
-        place_module(module, dev)
+        module.to(dev)
 
 
 def call_model(module: nn.Module, inputs: Any) -> Any:
@@ -127,31 +134,10 @@ def call_model(module: nn.Module, inputs: Any) -> Any:
     return module(inputs)
 
 
-@contextlib.contextmanager
-def same_code_path():
-    """Keep baseline and hooked forwards on the same kernels.
-
-    PyTorch's fused Transformer fast path is skipped whenever submodules carry
-    hooks, so a baseline without hooks would take other kernels than the
-    hooked run and could differ in the last bits, reported as a change the
-    plan never made. Turning the fast path off for both makes them comparable.
-    """
-    mha = getattr(torch.backends, "mha", None)
-    if mha is None or not hasattr(mha, "set_fastpath_enabled"):
-        yield
-        return
-    before = mha.get_fastpath_enabled()
-    mha.set_fastpath_enabled(False)
-    try:
-        yield
-    finally:
-        mha.set_fastpath_enabled(before)
-
-
 def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> Any:
     """Call the model; its own errors come back as :class:`ForwardError`."""
     try:
-        with grad_mode(), same_code_path():
+        with grad_mode():
             return call_model(module, inputs)
     except HookscopeError:
         raise
@@ -178,11 +164,15 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     dev = resolve_device(device)
     layers = plan.resolve(module)
     place_module(module, dev)
-    x = to_device(inputs, dev)
+    return _run_resolved(module, to_device(inputs, dev), layers, plan.keep_tensors, dev)
+
+
+def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
+                  dev: torch.device) -> ForwardResult:
     t0 = time.perf_counter()
+    keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
-    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, plan.keep_tensors,
-                                                          known, dev)
+    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev)
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
@@ -197,6 +187,7 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
 
 def _hooked_forward(module, x, layers, keep, clone_paths, dev):
     session = HookSession(layers, keep_tensors=keep, clone_paths=clone_paths)
+    # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     with session:
         synchronize(dev)
@@ -208,8 +199,21 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev):
     return out, session.finish(), session.calls(), fwd_ms, stale
 
 
+def inert_hooks(layers: dict[str, LayerPlan]) -> HookSession:
+    """Hooks that do nothing, on the modules a plan touches.
+
+    Some modules choose their kernels by whether hooks are attached (PyTorch's
+    Transformer layers skip their fused fast path when a submodule has a
+    hook). A baseline carrying inert hooks on the same modules takes exactly
+    the kernels of the intervened run, so a capture-only plan never shows a
+    last-bit difference that the plan did not make.
+    """
+    return HookSession({p: LayerPlan(p, lp.module) for p, lp in layers.items()},
+                       keep_tensors=False)
+
+
 def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu") -> RunResult:
-    """Baseline forward (no hooks) and intervened forward (``plan``), side by side.
+    """Baseline forward (no interventions) and intervened forward (``plan``), side by side.
 
     Returns a :class:`RunResult` with both outputs on the CPU, whether they
     differ, the largest absolute difference, the captures of the intervened
@@ -218,17 +222,18 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     """
     plan = plan or Plan()
     dev = resolve_device(device)
-    plan.resolve(module)  # fail on a bad plan before any work
+    layers = plan.resolve(module)  # fail on a bad plan before any work
     place_module(module, dev)
     x = to_device(inputs, dev)
     t0 = time.perf_counter()
-    synchronize(dev)
-    tb = time.perf_counter()
-    base = forward(module, x, torch.inference_mode)
-    synchronize(dev)
-    base_ms = (time.perf_counter() - tb) * 1e3
+    with inert_hooks(layers):
+        synchronize(dev)
+        tb = time.perf_counter()
+        base = forward(module, x, torch.inference_mode)
+        synchronize(dev)
+        base_ms = (time.perf_counter() - tb) * 1e3
     base_out = map_tensors(lambda t: t.detach().cpu(), base)
-    res = run(module, x, plan, str(dev))
+    res = _run_resolved(module, x, layers, plan.keep_tensors, dev)
     differ, max_diff = output_difference(base_out, res.output)
     total = (time.perf_counter() - t0) * 1e3
     return RunResult(

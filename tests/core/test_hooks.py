@@ -208,3 +208,31 @@ def test_stats_only_keeps_no_tensors_but_right_stats():
     assert rec.tensor is None and rec.nbytes == 0
     assert rec.stats.min == pytest.approx(float(ref.min()))  # taken before relu overwrote it
     assert rec.stats.mean == pytest.approx(float(ref.mean()), abs=1e-6)
+
+
+def test_cpu_captures_summarise_on_first_read():
+    torch.manual_seed(5)
+    m = small()
+    x = torch.randn(4, 3)
+    r = run(m, x, Plan(capture=["a"], clamp={"a": (-0.2, 0.2)}))
+    rec = r.captures["a"][0]
+    assert not rec.stats_ready  # nothing summarised inside the forward
+    pre = m.a(x).detach()
+    assert rec.pre_stats.min == pytest.approx(float(pre.min()))
+    assert rec.stats_ready and rec.stats.max == pytest.approx(0.2)
+    frac = float(((pre < -0.2) | (pre > 0.2)).float().mean())
+    assert rec.stats.fraction_clamped == pytest.approx(frac)
+    r2 = run(m, x, Plan(capture=["a"], keep_tensors=False))
+    assert r2.captures["a"][0].stats_ready  # stats-only: summarised in the forward
+
+
+def test_baseline_carries_only_inert_hooks():
+    # A transformer layer takes its fused path only without hooks; the baseline must
+    # take the same kernels as the hooked run, and leave nothing behind.
+    from hookscope.core import load_model
+
+    lm = load_model("demo:transformer")
+    before = hook_dicts(lm.module)
+    r = compare(lm.module, lm.example_input, Plan(capture=["encoder.layers.1.linear1"]))
+    assert not r.outputs_differ and r.max_abs_diff == 0.0
+    assert hook_dicts(lm.module) == before

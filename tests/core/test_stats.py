@@ -81,10 +81,10 @@ def test_large_tensor_histogram_is_a_sample_but_moments_exact(deferred):
     assert s.min == float(x.min()) and s.max == float(x.max())
     assert s.mean == pytest.approx(float(ref.mean()), rel=1e-6)
     assert s.std == pytest.approx(float(ref.std(correction=0)), rel=1e-5)
-    assert s.hist_is_sample and HIST_SAMPLE <= s.hist_counts.sum() < x.numel()
+    assert s.hist_is_sample and HIST_SAMPLE // 2 < s.hist_counts.sum() <= HIST_SAMPLE
     # the sample's shape matches the full histogram's
     full, _ = np.histogram(x.numpy(), bins=HIST_BINS, range=(s.hist_edges[0], s.hist_edges[-1]))
-    np.testing.assert_allclose(s.hist_counts / s.hist_counts.sum(), full / full.sum(), atol=3e-3)
+    np.testing.assert_allclose(s.hist_counts / s.hist_counts.sum(), full / full.sum(), atol=8e-3)
 
 
 def test_large_mean_small_spread_keeps_precision():
