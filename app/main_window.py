@@ -65,11 +65,13 @@ class MainWindow(QMainWindow):
         self._sized = False
 
         self.worker = ForwardWorker(self)
+        # A zero-delay timer folds the several changes one user action makes
+        # (a parent tick that ticks its children, a drag step) into one request.
+        self._live_timer = QTimer(self, singleShot=True, interval=0)
+        self._live_timer.timeout.connect(self.request_run)
         self._build_ui()
         self.actions_ = build_menus(self)
         self._wire()
-        self._live_timer = QTimer(self, singleShot=True, interval=0)
-        self._live_timer.timeout.connect(self.request_run)
 
     # -- layout ----------------------------------------------------------------
     def _build_ui(self) -> None:
@@ -152,7 +154,7 @@ class MainWindow(QMainWindow):
                 self.show_error("no model is open: use File → Open model…")
             return None
         text = self.run_bar.input_text()
-        key = (id(self.loaded), text)
+        key = (self._valid_from, text)  # (which load, which input) the shapes belong to
         plan = self.current_plan()
         self._last_run_id = self.worker.submit_run(
             self.loaded.module, text, self.loaded.example_input, plan, self.run_bar.device(),
@@ -242,8 +244,6 @@ class MainWindow(QMainWindow):
     def _on_plan_changed(self, plan: object = None) -> None:
         self._sync_clamp_lines()
         if self.is_live() and self.loaded is not None:
-            # A zero-delay timer folds the several changes one user action makes
-            # (e.g. a parent tick that ticks its children) into one request.
             self._live_timer.start()
 
     def _on_clamp_dragged(self, path: str, lo: float, hi: float) -> None:

@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu
 
+from hookscope.core import demo_names
+from hookscope.core.demo_models import DEMO_DESCRIPTIONS
+
+from .demo_setup import default_plan
+
 if TYPE_CHECKING:
     from .main_window import MainWindow
 
@@ -50,6 +55,14 @@ def build_menus(win: "MainWindow") -> Actions:
                        "Open a demo, a Python factory, or a torch.export .pt2 program")
     open_act.triggered.connect(win.open_model_dialog)
     file_menu.addAction(open_act)
+    demo_menu = file_menu.addMenu("Open &demo")
+    demo_menu.setObjectName("menuDemo")
+    demo_menu.setToolTipsVisible(True)
+    for name in demo_names():
+        act = demo_menu.addAction(f"demo:{name}")
+        act.setObjectName(f"actionDemo_{name}")
+        act.setToolTip(DEMO_DESCRIPTIONS.get(name, ""))
+        act.triggered.connect(lambda _=False, n=name: win.load(f"demo:{n}", plan=default_plan(f"demo:{n}")))
     recent_menu = file_menu.addMenu("Open &recent")
     recent_menu.setObjectName("menuRecent")
     recent_menu.aboutToShow.connect(win.fill_recent_menu)

@@ -57,3 +57,13 @@ def test_human_bytes():
     assert human_bytes(32) == "32 B"
     assert human_bytes(1536) == "1.5 KiB"
     assert human_bytes(3 * 1024 ** 3) == "3.0 GiB"
+
+
+def test_open_demo_menu_loads_with_its_starting_plan(window, qtbot):
+    from PySide6.QtGui import QAction
+
+    act = window.findChild(QAction, "actionDemo_cnn")
+    with qtbot.waitSignal(window.modelLoaded, timeout=30_000):
+        act.trigger()
+    qtbot.waitUntil(lambda: window.is_idle() and window.last_result is not None, timeout=30_000)
+    assert set(window.last_result.captures) == {"conv1", "relu1", "conv2", "fc"}
