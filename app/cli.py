@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import sys
 
-from hookscope.core import HookscopeError
+from hookscope.core import HookscopeError, keep_freed_memory
 
 EXIT_USER_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Captures keep activations alive; letting glibc reuse freed memory instead of
+    # faulting in fresh pages every run is most of what capturing costs (core/memory.py).
+    keep_freed_memory()
     try:
         if argv[:1] == ["run"]:
             from .headless import run_command

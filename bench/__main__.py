@@ -19,6 +19,8 @@ import time
 
 import torch
 
+from hookscope.core import keep_freed_memory
+
 from . import competitors
 from .cases import Case, arm_hooks_case, compare_clamp_case, first_run_case, model_cases
 from .models import BUILDERS, BenchModel, build
@@ -58,6 +60,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "machine, 1 thread avoids waiting for a descheduled worker thread at "
                          "every parallel op, which inflates per-op costs")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
+    ap.add_argument("--malloc-default", action="store_true",
+                    help="leave glibc's malloc as it is instead of keeping freed memory for reuse "
+                         "as the app and CLI do (hookscope.core.keep_freed_memory); shows what "
+                         "page faults cost when captures keep activations alive")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         ap.error("--device cuda, but torch sees no CUDA device here; use --device cpu")
@@ -163,11 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
         os.environ["BENCH_THREADS"] = str(a.threads)  # memory children follow
+    # Measure Hookscope as the app and CLI run it; the plain forward shares the setting.
+    malloc_tuned = False if a.malloc_default else keep_freed_memory()
+    os.environ["BENCH_KEEP_FREED"] = "1" if malloc_tuned else "0"  # memory children follow
     t_start = time.perf_counter()
     meta = {
         "torch": torch.__version__, "python": platform.python_version(),
         "platform": platform.platform(), "cpus": os.cpu_count(),
         "threads": torch.get_num_threads(), "device": a.device, "quick": a.quick,
+        "malloc_keeps_freed_memory": malloc_tuned,
         "when": _dt.datetime.now().isoformat(timespec="seconds"),
         # Other processes on a small machine move every figure: the load is recorded.
         "load_before": [round(x, 2) for x in os.getloadavg()],

@@ -60,6 +60,10 @@ def measure(model: str, case: str, quick: bool) -> dict:
     from .cases import model_cases
     from .models import build
 
+    if os.environ.get("BENCH_KEEP_FREED") == "1":
+        from hookscope.core import keep_freed_memory
+
+        keep_freed_memory()
     if os.environ.get("BENCH_THREADS"):
         torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
     bm = build(model, quick)

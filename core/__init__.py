@@ -15,6 +15,7 @@ from .exercises import feature_extraction_test, modify_hook_test
 from .hooks import CaptureRecord, HookSession
 from .inputs import parse_input
 from .interventions import Clamp, Intervention, Noise, Scale, Zero
+from .memory import keep_freed_memory
 from .plan import Plan
 from .run import ForwardResult, RunResult, compare, run
 from .sources import LoadedModel, demo_names, load_model
@@ -26,7 +27,7 @@ __all__ = [
     "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
-    "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan",
+    "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan", "keep_freed_memory",
     "ForwardResult", "RunResult", "compare", "run",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",

