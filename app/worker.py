@@ -28,6 +28,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from hookscope.core import (HookscopeError, LoadedModel, Plan, TreeNode, compare, load_model,
                             observe, parse_input, resolve_device)
+from hookscope.core.hooks import resolve_records
 from hookscope.core.run import to_device
 
 
@@ -181,6 +182,9 @@ class _Runner(QObject):
                 tree = observe(req.module, to_device(inputs, dev))
                 self.observed.emit(req.request_id, tree)
             result = compare(req.module, inputs, req.plan, req.device)
+            # The core summarises CPU-kept captures on first read; read them here,
+            # so histograms are never computed on the GUI thread.
+            resolve_records(result.captures)
         except BaseException as exc:  # noqa: BLE001
             self.runs_failed += 1
             self._report_failure(req.request_id, exc)

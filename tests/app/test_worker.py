@@ -170,3 +170,14 @@ def test_busy_until_the_answer_is_delivered_on_the_gui_thread(qtbot, worker):
     with qtbot.waitSignal(worker.finished, timeout=30_000):
         pass
     assert not worker.busy
+
+
+def test_capture_statistics_are_computed_on_the_worker(qtbot, worker):
+    lm = load_model("demo:cnn")
+    plan = Plan(capture=("conv1", "fc"), clamp={"conv1": (-0.5, 0.5)})
+    with qtbot.waitSignal(worker.finished, timeout=30_000) as blocker:
+        worker.submit_run(lm.module, "example", lm.example_input, plan, "cpu")
+    result = blocker.args[1]
+    for recs in result.captures.values():
+        for rec in recs:
+            assert getattr(rec, "stats_ready", True)  # nothing left for the GUI thread to compute
