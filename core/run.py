@@ -20,6 +20,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -102,12 +103,15 @@ class RunResult:
         }
 
 
+def flat_array(value: Any) -> np.ndarray:
+    """Every tensor leaf of ``value`` flattened into one float64 array."""
+    parts = [t.detach().reshape(-1).double().cpu().numpy() for _, t in tensor_leaves(value)]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
 def flat_floats(value: Any) -> list[float]:
-    """Every tensor leaf of ``value`` flattened into one list of floats."""
-    out: list[float] = []
-    for _, t in tensor_leaves(value):
-        out.extend(float(v) for v in t.detach().reshape(-1).double().tolist())
-    return out
+    """Every tensor leaf of ``value`` flattened into one list of Python floats (for JSON)."""
+    return flat_array(value).tolist()
 
 
 def to_device(inputs: Any, dev: torch.device) -> Any:

@@ -208,7 +208,10 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tens
         mn_t, mx_t = torch.aminmax(values)
         mn, mx = mn_t.item(), mx_t.item()
     mean, std = _mean_std(values)
-    lo_e, hi_e = _hist_range(mn, mx) if rng is None or not all(map(math.isfinite, rng)) else rng
+    if rng is not None and all(map(math.isfinite, rng)):
+        lo_e, hi_e = rng
+    else:
+        lo_e, hi_e = _hist_range(*_with_clamped(mn, mx, clamp))
     hist = _histogram(hist_sample(values), lo_e, hi_e, bins, drop_outside=rng is not None)
     clamped = float(_clamped_count(flat, clamp))
     head = torch.tensor([mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e], dtype=torch.float64)
@@ -260,6 +263,21 @@ def hist_sample(values: torch.Tensor) -> torch.Tensor:
     return values[:: -(-n // HIST_SAMPLE)]  # ceil: never more than HIST_SAMPLE
 
 
+def _with_clamped(mn, mx, clamp):
+    """Widen [mn, mx] to also hold where a clamp moves the values.
+
+    ``x.clamp(lo, hi)`` lies in [min(mn, hi), max(mx, lo)] (a bound outside
+    the data pulls every value to it), so the histogram of the values before
+    a clamp, spanning this range, has bins for the values after it too.
+    """
+    if clamp is None:
+        return mn, mx
+    lo, hi = clamp
+    if isinstance(mn, torch.Tensor):
+        return torch.clamp(mn, max=hi), torch.clamp(mx, min=lo)
+    return min(mn, hi), max(mx, lo)
+
+
 def _hist_range(mn: float, mx: float) -> tuple[float, float]:
     if mx > mn:
         return mn, mx
@@ -282,9 +300,10 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.T
     var = (torch.where(finite, flat - mean, zero) ** 2).sum() / denom
     std = var.sqrt()
     # Same bin rule as torch.histc: width = (hi - lo) / bins, the top edge falls in the last bin.
-    const = mx <= mn
-    lo_e = torch.where(const, mn - 0.5, mn)
-    hi_e = torch.where(const, mx + 0.5, mx)
+    r_lo, r_hi = _with_clamped(mn, mx, clamp)
+    const = r_hi <= r_lo
+    lo_e = torch.where(const, r_lo - 0.5, r_lo)
+    hi_e = torch.where(const, r_hi + 0.5, r_hi)
     if rng is not None:
         ok = torch.isfinite(rng[0]) & torch.isfinite(rng[1])
         lo_e = torch.where(ok, rng[0].to(flat.dtype), lo_e)

@@ -4,7 +4,7 @@
 :class:`~hookscope.core.RunResult`: grouped bars for a few values (up to
 :data:`MAX_BARS`), overlaid lines plus their difference for more, and says in
 one sentence whether the intervention changed anything and by how much. The
-numbers are the core's (:func:`hookscope.core.run.flat_floats`); nothing is
+numbers are the core's (:func:`hookscope.core.run.flat_array`); nothing is
 recomputed here but the difference curve.
 """
 
@@ -18,9 +18,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
-from hookscope.core.run import flat_floats
+from hookscope.core.run import flat_array
 
-from .plot_style import plain_axes
+from .plot_style import peak_envelope, plain_axes
 
 MAX_BARS = 64
 WITHOUT_COLOUR = (31, 119, 180)   # blue
@@ -95,9 +95,12 @@ class OutputComparison(QWidget):
                                             brush=pg.mkBrush(WITHOUT_COLOUR), pen=pg.mkPen(None))
         self.bars_with = pg.BarGraphItem(x=[0], height=[0], width=0.4,
                                          brush=pg.mkBrush(WITH_COLOUR), pen=pg.mkPen(None))
-        self.line_without = pg.PlotDataItem(pen=pg.mkPen(WITHOUT_COLOUR, width=2))
-        self.line_with = pg.PlotDataItem(pen=pg.mkPen(WITH_COLOUR, width=2, style=Qt.PenStyle.DashLine))
-        self.line_diff = pg.PlotDataItem(pen=pg.mkPen(DIFF_COLOUR, width=1.5))
+        # Solid 1-px pens over a peak envelope (peak_envelope): a dashed or wide pen
+        # over half a million points took Qt tens of seconds to stroke.
+        self.line_without = pg.PlotDataItem(pen=pg.mkPen(WITHOUT_COLOUR, width=1))
+        self.line_with = pg.PlotDataItem(pen=pg.mkPen(WITH_COLOUR, width=1))
+        self.line_diff = pg.PlotDataItem(pen=pg.mkPen(DIFF_COLOUR, width=1))
+
         for item in (self.bars_without, self.bars_with, self.line_without, self.line_with):
             self.plot.addItem(item)
         self.diff_plot.addItem(self.line_diff)
@@ -113,8 +116,8 @@ class OutputComparison(QWidget):
     # -- public API ------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
         """Draw ``result``'s outputs and say what changed."""
-        without = np.asarray(flat_floats(result.output_without), dtype=float)
-        with_ = np.asarray(flat_floats(result.output_with), dtype=float)
+        without = flat_array(result.output_without)
+        with_ = flat_array(result.output_with)
         self._without, self._with = without, with_
         n = max(without.size, with_.size)
         self._apply_mode("bars" if n <= MAX_BARS else "lines")
@@ -123,10 +126,10 @@ class OutputComparison(QWidget):
             self.bars_with.setOpts(x=np.arange(with_.size) + 0.2, height=with_, width=0.4)
             self.plot.setLabel("bottom", "output index")
         else:
-            self.line_without.setData(np.arange(without.size), without)
-            self.line_with.setData(np.arange(with_.size), with_)
+            self.line_without.setData(*peak_envelope(without))
+            self.line_with.setData(*peak_envelope(with_))
             m = min(without.size, with_.size)
-            self.line_diff.setData(np.arange(m), with_[:m] - without[:m])
+            self.line_diff.setData(*peak_envelope(with_[:m] - without[:m]))
             self.plot.setLabel("bottom", None)
         self.plot.enableAutoRange()
         self.diff_plot.enableAutoRange()

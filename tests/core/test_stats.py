@@ -112,3 +112,16 @@ def test_clamped_histogram_shares_the_bins_of_the_values_before(deferred):
     s = summarize(torch.tensor([-5.0, 0.0, 5.0]), deferred=deferred,
                   bins_like=summarize(torch.tensor([-1.0, 1.0]), deferred=deferred)).resolve()
     assert s.hist_counts.sum() == 1  # values outside the shared range are left out
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_clamp_outside_the_data_still_shares_bins(deferred):
+    # Exercise 1: every value is above hi, so the clamp moves all of them to hi,
+    # below the data's own range. The shared bins must reach down to hi.
+    x = torch.tensor([0.7, 0.8, 1.4, 2.2])
+    pre = summarize(x, clamp=(-0.5, 0.5), deferred=deferred)
+    post = summarize(x.clamp(-0.5, 0.5), bins_like=pre, deferred=deferred)
+    pre_s, post_s = pre.resolve(), post.resolve()
+    assert pre_s.hist_edges[0] == pytest.approx(0.5) and pre_s.hist_edges[-1] == pytest.approx(2.2)
+    assert pre_s.hist_counts.sum() == 4 and post_s.hist_counts.sum() == 4
+    assert post_s.hist_counts[0] == 4 and pre_s.fraction_clamped == 1.0

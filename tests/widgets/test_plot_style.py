@@ -1,0 +1,25 @@
+"""Long lines are reduced before drawing without losing their peaks."""
+
+import numpy as np
+
+from hookscope.widgets.plot_style import MAX_LINE_POINTS, peak_envelope
+
+
+def test_short_series_unchanged():
+    y = np.arange(10.0)
+    x, e = peak_envelope(y)
+    np.testing.assert_array_equal(x, np.arange(10.0))
+    np.testing.assert_array_equal(e, y)
+
+
+def test_long_series_keeps_every_spike_within_the_point_budget():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=524_289)
+    y[123_457] = 50.0
+    y[400_001] = -60.0
+    x, e = peak_envelope(y)
+    assert e.size <= MAX_LINE_POINTS and x.size == e.size
+    assert e.max() == 50.0 and e.min() == -60.0
+    # the spike is drawn where it is
+    assert abs(x[np.argmax(e)] - 123_457) <= y.size / (MAX_LINE_POINTS // 2)
+    assert np.all(np.diff(x) >= 0) and x[-1] < y.size + y.size / MAX_LINE_POINTS
