@@ -84,7 +84,7 @@ def to_device(bm: BenchModel, device: str) -> BenchModel:
 def timed_row(case: Case, model: str, plain, pairs: int, device: str) -> dict:
     row = {"case": case.name, "title": case.title, "model": model, "note": case.note}
     try:
-        res = paired(plain, case.fn, pairs, device=device, prepare=case.prepare)
+        res = paired(case.plain or plain, case.fn, pairs, device=device, prepare=case.prepare)
         row.update(res.summary())
         if case.check is not None:
             if case.prepare:

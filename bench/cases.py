@@ -59,6 +59,8 @@ class Case:
     note: str = ""
     # Run before each timed call, outside the timed region (e.g. a fresh model copy).
     prepare: Callable[[], None] | None = None
+    # What the case is paired against instead of one plain forward (compare(): two).
+    plain: Callable[[], Any] | None = None
 
 
 # -- plain and hand-written references --------------------------------------------
@@ -222,6 +224,13 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
         stale, total = count_stale(caps, reference(bm, leaves))
         return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
 
+    plain1 = plain_forward(bm)
+
+    def plain_twice() -> Any:
+        plain1()
+        return plain1()
+
+    plan_cmp = Plan(capture=bm.capture3, clamp={bm.clamp_path: bm.clamp})
     n = len(leaves)
     return [
         Case("plain_aa", "plain vs plain (noise floor)", plain_forward(bm),
@@ -240,6 +249,10 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
              lambda: run(module, x, plan_stats, device),
              Target("ratio", 1.10, "stats"), check=lambda r: _stats_match(r.captures, ref()),
              captured_bytes=_result_bytes, memory=True, note=f"{n} leaves, keep_tensors=False"),
+        Case("compare", "compare(), 3 captures + 1 clamp, vs TWO plain forwards",
+             lambda: compare(module, x, plan_cmp, device), plain=plain_twice,
+             check=lambda r: (r.outputs_differ, "baseline and clamped outputs differ"),
+             note="baseline + intervened forward, output diff; ratio against 2 plain forwards"),
         Case("naive_detach", "hand hooks, every leaf detach()",
              naive_capture(bm, leaves, clone=False), check=stale_check,
              captured_bytes=_dict_bytes, memory=False, note="reference, wrong by design"),
