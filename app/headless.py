@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import compare, load_model, parse_input
+from hookscope.core import HookscopeError, compare, load_model, parse_input
+from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core.run import flat_floats
 
 from .options import add_model_options, model_options
@@ -22,6 +24,11 @@ def build_parser() -> argparse.ArgumentParser:
                                             "print outputs, captures and timings.")
     add_model_options(p, spec_required=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--save-captures", metavar="FILE",
+                   help="write the captured tensors to FILE (.npz or .safetensors)")
+    p.add_argument("--save-json", metavar="FILE", help="write the session (setup and results) as JSON")
+    p.add_argument("--export-script", metavar="FILE",
+                   help="write a plain-PyTorch script that reproduces this comparison with hooks")
     return p
 
 
@@ -35,9 +42,26 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     opts = model_options(ns)
     lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
     x = parse_input(opts.input or "", lm.example_input)
-    result = compare(lm.module, x, opts.plan(), opts.device)
+    plan = opts.plan()
+    if ns.export_script:  # checked before the run, so a bad plan is reported once
+        script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
+    result = compare(lm.module, x, plan, opts.device)
     (print_json if ns.json else print_table)(result, out)
+    if ns.save_captures:
+        save_captures(result.captures, ns.save_captures)
+    if ns.save_json:
+        write_text(ns.save_json, json.dumps(session_dict(result, opts.spec, plan, opts.input or "",
+                                                         opts.weights), indent=1))
+    if ns.export_script:
+        write_text(ns.export_script, script)
     return 0
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        Path(path).expanduser().write_text(text)
+    except OSError as exc:
+        raise HookscopeError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def print_json(result, out: TextIO) -> None:

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -88,3 +89,15 @@ def test_help_explains_trust_flag(capsys):
         main(["run", "--help"])
     out = capsys.readouterr().out
     assert "--trust-pickle" in out and "runs code" in out.replace("\n", " ").replace("  ", " ")
+
+
+def test_cli_writes_all_three(tmp_path, capsys):
+    code = main(["run", "demo:clamp", "--capture", "0", "--clamp", "0=-0.5:0.5",
+                 "--save-captures", str(tmp_path / "c.npz"), "--save-json", str(tmp_path / "s.json"),
+                 "--export-script", str(tmp_path / "x.py")])
+    assert code == 0
+    assert set(np.load(tmp_path / "c.npz")) == {"0#0", "0#0:before"}
+    assert json.loads((tmp_path / "s.json").read_text())["outputs_differ"] is True
+    assert "make_clamp_hook" in (tmp_path / "x.py").read_text()
+    code = main(["run", "demo:clamp", "--capture", "0", "--save-captures", str(tmp_path / "c.txt")])
+    assert code == 2 and ".npz or .safetensors" in capsys.readouterr().err

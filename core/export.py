@@ -1,0 +1,172 @@
+"""Taking results out of Hookscope: captures to files, and the setup as a plain PyTorch script.
+
+* :func:`save_captures` writes every kept capture to ``.npz`` or
+  ``.safetensors`` under keys ``"<layer path>#<call>"`` (and
+  ``"<layer path>#<call>:before"`` for the value before an intervention).
+* :func:`standalone_script` writes the current comparison as a script that
+  uses nothing of Hookscope but :func:`~hookscope.core.load_model` to build
+  the model: the hooks are written out in plain PyTorch, in the form the two
+  exercises teach (one hook factory per layer, every handle removed in
+  ``finally``), and it prints the same numbers as a JSON line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import HookscopeError
+from .hooks import CaptureRecord
+from .plan import Plan
+
+CAPTURE_FORMATS = (".npz", ".safetensors")
+
+
+def capture_arrays(captures: dict[str, list[CaptureRecord]]) -> dict[str, np.ndarray]:
+    """Every kept tensor as ``{"path#call": array, "path#call:before": array}``."""
+    out: dict[str, np.ndarray] = {}
+    for path, recs in captures.items():
+        for r in recs:
+            key = f"{path or '<root>'}#{r.call}"
+            if r.tensor is not None:
+                out[key] = r.tensor.detach().cpu().contiguous().numpy()
+            if r.pre_tensor is not None:
+                out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous().numpy()
+    return out
+
+
+def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) -> Path:
+    """Write kept captures to ``.npz`` or ``.safetensors``; returns the path written."""
+    path = Path(path).expanduser()
+    if path.suffix not in CAPTURE_FORMATS:
+        raise HookscopeError(f"cannot save captures as {path.suffix or 'a file without suffix'}: "
+                             "use a .npz or .safetensors file name")
+    arrays = capture_arrays(captures)
+    if not arrays:
+        raise HookscopeError("no captured tensors to save: capture a layer, and do not use "
+                             "statistics-only mode")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".npz":
+        np.savez_compressed(path, **arrays)
+    else:
+        import torch
+        from safetensors.torch import save_file
+
+        save_file({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}, str(path))
+    return path
+
+
+def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
+                      device: str = "cpu") -> str:
+    """A runnable Python script that reproduces this comparison with plain PyTorch hooks."""
+    interventions = plan.all_interventions()
+    unsupported = [p for p, iv in interventions.items() if iv.kind != "clamp"]
+    if unsupported:
+        raise HookscopeError(f"the script export writes clamps only; layer(s) {unsupported} have "
+                             "other interventions")
+    return _SCRIPT.format(
+        spec=repr(spec), weights=repr(weights), input_text=repr(input_text or ""),
+        device=repr(device), capture=repr(list(plan.capture)),
+        clamp=repr({p: list(b) for p, b in plan.clamp.items()}),
+    )
+
+
+_SCRIPT = '''"""Exported by Hookscope: a baseline forward, then one with forward hooks.
+
+Only the model comes from Hookscope (load_model); the hooks are plain PyTorch.
+Run it with: python this_file.py
+"""
+import json
+
+import torch
+
+from hookscope.core import load_model, parse_input
+
+SPEC = {spec}
+WEIGHTS = {weights}
+INPUT = {input_text}  # "" means the model's example input
+DEVICE = {device}
+CAPTURE = {capture}  # layers whose outputs are recorded
+CLAMP = {clamp}  # layer -> [lo, hi]: the output is replaced by output.clamp(lo, hi)
+
+loaded = load_model(SPEC, weights=WEIGHTS)
+model = loaded.module.eval().to(DEVICE)
+x = parse_input(INPUT, loaded.example_input)
+x = tuple(t.to(DEVICE) for t in x) if isinstance(x, tuple) else x.to(DEVICE)
+layers = dict(model.named_modules(remove_duplicate=False))
+
+
+def call(model, x):
+    return model(*x) if isinstance(x, tuple) else model(x)
+
+
+def first_tensor(value):
+    """The first tensor in a (possibly nested) layer output."""
+    if isinstance(value, torch.Tensor):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    for item in items:
+        found = first_tensor(item)
+        if found is not None:
+            return found
+    return None
+
+
+def make_clamp_hook(lo, hi):
+    # A factory gives each hook its own lo/hi: no late binding from a loop variable.
+    def hook(module, inputs, output):
+        if isinstance(output, torch.Tensor):
+            return output.clamp(lo, hi)
+        if isinstance(output, tuple):
+            return tuple(o.clamp(lo, hi) if isinstance(o, torch.Tensor) else o for o in output)
+        return output
+    return hook
+
+
+def make_capture_hook(name, store):
+    def hook(module, inputs, output):
+        t = first_tensor(output)
+        if t is not None:
+            # clone(): a later in-place op (ReLU(inplace=True), x += y) must not change it
+            store.setdefault(name, []).append(t.detach().clone())
+    return hook
+
+
+with torch.inference_mode():
+    output_without = call(model, x)
+
+captures = {{}}
+handles = []
+try:
+    # Clamp hooks first, so a captured clamped layer records the clamped value.
+    for name, (lo, hi) in CLAMP.items():
+        handles.append(layers[name].register_forward_hook(make_clamp_hook(lo, hi)))
+    for name in CAPTURE:
+        handles.append(layers[name].register_forward_hook(make_capture_hook(name, captures)))
+    with torch.inference_mode():
+        output_with = call(model, x)
+finally:
+    for h in handles:  # every hook removed, whatever happened
+        h.remove()
+
+a, b = first_tensor(output_without), first_tensor(output_with)
+print(json.dumps({{
+    "output_without": [round(v, 6) for v in a.flatten().tolist()],
+    "output_with": [round(v, 6) for v in b.flatten().tolist()],
+    "outputs_differ": not torch.equal(a, b),
+    "max_abs_diff": float((a.double() - b.double()).abs().max()),
+    "captures": {{n: [list(t.shape) for t in ts] for n, ts in captures.items()}},
+}}))
+'''
+
+
+def session_dict(result: Any, spec: str, plan: Plan, input_text: str = "",
+                 weights: str | None = None) -> dict:
+    """A comparison and how it was set up, as JSON-ready data."""
+    d = {"spec": spec, "weights": weights, "input": input_text,
+         "plan": {"capture": list(plan.capture), "clamp": {p: list(b) for p, b in plan.clamp.items()},
+                  "keep_tensors": plan.keep_tensors}}
+    d.update(result.to_json_dict())
+    return d
