@@ -36,8 +36,23 @@ from .plan import LayerPlan, Plan
 _INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
 
 
+class _Captures:
+    """What every result with ``captures`` offers."""
+
+    captures: dict[str, list[CaptureRecord]]
+
+    @property
+    def captured_bytes(self) -> int:
+        """Bytes held by the kept tensors (after and before interventions)."""
+        return sum(r.nbytes for recs in self.captures.values() for r in recs)
+
+    def resolve_stats(self) -> None:
+        """Compute every capture's statistics now (they are otherwise computed on first read)."""
+        resolve_records(self.captures)
+
+
 @dataclass
-class ForwardResult:
+class ForwardResult(_Captures):
     """One forward with a plan applied."""
 
     output: Any
@@ -48,17 +63,9 @@ class ForwardResult:
     device: str
     recaptured: tuple[str, ...] = ()
 
-    @property
-    def captured_bytes(self) -> int:
-        return sum(r.nbytes for recs in self.captures.values() for r in recs)
-
-    def resolve_stats(self) -> None:
-        """Compute every capture's statistics now (they are otherwise computed on first read)."""
-        resolve_records(self.captures)
-
 
 @dataclass
-class RunResult:
+class RunResult(_Captures):
     """A baseline forward and an intervened forward of the same input."""
 
     output_without: Any
@@ -71,14 +78,6 @@ class RunResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     plan: Plan | None = None
     recaptured: tuple[str, ...] = ()
-
-    @property
-    def captured_bytes(self) -> int:
-        return sum(r.nbytes for recs in self.captures.values() for r in recs)
-
-    def resolve_stats(self) -> None:
-        """Compute every capture's statistics now (they are otherwise computed on first read)."""
-        resolve_records(self.captures)
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
