@@ -100,11 +100,17 @@ class ClockedApp(QApplication):
         self._painted = False
         self.busy: list[tuple[float, float]] = []   # (start, end) of top-level events
         self.paints: list[float] = []               # end of each top-level event that painted
+        self.long_events: list[tuple[float, str, str]] = []  # (ms, event, receiver) over 10 ms
+        # Wakes spin()'s blocking wait; its ticks are not the app's work, so not recorded.
+        self.waker = QTimer()
+        self.waker.setTimerType(Qt.TimerType.PreciseTimer)
+        self.waker.setInterval(2)
 
     def notify(self, obj, ev) -> bool:  # noqa: D401 - Qt override
-        if threading.get_ident() != self.gui_ident:
+        if obj is self.waker or threading.get_ident() != self.gui_ident:
             return super().notify(obj, ev)
-        paint = ev.type() == QEvent.Type.UpdateRequest
+        etype = ev.type()
+        paint = etype == QEvent.Type.UpdateRequest
         self._depth += 1
         t0 = time.perf_counter()
         try:
@@ -115,6 +121,9 @@ class ClockedApp(QApplication):
             if self._depth == 0:
                 t1 = time.perf_counter()
                 self.busy.append((t0, t1))
+                if t1 - t0 > 0.010:  # for the notes: what held the GUI thread
+                    self.long_events.append((round((t1 - t0) * 1e3, 1), etype.name,
+                                             type(obj).__name__))
                 if self._painted:
                     self.paints.append(t1)
                 self._painted = False
@@ -122,16 +131,37 @@ class ClockedApp(QApplication):
     def reset(self) -> None:
         self.busy.clear()
         self.paints.clear()
+        self.long_events.clear()
+
+    def longest(self, n: int = 3) -> str:
+        top = sorted(self.long_events, reverse=True)[:n]
+        return ", ".join(f"{ms} ms {ev} on {who}" for ms, ev, who in top) or "none over 10 ms"
 
 
 def spin(pred: Callable[[], bool], timeout_s: float) -> bool:
+    """Run the event loop until ``pred()`` or ``timeout_s``, blocking between events.
+
+    ``processEvents`` with a time limit never blocks, and a busy loop here would
+    take a core from the worker's forward: the loop sleeps in the event
+    dispatcher, woken at least every 2 ms by the app's uncounted ``waker`` timer.
+    """
+    app = QApplication.instance()
+    waker = getattr(app, "waker", None)
+    if waker is not None:
+        waker.start()
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        QApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 5)
-        if pred():
-            return True
-        QApplication.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 2)
-    return pred()
+    try:
+        while not pred():
+            if time.monotonic() > deadline:
+                return False
+            if waker is not None:
+                QApplication.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
+            else:
+                QApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 2)
+        return True
+    finally:
+        if waker is not None:
+            waker.stop()
 
 
 def settle(app: ClockedApp, quiet_ms: float = 40.0, timeout_s: float = 10.0) -> None:
@@ -145,6 +175,12 @@ def settle(app: ClockedApp, quiet_ms: float = 40.0, timeout_s: float = 10.0) -> 
         return now - max(last, start) > quiet_ms / 1e3 or now > deadline
 
     spin(quiet, timeout_s + 1)
+
+
+def pause(ms: float) -> None:
+    """Run the event loop for ``ms`` (while a timer ticks, the loop is never quiet)."""
+    end = time.perf_counter() + ms / 1e3
+    spin(lambda: time.perf_counter() > end, ms / 1e3 + 1)
 
 
 def busy_ms(app: ClockedApp, since: float) -> float:
@@ -389,11 +425,13 @@ def bench_stall(app: ClockedApp, target_ms: float, reps: int, drag_steps: int) -
         single, drag, fwd = [], [], []
         for k in range(reps):
             runs0 = win.worker.runs_done
+            app.reset()
             meter.start()
             win.request_run()
             spin(lambda: win.worker.runs_done > runs0 and win.is_idle(), 600)
-            settle(app)
+            pause(100)  # the result's paint
             single.append(meter.stop()["max_gap_ms"])
+            single_events = app.longest()
             fwd.append(win.last_result.timings_ms["baseline"])
         win.set_live(True)
         spin(win.is_idle, 600)
@@ -411,17 +449,21 @@ def bench_stall(app: ClockedApp, target_ms: float, reps: int, drag_steps: int) -
                 win.panel.clampDragged.emit("1", 0.0, 0.5 + 0.05 * i + 0.001 * k)
 
             t.timeout.connect(step)
+            app.reset()
             meter.start()
             t.start()
             spin(lambda: not t.isActive() and win.is_idle(), 600)
-            settle(app)
+            pause(100)
             drag.append(meter.stop()["max_gap_ms"])
+            drag_events = app.longest()
         note = f"{model}; forward {statistics.median(fwd):.0f} ms (a Run is two forwards)"
         rows.append({"target": "5d", "key": "stall_single", "title": "GUI-thread gap, one Run",
-                     **summary(single), "limit_ms": STALL_LIMIT_MS, "note": note})
+                     **summary(single), "limit_ms": STALL_LIMIT_MS,
+                     "note": f"{note}; longest GUI events of the last Run: {single_events}"})
         rows.append({"target": "5d", "key": "stall_drag",
                      "title": f"GUI-thread gap, Live drag ({drag_steps} steps, 25 ms apart)",
-                     **summary(drag), "limit_ms": STALL_LIMIT_MS, "note": note})
+                     **summary(drag), "limit_ms": STALL_LIMIT_MS,
+                     "note": f"{note}; longest GUI events of the last drag: {drag_events}"})
         for r in rows:
             log(f"  {r['key']}: worst gap {r['worst_ms']:.1f} ms ({note})")
     finally:

@@ -106,15 +106,27 @@ class GapMeter:
 
 
 def spin_until(pred, timeout_s: float) -> bool:
-    from PySide6.QtCore import QEventLoop
+    """Run the event loop until ``pred()``, sleeping between events.
+
+    ``processEvents(flags, maxtime)`` never blocks: looping on it would take a
+    core from the worker's forward (and slow the very forward being measured).
+    A 5 ms timer wakes the blocking wait instead.
+    """
+    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
+    waker = QTimer()
+    waker.setInterval(5)
+    waker.start()
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        QApplication.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents, 20)
-        if pred():
-            return True
-    return False
+    try:
+        while not pred():
+            if time.monotonic() > deadline:
+                return False
+            QApplication.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
+        return True
+    finally:
+        waker.stop()
 
 
 def main() -> int:
