@@ -9,7 +9,7 @@ panel. Bound-line drags on any panel come out as ``clampDragged`` /
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
@@ -53,6 +53,10 @@ class ActivationPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.scroll)
+        # Panels updated while scrolled away draw when they come into view.
+        self.scroll.verticalScrollBar().valueChanged.connect(self._flush_later)
+        self._flush_timer = QTimer(self, singleShot=True, interval=0)
+        self._flush_timer.timeout.connect(self.flush_visible)
 
     # -- public API ------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
@@ -74,6 +78,7 @@ class ActivationPanel(QWidget):
             panel.deleteLater()
         if keys != self._order:
             self._relayout(keys)
+            self._flush_later()  # new panels that the layout brings into view
         self.empty_label.setVisible(not self._panels)
         if self._selected is not None:
             self._highlight(self._selected)
@@ -110,7 +115,22 @@ class ActivationPanel(QWidget):
             if p == path:
                 panel.set_bounds(bounds)
 
+    def flush_visible(self) -> int:
+        """Draw the panels that came into view since their last record; returns how many."""
+        return sum(panel.flush() for panel in self._panels.values())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._flush_later()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        self._flush_later()
+
     # -- internals -------------------------------------------------------------
+    def _flush_later(self, *_args) -> None:
+        self._flush_timer.start()
+
     def _new_panel(self, path: str, call: int) -> LayerPlot:
         panel = LayerPlot(path, call, self._content)
         panel.clampDragged.connect(lambda lo, hi, p=path: self.clampDragged.emit(p, lo, hi))

@@ -30,6 +30,7 @@ BOUND_COLOUR = (214, 39, 40)
 OPEN_BOUND_COLOUR = (150, 150, 150)
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _PLOT_HEIGHT = 190
+_MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
 
 def _fmt(v: float) -> str:
@@ -86,6 +87,7 @@ class LayerPlot(QFrame):
         self._data_range = (-1.0, 1.0)
         self._quiet = False
         self._highlighted = False
+        self._stale = False   # a record arrived while scrolled away: not drawn yet
 
         self.title = QLabel(self)
         self.title.setTextFormat(Qt.TextFormat.RichText)
@@ -163,9 +165,30 @@ class LayerPlot(QFrame):
         self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
                            f"{format_shape(shape)}{what}{extra}")
         self.stats_label.setText(stats_text(stats, record.pre_stats))
+        self._bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+        if self.is_scrolled_away():
+            # Drawn when scrolled into view (flush): a result's update then costs
+            # only the panels a person can see.
+            self._stale = True
+            return
+        self._draw(record)
+
+    def is_scrolled_away(self) -> bool:
+        """Shown in a window, but wholly outside the visible part of a scroll area."""
+        return self.isVisible() and self.visibleRegion().isEmpty()
+
+    def flush(self) -> bool:
+        """Draw the latest record if it was left for later; ``True`` if it drew."""
+        if not self._stale or self.record is None or self.is_scrolled_away():
+            return False
+        self._draw(self.record)
+        return True
+
+    def _draw(self, record: CaptureRecord) -> None:
+        self._stale = False
         self._draw_histogram(record)
         self._draw_view(record)
-        self.set_bounds(bounds)
+        self.set_bounds(self._bounds)
 
     def set_bounds(self, bounds: tuple[float, float] | None) -> None:
         """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
@@ -298,8 +321,14 @@ class LayerPlot(QFrame):
         return post.shape
 
     def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[int, ...]:
-        post = view_image(tensor, kind)
-        pre = view_image(pre_tensor, kind) if pre_tensor is not None else None
+        # Pool to the view's size in pixels (before | after share the width).
+        ratio = self.view_widget.devicePixelRatioF()
+        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
+        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
+        if pre_tensor is not None:
+            cols = max(_MIN_IMAGE_PIXELS, cols // 2)
+        post = view_image(tensor, kind, rows, cols)
+        pre = view_image(pre_tensor, kind, rows, cols) if pre_tensor is not None else None
         level = symmetric_level(post, pre)
         img = post if pre is None else side_by_side(pre, post, gap=max(2, pre.shape[1] // 16))
         img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank

@@ -57,30 +57,36 @@ def bars_values(t: torch.Tensor) -> np.ndarray:
     return as_float_array(t).reshape(-1).numpy().copy()
 
 
-def view_image(t: torch.Tensor, kind: str) -> np.ndarray:
-    """The 2-D array (rows × columns, NaN = blank) drawn for ``kind``."""
+def view_image(t: torch.Tensor, kind: str, max_rows: int = MAX_PIXELS,
+               max_cols: int = MAX_PIXELS) -> np.ndarray:
+    """The 2-D array (rows × columns, NaN = blank) drawn for ``kind``, pooled to at
+    most ``max_rows × max_cols`` (a view passes its own size in pixels: drawing
+    more pixels than the screen shows only costs time)."""
     x = as_float_array(t)
+    max_rows, max_cols = min(max_rows, MAX_PIXELS), min(max_cols, MAX_PIXELS)
     if kind == "feature_maps":
-        return feature_grid(x[0])
+        return feature_grid(x[0], max_side=min(max_rows, max_cols))
     if kind == "tokens":
-        return reduce_2d(x[0])
+        return reduce_2d(x[0], max_rows, max_cols)
     # heatmap
     if x.dim() <= 1 or (x.dim() == 2 and x.shape[0] == 1):
-        return fold_vector(x.reshape(-1))
+        return fold_vector(x.reshape(-1), max_rows, max_cols)
     if x.dim() > 2:
         # First sample, everything but the last axis flattened into rows.
         x = x[0].reshape(-1, x.shape[-1])
-    return reduce_2d(x)
+    return reduce_2d(x, max_rows, max_cols)
 
 
-def fold_vector(v: torch.Tensor) -> np.ndarray:
+def fold_vector(v: torch.Tensor, max_rows: int = MAX_PIXELS, max_cols: int = MAX_PIXELS) -> np.ndarray:
     """A long vector as a near-square image, row by row, padded with NaN."""
     n = v.numel()
     cols = max(1, math.ceil(math.sqrt(n)))
     rows = math.ceil(n / cols)
+    if rows * cols == n:
+        return reduce_2d(v.reshape(rows, cols), max_rows, max_cols)
     out = torch.full((rows * cols,), float("nan"))
     out[:n] = v
-    return reduce_2d(out.reshape(rows, cols))
+    return reduce_2d(out.reshape(rows, cols), max_rows, max_cols)
 
 
 def reduce_2d(x: torch.Tensor, max_rows: int = MAX_PIXELS, max_cols: int = MAX_PIXELS) -> np.ndarray:
@@ -88,6 +94,7 @@ def reduce_2d(x: torch.Tensor, max_rows: int = MAX_PIXELS, max_cols: int = MAX_P
     r, c = x.shape
     if r > max_rows or c > max_cols:
         x = F.adaptive_avg_pool2d(x[None, None], (min(r, max_rows), min(c, max_cols)))[0, 0]
+        return x.numpy()  # a fresh tensor: no copy needed
     return x.numpy().copy()
 
 
