@@ -14,15 +14,15 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, TensorStats
 
 from .layer_tree_model import format_bound, format_shape
 from .plot_style import plain_axes
-from .views_by_shape import (MAX_CHANNELS, bars_values, side_by_side, symmetric_level, view_image,
-                             view_kind)
+from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
+                             view_image, view_kind)
 
 PRE_COLOUR = (150, 170, 200)    # values before the intervention: light, behind
 POST_COLOUR = (31, 119, 180)    # values the rest of the model saw
@@ -88,6 +88,9 @@ class LayerPlot(QFrame):
         self._quiet = False
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
+        self._drawn_size = (0, 0)  # the view's size when its image was pooled
+        self._resize_timer = QTimer(self, singleShot=True, interval=50)
+        self._resize_timer.timeout.connect(self.flush)
 
         self.title = QLabel(self)
         self.title.setTextFormat(Qt.TextFormat.RichText)
@@ -183,6 +186,16 @@ class LayerPlot(QFrame):
             return False
         self._draw(self.record)
         return True
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # An image pooled for a much smaller view (e.g. before the first layout) is
+        # drawn again at the new size, once the resizing settles.
+        w, h = self._drawn_size
+        if self.record is not None and self.view_kind in ("heatmap", "feature_maps", "tokens") \
+                and (self.view_widget.width() > 1.25 * w or self.view_widget.height() > 1.25 * h):
+            self._stale = True
+            self._resize_timer.start()
 
     def _draw(self, record: CaptureRecord) -> None:
         self._stale = False
@@ -334,7 +347,12 @@ class LayerPlot(QFrame):
         img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
         # pyqtgraph images are indexed [x, y]: transpose rows × columns.
         self.image.setImage(img.T, levels=(-level, level), autoLevels=False)
-        return img.shape
+        # Axes count the activation's rows and columns, not the pooled pixels.
+        full = full_size(tuple(tensor.shape), kind)
+        sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
+        self.image.setRect(QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
+        self._drawn_size = (self.view_widget.width(), self.view_widget.height())
+        return (round(img.shape[0] * sy), round(img.shape[1] * sx))
 
     # -- dragging --------------------------------------------------------------
     def _bound_line(self, word: str) -> pg.InfiniteLine:

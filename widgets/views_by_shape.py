@@ -77,6 +77,22 @@ def view_image(t: torch.Tensor, kind: str, max_rows: int = MAX_PIXELS,
     return reduce_2d(x, max_rows, max_cols)
 
 
+def full_size(shape: tuple[int, ...], kind: str) -> tuple[int, int] | None:
+    """(rows, columns) of ``kind``'s picture before pooling (axes count these), or
+    ``None`` where the picture has no axes (feature maps)."""
+    if kind == "tokens" and len(shape) == 3:
+        return shape[1], shape[2]
+    if kind != "heatmap":
+        return None
+    n = math.prod(shape)
+    if len(shape) <= 1 or (len(shape) == 2 and shape[0] == 1):
+        cols = max(1, math.ceil(math.sqrt(n)))
+        return math.ceil(n / cols), cols
+    if len(shape) > 2:
+        return math.prod(shape[1:-1]), shape[-1]
+    return shape[0], shape[1]
+
+
 def fold_vector(v: torch.Tensor, max_rows: int = MAX_PIXELS, max_cols: int = MAX_PIXELS) -> np.ndarray:
     """A long vector as a near-square image, row by row, padded with NaN."""
     n = v.numel()
