@@ -9,7 +9,7 @@ Pure torch + numpy; never imports Qt, so it works from a script or notebook::
 """
 
 from .devices import available_devices, resolve_device
-from .errors import (DeviceError, ForwardError, HookscopeError, InputError, PlanError,
+from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError, PlanError,
                      SpecError)
 from .exercises import feature_extraction_test, modify_hook_test
 from .hooks import CaptureRecord, HookSession
@@ -17,18 +17,18 @@ from .inputs import parse_input
 from .interventions import Clamp, Intervention, Noise, Scale, Zero
 from .memory import keep_freed_memory
 from .plan import Plan
-from .run import ForwardResult, RunResult, compare, run
+from .run import Baseline, ForwardResult, RunResult, compare, run
 from .sources import LoadedModel, demo_names, load_model
 from .stats import HIST_BINS, TensorStats, summarize
 from .tree import TreeNode, module_tree, observe
 
 __all__ = [
     "available_devices", "resolve_device",
-    "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
+    "Cancelled", "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan", "keep_freed_memory",
-    "ForwardResult", "RunResult", "compare", "run",
+    "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",

@@ -30,3 +30,7 @@ class DeviceError(HookscopeError):
 
 class ForwardError(HookscopeError):
     """The model's own forward raised; the message carries the model's error."""
+
+
+class Cancelled(HookscopeError):
+    """A run stopped early because the caller no longer wants its result."""

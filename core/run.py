@@ -14,18 +14,19 @@ the numbers are too.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from torch import nn
 
 from .devices import resolve_device, synchronize
-from .errors import ForwardError, HookscopeError
+from .errors import Cancelled, ForwardError, HookscopeError
 from .hooks import CaptureRecord, HookSession, resolve_records
 from .interventions import map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
@@ -64,6 +65,22 @@ class ForwardResult(_Captures):
     recaptured: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The baseline forward of a comparison, reusable while only the plan's values change.
+
+    It is valid for the same module weights and inputs; ``device``, the set of
+    ``hooked`` modules (which decides the kernels, see :func:`inert_hooks`) and
+    whether stop points were in place are checked by :func:`compare`.
+    """
+
+    output: Any
+    ms: float
+    device: str
+    hooked: frozenset[str]
+    stoppable: bool
+
+
 @dataclass
 class RunResult(_Captures):
     """A baseline forward and an intervened forward of the same input."""
@@ -78,6 +95,8 @@ class RunResult(_Captures):
     timings_ms: dict[str, float] = field(default_factory=dict)
     plan: Plan | None = None
     recaptured: tuple[str, ...] = ()
+    baseline: Baseline | None = None
+    baseline_reused: bool = False
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
@@ -215,13 +234,48 @@ def inert_hooks(layers: dict[str, LayerPlan]) -> HookSession:
                        keep_tensors=False)
 
 
-def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu") -> RunResult:
+@contextlib.contextmanager
+def stop_points(module: nn.Module, should_stop: Callable[[], bool] | None):
+    """Let a forward stop early: before each leaf module runs, ``should_stop()``
+    is asked, and :class:`Cancelled` is raised if it says so.
+
+    A forward cannot be interrupted from outside; these pre-hooks are the
+    places where it may stop. Live mode uses them to drop a run that a newer
+    bound has made stale instead of finishing it.
+    """
+    if should_stop is None:
+        yield
+        return
+
+    def check(_m: nn.Module, _args: Any) -> None:
+        if should_stop():
+            raise Cancelled("run cancelled: a newer request replaced it")
+
+    handles = []
+    try:
+        for m in module.modules():
+            if next(m.children(), None) is None:
+                handles.append(m.register_forward_pre_hook(check))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu",
+            baseline: Baseline | None = None,
+            should_stop: Callable[[], bool] | None = None) -> RunResult:
     """Baseline forward (no interventions) and intervened forward (``plan``), side by side.
 
     Returns a :class:`RunResult` with both outputs on the CPU, whether they
     differ, the largest absolute difference, the captures of the intervened
     run and timings in milliseconds (``baseline``, ``intervened``,
     ``overhead`` = intervened minus baseline, ``total``).
+
+    ``baseline``: a previous result's :attr:`RunResult.baseline` for the same
+    module and inputs; it is reused when it still fits (same device, same
+    hooked layers), so dragging a bound costs one forward, not two.
+    ``should_stop``: see :func:`stop_points`; raises :class:`Cancelled`.
     """
     plan = plan or Plan()
     dev = resolve_device(device)
@@ -229,28 +283,38 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     place_module(module, dev)
     x = to_device(inputs, dev)
     t0 = time.perf_counter()
-    with inert_hooks(layers):
-        synchronize(dev)
-        tb = time.perf_counter()
-        base = forward(module, x, torch.inference_mode)
-        synchronize(dev)
-        base_ms = (time.perf_counter() - tb) * 1e3
-    base_out = map_tensors(lambda t: t.detach().cpu(), base)
-    res = _run_resolved(module, x, layers, plan.keep_tensors, dev)
-    differ, max_diff = output_difference(base_out, res.output)
+    hooked = frozenset(layers)
+    stoppable = should_stop is not None
+    reused = (baseline is not None and baseline.device == str(dev) and baseline.hooked == hooked
+              and baseline.stoppable == stoppable)
+    with stop_points(module, should_stop):
+        if not reused:
+            with inert_hooks(layers):
+                synchronize(dev)
+                tb = time.perf_counter()
+                base = forward(module, x, torch.inference_mode)
+                synchronize(dev)
+                base_ms = (time.perf_counter() - tb) * 1e3
+            baseline = Baseline(map_tensors(lambda t: t.detach().cpu(), base), base_ms, str(dev),
+                                hooked, stoppable)
+        res = _run_resolved(module, x, layers, plan.keep_tensors, dev)
+    assert baseline is not None
+    differ, max_diff = output_difference(baseline.output, res.output)
     total = (time.perf_counter() - t0) * 1e3
     return RunResult(
-        output_without=base_out,
+        output_without=baseline.output,
         output_with=res.output,
         outputs_differ=differ,
         max_abs_diff=max_diff,
         captures=res.captures,
         calls=res.calls,
         device=str(dev),
-        timings_ms={"baseline": base_ms, "intervened": res.forward_ms,
-                    "overhead": res.forward_ms - base_ms, "total": total},
+        timings_ms={"baseline": baseline.ms, "intervened": res.forward_ms,
+                    "overhead": res.forward_ms - baseline.ms, "total": total},
         plan=plan,
         recaptured=res.recaptured,
+        baseline=baseline,
+        baseline_reused=reused,
     )
 
 

@@ -77,3 +77,36 @@ def test_cuda_absent_is_a_clear_error():
     assert cuda and not cuda[0].available and cuda[0].reason
     with pytest.raises(DeviceError, match="unknown device"):
         resolve_device("tpu-ish")
+
+
+def test_baseline_reused_while_only_bounds_change():
+    lm = load_model("demo:cnn")
+    m, x = lm.module, lm.example_input
+    r1 = compare(m, x, Plan(capture=["conv1"], clamp={"conv1": (-0.5, 0.5)}))
+    assert not r1.baseline_reused
+    r2 = compare(m, x, Plan(capture=["conv1"], clamp={"conv1": (-0.2, 0.2)}), baseline=r1.baseline)
+    fresh = compare(m, x, Plan(capture=["conv1"], clamp={"conv1": (-0.2, 0.2)}))
+    assert r2.baseline_reused and r2.output_without is r1.output_without
+    assert torch.equal(r2.output_with, fresh.output_with)
+    assert r2.timings_ms["baseline"] == r1.timings_ms["baseline"]
+    # another set of hooked layers may take other kernels: the baseline is re-run
+    r3 = compare(m, x, Plan(capture=["conv1", "fc"]), baseline=r1.baseline)
+    assert not r3.baseline_reused
+
+
+def test_should_stop_cancels_and_leaves_no_hooks():
+    from hookscope.core import Cancelled
+
+    lm = load_model("demo:cnn")
+    m = lm.module
+    asked = []
+
+    def stop_after_three():
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(Cancelled):
+        compare(m, lm.example_input, Plan(capture=["conv1", "fc"]), should_stop=stop_after_three)
+    assert all(not mod._forward_hooks and not mod._forward_pre_hooks for mod in m.modules())
+    r = compare(m, lm.example_input, Plan(capture=["fc"]), should_stop=lambda: False)
+    assert torch.equal(r.output_with, m(lm.example_input).detach())
