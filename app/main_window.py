@@ -156,9 +156,10 @@ class MainWindow(QMainWindow):
         text = self.run_bar.input_text()
         key = (self._valid_from, text)  # (which load, which input) the shapes belong to
         plan = self.current_plan()
+        # In Live mode a newer change makes the run in flight stale: let it stop early.
         self._last_run_id = self.worker.submit_run(
             self.loaded.module, text, self.loaded.example_input, plan, self.run_bar.device(),
-            observe_tree=key != self._observed_key)
+            observe_tree=key != self._observed_key, cancellable=self.is_live())
         if key != self._observed_key:
             self._observe_keys[self._last_run_id] = key
         self.status.show_busy(True)

@@ -20,14 +20,15 @@ from __future__ import annotations
 import itertools
 import threading
 import traceback
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from hookscope.core import (HookscopeError, LoadedModel, Plan, TreeNode, compare, load_model,
-                            observe, parse_input, resolve_device)
+from hookscope.core import (Baseline, Cancelled, HookscopeError, LoadedModel, Plan, TreeNode,
+                            compare, load_model, observe, parse_input, resolve_device)
 from hookscope.core.hooks import resolve_records
 from hookscope.core.run import to_device
 
@@ -48,6 +49,9 @@ class RunRequest:
     plan: Plan
     device: str
     observe_tree: bool = False
+    #: May stop early when a newer request arrives (Live mode): its result is
+    #: stale before it exists. The answer is then ``cancelled``, not ``finished``.
+    cancellable: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class _Runner(QObject):
     loaded = Signal(int, object)
     observed = Signal(int, object)
     started = Signal(int)
+    cancelled = Signal(int)
     wake = Signal()  # emitted from the GUI thread; queued into this thread
 
     def __init__(self) -> None:
@@ -97,6 +102,9 @@ class _Runner(QObject):
         self.runs_dropped = 0
         self.loads_done = 0
         self.in_flight: int | None = None
+        # The last comparison's baseline and what it was computed for: while only
+        # the plan's values change (a dragged bound), the baseline is reused.
+        self._baseline: tuple[tuple, Baseline] | None = None
         self.wake.connect(self._drain)
 
     # -- called from the GUI thread --------------------------------------------
@@ -181,16 +189,30 @@ class _Runner(QObject):
                 req.module.to(dev)
                 tree = observe(req.module, to_device(inputs, dev))
                 self.observed.emit(req.request_id, tree)
-            result = compare(req.module, inputs, req.plan, req.device)
+            key = (weakref.ref(req.module), req.input_text, req.device)
+            baseline = self._baseline[1] if self._baseline and self._baseline[0] == key else None
+            stop = self._superseded if req.cancellable else None
+            result = compare(req.module, inputs, req.plan, req.device, baseline=baseline,
+                             should_stop=stop)
+            self._baseline = (key, result.baseline) if result.baseline is not None else None
             # The core summarises CPU-kept captures on first read; read them here,
             # so histograms are never computed on the GUI thread.
             resolve_records(result.captures)
+        except Cancelled:
+            with self._lock:
+                self.runs_dropped += 1
+            self.cancelled.emit(req.request_id)
+            return
         except BaseException as exc:  # noqa: BLE001
             self.runs_failed += 1
             self._report_failure(req.request_id, exc)
             return
         self.runs_done += 1
         self.finished.emit(req.request_id, result)
+
+    def _superseded(self) -> bool:
+        """A newer request waits: the run in flight is no longer wanted."""
+        return self._pending_run is not None or self._pending_load is not None
 
     def _report_failure(self, request_id: int, exc: BaseException) -> None:
         if not isinstance(exc, (HookscopeError, Exception)):
@@ -206,7 +228,8 @@ class ForwardWorker(QObject):
     Signals (always delivered on the GUI thread):
     ``finished(request_id, RunResult)``, ``failed(request_id, message)``,
     ``loaded(request_id, Loaded)``, ``observed(request_id, TreeNode)``,
-    ``started(request_id)``.
+    ``started(request_id)``, ``cancelled(request_id)`` (a cancellable run a newer
+    request made stale).
     """
 
     finished = Signal(int, object)
@@ -214,6 +237,7 @@ class ForwardWorker(QObject):
     loaded = Signal(int, object)
     observed = Signal(int, object)
     started = Signal(int)
+    cancelled = Signal(int)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -233,6 +257,7 @@ class ForwardWorker(QObject):
         self._runner.loaded.connect(self._deliver_loaded)
         self._runner.observed.connect(self.observed)
         self._runner.started.connect(self.started)
+        self._runner.cancelled.connect(self._deliver_cancelled)
         self._thread.start()
         self._shut = False
 
@@ -247,6 +272,11 @@ class ForwardWorker(QObject):
         self._outstanding.discard(rid)
         self.failed.emit(rid, message)
 
+    @Slot(int)
+    def _deliver_cancelled(self, rid: int) -> None:
+        self._outstanding.discard(rid)
+        self.cancelled.emit(rid)
+
     @Slot(int, object)
     def _deliver_loaded(self, rid: int, payload: object) -> None:
         self._outstanding.discard(rid)
@@ -259,10 +289,14 @@ class ForwardWorker(QObject):
 
     # -- requests ----------------------------------------------------------------
     def submit_run(self, module: torch.nn.Module, input_text: str, example: Any, plan: Plan,
-                   device: str, observe_tree: bool = False) -> int:
-        """Queue a comparison; returns its request id. Replaces a pending run."""
+                   device: str, observe_tree: bool = False, cancellable: bool = False) -> int:
+        """Queue a comparison; returns its request id. Replaces a pending run.
+
+        ``cancellable``: the run may stop early once a newer request arrives
+        (answered by ``cancelled`` instead of ``finished``).
+        """
         return self._submit(RunRequest(next(self._ids), module, input_text, example, plan, device,
-                                       observe_tree))
+                                       observe_tree, cancellable))
 
     def submit_load(self, spec: str, weights: str | None = None, trust_pickle: bool = False) -> int:
         """Queue a model load; returns its request id. Drops a pending run."""
@@ -282,7 +316,7 @@ class ForwardWorker(QObject):
         self._runner.stop()
         self._outstanding.clear()
         for sig in (self._runner.finished, self._runner.failed, self._runner.loaded,
-                    self._runner.observed, self._runner.started):
+                    self._runner.observed, self._runner.started, self._runner.cancelled):
             try:
                 sig.disconnect()
             except (RuntimeError, TypeError):

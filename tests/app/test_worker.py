@@ -181,3 +181,45 @@ def test_capture_statistics_are_computed_on_the_worker(qtbot, worker):
     for recs in result.captures.values():
         for rec in recs:
             assert getattr(rec, "stats_ready", True)  # nothing left for the GUI thread to compute
+
+
+class GateInLeaf(nn.Module):
+    """Blocks inside its first leaf, so the run is in flight before a stop point is passed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = Gate()
+        self.out = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.out(self.gate(x))
+
+
+def test_cancellable_run_stops_when_a_newer_one_arrives(qtbot, worker):
+    m = GateInLeaf()
+    finished, cancelled = [], []
+    worker.finished.connect(lambda rid, r: finished.append(rid))
+    worker.cancelled.connect(cancelled.append)
+    first = worker.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu", cancellable=True)
+    assert m.gate.entered.wait(30)
+    last = worker.submit_run(m, "[[9.0, 2.0, 3.0]]", None, Plan(), "cpu", cancellable=True)
+    m.gate.release.set()  # the first run reaches its next stop point and ends there
+    qtbot.waitUntil(lambda: finished == [last] and not worker.busy, timeout=30_000)
+    assert cancelled == [first]
+    assert all(not mod._forward_hooks and not mod._forward_pre_hooks for mod in m.modules())
+
+
+def test_baseline_reused_while_only_the_plan_changes(qtbot, worker):
+    lm = load_model("demo:cnn")
+    results = []
+    worker.finished.connect(lambda rid, r: results.append(r))
+    for lo in (-0.5, -0.3):
+        worker.submit_run(lm.module, "", lm.example_input, Plan(clamp={"conv1": (lo, 0.5)}), "cpu")
+        qtbot.waitUntil(lambda: not worker.busy, timeout=30_000)
+    worker.submit_run(lm.module, "random:1x1x8x8", lm.example_input,
+                      Plan(clamp={"conv1": (-0.3, 0.5)}), "cpu")
+    qtbot.waitUntil(lambda: not worker.busy, timeout=30_000)
+    assert [r.baseline_reused for r in results] == [False, True, False]  # new input: new baseline
+    fresh = compare(lm.module, lm.example_input, Plan(clamp={"conv1": (-0.3, 0.5)}))
+    assert torch.equal(results[1].output_with, fresh.output_with)
+    assert torch.equal(results[1].output_without, fresh.output_without)
