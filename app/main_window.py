@@ -169,6 +169,15 @@ class MainWindow(QMainWindow):
         plan = self.tree.model.plan()
         return dataclasses.replace(plan, keep_tensors=not self.stats_only)
 
+    def set_stats_only(self, on: bool) -> None:
+        """Statistics-only captures (no tensors kept); re-runs at once in Live mode."""
+        if on == self.stats_only:
+            return
+        self.stats_only = on
+        self.actions_.stats_only.setChecked(on)
+        if self.is_live() and self.loaded is not None:
+            self._live_timer.start()
+
     def set_live(self, on: bool) -> None:
         """Live mode: every plan change (and every step of a drag) re-runs."""
         self.run_bar.set_live(on)  # emits liveToggled -> _on_live_toggled

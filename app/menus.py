@@ -16,6 +16,7 @@ from hookscope.core import demo_names
 from hookscope.core.demo_models import DEMO_DESCRIPTIONS
 
 from .demo_setup import default_plan
+from .export_actions import export_captures, export_script
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -28,6 +29,7 @@ class Actions:
     run: QAction
     live: QAction
     cancel: QAction
+    stats_only: QAction
     about: QAction
     recent_menu: QMenu
     device_menu: QMenu
@@ -67,6 +69,14 @@ def build_menus(win: "MainWindow") -> Actions:
     recent_menu.setObjectName("menuRecent")
     recent_menu.aboutToShow.connect(win.fill_recent_menu)
     file_menu.addSeparator()
+    export_caps = _action(win, "actionExportCaptures", "&Export captures…", ["Ctrl+E"],
+                          "Save the captured tensors to .npz or .safetensors")
+    export_caps.triggered.connect(lambda: export_captures(win))
+    export_py = _action(win, "actionExportScript", "Export as PyTorch &script…", None,
+                        "Write this setup as a plain-PyTorch script with the hooks spelled out")
+    export_py.triggered.connect(lambda: export_script(win))
+    file_menu.addActions([export_caps, export_py])
+    file_menu.addSeparator()
     quit_act = _action(win, "actionQuit", "&Quit", [QKeySequence.StandardKey.Quit])
     quit_act.triggered.connect(win.close)
     file_menu.addAction(quit_act)
@@ -82,7 +92,13 @@ def build_menus(win: "MainWindow") -> Actions:
     cancel_act = _action(win, "actionCancel", "&Cancel pending run", None,
                          "Drop the run waiting behind the one in progress")
     cancel_act.triggered.connect(win.cancel_pending)
-    run_menu.addActions([run_act, live_act, cancel_act])
+    stats_act = _action(win, "actionStatsOnly", "&Statistics only", None,
+                        "Keep only min/max/mean/std and histograms of captures, computed on the "
+                        "device: the way to watch every layer of a large model")
+    stats_act.setCheckable(True)
+    stats_act.setChecked(win.stats_only)
+    stats_act.toggled.connect(win.set_stats_only)
+    run_menu.addActions([run_act, live_act, cancel_act, stats_act])
     run_menu.addSeparator()
     device_menu = run_menu.addMenu("&Device")
     device_menu.setObjectName("menuDevice")
@@ -115,5 +131,6 @@ def build_menus(win: "MainWindow") -> Actions:
     help_menu.addAction(about_act)
 
     win.addActions([run_act, live_act, open_act])  # shortcuts work with menus hidden too
-    return Actions(open_act, quit_act, run_act, live_act, cancel_act, about_act, recent_menu,
+    return Actions(open_act, quit_act, run_act, live_act, cancel_act, stats_act, about_act,
+                   recent_menu,
                    device_menu, group, device_actions)
