@@ -14,7 +14,12 @@ def plain_axes(plot: pg.PlotItem) -> pg.PlotItem:
     read -0.2 on the axis.
     """
     for side in ("left", "bottom"):
-        plot.getAxis(side).enableAutoSIPrefix(False)
+        axis = plot.getAxis(side)
+        axis.enableAutoSIPrefix(False)
+        # pyqtgraph 0.14 still rescales in updateAutoSIPrefix() whenever the label is
+        # visible, ignoring the flag above; no enabled range means no rescaling at all.
+        axis.setSIPrefixEnableRanges(())
+        axis.updateAutoSIPrefix()
     return plot
 
 

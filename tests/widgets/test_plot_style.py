@@ -23,3 +23,19 @@ def test_long_series_keeps_every_spike_within_the_point_budget():
     # the spike is drawn where it is
     assert abs(x[np.argmax(e)] - 123_457) <= y.size / (MAX_LINE_POINTS // 2)
     assert np.all(np.diff(x) >= 0) and x[-1] < y.size + y.size / MAX_LINE_POINTS
+
+
+def test_plain_axes_never_rescale_small_values(qtbot):
+    import pyqtgraph as pg
+
+    from hookscope.widgets.plot_style import plain_axes
+
+    w = pg.PlotWidget()
+    qtbot.addWidget(w)
+    plot = plain_axes(w.getPlotItem())
+    plot.setLabel("left", "value")  # a visible label is what triggered the rescaling
+    plot.plot([0, 1, 2], [-0.07, -0.2, -0.4])
+    plot.getViewBox().setYRange(-0.4, 0.0)
+    plain_axes(plot)  # applied again, as a panel does when its picture changes
+    assert plot.getAxis("left").autoSIPrefixScale == 1.0
+    assert plot.getAxis("left").labelUnitPrefix == ""
