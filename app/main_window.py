@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         w.observed.connect(self._on_observed)
         w.finished.connect(self._on_result)
         w.failed.connect(self._on_failed)
+        w.cancelled.connect(self._on_cancelled)
         w.started.connect(lambda _rid: self.status.show_busy(True))
 
         self.run_bar.runRequested.connect(self.request_run)
@@ -323,6 +324,14 @@ class MainWindow(QMainWindow):
         if self.is_idle():
             self.status.show_busy(False)
 
+    def _on_cancelled(self, rid: int) -> None:
+        if self._closing:
+            return
+        self._show_counts()
+        if self.is_idle():
+            self.status.show_busy(False)
+            self.statusBar().showMessage("run cancelled", 3000)
+
     def _show_counts(self) -> None:
         w = self.worker
         self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
@@ -358,11 +367,12 @@ class MainWindow(QMainWindow):
 
     # -- closing -----------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.hide()  # gone at once for the user; the run in flight stops at its next layer
         self.shutdown()
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        """Drop queued work and wait for the forward in flight; idempotent."""
+        """Drop queued work, stop the forward in flight at its next layer and wait; idempotent."""
         self._closing = True
         self._live_timer.stop()
         self.worker.shutdown()

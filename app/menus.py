@@ -89,8 +89,8 @@ def build_menus(win: "MainWindow") -> Actions:
                        "Re-run on every change, also while a bound is dragged")
     live_act.setCheckable(True)
     live_act.toggled.connect(win.set_live)
-    cancel_act = _action(win, "actionCancel", "&Cancel pending run", None,
-                         "Drop the run waiting behind the one in progress")
+    cancel_act = _action(win, "actionCancel", "&Cancel run", ["Esc"],
+                         "Stop the run in progress at its next layer and drop any waiting run")
     cancel_act.triggered.connect(win.cancel_pending)
     stats_act = _action(win, "actionStatsOnly", "&Statistics only", None,
                         "Keep only min/max/mean/std and histograms of captures, computed on the "

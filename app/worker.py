@@ -97,6 +97,7 @@ class _Runner(QObject):
         self._pending_load: LoadRequest | None = None
         self._scheduled = False
         self._stopping = False
+        self._stop_in_flight = False  # an explicit Cancel: the run in flight ends early
         self.runs_done = 0
         self.runs_failed = 0
         self.runs_dropped = 0
@@ -140,6 +141,10 @@ class _Runner(QObject):
             self._pending_run = self._pending_load = None
             return dropped
 
+    def stop_in_flight(self) -> None:
+        """Ask the run in flight to stop at its next layer (answered ``cancelled``)."""
+        self._stop_in_flight = True
+
     def stop(self) -> None:
         with self._lock:
             self._stopping = True
@@ -160,6 +165,7 @@ class _Runner(QObject):
                     self.in_flight = None
                     return
                 self.in_flight = req.request_id
+                self._stop_in_flight = False
             self.started.emit(req.request_id)
             if isinstance(req, LoadRequest):
                 self._load(req)
@@ -191,7 +197,9 @@ class _Runner(QObject):
                 self.observed.emit(req.request_id, tree)
             key = (weakref.ref(req.module), req.input_text, req.device)
             baseline = self._baseline[1] if self._baseline and self._baseline[0] == key else None
-            stop = self._superseded if req.cancellable else None
+            # Every run can stop at its next layer: on Cancel, on close, and (Live
+            # mode) when a newer request has made it stale.
+            stop = self._superseded if req.cancellable else self._stop_asked
             result = compare(req.module, inputs, req.plan, req.device, baseline=baseline,
                              should_stop=stop)
             self._baseline = (key, result.baseline) if result.baseline is not None else None
@@ -210,9 +218,12 @@ class _Runner(QObject):
         self.runs_done += 1
         self.finished.emit(req.request_id, result)
 
+    def _stop_asked(self) -> bool:
+        return self._stopping or self._stop_in_flight
+
     def _superseded(self) -> bool:
-        """A newer request waits: the run in flight is no longer wanted."""
-        return self._pending_run is not None or self._pending_load is not None
+        """A newer request waits, or a stop was asked: the run in flight is not wanted."""
+        return self._stop_asked() or self._pending_run is not None or self._pending_load is not None
 
     def _report_failure(self, request_id: int, exc: BaseException) -> None:
         if not isinstance(exc, (HookscopeError, Exception)):
@@ -303,13 +314,18 @@ class ForwardWorker(QObject):
         return self._submit(LoadRequest(next(self._ids), spec, weights, trust_pickle))
 
     def cancel(self) -> bool:
-        """Drop what is pending (a run in flight finishes; its result still arrives)."""
+        """Drop what is pending and stop the run in flight at its next layer
+        (it is answered ``cancelled``); returns whether there was anything to stop."""
         dropped = self._runner.drop_pending()
         self._outstanding.difference_update(dropped)
-        return bool(dropped)
+        running = self._runner.in_flight is not None
+        if running:
+            self._runner.stop_in_flight()
+        return bool(dropped) or running
 
     def shutdown(self, timeout_ms: int = 60_000) -> bool:
-        """Drop pending work, let the run in flight end, stop the thread and wait for it."""
+        """Drop pending work, stop the run in flight at its next layer, end the thread
+        and wait for it."""
         if self._shut:
             return True
         self._shut = True

@@ -87,18 +87,23 @@ def test_burst_is_coalesced_newest_runs(qtbot, worker):
     assert torch.allclose(results[-1][1].output_with, expected)
 
 
-def test_cancel_drops_pending(qtbot, worker):
+def test_cancel_drops_pending_and_stops_the_run_in_flight(qtbot, worker):
     m = Gate()
-    done = []
+    done, cancelled = [], []
     worker.finished.connect(lambda rid, r: done.append(rid))
+    worker.cancelled.connect(cancelled.append)
     first = worker.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")
     assert m.entered.wait(30)
     worker.submit_run(m, "[[2.0, 2.0, 3.0]]", None, Plan(), "cpu")
     assert worker.cancel()
-    m.release.set()
-    qtbot.waitUntil(lambda: not worker.busy and bool(done), timeout=30_000)
-    assert done == [first]
-    assert worker.runs_dropped == 1
+    m.release.set()  # the run in flight reaches its next layer and stops there
+    qtbot.waitUntil(lambda: not worker.busy and bool(cancelled), timeout=30_000)
+    assert cancelled == [first] and done == []
+    assert worker.runs_dropped == 2
+    assert not m.lin._forward_pre_hooks and not m.lin._forward_hooks
+    # the worker is still usable
+    nxt = worker.submit_run(m, "[[3.0, 2.0, 3.0]]", None, Plan(), "cpu")
+    qtbot.waitUntil(lambda: done == [nxt], timeout=30_000)
 
 
 def test_user_error_comes_back_as_message_and_next_run_works(qtbot, worker):
@@ -149,7 +154,7 @@ def test_shutdown_during_run_waits_for_thread(qtbot):
     m.release.set()
     assert w.shutdown()
     assert not w.is_running
-    assert w.runs_done == 1
+    assert w.runs_done == 0 and w.runs_dropped == 2  # in flight: stopped at its next layer
     assert w.shutdown()  # idempotent
     w.submit_run(m, "[[1.0, 2.0, 3.0]]", None, Plan(), "cpu")  # ignored after shutdown
     assert not w.busy
