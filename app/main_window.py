@@ -273,8 +273,12 @@ class MainWindow(QMainWindow):
         plan, input_text = self._load_setup
         self.tree.model.set_tree(payload.tree)
         self.tree.model.set_plan(plan or Plan())
-        self.run_bar.set_input_text(input_text or "example")
+        has_example = payload.model.example_input is not None
+        self.run_bar.set_input_text(input_text or ("example" if has_example else ""))
+        self.run_bar.set_no_example_hint(not has_example)
         self.last_result = None
+        w = self.worker
+        self.status.reset(w.runs_done, w.runs_dropped, w.runs_failed)
         self.panel.clear()      # the old model's panels mean nothing for the new one
         self.outputs.clear()
         note = note_for(payload.model.spec, payload.model.description)

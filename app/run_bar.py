@@ -111,6 +111,12 @@ class RunBar(QWidget):
     def set_input_text(self, text: str) -> None:
         self.input_edit.setText(text)
 
+    def set_no_example_hint(self, on: bool) -> None:
+        """Say in the empty input box that the model brought no example input."""
+        self.input_edit.setPlaceholderText(
+            "this model has no example input: type one, e.g. random:1x3x32x32 or [[1.0, 2.0]]"
+            if on else "example, [[1.0, 2.0, 3.0]], random:1x3x8x8, file.npy")
+
     def is_live(self) -> bool:
         return self.live_toggle.isChecked()
 

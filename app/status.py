@@ -7,6 +7,9 @@ them (``statusDevice``, ``statusTime``, ``statusOverhead``, ``statusMemory``,
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
+
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from hookscope.core import RunResult
@@ -32,21 +35,45 @@ def fmt_ms(ms: float) -> str:
     return f"{ms / 1000:.2f} s"
 
 
+def overhead_text(base: float, inter: float, n: int) -> str:
+    """The capture overhead in words: below ~3% (or 20 µs) of the forward it is noise."""
+    over = inter - base
+    runs = "1 run" if n == 1 else f"median of {n} runs"
+    if abs(over) < max(0.03 * base, 0.02):
+        return f"capture overhead: within noise ({runs})"
+    pct = f" ({100 * over / base:+.0f}%)" if base > 0.05 else ""
+    return f"capture overhead: {'+' if over >= 0 else '−'}{fmt_ms(abs(over))}{pct} ({runs})"
+
+
 class StatusFields:
     """Owns the permanent labels in a QStatusBar and fills them from results."""
 
     def __init__(self, bar: QStatusBar) -> None:
         self.bar = bar
         self.device = self._label("statusDevice", "Device the last run used")
-        self.time = self._label("statusTime", "Forward time without interventions (baseline)")
+        self.time = self._label("statusTime", "Forward time without interventions (baseline), "
+                                              "median of the recent runs")
         self.overhead = self._label("statusOverhead",
                                     "Extra time of the forward with hooks, captures and "
-                                    "interventions, over the baseline forward")
+                                    "interventions over the baseline forward: medians of the "
+                                    "recent runs; `make bench` measures it properly")
         self.memory = self._label("statusMemory", "Memory held by the kept captures (CPU)")
         self.runs = self._label("statusRuns", "Runs finished; runs skipped because a newer "
                                               "request replaced them while dragging")
         self.device.setText("device: –")
         self.runs.setText("runs: 0")
+        # One baseline/intervened pair is noise (first runs, other processes); the
+        # figures shown are medians of the recent runs of the open model.
+        self._base: deque[float] = deque(maxlen=15)
+        self._inter: deque[float] = deque(maxlen=15)
+        self._counts_from = (0, 0, 0)
+
+    def reset(self, done: int = 0, dropped: int = 0, failed: int = 0) -> None:
+        """A new model: timings and run counts start again (counts from these totals)."""
+        self._base.clear()
+        self._inter.clear()
+        self._counts_from = (done, dropped, failed)
+        self.show_counts(done, dropped, failed)
 
     def _label(self, name: str, tip: str) -> QLabel:
         lab = QLabel(objectName=name)
@@ -56,15 +83,18 @@ class StatusFields:
 
     def show_result(self, result: RunResult) -> None:
         t = result.timings_ms
-        base, inter = t.get("baseline", 0.0), t.get("intervened", 0.0)
+        if not getattr(result, "baseline_reused", False):  # a reused baseline is no new sample
+            self._base.append(t.get("baseline", 0.0))
+        self._inter.append(t.get("intervened", 0.0))
+        base, inter = statistics.median(self._base), statistics.median(self._inter)
+        n = len(self._inter)
         self.device.setText(f"device: {result.device}")
         self.time.setText(f"forward: {fmt_ms(base)}")
-        over = inter - base
-        pct = f" ({100 * over / base:+.0f}%)" if base > 0.05 else ""
-        self.overhead.setText(f"capture overhead: {'+' if over >= 0 else '−'}{fmt_ms(abs(over))}{pct}")
+        self.overhead.setText(overhead_text(base, inter, n))
         self.memory.setText(f"captures hold: {human_bytes(result.captured_bytes)}")
 
     def show_counts(self, done: int, dropped: int, failed: int = 0) -> None:
+        done, dropped, failed = (a - b for a, b in zip((done, dropped, failed), self._counts_from))
         parts = [f"runs: {done}"]
         if dropped:
             parts.append(f"{dropped} skipped")

@@ -51,7 +51,9 @@ def parse_input(text: str, example: Any = None) -> Any:
     text = (text or "").strip()
     if text in ("", "example"):
         if example is None:
-            raise InputError("this model has no example input; " + SYNTAX_HELP)
+            raise InputError("this model has no example input (its factory returned only a module): "
+                             "type one, e.g. [[1.0, 2.0, 3.0]] or random:1x3x32x32, or let the "
+                             "factory return (module, example_input)")
         return map_tensors(lambda t: t.clone(), example)
     if text.startswith("random:") or text == "random":
         return _parse_random(text, example)

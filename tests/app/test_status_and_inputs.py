@@ -1,0 +1,36 @@
+"""Status-bar figures a learner can trust, counts per model, and a model with no example."""
+
+from hookscope.app.status import overhead_text
+
+
+def test_overhead_is_noise_below_three_percent():
+    assert overhead_text(10.0, 10.2, 5) == "capture overhead: within noise (median of 5 runs)"
+    assert overhead_text(0.1, 0.11, 1) == "capture overhead: within noise (1 run)"
+    assert overhead_text(10.0, 12.0, 3) == "capture overhead: +2.0 ms (+20%) (median of 3 runs)"
+    assert overhead_text(10.0, 8.0, 3).startswith("capture overhead: −2.0 ms")
+
+
+def test_counts_and_timings_start_again_with_a_new_model(window, qtbot):
+    runs = window.findChild(type(window.status.runs), "statusRuns")
+    window.request_run()
+    qtbot.waitUntil(window.is_idle, timeout=30_000)
+    assert window.worker.runs_done >= 2
+    window.load("demo:features")
+    qtbot.waitUntil(lambda: window.loaded.spec == "demo:features" and window.last_result is not None
+                    and window.is_idle(), timeout=30_000)
+    assert runs.text() == "runs: 1"
+    assert "(1 run)" in window.status.overhead.text()
+
+
+def test_model_without_example_input_says_what_to_type(make_window, qtbot, tmp_path):
+    f = tmp_path / "mlp.py"
+    f.write_text("import torch\n\ndef make():\n    return torch.nn.Linear(3, 2)\n")
+    win = make_window([f"{f}:make"])
+    qtbot.waitUntil(lambda: win.loaded is not None and win.is_idle(), timeout=30_000)
+    assert win.run_bar.input_edit.text() == ""
+    assert "no example input" in win.run_bar.input_edit.placeholderText()
+    assert "no example input" in win.error_text() and "random:" in win.error_text()
+    win.run_bar.set_input_text("[[1.0, 2.0, 3.0]]")
+    win.request_run()
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    assert win.error_text() == "" or win.banner.isHidden()
