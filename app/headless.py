@@ -43,6 +43,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
     x = parse_input(opts.input or "", lm.example_input)
     plan = opts.plan()
+    check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     result = compare(lm.module, x, plan, opts.device)
@@ -55,6 +56,19 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.export_script:
         write_text(ns.export_script, script)
     return 0
+
+
+def check_output_paths(ns: argparse.Namespace) -> None:
+    """Refuse output files that cannot be written, before any work is done."""
+    from hookscope.core.export import CAPTURE_FORMATS
+
+    if ns.save_captures and Path(ns.save_captures).suffix not in CAPTURE_FORMATS:
+        raise HookscopeError(f"--save-captures {ns.save_captures}: use a .npz or .safetensors "
+                             "file name")
+    for flag, value in (("--save-captures", ns.save_captures), ("--save-json", ns.save_json),
+                        ("--export-script", ns.export_script)):
+        if value and not Path(value).expanduser().resolve().parent.is_dir():
+            raise HookscopeError(f"{flag} {value}: the folder {Path(value).parent} does not exist")
 
 
 def write_text(path: str, text: str) -> None:

@@ -128,8 +128,15 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0) -> int:
 def gui_main(argv: list[str]) -> int:
     """``hookscope [SPEC] [options]``: open the window (or take a screenshot); exit status."""
     ns = build_parser().parse_args(list(argv))  # --help and usage errors before Qt loads
-    if ns.screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if ns.screenshot and not has_display:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif (not has_display and sys.platform.startswith("linux")
+          and not os.environ.get("QT_QPA_PLATFORM")):
+        # Qt would abort here with a misleading note about xcb libraries.
+        raise HookscopeError("no display to open a window on (DISPLAY and WAYLAND_DISPLAY are "
+                             "unset): run it in a desktop session, or use 'hookscope run ...' "
+                             "or '--screenshot FILE' without one")
     from .qt_compat import guard_none_refcount
 
     guard_none_refcount()

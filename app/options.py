@@ -36,17 +36,21 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
 
 
 def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:
-    """``'P=LO:HI'`` -> ``('P', (lo, hi))``; negative numbers and exponents are fine."""
+    """``'P=LO:HI'`` -> ``('P', (lo, hi))``; an empty bound is open (``0=:0.5`` clamps
+    from above only); negative numbers, exponents and ``inf`` are fine."""
     path, sep, rng = text.rpartition("=")
     if not sep or not path:
         raise PlanError(f"--clamp {text!r}: write LAYER=LO:HI, e.g. --clamp 0=-0.5:0.5")
     lo_s, sep, hi_s = rng.partition(":")
     try:
-        if not sep:
+        if not sep or not (lo_s.strip() or hi_s.strip()):
             raise ValueError
-        return path, (float(lo_s), float(hi_s))
+        lo = float(lo_s) if lo_s.strip() else float("-inf")
+        hi = float(hi_s) if hi_s.strip() else float("inf")
+        return path, (lo, hi)
     except ValueError:
-        raise PlanError(f"--clamp {text!r}: LO and HI must be numbers, e.g. --clamp {path}=-0.5:0.5") from None
+        raise PlanError(f"--clamp {text!r}: LO and HI must be numbers (leave one empty for no "
+                        f"bound on that side), e.g. --clamp {path}=-0.5:0.5 or {path}=:0.5") from None
 
 
 @dataclass

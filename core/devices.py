@@ -52,7 +52,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
     if dev.type == "cuda":
         reason = cuda_unavailable_reason()
         if reason:
-            raise DeviceError(f"CUDA was asked for, but {reason}. Use --device cpu.")
+            raise DeviceError(f"CUDA was asked for, but {reason}. Choose the CPU instead "
+                              "(--device cpu on the command line).")
         n = torch.cuda.device_count()
         if dev.index is not None and dev.index >= n:
             raise DeviceError(f"device {str(name)!r} does not exist: this machine has {n} CUDA "

@@ -101,3 +101,17 @@ def test_cli_writes_all_three(tmp_path, capsys):
     assert "make_clamp_hook" in (tmp_path / "x.py").read_text()
     code = main(["run", "demo:clamp", "--capture", "0", "--save-captures", str(tmp_path / "c.txt")])
     assert code == 2 and ".npz or .safetensors" in capsys.readouterr().err
+
+
+def test_open_clamp_bound(capsys):
+    code = main(["run", "demo:clamp", "--capture", "0", "--clamp", "0=:0.5", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["captures"]["0"][0]["max"] <= 0.5
+
+
+def test_bad_output_paths_refused_before_the_run(capsys, tmp_path):
+    for flag, value in (("--save-captures", str(tmp_path / "c.txt")),
+                        ("--save-json", str(tmp_path / "missing" / "s.json"))):
+        code = main(["run", "demo:clamp", "--capture", "0", flag, value])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and "hookscope: error:" in err

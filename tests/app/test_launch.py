@@ -69,3 +69,17 @@ def test_stats_only_keeps_no_tensors(make_window, qtbot):
 def test_parser_has_screenshot_and_model_options():
     ns = build_parser().parse_args(["demo:cnn", "--screenshot", "a.png", "--live"])
     assert ns.spec == "demo:cnn" and ns.screenshot == "a.png" and ns.live
+
+
+def test_no_display_is_a_clear_error_not_an_abort():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    r = subprocess.run([sys.executable, "-m", "hookscope.app.cli", "demo:clamp"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    if not sys.platform.startswith("linux"):
+        return
+    assert r.returncode == 2 and "no display" in r.stderr and "Traceback" not in r.stderr
