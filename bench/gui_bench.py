@@ -31,10 +31,12 @@ figures depend on the machine (the load average is recorded).
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as _dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -45,6 +47,11 @@ from pathlib import Path
 from typing import Callable
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# One scratch folder for this run: the generated models, and Qt's settings, so the
+# bench's models never land in the user's Open recent list; removed at exit.
+SCRATCH = Path(tempfile.mkdtemp(prefix="hookscope-guibench-"))
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
+os.environ["XDG_CONFIG_HOME"] = str(SCRATCH / "config")
 
 from PySide6.QtCore import QEvent, QEventLoop, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -215,7 +222,7 @@ def run_and_wait(app: ClockedApp, win) -> object:
 
 
 def write_factory(text: str, name: str) -> str:
-    src = Path(tempfile.mkdtemp(prefix="hookscope-guibench-")) / f"{name}.py"
+    src = Path(tempfile.mkdtemp(prefix="model-", dir=SCRATCH)) / f"{name}.py"
     src.write_text(text)
     return f"{src}:make"
 

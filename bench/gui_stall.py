@@ -18,8 +18,10 @@ Prints one JSON object (milliseconds). Not a test: numbers depend on the machine
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -140,6 +142,9 @@ def main() -> int:
                     help="no head: the output is BATCH x WIDTH values (drawn as lines)")
     args = ap.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    tmp = Path(tempfile.mkdtemp(prefix="hookscope-stall-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    os.environ["XDG_CONFIG_HOME"] = str(tmp / "config")  # keep the user's recent list clean
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
@@ -147,7 +152,6 @@ def main() -> int:
     from hookscope.app import create_window
 
     depth = calibrate(args.target_ms, args.width, args.batch)
-    tmp = Path(tempfile.mkdtemp(prefix="hookscope-stall-"))
     src = tmp / "slow_model.py"
     src.write_text(FACTORY.format(width=args.width, depth=depth, batch=args.batch,
                                   wide=args.wide_output))
