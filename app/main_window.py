@@ -9,7 +9,9 @@ the views. Nothing here calls into a torch module.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 
+import torch
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (QDialog, QDockWidget, QLabel, QMainWindow, QMessageBox, QToolBar,
@@ -31,6 +33,13 @@ from .status import StatusFields
 from .worker import ForwardWorker, Loaded
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
+
+
+def app_version() -> str:
+    try:
+        return importlib.metadata.version("hookscope")
+    except importlib.metadata.PackageNotFoundError:  # running from a bare checkout
+        return "(not installed)"
 
 
 class MainWindow(QMainWindow):
@@ -233,7 +242,8 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About Hookscope",
-                          "<b>Hookscope</b> — an activation explorer for PyTorch.<br>"
+                          f"<b>Hookscope {app_version()}</b> — an activation explorer for "
+                          f"PyTorch (torch {torch.__version__}).<br>"
                           "Capture layer outputs, clamp them, and compare the model's output "
                           "without and with the intervention, live.")
 
@@ -256,6 +266,10 @@ class MainWindow(QMainWindow):
         self._sync_clamp_lines()
         if self.is_live() and self.loaded is not None:
             self._live_timer.start()
+        elif self.last_result is not None:
+            # The plots still show the last run: say so until the next one.
+            self.statusBar().showMessage("settings changed: the plots show the last run; "
+                                         "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
 
     def _on_clamp_dragged(self, path: str, lo: float, hi: float) -> None:
         self.tree.model.set_clamp(path, lo, hi)
@@ -323,6 +337,8 @@ class MainWindow(QMainWindow):
             self._run_after_load = False
             self.show_error(f"could not open the model: {message}")
         elif rid >= self._valid_from:
+            if self.last_result is not None:
+                message += "\n(The plots still show the last successful run.)"
             self.show_error(message)
         self._show_counts()
         if self.is_idle():

@@ -34,3 +34,14 @@ def test_model_without_example_input_says_what_to_type(make_window, qtbot, tmp_p
     win.request_run()
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
     assert win.error_text() == "" or win.banner.isHidden()
+
+
+def test_stale_plots_are_called_stale(window, qtbot):
+    window.set_live(False)
+    window.tree.model.set_clamp("0", -0.1, 0.1)  # Live off: nothing runs
+    assert "plots show the last run" in window.statusBar().currentMessage()
+    window.run_bar.set_input_text("[[1.0, 2")
+    window.request_run()
+    qtbot.waitUntil(lambda: window.error_text() != "", timeout=30_000)
+    assert "not a valid literal" in window.error_text()
+    assert "still show the last successful run" in window.error_text()
