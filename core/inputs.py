@@ -8,6 +8,10 @@
 ``file.npy``           a NumPy array (no pickles)
 ``file.pt``            a tensor, or a tuple/list/dict of tensors
                        (``torch.load(weights_only=True)``)
+``digit.png``          an image (png, jpg, bmp, gif, webp), values in [0, 1],
+                       shaped like the example input (N x C x H x W):
+                       grey or RGB to match C, resized to H x W; append
+                       ``:invert`` for dark ink on a light page
 =====================  ================================================
 
 The dtype follows the model's example input when there is one (so a token
@@ -34,7 +38,7 @@ _DTYPES = {
 }
 
 SYNTAX_HELP = ("write a literal such as [[1.0, 2.0, 3.0]], random:1x3x32x32[:seed=N], "
-               "example, or a path to a .npy/.pt file")
+               "example, or a path to a .npy/.pt file or an image")
 
 
 def _example_dtype(example: Any) -> torch.dtype | None:
@@ -57,11 +61,16 @@ def parse_input(text: str, example: Any = None) -> Any:
         return map_tensors(lambda t: t.clone(), example)
     if text.startswith("random:") or text == "random":
         return _parse_random(text, example)
-    if text[0] in "[(-0123456789.":
-        return _parse_literal(text, example)
+    # Files first: "./x.npy" starts like a number but is a path.
     path = Path(text).expanduser()
     if path.suffix in (".npy", ".pt", ".pth"):
         return _load_file(path)
+    invert = text.endswith(":invert")
+    image = Path(text.removesuffix(":invert")).expanduser()
+    if image.suffix.lower() in IMAGE_SUFFIXES:
+        return load_image(image, example, invert)
+    if text[0] in "[(-+0123456789.":
+        return _parse_literal(text, example)
     raise InputError(f"cannot read input {text!r}: {SYNTAX_HELP}")
 
 
@@ -146,3 +155,40 @@ def _load_file(path: Path) -> Any:
     if not tensor_leaves(value):
         raise InputError(f"{path} holds no tensor; save the input with torch.save(tensor, path)")
     return value
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+def load_image(path: Path, example: Any = None, invert: bool = False) -> torch.Tensor:
+    """An image file as a 1 x C x H x W float tensor in [0, 1].
+
+    With a 4-D example input, C (1 = grey, 3 = RGB) and H x W follow it, so a
+    photo of any size fits the model; without one the image keeps its size, RGB.
+    """
+    if not path.is_file():
+        raise InputError(f"image file {str(path)!r} does not exist")
+    try:
+        from PIL import Image, UnidentifiedImageError
+    except ImportError as exc:  # an optional dependency in some installs
+        raise InputError("reading images needs Pillow: pip install pillow") from exc
+    ex = tensor_leaves(example)[0][1] if example is not None and tensor_leaves(example) else None
+    channels, size = 3, None
+    if ex is not None and ex.dim() == 4:
+        channels, size = int(ex.shape[1]), (int(ex.shape[3]), int(ex.shape[2]))
+        if channels not in (1, 3):
+            raise InputError(f"the model takes {channels}-channel images; an image file gives "
+                             "1 (grey) or 3 (RGB): use a .npy or .pt input instead")
+    try:
+        with Image.open(path) as img:
+            img = img.convert("L" if channels == 1 else "RGB")
+            if size is not None and img.size != size:
+                img = img.resize(size, Image.Resampling.BILINEAR)
+            arr = np.asarray(img, dtype=np.float32) / 255.0
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InputError(f"cannot read {path.name} as an image: {exc}") from exc
+    if invert:
+        arr = 1.0 - arr
+    t = torch.from_numpy(arr.copy())
+    t = t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1)
+    return t.unsqueeze(0).to(ex.dtype if ex is not None and ex.is_floating_point() else torch.float32)

@@ -69,3 +69,34 @@ def test_wrong_shape_is_a_clear_forward_error():
     with pytest.raises(ForwardError, match=r"\(1, 2\) float32.*shape"):
         compare(lm.module, x, Plan(capture=["0"]))
     assert not lm.module[0]._forward_hooks
+
+
+def test_image_shaped_like_the_example(tmp_path):
+    from PIL import Image
+
+    lm = load_model("demo:cnn")
+    digit = (lm.example_input[0, 0].numpy() * 255).astype(np.uint8)
+    Image.fromarray(digit).resize((32, 32), Image.Resampling.NEAREST).save(tmp_path / "d.png")
+    x = parse_input(str(tmp_path / "d.png"), lm.example_input)
+    assert x.shape == (1, 1, 8, 8) and x.dtype == torch.float32 and 0 <= x.min() <= x.max() <= 1
+    assert int(lm.module(x).argmax()) == int(lm.module(lm.example_input).argmax())  # still a 7
+    inv = parse_input(str(tmp_path / "d.png") + ":invert", lm.example_input)
+    assert torch.allclose(inv, 1 - x)
+    Image.new("RGB", (5, 7), (255, 0, 0)).save(tmp_path / "red.png")
+    rgb = parse_input(str(tmp_path / "red.png"))
+    assert rgb.shape == (1, 3, 7, 5) and float(rgb[0, 0].min()) == 1.0 and float(rgb[0, 1].max()) == 0.0
+
+
+def test_bad_image(tmp_path):
+    (tmp_path / "x.png").write_bytes(b"not a png")
+    with pytest.raises(InputError, match="cannot read x.png as an image"):
+        parse_input(str(tmp_path / "x.png"))
+    with pytest.raises(InputError, match="does not exist"):
+        parse_input(str(tmp_path / "nope.jpg"))
+
+
+def test_relative_paths_are_files_not_literals(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.ones((1, 3), dtype=np.float32))
+    assert parse_input("./x.npy").shape == (1, 3)
+    assert float(parse_input(".5")) == 0.5
