@@ -153,6 +153,12 @@ class _Pending:
         self.lazy = lazy
 
 
+def summarized_on_read(t: torch.Tensor) -> bool:
+    """Whether a kept tensor's statistics wait for the first read (CPU) or are
+    computed in :meth:`HookSession.finish` on its device, before the copy to the host."""
+    return t.device.type == "cpu"
+
+
 def _version(t: torch.Tensor) -> int | None:
     try:
         return t._version
@@ -241,8 +247,10 @@ class HookSession:
         shapes = {k: tuple(t.shape) for k, t in leaves}
         iv = hook.intervention.describe() if hook.intervention is not None else None
         leaf, tensor = leaves[0] if leaves else ("", None)
-        # Tensors kept on the CPU are summarised on first read (see CaptureRecord).
-        lazy = self.keep_tensors and tensor is not None and tensor.device.type == "cpu"
+        # Kept tensors are summarised after the forward, not inside it: on the CPU
+        # on first read (see CaptureRecord), on an accelerator in finish(), on the
+        # device, before the copy to the host.
+        lazy = self.keep_tensors and tensor is not None
         rec = _Pending(hook.path, call, leaf, shapes, iv, hook.clamp, lazy)
         if pre is not None:
             pre_t = dict(tensor_leaves(pre)).get(leaf)
@@ -281,6 +289,13 @@ class HookSession:
 
     def finish(self) -> dict[str, list[CaptureRecord]]:
         """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
+        for rec in self._pending:
+            if rec.lazy and rec.kept is not None and not summarized_on_read(rec.kept[0]):
+                if rec.pre_kept is not None:
+                    rec.pre_stats = summarize(rec.pre_kept[0], clamp=rec.clamp)
+                like = rec.pre_stats if rec.clamp is not None else None
+                rec.stats = summarize(rec.kept[0], bins_like=like)
+                rec.lazy = False
         resolve_all(s for rec in self._pending for s in (rec.stats, rec.pre_stats) if s is not None)
         tensors = [k[0] for rec in self._pending for k in (rec.kept, rec.pre_kept) if k is not None]
         host = dict(zip(map(id, tensors), to_host(tensors)))

@@ -236,3 +236,22 @@ def test_baseline_carries_only_inert_hooks():
     r = compare(lm.module, lm.example_input, Plan(capture=["encoder.layers.1.linear1"]))
     assert not r.outputs_differ and r.max_abs_diff == 0.0
     assert hook_dicts(lm.module) == before
+
+
+def test_accelerator_path_summarises_before_the_copy(monkeypatch):
+    # Off the CPU, kept captures are summarised in finish() on their device; the
+    # same code runs here on the CPU when the check says "not on read".
+    import hookscope.core.hooks as hooks
+
+    monkeypatch.setattr(hooks, "summarized_on_read", lambda t: False)
+    torch.manual_seed(6)
+    m = small()
+    x = torch.randn(4, 3)
+    r = run(m, x, Plan(capture=["a"], clamp={"a": (-0.2, 0.2)}))
+    rec = r.captures["a"][0]
+    assert rec.stats_ready
+    pre = m.a(x).detach()
+    assert rec.pre_stats.max == pytest.approx(float(pre.max()))
+    assert rec.stats.max == pytest.approx(0.2)
+    np_edges = rec.pre_stats.hist_edges
+    assert (rec.stats.hist_edges == np_edges).all()
