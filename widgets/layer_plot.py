@@ -90,6 +90,7 @@ class LayerPlot(QFrame):
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
         self._placed: tuple | None = None  # (bounds, data range) the lines were placed for
+        self._bars_fit: tuple | None = None  # (units, low, high) the bar view's range was fitted to
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
         self._resize_timer.timeout.connect(self.flush)
 
@@ -290,8 +291,9 @@ class LayerPlot(QFrame):
         kind = self.view_kind
         is_image = kind in ("heatmap", "feature_maps", "tokens")
         pre_t = record.pre_tensor if record.intervention else None
+        extent = None
         if kind == "bars":
-            size = self._draw_bars(record.tensor, pre_t)
+            size, extent = self._draw_bars(record.tensor, pre_t)
         elif is_image:
             size = self._draw_image(record.tensor, pre_t, kind)
         else:
@@ -302,6 +304,9 @@ class LayerPlot(QFrame):
         if layout_key != self._layout_key:
             self._layout_key = layout_key
             self._configure_view(kind, record.intervention if pre_t is not None else None)
+            self._bars_fit = None
+        if extent is not None:
+            self._fit_bars(*extent)
 
     _layout_key: tuple | None = None
 
@@ -319,7 +324,8 @@ class LayerPlot(QFrame):
         elif is_image:
             vp.setTitle(f"before {intervention}  |  after", size="9pt", color="#444")
         else:
-            vp.setTitle("light: before, dark: after the intervention", size="9pt", color="#444")
+            # Short: a title wider than the plot pushes the view past the panel's edge.
+            vp.setTitle("light: before · dark: after", size="9pt", color="#444")
         vb.invertY(is_image)
         vb.setAspectLocked(kind == "feature_maps")
         vp.showAxes(kind != "feature_maps")
@@ -328,15 +334,50 @@ class LayerPlot(QFrame):
         if labels:
             vp.setLabel("bottom", labels[0])
             vp.setLabel("left", labels[1])
-        vp.autoRange(padding=0.02)
+        if kind != "bars":  # bars are fitted by _fit_bars
+            vp.autoRange(padding=0.02)
 
-    def _draw_bars(self, tensor, pre_tensor) -> tuple[int, ...]:
+    def _draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
+        """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""
         post = bars_values(tensor)
         x = np.arange(post.size, dtype=float)
         self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
+        shown = [post]
         if pre_tensor is not None:
-            self.bars_pre.setOpts(x=x, height=bars_values(pre_tensor), width=0.8)
-        return post.shape
+            pre = bars_values(pre_tensor)
+            self.bars_pre.setOpts(x=x, height=pre, width=0.8)
+            shown.append(pre)
+        lo, hi = 0.0, 0.0  # bars grow from zero
+        for v in shown:
+            v = v[np.isfinite(v)]
+            if v.size:
+                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
+        return post.shape, (post.size, lo, hi)
+
+    def _fit_bars(self, units: int, lo: float, hi: float) -> None:
+        """Keep every bar in view without undoing a zoom for nothing.
+
+        The range is re-fitted when the number of bars changes, or when the
+        values (before and after) changed and no longer fit the view or fill
+        less than a quarter of it. During a Live drag the light "before" bars do
+        not change, so the view stays put unless the clamp moves values out of it.
+        """
+        vb = self.view_widget.getPlotItem().getViewBox()
+        fit = (units, lo, hi)
+        if fit == self._bars_fit:
+            return
+        (_x0, _x1), (y0, y1) = vb.viewRange()
+        span = max(hi - lo, 1e-12)
+        same_units = self._bars_fit is not None and self._bars_fit[0] == units
+        self._bars_fit = fit
+        if same_units and y0 <= lo and hi <= y1 and span >= 0.25 * (y1 - y0):
+            return
+        vb.enableAutoRange(x=False, y=False)
+        pad = 0.06 * span
+        if same_units:  # a zoom along the units stays
+            vb.setYRange(lo - pad, hi + pad, padding=0)
+        else:
+            vb.setRange(xRange=(-0.6, units - 0.4), yRange=(lo - pad, hi + pad), padding=0)
 
     def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[int, ...]:
         # Pool to the view's size in pixels (before | after share the width).

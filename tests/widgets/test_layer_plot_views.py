@@ -1,0 +1,89 @@
+"""What a LayerPlot shows, checked on its real state: view ranges, ticks,
+label placement and item data (QA polish of the plots)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hookscope.core import CaptureRecord, Plan, compare, load_model
+from hookscope.core.stats import summarize
+from hookscope.widgets.layer_plot import LayerPlot
+
+
+def _record(values, pre=None, bounds=None, path="x") -> CaptureRecord:
+    t = torch.as_tensor(values, dtype=torch.float32)
+    t = t[None] if t.dim() == 1 else t
+    kw = {}
+    if pre is not None:
+        p = torch.as_tensor(pre, dtype=torch.float32)
+        p = p[None] if p.dim() == 1 else p
+        kw = dict(pre_tensor=p, pre_stats=summarize(p).resolve(),
+                  intervention=f"clamp({bounds[0]}, {bounds[1]})")
+    return CaptureRecord(path, 0, stats=summarize(t).resolve(), tensor=t, **kw)
+
+
+@pytest.fixture
+def plot(qtbot):
+    p = LayerPlot("x")
+    qtbot.addWidget(p)
+    p.resize(700, 320)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+def _y_range(p: LayerPlot) -> tuple[float, float]:
+    return tuple(p.view_widget.getPlotItem().getViewBox().viewRange()[1])
+
+
+def _x_range(p: LayerPlot) -> tuple[float, float]:
+    return tuple(p.view_widget.getPlotItem().getViewBox().viewRange()[0])
+
+
+def _inside(values, lo_hi) -> bool:
+    lo, hi = lo_hi
+    return all(lo <= v <= hi for v in values)
+
+
+def test_bar_view_refits_when_new_values_leave_it(plot):
+    plot.update_record(_record([-0.5, -0.3]))
+    assert _inside([-0.5, -0.3, 0.0], _y_range(plot))
+    # A new input: a positive value must not vanish above a range that ends at 0.
+    plot.update_record(_record([-0.534, 0.274]))
+    assert _inside([-0.534, 0.274], _y_range(plot))
+    plot.update_record(_record([5.0, 1.0]))
+    assert _inside([5.0, 1.0], _y_range(plot))
+    # ... and much smaller values get a range that shows them, not a flat line.
+    plot.update_record(_record([0.01, 0.02]))
+    lo, hi = _y_range(plot)
+    assert hi < 0.1
+
+
+def test_bar_view_follows_a_clamp_that_moves_values_up(plot):
+    pre = [1.42, 0.71, 2.2, 0.82]
+    plot.update_record(_record([0.5] * 4, pre, (-0.5, 0.5)), (-0.5, 0.5))
+    assert _inside(pre, _y_range(plot))
+    # Low dragged past every value: all of them now sit at 3.1, above the old range.
+    plot.update_record(_record([3.1] * 4, pre, (3.1, 3.1)), (3.1, 3.1))
+    assert _inside([3.1] + pre, _y_range(plot))
+
+
+def test_bar_view_stays_put_during_a_live_drag(plot):
+    pre = [1.42, 0.71, 2.2, 0.82]
+    plot.update_record(_record([0.5] * 4, pre, (-0.5, 0.5)), (-0.5, 0.5))
+    first = _y_range(plot)
+    for hi in (0.6, 0.9, 1.3, 2.0):
+        post = [min(v, hi) for v in pre]
+        plot.update_record(_record(post, pre, (-0.5, hi)), (-0.5, hi))
+        assert _y_range(plot) == pytest.approx(first)
+
+
+def test_bar_view_shows_every_bar_with_room(plot):
+    plot.update_record(_record([0.3, -0.2, 1.0, 0.4]))
+    x0, x1 = _x_range(plot)
+    assert x0 <= -0.5 and x1 >= 3.5   # bar 3 spans [2.6, 3.4]
+    plot.update_record(_record(list(range(10))))
+    x0, x1 = _x_range(plot)
+    assert x0 <= -0.5 and x1 >= 9.5
