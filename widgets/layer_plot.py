@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from hookscope.core import CaptureRecord, TensorStats
 
 from .layer_tree_model import format_bound, format_shape
-from .plot_style import plain_axes
+from .plot_style import index_axes, plain_axes
 from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
                              view_image, view_kind)
 
@@ -121,7 +121,8 @@ class LayerPlot(QFrame):
         hp.addItem(self.hi_line, ignoreBounds=True)
 
         # The shape view: an image (heat map, feature maps, tokens) or bars.
-        self.view_widget = pg.PlotWidget(self, background="w")
+        self.view_widget = pg.PlotWidget(self, background="w",
+                                         axisItems=index_axes("bottom", "left", "top"))
         self.view_widget.setMinimumHeight(_PLOT_HEIGHT)
         vp = plain_axes(self.view_widget.getPlotItem())
         vp.setMenuEnabled(False)
@@ -334,6 +335,9 @@ class LayerPlot(QFrame):
         if labels:
             vp.setLabel("bottom", labels[0])
             vp.setLabel("left", labels[1])
+        # Units, features, tokens and rows are counted: whole-number ticks only.
+        vp.getAxis("bottom").set_integer(True)
+        vp.getAxis("left").set_integer(is_image)
         if kind != "bars":  # bars are fitted by _fit_bars
             vp.autoRange(padding=0.02)
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 from hookscope.core import RunResult
 from hookscope.core.run import flat_array
 
-from .plot_style import peak_envelope, plain_axes
+from .plot_style import index_axes, peak_envelope, plain_axes
 
 MAX_BARS = 64
 WITHOUT_COLOUR = (31, 119, 180)   # blue
@@ -73,15 +73,18 @@ class OutputComparison(QWidget):
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground("w")
         self.graphics.setMinimumHeight(200)
-        self.plot = plain_axes(self.graphics.addPlot(row=0, col=0))
+        # Output indices are counted: whole-number ticks only, never "0.5".
+        self.plot = plain_axes(self.graphics.addPlot(row=0, col=0, axisItems=index_axes("bottom")))
         self.plot.setMenuEnabled(False)
         self.plot.setLabel("left", "output value")
         self.plot.showGrid(y=True, alpha=0.3)
-        self.diff_plot = plain_axes(self.graphics.addPlot(row=1, col=0))
+        self.diff_plot = plain_axes(self.graphics.addPlot(row=1, col=0, axisItems=index_axes("bottom")))
         self.diff_plot.setMenuEnabled(False)
         self.diff_plot.setLabel("left", "with − without")
         self.diff_plot.setLabel("bottom", "output index")
         self.diff_plot.setXLink(self.plot)
+        for plot in (self.plot, self.diff_plot):
+            plot.getAxis("bottom").set_integer(True)
         self.graphics.ci.layout.setRowStretchFactor(0, 3)
         self.graphics.ci.layout.setRowStretchFactor(1, 2)
 

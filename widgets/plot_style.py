@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 
@@ -47,3 +49,77 @@ def peak_envelope(y: np.ndarray, max_points: int = MAX_LINE_POINTS) -> tuple[np.
     env[0::2] = blocks.min(axis=1)
     env[1::2] = blocks.max(axis=1)
     return x, env
+
+
+class IndexAxis(pg.AxisItem):
+    """An axis that counts things (units, tokens, output indices).
+
+    With ``integer`` on, ticks sit on whole numbers only: a learner should
+    never read "unit 0.5". With :meth:`set_halves`, the axis spans two pictures
+    side by side (before | after) and its labels restart at 0 for the second.
+    """
+
+    def __init__(self, orientation: str, **kwargs) -> None:
+        super().__init__(orientation, **kwargs)
+        self.integer = False
+        self._halves: tuple[float, float] | None = None   # (length of each half, start of the 2nd)
+
+    def set_integer(self, on: bool) -> None:
+        if on != self.integer:
+            self.integer = on
+            self.picture = None
+            self.update()
+
+    def set_halves(self, halves: tuple[float, float] | None) -> None:
+        """``(n, offset)``: the axis shows ``[0, n)`` twice, the second copy
+        starting at ``offset``; ``None`` for one plain picture."""
+        if halves != self._halves:
+            self._halves = halves
+            self.picture = None
+            self.update()
+
+    def halves(self) -> tuple[float, float] | None:
+        return self._halves
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
+        levels = super().tickSpacing(minVal, maxVal, size)
+        if not self.integer or self._tickSpacing is not None:
+            return levels
+        dif = abs(maxVal - minVal)
+        digits = len(str(int(max(abs(minVal), abs(maxVal)))))
+        if dif > 0 and size / dif >= 5 * digits + 9:
+            return [(1.0, 0.0)]  # room for every index: label each one (0 1 2 ... 9)
+        # Fractional spacings (0.5, 0.2, ...) would label between two units.
+        whole = [(s, o) for s, o in levels if s >= 1 - 1e-9]
+        return whole or [(1.0, 0.0)]
+
+    def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
+        if self._halves is None or self._tickSpacing is not None:
+            return super().tickValues(minVal, maxVal, size)
+        n, offset = self._halves
+        lo, hi = sorted((minVal, maxVal))
+        # Spacing as for one half drawn in its share of the pixels.
+        span = max(hi - lo, 1e-9)
+        levels = self.tickSpacing(0.0, n, max(size * n / span, 1.0))
+        if not levels:
+            return []
+        spacing = levels[0][0]
+        base = np.arange(0.0, n - 1e-9, spacing)
+        values = np.concatenate([base, base + offset])
+        values = values[(values >= lo - 1e-9) & (values <= hi + 1e-9)]
+        return [(spacing, values.tolist())]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        if self._halves is None and not self.integer:
+            return super().tickStrings(values, scale, spacing)
+        offset = self._halves[1] if self._halves is not None else math.inf
+        out = []
+        for v in values:
+            v = v - offset if v >= offset - 1e-9 else v
+            out.append(f"{v:.0f}" if spacing >= 1 - 1e-9 else f"{v:g}")
+        return out
+
+
+def index_axes(*orientations: str) -> dict[str, IndexAxis]:
+    """``axisItems=`` for a PlotWidget / addPlot whose ``orientations`` count things."""
+    return {o: IndexAxis(o) for o in orientations}

@@ -87,3 +87,35 @@ def test_bar_view_shows_every_bar_with_room(plot):
     plot.update_record(_record(list(range(10))))
     x0, x1 = _x_range(plot)
     assert x0 <= -0.5 and x1 >= 9.5
+
+
+def _tick_values(axis, view_range, pixels=300) -> list[float]:
+    return [v for _spacing, values in axis.tickValues(*view_range, pixels) for v in values]
+
+
+def test_unit_axis_of_bars_has_whole_number_ticks(plot):
+    plot.update_record(_record([0.3, -0.2, 1.0, 0.4]))
+    axis = plot.view_widget.getPlotItem().getAxis("bottom")
+    ticks = _tick_values(axis, _x_range(plot), axis.width() or 300)
+    assert ticks and all(float(v).is_integer() for v in ticks)
+    assert {0, 1, 2, 3} <= set(ticks)
+    assert axis.tickStrings(ticks, 1.0, 1.0)[:2] == ["0", "1"]
+    # The value axis keeps its fractions.
+    left = plot.view_widget.getPlotItem().getAxis("left")
+    assert any(not float(v).is_integer() for v in _tick_values(left, _y_range(plot)))
+
+
+def test_output_index_axis_has_whole_number_ticks(qtbot):
+    from hookscope.widgets.output_comparison import OutputComparison
+
+    w = OutputComparison()
+    qtbot.addWidget(w)
+    w.resize(300, 450)
+    w.show()
+    lm = load_model("demo:clamp")
+    w.show_result(compare(lm.module, lm.example_input, Plan(clamp={"0": (-0.5, 0.5)})))
+    qtbot.waitExposed(w)
+    axis = w.plot.getAxis("bottom")
+    ticks = _tick_values(axis, w.plot.getViewBox().viewRange()[0], 200)
+    assert ticks and all(float(v).is_integer() for v in ticks)
+    assert w.diff_plot.getAxis("bottom").integer
