@@ -30,6 +30,8 @@ BOUND_COLOUR = (214, 39, 40)
 OPEN_BOUND_COLOUR = (150, 150, 150)
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _PLOT_HEIGHT = 190
+_PRE_HEADROOM = 1.6    # histogram height over the "before" peak: its shape stays readable
+_SPIKE_CAP = 8.0       # ... raised up to this many times that peak to show a clamp's spike
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
 
@@ -112,13 +114,22 @@ class LayerPlot(QFrame):
         self.hist_pre = pg.PlotDataItem(stepMode="center", fillLevel=0,
                                         brush=pg.mkBrush(*PRE_COLOUR, 150), pen=pg.mkPen(PRE_COLOUR))
         self.hist_post = pg.PlotDataItem(stepMode="center", fillLevel=0,
-                                         brush=pg.mkBrush(*POST_COLOUR, 170), pen=pg.mkPen(POST_COLOUR))
+                                         brush=pg.mkBrush(*POST_COLOUR, 220), pen=pg.mkPen(POST_COLOUR))
         hp.addItem(self.hist_pre)
         hp.addItem(self.hist_post)
         self.lo_line = self._bound_line("low")
         self.hi_line = self._bound_line("high")
         hp.addItem(self.lo_line, ignoreBounds=True)
         hp.addItem(self.hi_line, ignoreBounds=True)
+        # The bound lines run behind the bars: the values a clamp piles up at a
+        # bound (its spike, the point of the lesson) sit right on the line.
+        self.hist_pre.setZValue(1)
+        self.hist_post.setZValue(2)
+        # "↑ 4,096 at bound": a spike taller than the plot says how tall it is.
+        self.spike_note = pg.TextItem("", color=(120, 20, 20), fill=(255, 255, 255, 210), anchor=(0, 0))
+        self.spike_note.setZValue(3)
+        self.spike_note.setVisible(False)
+        hp.addItem(self.spike_note, ignoreBounds=True)
 
         # The shape view: an image (heat map, feature maps, tokens) or bars.
         self.view_widget = pg.PlotWidget(self, background="w",
@@ -154,7 +165,7 @@ class LayerPlot(QFrame):
     def plot_items(self) -> dict[str, object]:
         """Every pyqtgraph item of the panel (the same objects for its whole life)."""
         return {"hist_pre": self.hist_pre, "hist_post": self.hist_post, "lo_line": self.lo_line,
-                "hi_line": self.hi_line, "image": self.image, "bars_pre": self.bars_pre,
+                "hi_line": self.hi_line, "spike_note": self.spike_note, "image": self.image, "bars_pre": self.bars_pre,
                 "bars_post": self.bars_post}
 
     def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
@@ -230,7 +241,7 @@ class LayerPlot(QFrame):
                     line.setValue(far if off_scale else v)
                 open_end = math.isinf(v)
                 colour = OPEN_BOUND_COLOUR if open_end else BOUND_COLOUR
-                line.setPen(pg.mkPen(colour, width=2,
+                line.setPen(pg.mkPen(colour, width=1.5,
                                      style=Qt.PenStyle.DashLine if off_scale else Qt.PenStyle.SolidLine))
                 if open_end:
                     line.label.setFormat(f"drag: {word} bound")
@@ -257,6 +268,7 @@ class LayerPlot(QFrame):
     def _draw_histogram(self, record: CaptureRecord) -> None:
         stats, pre = record.stats, record.pre_stats
         ranges = []
+        peaks = {}
         for item, s in ((self.hist_post, stats), (self.hist_pre, pre)):
             if s is None or s.count == 0 or len(s.hist_edges) != len(s.hist_counts) + 1:
                 item.setData([0.0, 1.0], [0.0])
@@ -277,16 +289,39 @@ class LayerPlot(QFrame):
             item.setData(edges, counts)
             item.setVisible(True)
             ranges.append((float(edges[0]), float(edges[-1])))
+            if counts.size:
+                i = int(np.argmax(counts))
+                peaks[item] = (float(counts[i]), 0.5 * float(edges[i] + edges[i + 1]))
         if ranges:
             self._data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+        self._fit_histogram(peaks.get(self.hist_pre), peaks.get(self.hist_post),
+                            at_bound=record.intervention is not None and self._bounds is not None)
+
+    def _fit_histogram(self, pre_peak: tuple[float, float] | None,
+                       post_peak: tuple[float, float] | None, at_bound: bool) -> None:
+        """The count axis: room for the "before" shape and for the spike a clamp
+        piles up at a bound, up to :data:`_SPIKE_CAP` times the "before" peak; a
+        taller spike is cut there and labelled with its count."""
         vb = self.hist_widget.getPlotItem().getViewBox()
-        if pre is not None and pre.count and self.hist_pre.isVisible():
-            # The piled-up spikes may run off the top; the shape before stays readable.
-            top = float(np.max(pre.hist_counts)) if len(pre.hist_counts) else 1.0
+        note = None
+        if pre_peak is not None:
+            base = max(pre_peak[0], 1.0)
+            top = max(_PRE_HEADROOM * base, 1.1 * (post_peak[0] if post_peak else 0.0))
+            if top > _SPIKE_CAP * base:
+                top = _SPIKE_CAP * base
+                note = post_peak
             vb.enableAutoRange(x=True, y=False)
-            vb.setYRange(0, max(top, 1.0) * 1.6, padding=0)
+            vb.setYRange(0, top, padding=0)
         else:
             vb.enableAutoRange(x=True, y=True)
+        self.spike_note.setVisible(note is not None)
+        if note is not None:
+            count, x = note
+            self.spike_note.setText(f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}")
+            # Towards the middle of the data, away from the bound's own label.
+            lo_d, hi_d = self._data_range
+            self.spike_note.setAnchor((1, 0) if x > 0.5 * (lo_d + hi_d) else (0, 0))
+            self.spike_note.setPos(x, top)
 
     def _draw_view(self, record: CaptureRecord) -> None:
         kind = self.view_kind
@@ -406,7 +441,7 @@ class LayerPlot(QFrame):
 
     # -- dragging --------------------------------------------------------------
     def _bound_line(self, word: str) -> pg.InfiniteLine:
-        line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=2),
+        line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=1.5),
                                hoverPen=pg.mkPen(BOUND_COLOUR, width=4),
                                label=f"{word} {{value:.3g}}",
                                labelOpts={"position": 0.93 if word == "high" else 0.72,

@@ -119,3 +119,44 @@ def test_output_index_axis_has_whole_number_ticks(qtbot):
     ticks = _tick_values(axis, w.plot.getViewBox().viewRange()[0], 200)
     assert ticks and all(float(v).is_integer() for v in ticks)
     assert w.diff_plot.getAxis("bottom").integer
+
+
+def _hist_top(p: LayerPlot) -> float:
+    return p.hist_widget.getPlotItem().getViewBox().viewRange()[1][1]
+
+
+def test_exercise_1_clamp_spike_is_in_view_in_front_of_the_bound_line(qtbot):
+    from hookscope.widgets.activation_panel import ActivationPanel
+
+    panel = ActivationPanel()
+    qtbot.addWidget(panel)
+    panel.resize(700, 600)
+    lm = load_model("demo:clamp")
+    panel.show_result(compare(lm.module, lm.example_input,
+                              Plan(capture=("0",), clamp={"0": (-0.5, 0.5)})))
+    p = panel.panels()[("0", 0)]
+    x, counts = p.hist_post.getData()
+    spike = int(np.argmax(counts))
+    assert counts[spike] == 4                       # every value piled up at 0.5
+    assert abs(x[spike] - 0.5) < 0.05
+    assert _hist_top(p) >= 4                        # ... and the whole spike is drawn
+    assert not p.spike_note.isVisible()
+    assert p.hi_line.zValue() < p.hist_post.zValue()  # the line does not hide it
+
+
+def test_a_spike_taller_than_the_cap_is_cut_and_labelled(plot):
+    torch.manual_seed(0)
+    pre = torch.randn(1, 20000)
+    post = pre.clamp(-0.05, 0.05)
+    plot.update_record(_record(post, pre, (-0.05, 0.05)), (-0.05, 0.05))
+    pre_peak = plot.hist_pre.getData()[1].max()
+    post_peak = plot.hist_post.getData()[1].max()
+    assert post_peak > 8 * pre_peak
+    assert _hist_top(plot) == pytest.approx(8 * pre_peak)
+    assert plot.spike_note.isVisible()
+    assert plot.spike_note.textItem.toPlainText() == f"↑ {post_peak:,.0f} at bound"
+    # A gentler clamp fits: no note.
+    post = pre.clamp(-2.5, 2.5)
+    plot.update_record(_record(post, pre, (-2.5, 2.5)), (-2.5, 2.5))
+    assert not plot.spike_note.isVisible()
+    assert _hist_top(plot) >= plot.hist_post.getData()[1].max()
