@@ -32,6 +32,8 @@ _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _PLOT_HEIGHT = 190
 _PRE_HEADROOM = 1.6    # histogram height over the "before" peak: its shape stays readable
 _SPIKE_CAP = 8.0       # ... raised up to this many times that peak to show a clamp's spike
+_HEADROOM = 1.35       # histogram height over its peak: the bound labels sit above the bars
+_LABEL_TOP, _LABEL_LOW = 0.93, 0.8   # label heights (fraction of the plot), staggered if they'd meet
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
 
@@ -130,6 +132,10 @@ class LayerPlot(QFrame):
         self.spike_note.setZValue(3)
         self.spike_note.setVisible(False)
         hp.addItem(self.spike_note, ignoreBounds=True)
+        # Labels pick their side by the room they have, which a resize or new range changes.
+        hvb = hp.getViewBox()
+        hvb.sigRangeChanged.connect(self._place_labels)
+        hvb.sigResized.connect(self._place_labels)
 
         # The shape view: an image (heat map, feature maps, tokens) or bars.
         self.view_widget = pg.PlotWidget(self, background="w",
@@ -252,6 +258,36 @@ class LayerPlot(QFrame):
             self._update_line_limits()
         finally:
             self._quiet = False
+        self._place_labels()
+
+    def _place_labels(self, *_args) -> None:
+        """Low's label left of the low line, high's right of the high line, so close
+        bounds never label across each other; a label without room on its side
+        (a line near the plot's edge) goes inside, and the low one steps down if
+        the two would then meet."""
+        vb = self.hist_widget.getPlotItem().getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        width = vb.width() if vb.width() > 1 else 300.0
+        scale = width / max(x1 - x0, 1e-12)
+        spans = []
+        for line, outside_left in ((self.lo_line, True), (self.hi_line, False)):
+            px = (float(line.value()) - x0) * scale
+            text = line.label.textItem.boundingRect().width() + 6
+            left = px >= text if outside_left else width - px < text
+            # A little gap off the line: the bars a clamp piles up at it may touch it.
+            anchor = (1.08, 0.5) if left else (-0.08, 0.5)
+            spans.append((px - text, px) if left else (px, px + text))
+            if line.label.anchors != [anchor, anchor]:
+                line.label.anchors = [anchor, anchor]
+                line.label.updatePosition()
+        (a0, a1), (b0, b1) = spans
+        # A spike's "↑ N at bound" note has the top line: the labels go one line down.
+        down = _LABEL_TOP - _LABEL_LOW if self.spike_note.isVisible() else 0.0
+        high_pos = _LABEL_TOP - down
+        low_pos = (_LABEL_LOW if a0 < b1 and b0 < a1 else _LABEL_TOP) - down
+        for line, pos in ((self.lo_line, low_pos), (self.hi_line, high_pos)):
+            if line.label.orthoPos != pos:
+                line.label.setPosition(pos)
 
     def bounds(self) -> tuple[float, float] | None:
         return self._bounds
@@ -313,14 +349,17 @@ class LayerPlot(QFrame):
             vb.enableAutoRange(x=True, y=False)
             vb.setYRange(0, top, padding=0)
         else:
-            vb.enableAutoRange(x=True, y=True)
+            top = _HEADROOM * max(post_peak[0] if post_peak else 1.0, 1.0)
+            vb.enableAutoRange(x=True, y=False)
+            vb.setYRange(0, top, padding=0)
         self.spike_note.setVisible(note is not None)
         if note is not None:
             count, x = note
             self.spike_note.setText(f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}")
-            # Towards the middle of the data, away from the bound's own label.
+            # On top of the cut spike, kept inside the plot near its edges.
             lo_d, hi_d = self._data_range
-            self.spike_note.setAnchor((1, 0) if x > 0.5 * (lo_d + hi_d) else (0, 0))
+            f = (x - lo_d) / (hi_d - lo_d) if hi_d > lo_d else 0.5
+            self.spike_note.setAnchor((min(max(f, 0.0), 1.0), 0))
             self.spike_note.setPos(x, top)
 
     def _draw_view(self, record: CaptureRecord) -> None:
@@ -444,7 +483,7 @@ class LayerPlot(QFrame):
         line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=1.5),
                                hoverPen=pg.mkPen(BOUND_COLOUR, width=4),
                                label=f"{word} {{value:.3g}}",
-                               labelOpts={"position": 0.93 if word == "high" else 0.72,
+                               labelOpts={"position": _LABEL_TOP,
                                           "color": (60, 60, 60), "fill": (255, 255, 255, 200)})
         line.setToolTip(f"Drag to change the clamp's {word} bound")
         line.sigPositionChanged.connect(lambda _l: self._on_line_moved(word, finished=False))
@@ -466,6 +505,7 @@ class LayerPlot(QFrame):
         else:
             hi = max(float(self.hi_line.value()), lo)
         self._update_line_limits()
+        self._place_labels()
         if finished:
             self._bounds = (lo, hi)
             self.clampEdited.emit(lo, hi)

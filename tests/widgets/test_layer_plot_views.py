@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PySide6.QtCore import QPointF
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
 from hookscope.core.stats import summarize
@@ -160,3 +161,34 @@ def test_a_spike_taller_than_the_cap_is_cut_and_labelled(plot):
     plot.update_record(_record(post, pre, (-2.5, 2.5)), (-2.5, 2.5))
     assert not plot.spike_note.isVisible()
     assert _hist_top(plot) >= plot.hist_post.getData()[1].max()
+
+
+
+def test_close_bounds_label_outwards(plot):
+    pre = [-2.4, -1.5, 0.2, 1.2, 3.1, 0.6, 0.8, 0.5]
+    post = [max(-0.2, min(0.2, v)) for v in pre]
+    plot.update_record(_record(post, pre, (-0.2, 0.2)), (-0.2, 0.2))
+    plot.grab()  # a paint applies the view's auto range
+    lo_label = plot.lo_line.label.sceneBoundingRect()
+    hi_label = plot.hi_line.label.sceneBoundingRect()
+    lo_x = plot.lo_line.mapToScene(plot.lo_line.boundingRect().center()).x()
+    hi_x = plot.hi_line.mapToScene(plot.hi_line.boundingRect().center()).x()
+    assert lo_x < hi_x
+    assert lo_label.right() <= lo_x          # "low -0.2" left of the low line
+    assert hi_label.left() >= hi_x           # "high 0.2" right of the high line
+    assert not lo_label.intersects(hi_label)
+
+
+def test_open_bound_labels_sit_inside_the_plot_above_the_bars(plot):
+    plot.update_record(_record([-0.31, -0.22, 0.1, 0.5, -0.4, 0.3]))
+    plot.grab()
+    vb = plot.hist_widget.getPlotItem().getViewBox()
+    view = vb.sceneBoundingRect()
+    labels = [plot.lo_line.label.sceneBoundingRect(), plot.hi_line.label.sceneBoundingRect()]
+    for r in labels:
+        assert view.contains(r)
+    assert not labels[0].intersects(labels[1])
+    # The tallest bar ends below both labels.
+    peak = plot.hist_post.getData()[1].max()
+    top_of_bars = vb.mapViewToScene(QPointF(0.0, peak)).y()
+    assert all(r.bottom() <= top_of_bars + 1 for r in labels)
