@@ -94,6 +94,7 @@ class LayerPlot(QFrame):
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
         self._placed: tuple | None = None  # (bounds, data range) the lines were placed for
+        self._note_placed: tuple | None = None  # (text, anchor, x, y) of the spike note
         self._bars_fit: tuple | None = None  # (units, low, high) the bar view's range was fitted to
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
         self._resize_timer.timeout.connect(self.flush)
@@ -352,15 +353,20 @@ class LayerPlot(QFrame):
             top = _HEADROOM * max(post_peak[0] if post_peak else 1.0, 1.0)
             vb.enableAutoRange(x=True, y=False)
             vb.setYRange(0, top, padding=0)
-        self.spike_note.setVisible(note is not None)
+        if self.spike_note.isVisible() != (note is not None):
+            self.spike_note.setVisible(note is not None)
         if note is not None:
             count, x = note
-            self.spike_note.setText(f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}")
             # On top of the cut spike, kept inside the plot near its edges.
             lo_d, hi_d = self._data_range
             f = (x - lo_d) / (hi_d - lo_d) if hi_d > lo_d else 0.5
-            self.spike_note.setAnchor((min(max(f, 0.0), 1.0), 0))
-            self.spike_note.setPos(x, top)
+            placed = (f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}",
+                      (min(max(f, 0.0), 1.0), 0), x, top)
+            if placed != self._note_placed:  # a Live drag re-sends the same spike often
+                self._note_placed = placed
+                self.spike_note.setText(placed[0])
+                self.spike_note.setAnchor(placed[1])
+                self.spike_note.setPos(x, top)
 
     def _draw_view(self, record: CaptureRecord) -> None:
         kind = self.view_kind
