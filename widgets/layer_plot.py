@@ -153,6 +153,11 @@ class LayerPlot(QFrame):
         for item in (self.image, self.bars_pre, self.bars_post):
             vp.addItem(item)
             item.setVisible(False)
+        # Between the before and after halves of an image.
+        self.separator = pg.InfiniteLine(angle=90, movable=False,
+                                         pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
+        self.separator.setVisible(False)
+        vp.addItem(self.separator, ignoreBounds=True)
         self.none_label = QLabel("Statistics only: this run did not keep the tensor, "
                                  "so there is nothing to draw beyond the histogram.", self)
         self.none_label.setWordWrap(True)
@@ -173,7 +178,7 @@ class LayerPlot(QFrame):
         """Every pyqtgraph item of the panel (the same objects for its whole life)."""
         return {"hist_pre": self.hist_pre, "hist_post": self.hist_post, "lo_line": self.lo_line,
                 "hi_line": self.hi_line, "spike_note": self.spike_note, "image": self.image, "bars_pre": self.bars_pre,
-                "bars_post": self.bars_post}
+                "bars_post": self.bars_post, "separator": self.separator}
 
     def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
         """Show ``record`` (one call of the layer) and the clamp ``bounds``, if any."""
@@ -372,26 +377,30 @@ class LayerPlot(QFrame):
         kind = self.view_kind
         is_image = kind in ("heatmap", "feature_maps", "tokens")
         pre_t = record.pre_tensor if record.intervention else None
-        extent = None
+        extent = halves = None
         if kind == "bars":
             size, extent = self._draw_bars(record.tensor, pre_t)
         elif is_image:
-            size = self._draw_image(record.tensor, pre_t, kind)
+            size, halves = self._draw_image(record.tensor, pre_t, kind)
         else:
             size = None
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
-        layout_key = (kind, pre_t is not None, record.intervention if is_image else None, size)
+        layout_key = (kind, pre_t is not None, size, halves)
         if layout_key != self._layout_key:
             self._layout_key = layout_key
-            self._configure_view(kind, record.intervention if pre_t is not None else None)
+            self._configure_view(kind, record.intervention if pre_t is not None else None, halves)
             self._bars_fit = None
         if extent is not None:
             self._fit_bars(*extent)
 
     _layout_key: tuple | None = None
 
-    def _configure_view(self, kind: str, intervention: str | None) -> None:
+    def _configure_view(self, kind: str, intervention: str | None,
+                        halves: tuple[float, float, float, float] | None = None) -> None:
+        """Axes, titles and range for a kind of picture; ``halves`` is
+        ``(units per half, start of the after half, its end, separator x)`` for a
+        before | after image."""
         is_image = kind in ("heatmap", "feature_maps", "tokens")
         self.view_widget.setVisible(kind != "none")
         self.none_label.setVisible(kind == "none")
@@ -400,16 +409,26 @@ class LayerPlot(QFrame):
         self.bars_pre.setVisible(kind == "bars" and intervention is not None)
         vp = plain_axes(self.view_widget.getPlotItem())
         vb = vp.getViewBox()
-        if intervention is None:
-            vp.setTitle(None)
-        elif is_image:
-            vp.setTitle(f"before {intervention}  |  after", size="9pt", color="#444")
+        if intervention is None or is_image:
+            vp.setTitle(None)  # an image's halves are named on its top axis
         else:
             # Short: a title wider than the plot pushes the view past the panel's edge.
             vp.setTitle("light: before · dark: after", size="9pt", color="#444")
         vb.invertY(is_image)
         vb.setAspectLocked(kind == "feature_maps")
-        vp.showAxes(kind != "feature_maps")
+        two = is_image and halves is not None
+        axes = kind != "feature_maps"
+        vp.showAxes((axes, two, False, axes))
+        top = vp.getAxis("top")
+        if two:
+            n, offset, end, sep = halves
+            # "before" and "after" centred over their halves, the ticks below restart at 0.
+            top.setTicks([[(n / 2, "before"), ((offset + end) / 2, "after")]])
+            top.setStyle(tickLength=0, showValues=True)
+            top.setTextPen(pg.mkPen((60, 60, 60)))
+            self.separator.setValue(sep)
+        self.separator.setVisible(two)
+        vp.getAxis("bottom").set_halves((n, offset) if two and kind != "feature_maps" else None)
         labels = {"bars": ("unit", "value"), "tokens": ("feature", "token"),
                   "heatmap": ("unit", "row")}.get(kind)
         if labels:
@@ -463,7 +482,9 @@ class LayerPlot(QFrame):
         else:
             vb.setRange(xRange=(-0.6, units - 0.4), yRange=(lo - pad, hi + pad), padding=0)
 
-    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[int, ...]:
+    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
+        """Feed the image; returns its size in activation units and, for before |
+        after, the halves' geometry (see :meth:`_configure_view`)."""
         # Pool to the view's size in pixels (before | after share the width).
         ratio = self.view_widget.devicePixelRatioF()
         rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
@@ -473,7 +494,8 @@ class LayerPlot(QFrame):
         post = view_image(tensor, kind, rows, cols)
         pre = view_image(pre_tensor, kind, rows, cols) if pre_tensor is not None else None
         level = symmetric_level(post, pre)
-        img = post if pre is None else side_by_side(pre, post, gap=max(2, pre.shape[1] // 16))
+        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
+        img = post if pre is None else side_by_side(pre, post, gap=gap)
         img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
         # pyqtgraph images are indexed [x, y]: transpose rows × columns.
         self.image.setImage(img.T, levels=(-level, level), autoLevels=False)
@@ -482,7 +504,12 @@ class LayerPlot(QFrame):
         sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
         self.image.setRect(QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
         self._drawn_size = (self.view_widget.width(), self.view_widget.height())
-        return (round(img.shape[0] * sy), round(img.shape[1] * sx))
+        halves = None
+        if pre is not None:
+            n = pre.shape[1] * sx
+            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
+                      round((pre.shape[1] + gap / 2) * sx, 6))
+        return (round(img.shape[0] * sy), round(img.shape[1] * sx)), halves
 
     # -- dragging --------------------------------------------------------------
     def _bound_line(self, word: str) -> pg.InfiniteLine:

@@ -192,3 +192,33 @@ def test_open_bound_labels_sit_inside_the_plot_above_the_bars(plot):
     peak = plot.hist_post.getData()[1].max()
     top_of_bars = vb.mapViewToScene(QPointF(0.0, peak)).y()
     assert all(r.bottom() <= top_of_bars + 1 for r in labels)
+
+
+def test_clamped_token_map_labels_its_before_and_after_halves(qtbot):
+    from hookscope.widgets.activation_panel import ActivationPanel
+
+    panel = ActivationPanel()
+    qtbot.addWidget(panel)
+    panel.resize(620, 500)
+    lm = load_model("demo:transformer")
+    path = "encoder.layers.0.self_attn"
+    panel.show_result(compare(lm.module, lm.example_input,
+                              Plan(capture=(path,), clamp={path: (-0.1, 0.1)})))
+    p = panel.panels()[(path, 0)]
+    vp = p.view_widget.getPlotItem()
+    bottom, top = vp.getAxis("bottom"), vp.getAxis("top")
+    n, offset = bottom.halves()
+    assert n == 32 and 32 < offset < 40           # 32 features, then a gap, then 32 again
+    x_range = vp.getViewBox().viewRange()[0]
+    ticks = _tick_values(bottom, x_range, 250)
+    labels = bottom.tickStrings(ticks, 1.0, ticks[1] - ticks[0])
+    assert labels.count("0") == 2                  # the after half counts from 0 again
+    assert max(ticks) < offset + 32 and max(int(t) for t in labels) < 32
+    # "before" and "after" over the middle of each half, a line between them.
+    names = {text: x for x, text in top._tickLevels[0]}
+    assert names["before"] == pytest.approx(16) and names["after"] == pytest.approx(offset + 16)
+    assert top.isVisible() and top.style["showValues"]
+    assert p.separator.isVisible() and 32 < p.separator.value() < offset
+    # An unclamped map is one picture again.
+    panel.show_result(compare(lm.module, lm.example_input, Plan(capture=(path,))))
+    assert bottom.halves() is None and not p.separator.isVisible() and not top.isVisible()
