@@ -3,14 +3,16 @@
 :class:`ActivationPanel` keeps a panel per ``(path, call)`` key of
 ``RunResult.captures``: a key seen for the first time gets a new panel, a key
 seen before updates its panel in place, a key gone from the result loses its
-panel. Bound-line drags on any panel come out as ``clampDragged`` /
-``clampEdited`` with the layer path, for the app to turn into plan edits.
+panel. A captured layer that did not run (no record) gets a one-line note
+instead, so a ticked layer never just goes missing. Bound-line drags on any
+panel come out as ``clampDragged`` / ``clampEdited`` with the layer path, for
+the app to turn into plan edits.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
 
@@ -30,6 +32,8 @@ class ActivationPanel(QWidget):
         self.setObjectName("activationPanel")
         self._panels: dict[Key, LayerPlot] = {}
         self._order: list[Key] = []
+        self._notes: dict[str, QLabel] = {}   # captured layers that did not run
+        self._shown: list[QWidget] = []       # the column's widgets, in order
         self._selected: str | None = None
 
         self.empty_label = QLabel(
@@ -63,7 +67,12 @@ class ActivationPanel(QWidget):
         """Show ``result``'s captures, reusing the panels of keys seen before."""
         clamps = dict(result.plan.clamp) if result.plan is not None else {}
         keys: list[Key] = []
+        shown: list[QWidget] = []
+        not_run: list[str] = []
         for path, records in result.captures.items():
+            if not records:
+                not_run.append(path)
+                shown.append(self._notes.get(path) or self._new_note(path))
             for rec in records:
                 key = (path, rec.call)
                 keys.append(key)
@@ -71,34 +80,40 @@ class ActivationPanel(QWidget):
                 if panel is None:
                     panel = self._new_panel(path, rec.call)
                 panel.update_record(rec, clamps.get(path))
+                shown.append(panel)
         for key in [k for k in self._panels if k not in set(keys)]:
-            panel = self._panels.pop(key)
-            self._column.removeWidget(panel)
-            panel.hide()
-            panel.deleteLater()
-        if keys != self._order:
-            self._relayout(keys)
+            self._drop(self._panels.pop(key))
+        for path in [p for p in self._notes if p not in not_run]:
+            self._drop(self._notes.pop(path))
+        self._order = keys
+        if shown != self._shown:
+            self._relayout(shown)
             self._flush_later()  # new panels that the layout brings into view
-        self.empty_label.setVisible(not self._panels)
+        self.empty_label.setVisible(not shown)
         if self._selected is not None:
             self._highlight(self._selected)
 
     def clear(self) -> None:
         """Remove every panel (e.g. when another model is opened)."""
-        for panel in self._panels.values():
-            self._column.removeWidget(panel)
-            panel.hide()
-            panel.deleteLater()
+        for w in [*self._panels.values(), *self._notes.values()]:
+            self._drop(w)
         self._panels.clear()
+        self._notes.clear()
         self._order = []
+        self._shown = []
         self.empty_label.setVisible(True)
 
     def panels(self) -> dict[Key, LayerPlot]:
         """The panels by ``(path, call)``, in display order."""
         return {k: self._panels[k] for k in self._order if k in self._panels}
 
+    def notes(self) -> dict[str, QLabel]:
+        """The "did not run" notes by layer path (captured layers with no call)."""
+        return dict(self._notes)
+
     def select(self, path: str) -> bool:
-        """Highlight ``path``'s panels and scroll to the first; ``False`` if it has none."""
+        """Highlight ``path``'s panels (or its "did not run" note) and scroll to the
+        first; ``False`` if it has neither."""
         self._selected = path
         first = self._highlight(path)
         if first is None:
@@ -138,18 +153,35 @@ class ActivationPanel(QWidget):
         self._panels[(path, call)] = panel
         return panel
 
-    def _relayout(self, keys: list[Key]) -> None:
-        """Put the panels in the result's (model) order."""
-        for key in self._order:
-            if key in self._panels:
-                self._column.removeWidget(self._panels[key])
-        # Index 0 is the empty-state label; the stretch stays last.
-        for i, key in enumerate(keys):
-            self._column.insertWidget(1 + i, self._panels[key])
-            self._panels[key].show()
-        self._order = keys
+    def _new_note(self, path: str) -> QLabel:
+        note = QLabel(f"<b>{path}</b> did not run in this forward (0 calls): its parent uses "
+                      "its weights directly, or it is skipped.", self._content)
+        note.setObjectName(f"layerNotRun:{path}")
+        note.setWordWrap(True)
+        note.setFrameShape(QFrame.Shape.StyledPanel)
+        note.setContentsMargins(6, 4, 6, 4)
+        note.setStyleSheet("color: #555;")
+        self._notes[path] = note
+        return note
 
-    def _highlight(self, path: str) -> LayerPlot | None:
+    def _drop(self, w: QWidget) -> None:
+        self._column.removeWidget(w)
+        w.hide()
+        w.deleteLater()
+        if w in self._shown:
+            self._shown.remove(w)
+
+    def _relayout(self, shown: list[QWidget]) -> None:
+        """Put the panels and notes in the result's (model) order."""
+        for w in self._shown:
+            self._column.removeWidget(w)
+        # Index 0 is the empty-state label; the stretch stays last.
+        for i, w in enumerate(shown):
+            self._column.insertWidget(1 + i, w)
+            w.show()
+        self._shown = shown
+
+    def _highlight(self, path: str) -> QWidget | None:
         first = None
         for key in self._order:
             panel = self._panels[key]
@@ -158,4 +190,11 @@ class ActivationPanel(QWidget):
                 panel.set_highlighted(on)
             if on and first is None:
                 first = panel
+        for p, note in self._notes.items():
+            on = p == path
+            if note.property("highlighted") != on:  # a restyle is not free: only on change
+                note.setProperty("highlighted", on)
+                note.setStyleSheet("color: #555; border: 2px solid #1976d2;" if on else "color: #555;")
+            if on and first is None:
+                first = note
         return first

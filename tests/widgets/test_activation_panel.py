@@ -152,3 +152,24 @@ def test_large_maps_are_reduced():
     assert img.shape == (MAX_PIXELS, MAX_PIXELS)
     img = view_image(torch.randn(1, 100_000), "heatmap")
     assert max(img.shape) <= MAX_PIXELS and np.isfinite(img).any()
+
+
+def test_a_captured_layer_that_never_ran_gets_a_note(panel):
+    out_proj = "encoder.layers.0.self_attn.out_proj"   # MultiheadAttention uses its weights directly
+    panel.show()
+    panel.show_result(_run("demo:transformer", ["embed", out_proj]))
+    assert list(panel.panels()) == [("embed", 0)]
+    note = panel.notes()[out_proj]
+    assert note.objectName() == f"layerNotRun:{out_proj}"
+    assert "did not run in this forward (0 calls)" in note.text() and out_proj in note.text()
+    assert note.isVisibleTo(panel) and not panel.empty_label.isVisibleTo(panel)
+    assert panel.select(out_proj)
+    # Only the note: still no "No activations yet" text.
+    panel.show_result(_run("demo:transformer", [out_proj]))
+    assert not panel.panels() and panel.notes()[out_proj] is note
+    assert not panel.empty_label.isVisibleTo(panel)
+    # Gone from the capture: the note goes too.
+    panel.show_result(_run("demo:transformer", ["embed"]))
+    assert panel.notes() == {}
+    panel.clear()
+    assert panel.empty_label.isVisibleTo(panel)
