@@ -8,9 +8,10 @@ capture and clamp live in the model.
 
 from __future__ import annotations
 
-from PySide6.QtCore import (QItemSelection, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel,
-                            Qt, Signal)
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
+from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersistentModelIndex,
+                            QSortFilterProxyModel, Qt, Signal)
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout,
+                               QWidget)
 
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_LAYER, COL_LO, COL_PARAMS,
                                COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
@@ -90,6 +91,16 @@ class LayerTreeWidget(QWidget):
             self.view.setColumnWidth(col, width)
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
         self.model.modelReset.connect(self._expand)
+        self.model.modelReset.connect(lambda: self._update_empty_hint())  # another model, same filter
+
+        # Over the (empty) view when the filter matches nothing.
+        self.empty_hint = QLabel(self.view.viewport())
+        self.empty_hint.setObjectName("layerFilterEmpty")
+        self.empty_hint.setWordWrap(True)
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        self.empty_hint.setStyleSheet("color: #777; padding: 12px;")
+        self.empty_hint.hide()
+        self.view.viewport().installEventFilter(self)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -130,6 +141,20 @@ class LayerTreeWidget(QWidget):
             self.view.expandAll()  # show every match, wherever it sits
         else:
             self._expand()
+        self._update_empty_hint()
+
+    def _update_empty_hint(self) -> None:
+        needle = self.filter_edit.text().strip()
+        empty = bool(needle) and self.proxy.rowCount() == 0 and self.model.rowCount() > 0
+        if empty:
+            self.empty_hint.setText(f"no layer matches ‘{needle}’")
+            self.empty_hint.setGeometry(self.view.viewport().rect())
+        self.empty_hint.setVisible(empty)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if obj is self.view.viewport() and event.type() == QEvent.Type.Resize:
+            self.empty_hint.setGeometry(self.view.viewport().rect())
+        return super().eventFilter(obj, event)
 
     def _expand(self) -> None:
         root = self.model.tree()

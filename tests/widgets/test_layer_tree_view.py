@@ -69,3 +69,26 @@ def test_select_path_is_quiet(qtbot):
         assert w.select_path("fc")
     assert w.selected_path() == "fc"
     assert not w.select_path("nope")
+
+
+def test_a_filter_that_matches_nothing_says_so(qtbot):
+    w = _widget(qtbot, "demo:cnn")
+    w.resize(400, 300)
+    w.show()
+    qtbot.waitExposed(w)
+    hint = w.findChild(type(w.empty_hint), "layerFilterEmpty")
+    assert hint is not None and not hint.isVisible()
+    w.set_filter("xyz")
+    assert _visible_paths(w) == []
+    assert hint.isVisible() and hint.text() == "no layer matches ‘xyz’"
+    assert hint.geometry().intersects(w.view.viewport().rect())
+    w.set_filter("conv")
+    assert not hint.isVisible()
+    w.set_filter("")
+    assert not hint.isVisible()
+    # Another model under the same filter: the hint follows it.
+    w.set_filter("embed")
+    assert hint.isVisible()
+    lm = load_model("demo:transformer")
+    w.model.set_tree(observe(lm.module, lm.example_input, module_tree(lm.module)))
+    assert not hint.isVisible()
