@@ -61,6 +61,10 @@ class IndexAxis(pg.AxisItem):
 
     def __init__(self, orientation: str, **kwargs) -> None:
         super().__init__(orientation, **kwargs)
+        if orientation in ("bottom", "top"):
+            # Index 0 sits on the axis' left end: let its label overhang a little
+            # rather than vanish (pyqtgraph hides any label that overhangs).
+            self.setStyle(hideOverlappingLabels=10)
         self.integer = False
         self._halves: tuple[float, float] | None = None   # (length of each half, start of the 2nd)
 
@@ -105,7 +109,10 @@ class IndexAxis(pg.AxisItem):
             return []
         spacing = levels[0][0]
         base = np.arange(0.0, n - 1e-9, spacing)
-        values = np.concatenate([base, base + offset])
+        # A first-half tick too close to the second half's 0 would read "300".
+        per_unit = size / span
+        first = base[(offset - base) * per_unit >= 24]
+        values = np.concatenate([first, base + offset])
         values = values[(values >= lo - 1e-9) & (values <= hi + 1e-9)]
         return [(spacing, values.tolist())]
 

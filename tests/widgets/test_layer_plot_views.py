@@ -214,6 +214,10 @@ def test_clamped_token_map_labels_its_before_and_after_halves(qtbot):
     labels = bottom.tickStrings(ticks, 1.0, ticks[1] - ticks[0])
     assert labels.count("0") == 2                  # the after half counts from 0 again
     assert max(ticks) < offset + 32 and max(int(t) for t in labels) < 32
+    # No before-half label crowds the after half's 0 (they read "300" when 30 touched it).
+    assert all(t < offset - 5 or t >= offset for t in ticks)
+    # Index 0 at the axis' left end keeps its label (pyqtgraph hides labels that overhang).
+    assert bottom.style["hideOverlappingLabels"] is not True
     # "before" and "after" over the middle of each half, a line between them.
     names = {text: x for x, text in top._tickLevels[0]}
     assert names["before"] == pytest.approx(16) and names["after"] == pytest.approx(offset + 16)
