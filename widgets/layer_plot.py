@@ -153,6 +153,14 @@ class LayerPlot(QFrame):
         for item in (self.image, self.bars_pre, self.bars_post):
             vp.addItem(item)
             item.setVisible(False)
+        # The colour scale of images: symmetric, white at zero. Shown only beside
+        # images (see _configure_view); it only displays the levels, never sets them.
+        self.colour_bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=pg.colormap.get(_COLOUR_MAP),
+                                          interactive=False, width=10, colorMapMenu=False)
+        self.colour_bar.axis.enableAutoSIPrefix(False)
+        self.colour_bar.axis.setSIPrefixEnableRanges(())
+        self.colour_bar.hide()
+        self._bar_level: float | None = None
         # Between the before and after halves of an image.
         self.separator = pg.InfiniteLine(angle=90, movable=False,
                                          pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
@@ -178,7 +186,8 @@ class LayerPlot(QFrame):
         """Every pyqtgraph item of the panel (the same objects for its whole life)."""
         return {"hist_pre": self.hist_pre, "hist_post": self.hist_post, "lo_line": self.lo_line,
                 "hi_line": self.hi_line, "spike_note": self.spike_note, "image": self.image, "bars_pre": self.bars_pre,
-                "bars_post": self.bars_post, "separator": self.separator}
+                "bars_post": self.bars_post, "separator": self.separator,
+                "colour_bar": self.colour_bar}
 
     def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
         """Show ``record`` (one call of the layer) and the clamp ``bounds``, if any."""
@@ -428,6 +437,15 @@ class LayerPlot(QFrame):
             top.setTextPen(pg.mkPen((60, 60, 60)))
             self.separator.setValue(sep)
         self.separator.setVisible(two)
+        in_layout = self.colour_bar.isVisible()
+        if is_image and not in_layout:
+            vp.layout.addItem(self.colour_bar, 2, 5)
+            vp.layout.setColumnFixedWidth(4, 4)
+            self.colour_bar.show()
+        elif not is_image and in_layout:
+            vp.layout.removeItem(self.colour_bar)
+            vp.layout.setColumnFixedWidth(4, 0)
+            self.colour_bar.hide()
         vp.getAxis("bottom").set_halves((n, offset) if two and kind != "feature_maps" else None)
         labels = {"bars": ("unit", "value"), "tokens": ("feature", "token"),
                   "heatmap": ("unit", "row")}.get(kind)
@@ -499,6 +517,9 @@ class LayerPlot(QFrame):
         img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
         # pyqtgraph images are indexed [x, y]: transpose rows × columns.
         self.image.setImage(img.T, levels=(-level, level), autoLevels=False)
+        if level != self._bar_level:  # its axis is laid out again: only on a change
+            self._bar_level = level
+            self.colour_bar.setLevels((-level, level))
         # Axes count the activation's rows and columns, not the pooled pixels.
         full = full_size(tuple(tensor.shape), kind)
         sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])

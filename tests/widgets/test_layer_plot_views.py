@@ -226,3 +226,20 @@ def test_clamped_token_map_labels_its_before_and_after_halves(qtbot):
     # An unclamped map is one picture again.
     panel.show_result(compare(lm.module, lm.example_input, Plan(capture=(path,))))
     assert bottom.halves() is None and not p.separator.isVisible() and not top.isVisible()
+
+
+def test_images_have_a_symmetric_colour_bar_and_bars_do_not(plot):
+    torch.manual_seed(1)
+    t = torch.randn(1, 12, 32)
+    plot.update_record(_record(t))
+    bar = plot.colour_bar
+    level = float(t.abs().max())
+    assert bar.isVisible() and bar.levels() == pytest.approx((-level, level))
+    assert plot.view_widget.getPlotItem().layout.itemAt(2, 5) is bar
+    assert plot.image.levels == pytest.approx([-level, level])
+    # Bars have no colour scale, and give its room back.
+    plot.update_record(_record([0.2, -0.1, 0.4]))
+    assert not bar.isVisible()
+    assert plot.view_widget.getPlotItem().layout.itemAt(2, 5) is None
+    plot.update_record(_record(2 * t))
+    assert bar.isVisible() and bar.levels() == pytest.approx((-2 * level, 2 * level))
