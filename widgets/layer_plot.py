@@ -107,12 +107,13 @@ class LayerPlot(QFrame):
         self.stats_label.setWordWrap(True)
 
         # Histogram: before (light) and after (solid), two draggable bounds.
-        self.hist_widget = pg.PlotWidget(self, background="w")
+        self.hist_widget = pg.PlotWidget(self, background="w", axisItems=index_axes("left"))
         self.hist_widget.setMinimumHeight(_PLOT_HEIGHT)
         hp = plain_axes(self.hist_widget.getPlotItem())
         hp.setMenuEnabled(False)
         hp.setLabel("bottom", "value")
         hp.setLabel("left", "count")
+        hp.getAxis("left").set_integer(True)  # no "1.5 values"
         hp.getViewBox().setMouseEnabled(x=False, y=False)
         self.hist_pre = pg.PlotDataItem(stepMode="center", fillLevel=0,
                                         brush=pg.mkBrush(*PRE_COLOUR, 150), pen=pg.mkPen(PRE_COLOUR))

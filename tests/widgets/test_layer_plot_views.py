@@ -243,3 +243,12 @@ def test_images_have_a_symmetric_colour_bar_and_bars_do_not(plot):
     assert plot.view_widget.getPlotItem().layout.itemAt(2, 5) is None
     plot.update_record(_record(2 * t))
     assert bar.isVisible() and bar.levels() == pytest.approx((-2 * level, 2 * level))
+
+
+def test_histogram_counts_have_whole_number_ticks(plot):
+    plot.update_record(_record([-5.0, -4.2, -1.9, 0.3, 3.2, 3.1]))
+    plot.grab()
+    axis = plot.hist_widget.getPlotItem().getAxis("left")
+    y_range = plot.hist_widget.getPlotItem().getViewBox().viewRange()[1]
+    ticks = _tick_values(axis, y_range, 150)
+    assert ticks and all(float(v).is_integer() for v in ticks)
