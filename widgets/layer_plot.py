@@ -15,12 +15,13 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, TensorStats
 
 from .layer_tree_model import format_bound, format_shape
-from .plot_style import index_axes, plain_axes
+from .plot_style import index_axes, plain_axes, title_never_widens
 from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
                              view_image, view_kind)
 
@@ -30,6 +31,7 @@ BOUND_COLOUR = (214, 39, 40)
 OPEN_BOUND_COLOUR = (150, 150, 150)
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _PLOT_HEIGHT = 190
+_BARS_TITLE = "light: before · dark: after"
 _PRE_HEADROOM = 1.6    # histogram height over the "before" peak: its shape stays readable
 _SPIKE_CAP = 8.0       # ... raised up to this many times that peak to show a clamp's spike
 _HEADROOM = 1.35       # histogram height over its peak: the bound labels sit above the bars
@@ -95,7 +97,9 @@ class LayerPlot(QFrame):
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
         self._placed: tuple | None = None  # (bounds, data range) the lines were placed for
         self._note_placed: tuple | None = None  # (text, anchor, x, y) of the spike note
-        self._bars_fit: tuple | None = None  # (units, low, high) the bar view's range was fitted to
+        self._bars_fit: tuple | None = None
+        self._view_title: str | None = None   # the view's title in one line, if it has one
+        self._title_form: str | None = None   # ... as set (one line, or two)  # (units, low, high) the bar view's range was fitted to
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
         self._resize_timer.timeout.connect(self.flush)
 
@@ -143,7 +147,7 @@ class LayerPlot(QFrame):
         self.view_widget = pg.PlotWidget(self, background="w",
                                          axisItems=index_axes("bottom", "left", "top"))
         self.view_widget.setMinimumHeight(_PLOT_HEIGHT)
-        vp = plain_axes(self.view_widget.getPlotItem())
+        vp = title_never_widens(plain_axes(self.view_widget.getPlotItem()))
         vp.setMenuEnabled(False)
         self.image = pg.ImageItem()
         self.image.setColorMap(pg.colormap.get(_COLOUR_MAP))
@@ -225,6 +229,7 @@ class LayerPlot(QFrame):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        self._fit_title()
         # An image pooled for a much smaller view (e.g. before the first layout) is
         # drawn again at the new size, once the resizing settles.
         w, h = self._drawn_size
@@ -288,6 +293,10 @@ class LayerPlot(QFrame):
         spans = []
         for line, outside_left in ((self.lo_line, True), (self.hi_line, False)):
             px = (float(line.value()) - x0) * scale
+            # A line out of view would show a clipped piece of its label at the edge.
+            shown = -1.0 <= px <= width + 1.0
+            if line.label.isVisible() != shown:
+                line.label.setVisible(shown)
             text = line.label.textItem.boundingRect().width() + 6
             left = px >= text if outside_left else width - px < text
             # A little gap off the line: the bars a clamp piles up at it may touch it.
@@ -419,11 +428,10 @@ class LayerPlot(QFrame):
         self.bars_pre.setVisible(kind == "bars" and intervention is not None)
         vp = plain_axes(self.view_widget.getPlotItem())
         vb = vp.getViewBox()
-        if intervention is None or is_image:
-            vp.setTitle(None)  # an image's halves are named on its top axis
-        else:
-            # Short: a title wider than the plot pushes the view past the panel's edge.
-            vp.setTitle("light: before · dark: after", size="9pt", color="#444")
+        # An image's halves are named on its top axis; bars say which shade is which.
+        self._view_title = None if intervention is None or is_image else _BARS_TITLE
+        self._title_form = None
+        self._fit_title()
         vb.invertY(is_image)
         vb.setAspectLocked(kind == "feature_maps")
         two = is_image and halves is not None
@@ -458,6 +466,20 @@ class LayerPlot(QFrame):
         vp.getAxis("left").set_integer(is_image)
         if kind != "bars":  # bars are fitted by _fit_bars
             vp.autoRange(padding=0.02)
+
+    def _fit_title(self) -> None:
+        """Set the view's title on one line, or on two where the plot is narrower
+        than the line: pyqtgraph gives a plot its title's width as a minimum, and
+        a plot wider than its widget is cut off at the panel's right edge."""
+        title = self._view_title
+        form = None
+        if title is not None:
+            metrics = QFontMetrics(QFont(self.font().family(), 9))
+            room = self.view_widget.width() - 60   # the value axis takes the rest
+            form = title if metrics.horizontalAdvance(title) <= room else title.replace(" · ", "<br>")
+        if form != self._title_form:
+            self._title_form = form
+            self.view_widget.getPlotItem().setTitle(form, size="9pt", color="#444")
 
     def _draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
         """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 
 
 def plain_axes(plot: pg.PlotItem) -> pg.PlotItem:
@@ -130,3 +131,28 @@ class IndexAxis(pg.AxisItem):
 def index_axes(*orientations: str) -> dict[str, IndexAxis]:
     """``axisItems=`` for a PlotWidget / addPlot whose ``orientations`` count things."""
     return {o: IndexAxis(o) for o in orientations}
+
+
+def title_never_widens(plot: pg.PlotItem) -> pg.PlotItem:
+    """Let ``plot``'s title be narrower than its text.
+
+    pyqtgraph makes a title's text width the plot's minimum width (again on
+    every resize), and a plot wider than its widget is cut off at the right
+    edge: bars and axis go missing. Here the title keeps its height and the
+    centred text may overhang instead.
+    """
+    label = plot.titleLabel
+    keep_height = type(label).updateMin
+
+    def update_min() -> None:
+        keep_height(label)
+        label.setMinimumWidth(0)
+        hints = dict(label._sizeHint)
+        for hint in (Qt.SizeHint.MinimumSize, Qt.SizeHint.PreferredSize):
+            hints[hint] = (0, hints[hint][1])
+        label._sizeHint = hints
+        label.updateGeometry()
+
+    label.updateMin = update_min
+    update_min()
+    return plot

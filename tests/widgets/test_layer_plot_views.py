@@ -252,3 +252,27 @@ def test_histogram_counts_have_whole_number_ticks(plot):
     y_range = plot.hist_widget.getPlotItem().getViewBox().viewRange()[1]
     ticks = _tick_values(axis, y_range, 150)
     assert ticks and all(float(v).is_integer() for v in ticks)
+
+
+def test_a_narrow_bar_view_is_not_cut_off_at_the_right(qtbot):
+    p = LayerPlot("0")
+    qtbot.addWidget(p)
+    p.resize(250, 320)                     # the centre column of an 800 px window
+    p.show()
+    qtbot.waitExposed(p)
+    pre = [1.42, 0.71, 2.2, 0.82]
+    p.update_record(_record([0.5] * 4, pre, (-0.5, 0.5)), (-0.5, 0.5))
+    p.grab()
+    vp = p.view_widget.getPlotItem()
+    # The plot is no wider than its widget, and the title wrapped to fit.
+    assert vp.geometry().width() <= p.view_widget.viewport().width() + 0.5
+    assert "<br>" in p._title_form
+    # Bar 3's right edge is inside the visible part of the view.
+    right_edge = vp.getViewBox().mapViewToScene(QPointF(3.4, 0)).x()
+    assert right_edge < p.view_widget.viewport().width()
+    # The low bound (-0.5) is left of the histogram's range: no clipped label piece.
+    assert not p.lo_line.label.isVisible() and p.hi_line.label.isVisible()
+    # Wide again: one line.
+    p.resize(900, 320)
+    p.grab()
+    assert p._title_form == "light: before · dark: after"
