@@ -35,8 +35,7 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     if not result.outputs_differ:
         if not changes:
             return "Outputs are identical: the plan only captured, it did not change anything."
-        return ("Outputs are identical: the intervention did not change any output value "
-                "(for a clamp: no value reached its bounds, or the change did not reach the output).")
+        return identical_despite_intervention(result)
     if without.shape != with_.shape:
         return (f"The intervention changed the output's shape ({without.size} values without, "
                 f"{with_.size} with).")
@@ -48,6 +47,26 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
         text += (f" The largest output is still #{a}." if a == b else
                  f" The largest output moved from #{a} to #{b}.")
     return text
+
+
+def identical_despite_intervention(result: RunResult) -> str:
+    """Why a plan that intervenes left the output unchanged, from what was captured."""
+    changed, untouched = [], []
+    for path, recs in result.captures.items():
+        for r in recs:
+            if r.intervention and r.stats is not None and r.stats.fraction_clamped is not None:
+                (changed if r.stats.fraction_clamped > 0 else untouched).append(
+                    (path, r.stats.fraction_clamped))
+    if changed:
+        parts = ", ".join(f"{100 * f:.3g}% of {p}'s values" for p, f in changed[:3])
+        return (f"Outputs are identical, although the clamp changed {parts}: later layers "
+                "absorbed the change (e.g. a ReLU or max-pool that ignores those values).")
+    if untouched:
+        names = ", ".join(p for p, _ in untouched[:3])
+        return (f"Outputs are identical: no value of {names} lay outside the clamp's bounds, "
+                "so the clamp changed nothing. Narrow the range to see an effect.")
+    return ("Outputs are identical: either no value reached the clamp's bounds, or later layers "
+            "absorbed the change. Tick the clamped layer's Capture box to see which.")
 
 
 def _hex(rgb: tuple[int, int, int]) -> str:

@@ -52,3 +52,24 @@ def test_transformer_output_uses_lines(view):
     bars = view.bars_with
     view.show_result(_run("demo:cnn", Plan(clamp={"conv1": (-0.5, 0.5)})))
     assert view.mode == "bars" and view.bars_with is bars
+
+
+def test_identical_outputs_explained_from_the_captures():
+    from hookscope.core import Plan, compare, load_model
+    from hookscope.widgets.output_comparison import verdict
+    from hookscope.core.run import flat_array
+
+    lm = load_model("demo:cnn")
+    m, x = lm.module, lm.example_input
+
+    def say(plan):
+        r = compare(m, x, plan)
+        assert not r.outputs_differ
+        return verdict(r, flat_array(r.output_without), flat_array(r.output_with))
+
+    # a bound nothing reaches
+    assert "no value of conv1 lay outside" in say(Plan(capture=["conv1"], clamp={"conv1": (-100, 100)}))
+    # relu1 zeroes negatives: clamping them at a low bound below 0 changes them, the output not
+    text = say(Plan(capture=["bn1"], clamp={"bn1": (-0.05, float("inf"))}))
+    assert "although the clamp changed" in text and "bn1" in text and "absorbed" in text
+    assert "Tick the clamped layer" in say(Plan(clamp={"conv1": (-100, 100)}))
