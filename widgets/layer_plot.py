@@ -5,7 +5,8 @@ view chosen by the tensor's shape, and its statistics in words.
 :meth:`LayerPlot.update_record` only moves data into them (``setData``,
 ``setOpts``, ``setImage``), so a Live drag that re-runs the model many times a
 second costs no item churn. It draws what the core captured and never runs a
-model.
+model. The histogram and its bound lines are a :class:`HistogramView`
+(histogram_view.py); this file holds the panel, its shape view and its text.
 """
 
 from __future__ import annotations
@@ -20,22 +21,19 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, TensorStats
 
+from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
+                             HistogramView, histogram_in)
 from .layer_tree_model import format_bound, format_shape
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
                              view_image, view_kind)
 
-PRE_COLOUR = (150, 170, 200)    # values before the intervention: light, behind
-POST_COLOUR = (31, 119, 180)    # values the rest of the model saw
-BOUND_COLOUR = (214, 39, 40)
-OPEN_BOUND_COLOUR = (150, 150, 150)
+# Still importable from here, where they were before the histogram moved out.
+__all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "LayerPlot",
+           "histogram_in", "stats_text"]
+
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
-_PLOT_HEIGHT = 190
 _BARS_TITLE = "light: before · dark: after"
-_PRE_HEADROOM = 1.6    # histogram height over the "before" peak: its shape stays readable
-_SPIKE_CAP = 8.0       # ... raised up to this many times that peak to show a clamp's spike
-_HEADROOM = 1.35       # histogram height over its peak: the bound labels sit above the bars
-_LABEL_TOP, _LABEL_LOW = 0.93, 0.8   # label heights (fraction of the plot), staggered if they'd meet
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
 
@@ -64,13 +62,6 @@ def stats_text(stats: TensorStats | None, pre: TensorStats | None = None) -> str
     return text
 
 
-def histogram_in(t, edges: np.ndarray) -> np.ndarray:
-    """Counts of ``t``'s finite values in the bins ``edges`` (ends included)."""
-    v = t.detach().reshape(-1).float().numpy()
-    v = v[np.isfinite(v)]
-    counts, _ = np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)
-    return counts.astype(float)
-
 
 class LayerPlot(QFrame):
     """Panel for one (layer path, call) of a run.
@@ -89,17 +80,12 @@ class LayerPlot(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.view_kind = "none"
         self.record: CaptureRecord | None = None
-        self._bounds: tuple[float, float] | None = None   # the clamp as the plan has it
-        self._data_range = (-1.0, 1.0)
-        self._quiet = False
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
-        self._placed: tuple | None = None  # (bounds, data range) the lines were placed for
-        self._note_placed: tuple | None = None  # (text, anchor, x, y) of the spike note
-        self._bars_fit: tuple | None = None
+        self._bars_fit: tuple | None = None   # (units, low, high) the bar view's range was fitted to
         self._view_title: str | None = None   # the view's title in one line, if it has one
-        self._title_form: str | None = None   # ... as set (one line, or two)  # (units, low, high) the bar view's range was fitted to
+        self._title_form: str | None = None   # ... as set (one line, or two)
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
         self._resize_timer.timeout.connect(self.flush)
 
@@ -110,43 +96,20 @@ class LayerPlot(QFrame):
         self.stats_label.setTextFormat(Qt.TextFormat.RichText)
         self.stats_label.setWordWrap(True)
 
-        # Histogram: before (light) and after (solid), two draggable bounds.
-        self.hist_widget = pg.PlotWidget(self, background="w", axisItems=index_axes("left"))
-        self.hist_widget.setMinimumHeight(_PLOT_HEIGHT)
-        hp = plain_axes(self.hist_widget.getPlotItem())
-        hp.setMenuEnabled(False)
-        hp.setLabel("bottom", "value")
-        hp.setLabel("left", "count")
-        hp.getAxis("left").set_integer(True)  # no "1.5 values"
-        hp.getViewBox().setMouseEnabled(x=False, y=False)
-        self.hist_pre = pg.PlotDataItem(stepMode="center", fillLevel=0,
-                                        brush=pg.mkBrush(*PRE_COLOUR, 150), pen=pg.mkPen(PRE_COLOUR))
-        self.hist_post = pg.PlotDataItem(stepMode="center", fillLevel=0,
-                                         brush=pg.mkBrush(*POST_COLOUR, 220), pen=pg.mkPen(POST_COLOUR))
-        hp.addItem(self.hist_pre)
-        hp.addItem(self.hist_post)
-        self.lo_line = self._bound_line("low")
-        self.hi_line = self._bound_line("high")
-        hp.addItem(self.lo_line, ignoreBounds=True)
-        hp.addItem(self.hi_line, ignoreBounds=True)
-        # The bound lines run behind the bars: the values a clamp piles up at a
-        # bound (its spike, the point of the lesson) sit right on the line.
-        self.hist_pre.setZValue(1)
-        self.hist_post.setZValue(2)
-        # "↑ 4,096 at bound": a spike taller than the plot says how tall it is.
-        self.spike_note = pg.TextItem("", color=(120, 20, 20), fill=(255, 255, 255, 210), anchor=(0, 0))
-        self.spike_note.setZValue(3)
-        self.spike_note.setVisible(False)
-        hp.addItem(self.spike_note, ignoreBounds=True)
-        # Labels pick their side by the room they have, which a resize or new range changes.
-        hvb = hp.getViewBox()
-        hvb.sigRangeChanged.connect(self._place_labels)
-        hvb.sigResized.connect(self._place_labels)
+        # Histogram: before (light) and after (solid), two draggable bounds. Its
+        # items stay reachable as the panel's own (tests, plot_items).
+        self.histogram = HistogramView(self)
+        self.histogram.dragged.connect(self.clampDragged)
+        self.histogram.edited.connect(self.clampEdited)
+        self.hist_widget = self.histogram.widget
+        self.hist_pre, self.hist_post = self.histogram.hist_pre, self.histogram.hist_post
+        self.lo_line, self.hi_line = self.histogram.lo_line, self.histogram.hi_line
+        self.spike_note = self.histogram.spike_note
 
         # The shape view: an image (heat map, feature maps, tokens) or bars.
         self.view_widget = pg.PlotWidget(self, background="w",
                                          axisItems=index_axes("bottom", "left", "top"))
-        self.view_widget.setMinimumHeight(_PLOT_HEIGHT)
+        self.view_widget.setMinimumHeight(PLOT_HEIGHT)
         vp = title_never_widens(plain_axes(self.view_widget.getPlotItem()))
         vp.setMenuEnabled(False)
         self.image = pg.ImageItem()
@@ -208,7 +171,7 @@ class LayerPlot(QFrame):
         self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
                            f"{format_shape(shape)}{what}{extra}")
         self.stats_label.setText(stats_text(stats, record.pre_stats))
-        self._bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
+        self.histogram.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         if self.is_scrolled_away():
             # Drawn when scrolled into view (flush): a result's update then costs
             # only the panels a person can see.
@@ -240,83 +203,16 @@ class LayerPlot(QFrame):
 
     def _draw(self, record: CaptureRecord) -> None:
         self._stale = False
-        self._draw_histogram(record)
+        self.histogram.draw(record)
         self._draw_view(record)
-        self.set_bounds(self._bounds)
+        self.set_bounds(self.histogram.bounds)
 
     def set_bounds(self, bounds: tuple[float, float] | None) -> None:
         """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
-        self._bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
-        placed = (self._bounds, self._data_range)
-        if placed == self._placed and not (self.lo_line.moving or self.hi_line.moving):
-            return  # already there: pens and labels re-made for nothing cost ~0.3 ms a panel
-        self._placed = placed
-        lo_d, hi_d = self._data_range
-        span = max(hi_d - lo_d, 1e-6)
-        # Open or far-away ends sit just outside the data, where they can be grabbed.
-        far_lo, far_hi = lo_d - 0.05 * span, hi_d + 0.05 * span
-        lo, hi = self._bounds if self._bounds else (-math.inf, math.inf)
-        self._quiet = True
-        try:
-            self.lo_line.setBounds((None, None))  # old limits must not clip the new values
-            self.hi_line.setBounds((None, None))
-            for line, v, far, word in ((self.lo_line, lo, far_lo, "low"),
-                                       (self.hi_line, hi, far_hi, "high")):
-                beyond = (v < far) if word == "low" else (v > far)
-                off_scale = beyond and abs(v - far) > 2 * span
-                if not line.moving:  # never yank a line out from under the mouse
-                    line.setValue(far if off_scale else v)
-                open_end = math.isinf(v)
-                colour = OPEN_BOUND_COLOUR if open_end else BOUND_COLOUR
-                line.setPen(pg.mkPen(colour, width=1.5,
-                                     style=Qt.PenStyle.DashLine if off_scale else Qt.PenStyle.SolidLine))
-                if open_end:
-                    line.label.setFormat(f"drag: {word} bound")
-                elif off_scale:
-                    line.label.setFormat(f"{word} {format_bound(v)} (off scale)")
-                else:
-                    line.label.setFormat(f"{word} {{value:.3g}}")
-            self._update_line_limits()
-        finally:
-            self._quiet = False
-        self._place_labels()
-
-    def _place_labels(self, *_args) -> None:
-        """Low's label left of the low line, high's right of the high line, so close
-        bounds never label across each other; a label without room on its side
-        (a line near the plot's edge) goes inside, and the low one steps down if
-        the two would then meet."""
-        vb = self.hist_widget.getPlotItem().getViewBox()
-        (x0, x1), _ = vb.viewRange()
-        width = vb.width() if vb.width() > 1 else 300.0
-        scale = width / max(x1 - x0, 1e-12)
-        spans = []
-        for line, outside_left in ((self.lo_line, True), (self.hi_line, False)):
-            px = (float(line.value()) - x0) * scale
-            # A line out of view would show a clipped piece of its label at the edge.
-            shown = -1.0 <= px <= width + 1.0
-            if line.label.isVisible() != shown:
-                line.label.setVisible(shown)
-            text = line.label.textItem.boundingRect().width() + 6
-            left = px >= text if outside_left else width - px < text
-            # A little gap off the line: the bars a clamp piles up at it may touch it.
-            anchor = (1.08, 0.5) if left else (-0.08, 0.5)
-            spans.append((px - text, px) if left else (px, px + text))
-            if line.label.anchors != [anchor, anchor]:
-                line.label.anchors = [anchor, anchor]
-                line.label.updatePosition()
-        (a0, a1), (b0, b1) = spans
-        # A spike's "↑ N at bound" note has the top line: the labels go one line down.
-        down = _LABEL_TOP - _LABEL_LOW if self.spike_note.isVisible() else 0.0
-        high_pos = _LABEL_TOP - down
-        low_pos = (_LABEL_LOW if a0 < b1 and b0 < a1 else _LABEL_TOP) - down
-        for line, pos in ((self.lo_line, low_pos), (self.hi_line, high_pos)):
-            if line.label.orthoPos != pos:
-                line.label.setPosition(pos)
+        self.histogram.set_bounds(bounds)
 
     def bounds(self) -> tuple[float, float] | None:
-        return self._bounds
-
+        return self.histogram.bounds
     def set_highlighted(self, on: bool) -> None:
         self._highlighted = on
         self.setStyleSheet("LayerPlot { border: 2px solid #1976d2; }" if on else "")
@@ -326,72 +222,6 @@ class LayerPlot(QFrame):
         return self._highlighted
 
     # -- drawing ---------------------------------------------------------------
-    def _draw_histogram(self, record: CaptureRecord) -> None:
-        stats, pre = record.stats, record.pre_stats
-        ranges = []
-        peaks = {}
-        for item, s in ((self.hist_post, stats), (self.hist_pre, pre)):
-            if s is None or s.count == 0 or len(s.hist_edges) != len(s.hist_counts) + 1:
-                item.setData([0.0, 1.0], [0.0])
-                item.setVisible(False)
-                continue
-            edges = np.asarray(s.hist_edges, dtype=float)
-            counts = np.asarray(s.hist_counts, dtype=float)
-            if item is self.hist_post and pre is not None and record.tensor is not None \
-                    and len(pre.hist_edges) > 1 \
-                    and not np.array_equal(s.hist_edges, pre.hist_edges) \
-                    and pre.hist_edges[0] <= s.min and s.max <= pre.hist_edges[-1]:
-                # Before and after in the same bins, so the two are comparable and the
-                # values a clamp piled up at its bounds show as spikes there. The core
-                # already bins a clamp's output this way on the worker; this is for
-                # other interventions.
-                edges = np.asarray(pre.hist_edges, dtype=float)
-                counts = histogram_in(record.tensor, edges)
-            item.setData(edges, counts)
-            item.setVisible(True)
-            ranges.append((float(edges[0]), float(edges[-1])))
-            if counts.size:
-                i = int(np.argmax(counts))
-                peaks[item] = (float(counts[i]), 0.5 * float(edges[i] + edges[i + 1]))
-        if ranges:
-            self._data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
-        self._fit_histogram(peaks.get(self.hist_pre), peaks.get(self.hist_post),
-                            at_bound=record.intervention is not None and self._bounds is not None)
-
-    def _fit_histogram(self, pre_peak: tuple[float, float] | None,
-                       post_peak: tuple[float, float] | None, at_bound: bool) -> None:
-        """The count axis: room for the "before" shape and for the spike a clamp
-        piles up at a bound, up to :data:`_SPIKE_CAP` times the "before" peak; a
-        taller spike is cut there and labelled with its count."""
-        vb = self.hist_widget.getPlotItem().getViewBox()
-        note = None
-        if pre_peak is not None:
-            base = max(pre_peak[0], 1.0)
-            top = max(_PRE_HEADROOM * base, 1.1 * (post_peak[0] if post_peak else 0.0))
-            if top > _SPIKE_CAP * base:
-                top = _SPIKE_CAP * base
-                note = post_peak
-            vb.enableAutoRange(x=True, y=False)
-            vb.setYRange(0, top, padding=0)
-        else:
-            top = _HEADROOM * max(post_peak[0] if post_peak else 1.0, 1.0)
-            vb.enableAutoRange(x=True, y=False)
-            vb.setYRange(0, top, padding=0)
-        if self.spike_note.isVisible() != (note is not None):
-            self.spike_note.setVisible(note is not None)
-        if note is not None:
-            count, x = note
-            # On top of the cut spike, kept inside the plot near its edges.
-            lo_d, hi_d = self._data_range
-            f = (x - lo_d) / (hi_d - lo_d) if hi_d > lo_d else 0.5
-            placed = (f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}",
-                      (min(max(f, 0.0), 1.0), 0), x, top)
-            if placed != self._note_placed:  # a Live drag re-sends the same spike often
-                self._note_placed = placed
-                self.spike_note.setText(placed[0])
-                self.spike_note.setAnchor(placed[1])
-                self.spike_note.setPos(x, top)
-
     def _draw_view(self, record: CaptureRecord) -> None:
         kind = self.view_kind
         is_image = kind in ("heatmap", "feature_maps", "tokens")
@@ -554,47 +384,3 @@ class LayerPlot(QFrame):
             halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
                       round((pre.shape[1] + gap / 2) * sx, 6))
         return (round(img.shape[0] * sy), round(img.shape[1] * sx)), halves
-
-    # -- dragging --------------------------------------------------------------
-    def _bound_line(self, word: str) -> pg.InfiniteLine:
-        line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=1.5),
-                               hoverPen=pg.mkPen(BOUND_COLOUR, width=4),
-                               label=f"{word} {{value:.3g}}",
-                               labelOpts={"position": _LABEL_TOP,
-                                          "color": (60, 60, 60), "fill": (255, 255, 255, 200)})
-        line.setToolTip(f"Drag to change the clamp's {word} bound")
-        line.sigPositionChanged.connect(lambda _l: self._on_line_moved(word, finished=False))
-        line.sigPositionChangeFinished.connect(lambda _l: self._on_line_moved(word, finished=True))
-        return line
-
-    def _on_line_moved(self, word: str, finished: bool) -> None:
-        """A bound line moved (by the mouse): report the clamp it now describes.
-
-        Only the moved bound changes; the other keeps the plan's value, so an
-        open end (``±inf``) stays open.
-        """
-        if self._quiet:
-            return
-        self._placed = None  # the lines are no longer where set_bounds put them
-        lo, hi = self._bounds if self._bounds else (-math.inf, math.inf)
-        if word == "low":
-            lo = min(float(self.lo_line.value()), hi)
-        else:
-            hi = max(float(self.hi_line.value()), lo)
-        self._update_line_limits()
-        self._place_labels()
-        if finished:
-            self._bounds = (lo, hi)
-            self.clampEdited.emit(lo, hi)
-        else:
-            self.clampDragged.emit(lo, hi)
-
-    def _update_line_limits(self) -> None:
-        """Each line stops at the other, so low never passes high."""
-        quiet, self._quiet = self._quiet, True
-        try:
-            lo_v, hi_v = float(self.lo_line.value()), float(self.hi_line.value())
-            self.lo_line.setBounds((None, hi_v))
-            self.hi_line.setBounds((lo_v, None))
-        finally:
-            self._quiet = quiet
