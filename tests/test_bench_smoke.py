@@ -47,8 +47,11 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert rows[("demo:cnn", "stats_only")]["correct"] is True
     assert rows[("demo:cnn", "naive_detach")]["correct"] is False
     assert "stale" in rows[("demo:cnn", "naive_detach")]["check_note"]
-    # Targets are judged (met is a bool wherever a target applies).
-    assert isinstance(rows[("demo:cnn", "every_leaf")]["met"], bool)
+    # Ratio targets are not judged on a forward of microseconds (fixed costs only):
+    # the row says why instead of a yes/no.
+    leaf = rows[("demo:cnn", "every_leaf")]
+    assert leaf["plain_median_ms"] < 1.0
+    assert leaf["met"] is None and leaf["miss"].startswith("n/a")
     fixed = {r["case"]: r for r in data["rows"] if r["model"] == "—"}
     assert {"compare_clamp", "arm_1000", "resolve_1000"} <= fixed.keys()
     assert isinstance(fixed["compare_clamp"]["met"], bool)
