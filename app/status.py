@@ -36,9 +36,12 @@ def fmt_ms(ms: float) -> str:
 
 
 def overhead_text(base: float, inter: float, n: int) -> str:
-    """The capture overhead in words: below ~3% (or 20 µs) of the forward it is noise."""
+    """The capture overhead in words: below ~3% (or 20 µs) of the forward it is noise,
+    and from fewer than 3 runs (the first carries one-time set-up) it is not shown."""
     over = inter - base
     runs = "1 run" if n == 1 else f"median of {n} runs"
+    if n < 3:
+        return f"capture overhead: measuring ({runs}; Run again for a figure)"
     if abs(over) < max(0.03 * base, 0.02):
         return f"capture overhead: within noise ({runs})"
     pct = f" ({100 * over / base:+.0f}%)" if base > 0.05 else ""

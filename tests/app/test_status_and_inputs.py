@@ -5,7 +5,8 @@ from hookscope.app.status import overhead_text
 
 def test_overhead_is_noise_below_three_percent():
     assert overhead_text(10.0, 10.2, 5) == "capture overhead: within noise (median of 5 runs)"
-    assert overhead_text(0.1, 0.11, 1) == "capture overhead: within noise (1 run)"
+    assert overhead_text(0.1, 0.11, 4) == "capture overhead: within noise (median of 4 runs)"
+    assert overhead_text(0.1, 0.6, 1).startswith("capture overhead: measuring (1 run")
     assert overhead_text(10.0, 12.0, 3) == "capture overhead: +2.0 ms (+20%) (median of 3 runs)"
     assert overhead_text(10.0, 8.0, 3).startswith("capture overhead: −2.0 ms")
 
@@ -19,7 +20,7 @@ def test_counts_and_timings_start_again_with_a_new_model(window, qtbot):
     qtbot.waitUntil(lambda: window.loaded.spec == "demo:features" and window.last_result is not None
                     and window.is_idle(), timeout=30_000)
     assert runs.text() == "runs: 1"
-    assert "(1 run)" in window.status.overhead.text()
+    assert "measuring (1 run;" in window.status.overhead.text()  # counts restarted
 
 
 def test_model_without_example_input_says_what_to_type(make_window, qtbot, tmp_path):
