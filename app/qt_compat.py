@@ -1,6 +1,7 @@
 """Work-arounds for defects of particular Qt-for-Python releases.
 
-PySide6 6.12.0 on Python 3.11: many methods that return nothing
+PySide6 6.12.0 on Python 3.11 (excluded in pyproject.toml; this guards an
+environment that has it anyway): many methods that return nothing
 (``QTimer.start``, ``QWidget.show``, ``QCoreApplication.processEvents``, ...)
 give back ``None`` without taking a reference to it, so every call lowers
 ``None``'s reference count by one. After a few thousand calls (a minute of
@@ -43,7 +44,9 @@ def guard_none_refcount() -> bool:
         return True
     if not affected():
         return False
-    # ob_refcnt is the first field of every object on CPython < 3.12.
-    ctypes.c_ssize_t.from_address(id(None)).value += _RESERVE
+    # ob_refcnt is the first field of every object on CPython < 3.12. Signal.emit()
+    # under-counts True the same way (False too, by the same path), so all three.
+    for singleton in (None, True, False):
+        ctypes.c_ssize_t.from_address(id(singleton)).value += _RESERVE
     _applied = True
     return True
