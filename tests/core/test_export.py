@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from hookscope.core import HookscopeError, Plan, Scale, compare, load_model
 from hookscope.core.export import save_captures, session_dict, standalone_script
