@@ -136,6 +136,16 @@ def to_device(inputs: Any, dev: torch.device) -> Any:
     return map_tensors(lambda t: t.to(dev), inputs)
 
 
+def own_copy(inputs: Any) -> Any:
+    """A copy of the inputs for one forward.
+
+    A model may change its input in place (``x.mul_(2)``); the baseline, the
+    intervened forward and a re-run must each see the input as given, and the
+    caller's tensors must come back unchanged.
+    """
+    return map_tensors(lambda t: t.clone(), inputs)
+
+
 def place_module(module: nn.Module, dev: torch.device) -> None:
     """Move ``module`` to ``dev`` unless it is already there.
 
@@ -214,7 +224,7 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev):
     with session:
         synchronize(dev)
         t0 = time.perf_counter()
-        out = forward(module, x, grad_mode)
+        out = forward(module, own_copy(x), grad_mode)
         synchronize(dev)
         fwd_ms = (time.perf_counter() - t0) * 1e3
     stale = session.stale_paths() if keep else set()
@@ -292,7 +302,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
             with inert_hooks(layers):
                 synchronize(dev)
                 tb = time.perf_counter()
-                base = forward(module, x, torch.inference_mode)
+                base = forward(module, own_copy(x), torch.inference_mode)
                 synchronize(dev)
                 base_ms = (time.perf_counter() - tb) * 1e3
             baseline = Baseline(map_tensors(lambda t: t.detach().cpu(), base), base_ms, str(dev),

@@ -225,6 +225,8 @@ def _histogram(sample: torch.Tensor, lo: float, hi: float, bins: int,
     Index arithmetic plus ``bincount`` is about twice as fast as ``torch.histc``
     on the CPU and bins values the same way (up to rounding at bin edges).
     """
+    # float64: the sample is small, and (x - lo) of float32 values near ±3e38 overflows.
+    sample = sample.to(torch.float64)
     idx = (sample - lo).mul_(bins / (hi - lo)).to(torch.int64).clamp_(0, bins - 1)
     if drop_outside:
         inside = (sample >= lo) & (sample <= hi)
@@ -281,8 +283,10 @@ def _with_clamped(mn, mx, clamp):
 def _hist_range(mn: float, mx: float) -> tuple[float, float]:
     if mx > mn:
         return mn, mx
-    # A constant tensor still gets a visible bar, centred on its value.
-    return mn - 0.5, mx + 0.5
+    # A constant tensor still gets a visible bar, centred on its value; the pad
+    # grows with the value, since 1e20 - 0.5 == 1e20.
+    pad = max(0.5, abs(mn) * 1e-6)
+    return mn - pad, mx + pad
 
 
 def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tensor:
@@ -300,18 +304,21 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.T
     var = (torch.where(finite, flat - mean, zero) ** 2).sum() / denom
     std = var.sqrt()
     # Same bin rule as torch.histc: width = (hi - lo) / bins, the top edge falls in the last bin.
-    r_lo, r_hi = _with_clamped(mn, mx, clamp)
+    # Bin arithmetic in float64, as on the eager path (see _hist_range, _histogram).
+    r_lo, r_hi = (v.to(torch.float64) for v in _with_clamped(mn, mx, clamp))
     const = r_hi <= r_lo
-    lo_e = torch.where(const, r_lo - 0.5, r_lo)
-    hi_e = torch.where(const, r_hi + 0.5, r_hi)
+    pad = torch.clamp(r_lo.abs() * 1e-6, min=0.5)
+    lo_e = torch.where(const, r_lo - pad, r_lo)
+    hi_e = torch.where(const, r_hi + pad, r_hi)
     if rng is not None:
         ok = torch.isfinite(rng[0]) & torch.isfinite(rng[1])
-        lo_e = torch.where(ok, rng[0].to(flat.dtype), lo_e)
-        hi_e = torch.where(ok, rng[1].to(flat.dtype), hi_e)
+        lo_e = torch.where(ok, rng[0].to(torch.float64), lo_e)
+        hi_e = torch.where(ok, rng[1].to(torch.float64), hi_e)
     scale = bins / (hi_e - lo_e)
-    s_safe, s_finite = hist_sample(safe), hist_sample(finite)
-    idx = ((s_safe - lo_e) * scale).floor().clamp_(0, bins - 1).long()
-    inside = s_finite & (s_safe >= lo_e) & (s_safe <= hi_e)
+    s_safe, s_finite = hist_sample(safe).to(torch.float64), hist_sample(finite)
+    pos = ((s_safe - lo_e) * scale).floor()
+    inside = s_finite & (s_safe >= lo_e) & (s_safe <= hi_e) & torch.isfinite(pos)
+    idx = torch.where(inside, pos, torch.zeros_like(pos)).clamp_(0, bins - 1).long()
     idx = torch.where(inside, idx, torch.full_like(idx, bins))  # non-finite/outside: spill bin
     hist = torch.bincount(idx, minlength=bins + 1)[:bins]
     clamped = _clamped_count(flat, clamp)

@@ -110,3 +110,23 @@ def test_should_stop_cancels_and_leaves_no_hooks():
     assert all(not mod._forward_hooks and not mod._forward_pre_hooks for mod in m.modules())
     r = compare(m, lm.example_input, Plan(capture=["fc"]), should_stop=lambda: False)
     assert torch.equal(r.output_with, m(lm.example_input).detach())
+
+
+def test_a_model_that_changes_its_input_in_place():
+    from torch import nn
+
+    class Doubler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            x.mul_(2)
+            return self.lin(x)
+
+    torch.manual_seed(0)
+    m = Doubler()
+    x = torch.tensor([[1.0, 2.0]])
+    r = compare(m, x, Plan(capture=["lin"]))
+    assert not r.outputs_differ and torch.equal(x, torch.tensor([[1.0, 2.0]]))
+    assert torch.allclose(r.output_with, m.lin(torch.tensor([[2.0, 4.0]])).detach())

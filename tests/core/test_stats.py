@@ -125,3 +125,14 @@ def test_clamp_outside_the_data_still_shares_bins(deferred):
     assert pre_s.hist_edges[0] == pytest.approx(0.5) and pre_s.hist_edges[-1] == pytest.approx(2.2)
     assert pre_s.hist_counts.sum() == 4 and post_s.hist_counts.sum() == 4
     assert post_s.hist_counts[0] == 4 and pre_s.fraction_clamped == 1.0
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+@pytest.mark.parametrize("values", [[1e20] * 3, [3e8] * 4, [-3e38, 0.0, 3e38]])
+def test_extreme_ranges_bin_every_value(deferred, values):
+    x = torch.tensor(values, dtype=torch.float32)
+    s = summarize(x, deferred=deferred).resolve()
+    assert s.hist_counts.sum() == len(values)
+    assert s.hist_edges[0] <= float(x.min()) and float(x.max()) <= s.hist_edges[-1]
+    if len(set(values)) > 1:  # the maximum lands in the last bin, not the first
+        assert s.hist_counts[-1] >= 1 and s.hist_counts[0] >= 1
