@@ -30,6 +30,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from hookscope.core import (Baseline, Cancelled, HookscopeError, LoadedModel, Plan, TreeNode,
                             compare, load_model, observe, parse_input, resolve_device)
 from hookscope.core.hooks import resolve_records
+from hookscope.core.interventions import map_tensors, tensor_leaves
 from hookscope.core.run import to_device
 
 
@@ -72,6 +73,14 @@ class Loaded:
     tree: TreeNode
 
 
+def same_values(a: Any, b: Any) -> bool:
+    """Two (nested) inputs with the same tensors, value for value."""
+    la, lb = tensor_leaves(a), tensor_leaves(b)
+    return ([k for k, _ in la] == [k for k, _ in lb]
+            and all(x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+                    for (_, x), (_, y) in zip(la, lb)))
+
+
 def error_message(exc: BaseException) -> str:
     """The text shown to a person: the core's message, or an 'internal error' line."""
     if isinstance(exc, HookscopeError):
@@ -105,7 +114,7 @@ class _Runner(QObject):
         self.in_flight: int | None = None
         # The last comparison's baseline and what it was computed for: while only
         # the plan's values change (a dragged bound), the baseline is reused.
-        self._baseline: tuple[tuple, Baseline] | None = None
+        self._baseline: tuple[tuple, Any, Baseline] | None = None
         self.wake.connect(self._drain)
 
     # -- called from the GUI thread --------------------------------------------
@@ -195,14 +204,19 @@ class _Runner(QObject):
                 req.module.to(dev)
                 tree = observe(req.module, to_device(inputs, dev))
                 self.observed.emit(req.request_id, tree)
-            key = (weakref.ref(req.module), req.input_text, req.device)
-            baseline = self._baseline[1] if self._baseline and self._baseline[0] == key else None
+            # Keyed on the parsed input's values, not its text: a file named in the
+            # input box may have been rewritten since the last run.
+            key = (weakref.ref(req.module), req.device)
+            baseline = None
+            if self._baseline and self._baseline[0] == key and same_values(self._baseline[1], inputs):
+                baseline = self._baseline[2]
             # Every run can stop at its next layer: on Cancel, on close, and (Live
             # mode) when a newer request has made it stale.
             stop = self._superseded if req.cancellable else self._stop_asked
             result = compare(req.module, inputs, req.plan, req.device, baseline=baseline,
                              should_stop=stop)
-            self._baseline = (key, result.baseline) if result.baseline is not None else None
+            self._baseline = ((key, map_tensors(lambda t: t.detach().clone(), inputs), result.baseline)
+                              if result.baseline is not None else None)
             # The core summarises CPU-kept captures on first read; read them here,
             # so histograms are never computed on the GUI thread.
             resolve_records(result.captures)

@@ -228,3 +228,20 @@ def test_baseline_reused_while_only_the_plan_changes(qtbot, worker):
     fresh = compare(lm.module, lm.example_input, Plan(clamp={"conv1": (-0.3, 0.5)}))
     assert torch.equal(results[1].output_with, fresh.output_with)
     assert torch.equal(results[1].output_without, fresh.output_without)
+
+
+def test_rewritten_input_file_gets_a_fresh_baseline(qtbot, worker, tmp_path):
+    import numpy as np
+
+    lm = load_model("demo:clamp")
+    f = tmp_path / "x.npy"
+    results = []
+    worker.finished.connect(lambda rid, r: results.append(r))
+    plan = Plan(clamp={"0": (-0.5, 0.5)})
+    for values in ([[1.0, 2.0, 3.0]], [[-4.0, 5.0, 9.0]]):
+        np.save(f, np.array(values, dtype=np.float32))  # same text in the input box
+        worker.submit_run(lm.module, str(f), lm.example_input, plan, "cpu")
+        qtbot.waitUntil(lambda: not worker.busy, timeout=30_000)
+    assert [r.baseline_reused for r in results] == [False, False]
+    with torch.no_grad():
+        assert torch.equal(results[1].output_without, lm.module(torch.tensor([[-4.0, 5.0, 9.0]])))
