@@ -78,7 +78,9 @@ _SCRIPT = '''"""Exported by Hookscope: a baseline forward, then one with forward
 Only the model comes from Hookscope (load_model); the hooks are plain PyTorch.
 Run it with: python this_file.py
 """
+import dataclasses
 import json
+import math
 
 import torch
 
@@ -94,46 +96,67 @@ CLAMP = {clamp}  # layer -> [lo, hi]: the output is replaced by output.clamp(lo,
 loaded = load_model(SPEC, weights=WEIGHTS)
 model = loaded.module.eval().to(DEVICE)
 x = parse_input(INPUT, loaded.example_input)
-x = tuple(t.to(DEVICE) for t in x) if isinstance(x, tuple) else x.to(DEVICE)
 layers = dict(model.named_modules(remove_duplicate=False))
 
 
 def call(model, x):
+    if isinstance(x, dict):
+        return model(**x)
     return model(*x) if isinstance(x, tuple) else model(x)
 
 
-def first_tensor(value):
-    """The first tensor in a (possibly nested) layer output."""
+def map_tensors(fn, value):
+    """fn applied to every tensor in a (possibly nested) output; the structure is kept."""
     if isinstance(value, torch.Tensor):
-        return value
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
-    for item in items:
-        found = first_tensor(item)
-        if found is not None:
-            return found
-    return None
+        return fn(value)
+    if isinstance(value, tuple):
+        items = [map_tensors(fn, v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [map_tensors(fn, v) for v in value]
+    if isinstance(value, dict):
+        return type(value)((k, map_tensors(fn, v)) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{{f.name: map_tensors(fn, getattr(value, f.name))
+                                              for f in dataclasses.fields(value) if f.init}})
+    return value
+
+
+def leaves(value):
+    """Every tensor in a (possibly nested) output, in order."""
+    found = []
+    map_tensors(lambda t: found.append(t) or t, value)
+    return found
+
+
+def clamp_tensor(t, lo, hi):
+    if t.dtype == torch.bool or t.is_complex():
+        return t  # nothing to clamp
+    if t.is_floating_point():
+        return t.clamp(lo, hi)
+    # integer outputs stay integer: the bounds are rounded inward
+    ilo = None if math.isinf(lo) else math.ceil(lo)
+    ihi = None if math.isinf(hi) else math.floor(hi)
+    return t if ilo is None and ihi is None else t.clamp(ilo, ihi)
 
 
 def make_clamp_hook(lo, hi):
     # A factory gives each hook its own lo/hi: no late binding from a loop variable.
     def hook(module, inputs, output):
-        if isinstance(output, torch.Tensor):
-            return output.clamp(lo, hi)
-        if isinstance(output, tuple):
-            return tuple(o.clamp(lo, hi) if isinstance(o, torch.Tensor) else o for o in output)
-        return output
+        return map_tensors(lambda t: clamp_tensor(t, lo, hi), output)
     return hook
 
 
 def make_capture_hook(name, store):
     def hook(module, inputs, output):
-        t = first_tensor(output)
-        if t is not None:
+        found = leaves(output)
+        if found:
             # clone(): a later in-place op (ReLU(inplace=True), x += y) must not change it
-            store.setdefault(name, []).append(t.detach().clone())
+            store.setdefault(name, []).append(found[0].detach().clone())
     return hook
 
 
+x = map_tensors(lambda t: t.to(DEVICE), x)
 with torch.inference_mode():
     output_without = call(model, x)
 
@@ -151,12 +174,13 @@ finally:
     for h in handles:  # every hook removed, whatever happened
         h.remove()
 
-a, b = first_tensor(output_without), first_tensor(output_with)
+a = torch.cat([t.detach().double().flatten().cpu() for t in leaves(output_without)])
+b = torch.cat([t.detach().double().flatten().cpu() for t in leaves(output_with)])
 print(json.dumps({{
-    "output_without": [round(v, 6) for v in a.flatten().tolist()],
-    "output_with": [round(v, 6) for v in b.flatten().tolist()],
+    "output_without": [round(v, 6) for v in a.tolist()],
+    "output_with": [round(v, 6) for v in b.tolist()],
     "outputs_differ": not torch.equal(a, b),
-    "max_abs_diff": float((a.double() - b.double()).abs().max()),
+    "max_abs_diff": float((a - b).abs().max()),
     "captures": {{n: [list(t.shape) for t in ts] for n, ts in captures.items()}},
 }}))
 '''

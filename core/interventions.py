@@ -66,6 +66,19 @@ def _numeric(t: torch.Tensor) -> bool:
     return t.dtype != torch.bool and not t.is_complex()
 
 
+def clamp_tensor(t: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    """``t.clamp(lo, hi)`` that keeps an integer tensor integer.
+
+    Float bounds would promote an integer output (token ids, counts) to float
+    and feed fractions downstream; the bounds are rounded inward instead.
+    """
+    if t.is_floating_point():
+        return t.clamp(lo, hi)
+    ilo = None if math.isinf(lo) else math.ceil(lo)
+    ihi = None if math.isinf(hi) else math.floor(hi)
+    return t if ilo is None and ihi is None else t.clamp(ilo, ihi)
+
+
 class Intervention:
     """Base: a change to a layer's output. Subclasses define ``apply_tensor``."""
 
@@ -98,7 +111,7 @@ class Clamp(Intervention):
             raise PlanError(f"clamp range [{self.lo}, {self.hi}] is empty: lo must be <= hi; swap the bounds")
 
     def apply_tensor(self, t: torch.Tensor) -> torch.Tensor:
-        return t.clamp(self.lo, self.hi)
+        return clamp_tensor(t, self.lo, self.hi)
 
     @property
     def bounds(self) -> tuple[float, float]:

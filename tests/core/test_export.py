@@ -68,3 +68,61 @@ def test_session_dict_is_json(cnn_result):
     d = json.loads(json.dumps(session_dict(r, "demo:cnn", plan)))
     assert d["plan"]["clamp"] == {"conv1": [-0.3, 0.3]} and d["spec"] == "demo:cnn"
     assert d["captures"]["fc"][0]["shape"] == [1, 10]
+
+
+NESTED = '''
+import torch
+from torch import nn
+
+
+class Pair(nn.Module):  # a dict of tensors
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return {"a": h, "b": h * 2}
+
+
+class Nest(nn.Module):  # a nested tuple
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return (h, (h * 2,))
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair, self.nest, self.out = Pair(), Nest(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        d, n = self.pair(x), self.nest(x)
+        return self.out(d["a"] + d["b"] + n[0] + n[1][0]), d["b"]
+
+
+def make():
+    torch.manual_seed(0)
+    return M(), torch.tensor([[1.0, 2.0, 3.0]])
+'''
+
+
+def test_script_reproduces_nested_outputs(tmp_path):
+    (tmp_path / "nested.py").write_text(NESTED)
+    spec = f"{tmp_path / 'nested.py'}:make"
+    lm = load_model(spec)
+    plan = Plan(capture=["pair"], clamp={"pair": (-0.1, 0.1), "nest": (-0.2, 0.2)})
+    r = compare(lm.module, lm.example_input, plan)
+    script = tmp_path / "repro.py"
+    script.write_text(standalone_script(spec, plan))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    from hookscope.core.run import flat_array
+
+    assert got["output_with"] == [round(v, 6) for v in flat_array(r.output_with).tolist()]
+    assert got["output_without"] == [round(v, 6) for v in flat_array(r.output_without).tolist()]

@@ -255,3 +255,13 @@ def test_accelerator_path_summarises_before_the_copy(monkeypatch):
     assert rec.stats.max == pytest.approx(0.2)
     np_edges = rec.pre_stats.hist_edges
     assert (rec.stats.hist_edges == np_edges).all()
+
+
+def test_clamp_keeps_integer_outputs_integer():
+    from hookscope.core import Clamp
+
+    t = torch.tensor([1, 2, 3, 7])
+    out = Clamp(1.5, 6.5).apply(t)
+    assert out.dtype == torch.int64 and out.tolist() == [2, 2, 3, 6]
+    assert Clamp(float("-inf"), float("inf")).apply(t) is t
+    assert Clamp(-0.5, 0.5).apply(torch.tensor([True, False])).dtype == torch.bool  # untouched
