@@ -24,17 +24,25 @@ from .plan import Plan
 CAPTURE_FORMATS = (".npz", ".safetensors")
 
 
-def capture_arrays(captures: dict[str, list[CaptureRecord]]) -> dict[str, np.ndarray]:
-    """Every kept tensor as ``{"path#call": array, "path#call:before": array}``."""
-    out: dict[str, np.ndarray] = {}
+def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
+    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor}`` (CPU, contiguous)."""
+    out: dict[str, Any] = {}
     for path, recs in captures.items():
         for r in recs:
             key = f"{path or '<root>'}#{r.call}"
             if r.tensor is not None:
-                out[key] = r.tensor.detach().cpu().contiguous().numpy()
+                out[key] = r.tensor.detach().cpu().contiguous()
             if r.pre_tensor is not None:
-                out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous().numpy()
+                out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous()
     return out
+
+
+def capture_arrays(captures: dict[str, list[CaptureRecord]]) -> dict[str, np.ndarray]:
+    """The same as NumPy arrays; bfloat16, which NumPy lacks, becomes float32."""
+    import torch
+
+    return {k: (t.float() if t.dtype == torch.bfloat16 else t).numpy()
+            for k, t in capture_tensors(captures).items()}
 
 
 def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) -> Path:
@@ -43,18 +51,17 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
     if path.suffix not in CAPTURE_FORMATS:
         raise HookscopeError(f"cannot save captures as {path.suffix or 'a file without suffix'}: "
                              "use a .npz or .safetensors file name")
-    arrays = capture_arrays(captures)
-    if not arrays:
+    tensors = capture_tensors(captures)
+    if not tensors:
         raise HookscopeError("no captured tensors to save: capture a layer, and do not use "
                              "statistics-only mode")
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".npz":
-        np.savez_compressed(path, **arrays)
-    else:
-        import torch
+        np.savez_compressed(path, **capture_arrays(captures))
+    else:  # safetensors keeps every dtype as it is, bfloat16 included
         from safetensors.torch import save_file
 
-        save_file({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}, str(path))
+        save_file(tensors, str(path))
     return path
 
 

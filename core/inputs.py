@@ -124,7 +124,10 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
         dtype = _DTYPES[opts["dtype"]]
     else:
         dtype = _example_dtype(example) or torch.float32
-    g = torch.Generator().manual_seed(seed)
+    try:
+        g = torch.Generator().manual_seed(seed)
+    except (RuntimeError, ValueError, OverflowError) as exc:
+        raise InputError(f"seed {seed} is out of range: use a seed below 2**63") from exc
     if dtype.is_floating_point:
         return torch.randn(shape, generator=g).to(dtype)
     if high is None:
@@ -144,7 +147,10 @@ def _load_file(path: Path) -> Any:
                              "code); save a plain numeric array") from exc
         except OSError as exc:
             raise InputError(f"cannot read {path} as a .npy array: {exc}") from exc
-        return torch.from_numpy(np.ascontiguousarray(arr))
+        if arr.dtype.kind not in "biuf":
+            raise InputError(f"{path} holds {arr.dtype} values; save a numeric array")
+        # native byte order: torch cannot take a big-endian array
+        return torch.from_numpy(np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("="))))
     try:
         value = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a bad or unsafe file

@@ -138,7 +138,8 @@ def summarize(
     Parameters
     ----------
     tensor
-        Any tensor; integer and low-precision floats are summarised in float32.
+        Any tensor; integer, boolean and low-precision floats are summarised in
+        float32, complex ones by their magnitude.
     clamp
         ``(lo, hi)`` when ``tensor`` is the value *before* a clamp: the summary
         then counts the fraction of values the clamp changes.
@@ -162,6 +163,10 @@ def summarize(
         vec[_NAN] = vec[_INF] = vec[_CLAMPED] = 0.0
         return PendingStats(shape, dtype, count, vec, clamp is not None)
     flat = x.reshape(-1)
+    if flat.is_complex():
+        flat = flat.abs()  # complex values are summarised by their magnitude
+    if flat.dtype == torch.bool or x.is_complex():
+        clamp = None  # a clamp passes these through unchanged: nothing is clamped
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
     if deferred:

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from hookscope.core import HookscopeError, Plan, Scale, compare, load_model
 from hookscope.core.export import save_captures, session_dict, standalone_script
@@ -126,3 +127,16 @@ def test_script_reproduces_nested_outputs(tmp_path):
 
     assert got["output_with"] == [round(v, 6) for v in flat_array(r.output_with).tolist()]
     assert got["output_without"] == [round(v, 6) for v in flat_array(r.output_without).tolist()]
+
+
+def test_bfloat16_captures_save_in_both_formats(tmp_path):
+    from torch import nn
+
+    m = nn.Sequential(nn.Linear(3, 4)).to(torch.bfloat16)
+    r = compare(m, torch.ones(1, 3, dtype=torch.bfloat16), Plan(capture=["0"]))
+    from safetensors.torch import load_file
+
+    st = load_file(str(save_captures(r.captures, tmp_path / "c.safetensors")))
+    assert st["0#0"].dtype == torch.bfloat16 and torch.equal(st["0#0"], r.captures["0"][0].tensor)
+    npz = np.load(save_captures(r.captures, tmp_path / "c.npz"))
+    np.testing.assert_array_equal(npz["0#0"], r.captures["0"][0].tensor.float().numpy())

@@ -100,3 +100,10 @@ def test_relative_paths_are_files_not_literals(tmp_path, monkeypatch):
     np.save("x.npy", np.ones((1, 3), dtype=np.float32))
     assert parse_input("./x.npy").shape == (1, 3)
     assert float(parse_input(".5")) == 0.5
+
+
+def test_big_endian_npy_and_huge_seed(tmp_path):
+    np.save(tmp_path / "be.npy", np.array([1.0, 2.0], dtype=">f4"))
+    assert parse_input(str(tmp_path / "be.npy")).tolist() == [1.0, 2.0]
+    with pytest.raises(InputError, match="out of range"):
+        parse_input("random:2:seed=99999999999999999999999")

@@ -136,3 +136,10 @@ def test_extreme_ranges_bin_every_value(deferred, values):
     assert s.hist_edges[0] <= float(x.min()) and float(x.max()) <= s.hist_edges[-1]
     if len(set(values)) > 1:  # the maximum lands in the last bin, not the first
         assert s.hist_counts[-1] >= 1 and s.hist_counts[0] >= 1
+
+
+def test_complex_and_bool_are_summarised_without_clamp_counts():
+    c = summarize(torch.tensor([3 + 4j, 0j]), clamp=(-0.5, 0.5)).resolve()
+    assert (c.min, c.max) == (0.0, 5.0) and c.fraction_clamped is None
+    b = summarize(torch.tensor([True, False, True]), clamp=(0.0, 0.5)).resolve()
+    assert b.mean == pytest.approx(2 / 3) and b.fraction_clamped is None
