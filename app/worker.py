@@ -31,7 +31,7 @@ from hookscope.core import (Baseline, Cancelled, HookscopeError, LoadedModel, Pl
                             compare, load_model, observe, parse_input, resolve_device)
 from hookscope.core.hooks import resolve_records
 from hookscope.core.interventions import map_tensors, tensor_leaves
-from hookscope.core.run import to_device
+from hookscope.core.run import place_module, to_device
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class _Runner(QObject):
                 # model reports honest timings (no one-time set-up in the baseline).
                 # A fresh tree: the GUI's own tree is never touched from here.
                 dev = resolve_device(req.device)
-                req.module.to(dev)
+                place_module(req.module, dev)
                 tree = observe(req.module, to_device(inputs, dev))
                 self.observed.emit(req.request_id, tree)
             # Keyed on the parsed input's values, not its text: a file named in the

@@ -180,12 +180,6 @@ def summarize(
     return PendingStats(shape, dtype, count, vec, clamp is not None)
 
 
-def summarize_now(tensor: torch.Tensor, clamp: tuple[float, float] | None = None,
-                  bins: int = HIST_BINS) -> TensorStats:
-    """Summarise and resolve at once (convenience for scripts and tests)."""
-    return summarize(tensor, clamp, bins).resolve()
-
-
 def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> torch.Tensor:
     if clamp is None:
         return flat.new_zeros(())
