@@ -29,6 +29,7 @@ from torch import nn
 
 from .demo_models import DEMO_DESCRIPTIONS, DEMOS
 from .errors import SpecError
+from .exported_load import load_exported_program
 from .weights import apply_weights
 
 SPEC_HELP = ("use demo:NAME, path/to/file.py:factory, package.module:factory, "
@@ -55,7 +56,7 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
     if spec.startswith("demo:"):
         lm = _load_demo(spec)
     elif spec.endswith(".pt2"):
-        lm = _load_exported(spec)
+        lm = _load_exported(spec, trust_pickle)
     elif spec.endswith((".pt", ".pth")):
         lm = _load_pickle(spec, trust_pickle)
     elif ":" in spec:
@@ -87,23 +88,26 @@ def _load_demo(spec: str) -> LoadedModel:
     return LoadedModel(module, example, spec, "demo", DEMO_DESCRIPTIONS.get(name, ""))
 
 
-def _load_exported(spec: str) -> LoadedModel:
+def _load_exported(spec: str, trust: bool = False) -> LoadedModel:
     path = Path(spec).expanduser()
     if not path.is_file():
         raise SpecError(f"exported program {spec!r} does not exist")
-    try:
-        ep = torch.export.load(str(path))
-    except Exception as exc:  # a corrupt or foreign file
-        raise SpecError(f"cannot load {path.name} as a torch.export program: "
-                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+    ep = load_exported_program(path, trust_pickle=trust)  # never unpickles unless trusted
     try:
         module = torch.export.unflatten(ep)
     except Exception as exc:
         raise SpecError(f"{path.name} loaded but could not be unflattened into its module tree: "
                         f"{exc}") from exc
-    args, kwargs = ep.example_inputs or ((), {})
+    args, kwargs = ep.example_inputs if _args_kwargs(ep.example_inputs) else ((), {})
     example: Any = args[0] if len(args) == 1 and not kwargs else (kwargs if not args else tuple(args))
     return LoadedModel(module, example, spec, "export", f"torch.export program {path.name}")
+
+
+def _args_kwargs(value: Any) -> bool:
+    """Whether a program's example inputs have the (args tuple, kwargs dict) form torch writes;
+    anything else (a damaged or hand-made file) means no example input."""
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple)
+            and isinstance(value[1], dict))
 
 
 def _load_pickle(spec: str, trust: bool) -> LoadedModel:
