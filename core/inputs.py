@@ -8,7 +8,7 @@
 ``file.npy``           a NumPy array (no pickles)
 ``file.pt``            a tensor, or a tuple/list/dict of tensors
                        (``torch.load(weights_only=True)``)
-``digit.png``          an image (png, jpg, bmp, gif, webp), values in [0, 1],
+``digit.png``          an image (PNG, JPEG, BMP, GIF, WebP, TIFF only), values in [0, 1],
                        shaped like the example input (N x C x H x W):
                        grey or RGB to match C, resized to H x W; append
                        ``:invert`` for dark ink on a light page
@@ -27,8 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from .budget import check_input_size
 from .errors import InputError
+from .input_checks import check_npy, check_torch_file, open_image
 from .interventions import map_tensors, tensor_leaves
+from .user_text import is_file, shown, user_path
 
 _DTYPES = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64,
@@ -62,31 +65,35 @@ def parse_input(text: str, example: Any = None) -> Any:
     if text.startswith("random:") or text == "random":
         return _parse_random(text, example)
     # Files first: "./x.npy" starts like a number but is a path.
-    path = Path(text).expanduser()
+    path = user_path(text)
     if path.suffix in (".npy", ".pt", ".pth"):
         return _load_file(path)
     invert = text.endswith(":invert")
-    image = Path(text.removesuffix(":invert")).expanduser()
+    image = user_path(text.removesuffix(":invert"))
     if image.suffix.lower() in IMAGE_SUFFIXES:
         return load_image(image, example, invert)
     if text[0] in "[(-+0123456789.":
         return _parse_literal(text, example)
-    raise InputError(f"cannot read input {text!r}: {SYNTAX_HELP}")
+    raise InputError(f"cannot read input {shown(text)}: {SYNTAX_HELP}")
 
 
 def _parse_literal(text: str, example: Any) -> Any:
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError) as exc:
-        raise InputError(f"input {text!r} is not a valid literal ({exc.__class__.__name__}): "
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise InputError(f"input {shown(text)} is not a valid literal ({exc.__class__.__name__}): "
                          + SYNTAX_HELP) from exc
+    except (RecursionError, MemoryError) as exc:  # the parser gives up on very deep nesting
+        raise InputError(f"input literal of {len(text)} characters is nested too deeply to read: "
+                         "use a .npy or .pt file, or random:SHAPE") from exc
     dtype = _example_dtype(example) or torch.float32
 
     def to_tensor(v: Any) -> torch.Tensor:
         try:
             return torch.tensor(v, dtype=dtype)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"input {text!r} is not a rectangular list of numbers: {exc}") from exc
+        except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError) as exc:
+            raise InputError(f"input {shown(text)} is not a rectangular list of numbers: "
+                             f"{str(exc)[:200]}") from exc
 
     if isinstance(value, tuple):
         return tuple(to_tensor(v) for v in value)
@@ -100,27 +107,27 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
     try:
         shape = tuple(int(s) for s in parts[1].lower().split("x"))
     except ValueError as exc:
-        raise InputError(f"bad shape {parts[1]!r} in {text!r}: write sizes joined by 'x', "
+        raise InputError(f"bad shape {shown(parts[1])} in {shown(text)}: write sizes joined by 'x', "
                          "e.g. random:1x3x32x32") from exc
     if any(s <= 0 for s in shape):
-        raise InputError(f"bad shape {parts[1]!r}: every size must be positive")
+        raise InputError(f"bad shape {shown(parts[1])}: every size must be positive")
     opts: dict[str, str] = {}
     for p in parts[2:]:
         key, sep, val = p.partition("=")
         if not sep:
-            raise InputError(f"bad option {p!r} in {text!r}: write key=value (seed=, dtype=, high=)")
+            raise InputError(f"bad option {shown(p)} in {shown(text)}: write key=value (seed=, dtype=, high=)")
         opts[key.strip()] = val.strip()
     unknown = set(opts) - {"seed", "dtype", "high"}
     if unknown:
-        raise InputError(f"unknown option(s) {sorted(unknown)} in {text!r}: use seed=, dtype=, high=")
+        raise InputError(f"unknown option(s) {shown(sorted(unknown))} in {shown(text)}: use seed=, dtype=, high=")
     try:
         seed = int(opts.get("seed", 0))
         high = int(opts["high"]) if "high" in opts else None
     except ValueError as exc:
-        raise InputError(f"seed and high must be integers in {text!r}") from exc
+        raise InputError(f"seed and high must be integers in {shown(text)}") from exc
     if "dtype" in opts:
         if opts["dtype"] not in _DTYPES:
-            raise InputError(f"unknown dtype {opts['dtype']!r}: use one of {sorted(_DTYPES)}")
+            raise InputError(f"unknown dtype {shown(opts['dtype'])}: use one of {sorted(_DTYPES)}")
         dtype = _DTYPES[opts["dtype"]]
     else:
         dtype = _example_dtype(example) or torch.float32
@@ -128,29 +135,40 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed)
     except (RuntimeError, ValueError, OverflowError) as exc:
         raise InputError(f"seed {seed} is out of range: use a seed below 2**63") from exc
-    if dtype.is_floating_point:
-        return torch.randn(shape, generator=g).to(dtype)
+    numel = 1
+    for n in shape:
+        numel *= n
+    check_input_size(numel * max(dtype.itemsize, 4), f"random input {'x'.join(map(str, shape))}")
+    try:
+        if dtype.is_floating_point:
+            return torch.randn(shape, generator=g).to(dtype)
+    except RuntimeError as exc:  # e.g. more dimensions than torch allows
+        raise InputError(f"cannot make random input {shown(parts[1])}: {str(exc)[:200]}") from exc
     if high is None:
         ex = tensor_leaves(example)[0][1] if example is not None and tensor_leaves(example) else None
         high = int(ex.max()) + 1 if ex is not None and ex.numel() else 2
-    return torch.randint(0, max(high, 1), shape, generator=g, dtype=dtype)
+    try:
+        return torch.randint(0, max(high, 1), shape, generator=g, dtype=dtype)
+    except (RuntimeError, OverflowError) as exc:  # high beyond the dtype, too many dimensions
+        raise InputError(f"cannot make random input {shown(text)}: {str(exc)[:200]}") from exc
 
 
 def _load_file(path: Path) -> Any:
-    if not path.is_file():
-        raise InputError(f"input file {str(path)!r} does not exist")
+    if not is_file(path):
+        raise InputError(f"input file {shown(path)} does not exist")
     if path.suffix == ".npy":
+        check_npy(path)  # objects, size and truncation, from the header alone
         try:
             arr = np.load(path, allow_pickle=False)
         except ValueError as exc:
-            raise InputError(f"{path} holds Python objects, which are not loaded (pickles run "
-                             "code); save a plain numeric array") from exc
+            raise InputError(f"cannot read {path.name} as a .npy array: {str(exc)[:200]}") from exc
         except OSError as exc:
             raise InputError(f"cannot read {path} as a .npy array: {exc}") from exc
         if arr.dtype.kind not in "biuf":
             raise InputError(f"{path} holds {arr.dtype} values; save a numeric array")
         # native byte order: torch cannot take a big-endian array
         return torch.from_numpy(np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("="))))
+    check_torch_file(path)
     try:
         value = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a bad or unsafe file
@@ -172,10 +190,10 @@ def load_image(path: Path, example: Any = None, invert: bool = False) -> torch.T
     With a 4-D example input, C (1 = grey, 3 = RGB) and H x W follow it, so a
     photo of any size fits the model; without one the image keeps its size, RGB.
     """
-    if not path.is_file():
-        raise InputError(f"image file {str(path)!r} does not exist")
+    if not is_file(path):
+        raise InputError(f"image file {shown(path)} does not exist")
     try:
-        from PIL import Image, UnidentifiedImageError
+        from PIL import Image
     except ImportError as exc:  # an optional dependency in some installs
         raise InputError("reading images needs Pillow: pip install pillow") from exc
     ex = tensor_leaves(example)[0][1] if example is not None and tensor_leaves(example) else None
@@ -185,14 +203,11 @@ def load_image(path: Path, example: Any = None, invert: bool = False) -> torch.T
         if channels not in (1, 3):
             raise InputError(f"the model takes {channels}-channel images; an image file gives "
                              "1 (grey) or 3 (RGB): use a .npy or .pt input instead")
-    try:
-        with Image.open(path) as img:
-            img = img.convert("L" if channels == 1 else "RGB")
-            if size is not None and img.size != size:
-                img = img.resize(size, Image.Resampling.BILINEAR)
-            arr = np.asarray(img, dtype=np.float32) / 255.0
-    except (UnidentifiedImageError, OSError) as exc:
-        raise InputError(f"cannot read {path.name} as an image: {exc}") from exc
+    with open_image(path, channels) as img:  # known formats only, within the budget
+        img = img.convert("L" if channels == 1 else "RGB")
+        if size is not None and img.size != size:
+            img = img.resize(size, Image.Resampling.BILINEAR)
+        arr = np.asarray(img, dtype=np.float32) / 255.0
     if invert:
         arr = 1.0 - arr
     t = torch.from_numpy(arr.copy())

@@ -29,6 +29,8 @@ from torch import nn
 
 from .demo_models import DEMO_DESCRIPTIONS, DEMOS
 from .errors import SpecError
+from .user_code import user_code
+from .user_text import is_file, shown, user_path
 from .exported_load import load_exported_program
 from .weights import apply_weights
 
@@ -62,10 +64,10 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
     elif ":" in spec:
         lm = _load_factory(spec)
     elif spec.endswith(".py"):
-        raise SpecError(f"{spec!r} names a file but no factory: write {spec}:NAME, where NAME is a "
+        raise SpecError(f"{shown(spec)} names a file but no factory: write {shown(spec + ':NAME')}, where NAME is a "
                         "function in the file that returns the model")
     else:
-        raise SpecError(f"cannot tell what model {spec!r} is: " + SPEC_HELP)
+        raise SpecError(f"cannot tell what model {shown(spec)} is: " + SPEC_HELP)
     if weights:
         if lm.kind in ("export",):
             raise SpecError("an exported .pt2 program carries its own weights; drop --weights")
@@ -82,16 +84,16 @@ def demo_names() -> list[str]:
 def _load_demo(spec: str) -> LoadedModel:
     name = spec.removeprefix("demo:")
     if name not in DEMOS:
-        raise SpecError(f"unknown demo {name!r}: choose one of "
+        raise SpecError(f"unknown demo {shown(name)}: choose one of "
                         + ", ".join(f"demo:{n}" for n in DEMOS))
     module, example = DEMOS[name]()
     return LoadedModel(module, example, spec, "demo", DEMO_DESCRIPTIONS.get(name, ""))
 
 
 def _load_exported(spec: str, trust: bool = False) -> LoadedModel:
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise SpecError(f"exported program {spec!r} does not exist")
+    path = user_path(spec)
+    if not is_file(path):
+        raise SpecError(f"exported program {shown(spec)} does not exist")
     ep = load_exported_program(path, trust_pickle=trust)  # never unpickles unless trusted
     try:
         module = torch.export.unflatten(ep)
@@ -111,9 +113,9 @@ def _args_kwargs(value: Any) -> bool:
 
 
 def _load_pickle(spec: str, trust: bool) -> LoadedModel:
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise SpecError(f"model file {spec!r} does not exist")
+    path = user_path(spec)
+    if not is_file(path):
+        raise SpecError(f"model file {shown(spec)} does not exist")
     if not trust:
         raise SpecError(f"{path.name} would be loaded as a full pickle, which runs code stored in "
                         "the file. Pass --trust-pickle only if you trust its source; better, export "
@@ -131,14 +133,17 @@ def _load_pickle(spec: str, trust: bool) -> LoadedModel:
 def _load_factory(spec: str) -> LoadedModel:
     target, _, fname = spec.rpartition(":")
     if not fname.isidentifier():
-        raise SpecError(f"{fname!r} in {spec!r} is not a function name: " + SPEC_HELP)
+        raise SpecError(f"{shown(fname)} in {shown(spec)} is not a function name: " + SPEC_HELP)
     if target.endswith(".py"):
-        pymod = _import_file(Path(target).expanduser())
+        pymod = _import_file(user_path(target))
     else:
         try:
-            pymod = importlib.import_module(target)
+            with user_code(f"importing {target}", target):
+                pymod = importlib.import_module(target)
+        except SpecError:
+            raise
         except ModuleNotFoundError as exc:
-            raise SpecError(f"no module named {target!r} can be imported; check the name, or "
+            raise SpecError(f"no module named {shown(target)} can be imported; check the name, or "
                             "give a path ending in .py") from exc
         except Exception as exc:
             raise SpecError(_import_failure(target, exc)) from exc
@@ -146,10 +151,13 @@ def _load_factory(spec: str) -> LoadedModel:
     if not callable(factory):
         options = [n for n, v in vars(pymod).items()
                    if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == pymod.__name__]
-        raise SpecError(f"{target} has no function {fname!r}"
+        raise SpecError(f"{target} has no function {shown(fname)}"
                         + (f"; it defines {', '.join(options[:10])}" if options else ""))
     try:
-        made = factory()
+        with user_code(f"factory {fname}() in {target}", target):
+            made = factory()
+    except SpecError:
+        raise
     except Exception as exc:
         raise SpecError(f"factory {fname}() in {target} raised {type(exc).__name__}: {exc}"
                         f"{_where(exc)}") from exc
@@ -163,8 +171,8 @@ def _load_factory(spec: str) -> LoadedModel:
 
 
 def _import_file(path: Path):
-    if not path.is_file():
-        raise SpecError(f"model file {str(path)!r} does not exist")
+    if not is_file(path):
+        raise SpecError(f"model file {shown(str(path))} does not exist")
     name = f"hookscope_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -172,7 +180,11 @@ def _import_file(path: Path):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look modules up here
     try:
-        spec.loader.exec_module(mod)
+        with user_code(f"importing {path.name}", str(path)):  # clean argv, no silent exit
+            spec.loader.exec_module(mod)
+    except SpecError:
+        sys.modules.pop(name, None)
+        raise
     except SyntaxError as exc:
         sys.modules.pop(name, None)
         raise SpecError(f"syntax error in {path.name} line {exc.lineno}: {exc.msg}") from exc

@@ -89,7 +89,7 @@ def test_image_shaped_like_the_example(tmp_path):
 
 def test_bad_image(tmp_path):
     (tmp_path / "x.png").write_bytes(b"not a png")
-    with pytest.raises(InputError, match="cannot read x.png as an image"):
+    with pytest.raises(InputError, match="x.png is not a PNG, JPEG, BMP, GIF, WebP or TIFF image"):
         parse_input(str(tmp_path / "x.png"))
     with pytest.raises(InputError, match="does not exist"):
         parse_input(str(tmp_path / "nope.jpg"))

@@ -112,3 +112,38 @@ def test_full_pickle_model_needs_trust(tmp_path):
     with pytest.raises(SpecError, match="--trust-pickle"):
         load_model(str(path))
     assert not marker.exists()
+
+
+# --- images: only the formats Hookscope means -------------------------------------------------
+
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n0 0 moveto showpage\n"
+
+
+def test_postscript_named_png_never_reaches_ghostscript(tmp_path, monkeypatch):
+    from PIL import EpsImagePlugin, Image
+
+    calls = []
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *a, **k: calls.append(a))
+    path = tmp_path / "photo.png"
+    path.write_bytes(EPS)
+    # The probe works: PIL left to itself picks the PostScript decoder and calls Ghostscript.
+    with Image.open(path) as img:
+        assert img.format == "EPS"
+        with pytest.raises(Exception):
+            img.load()
+    assert calls
+    calls.clear()
+    with pytest.raises(HookscopeError, match="not a PNG, JPEG, BMP, GIF, WebP or TIFF"):
+        parse_input(str(path))
+    assert calls == []
+
+
+def test_allowed_formats_still_load(tmp_path):
+    from PIL import Image
+
+    for suffix, fmt in ((".png", "PNG"), (".jpg", "JPEG"), (".bmp", "BMP"), (".gif", "GIF"),
+                        (".webp", "WEBP"), (".tif", "TIFF")):
+        path = tmp_path / f"img{suffix}"
+        Image.new("RGB", (5, 4), (255, 0, 0)).save(path, format=fmt)
+        x = parse_input(str(path))
+        assert x.shape == (1, 3, 4, 5)
