@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 
 from hookscope.core import HookscopeError, keep_freed_memory
+from hookscope.core.budget import set_max_input_bytes
+from hookscope.core.user_text import one_line
 
 EXIT_USER_ERROR = 2
 
@@ -29,11 +31,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return gui_main(argv)
     except HookscopeError as exc:
-        print(f"hookscope: error: {exc}", file=sys.stderr)
+        print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("hookscope: interrupted", file=sys.stderr)
         return 130
+    finally:
+        set_max_input_bytes(None)  # --max-input-bytes holds for this command only
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QFileDialog
 
 from hookscope.core import HookscopeError
+from hookscope.core.atomic_write import write_text
 from hookscope.core.export import save_captures, standalone_script
 
 if TYPE_CHECKING:
@@ -56,9 +57,9 @@ def export_script(win: "MainWindow", path: str | None = None) -> Path | None:
         if not path:
             return None
     try:
-        Path(path).write_text(text)
-    except OSError as exc:
-        win.show_error(f"cannot write {path}: {exc.strerror or exc}")
+        write_text(path, text)  # whole or not at all
+    except HookscopeError as exc:
+        win.show_error(str(exc))
         return None
     win.statusBar().showMessage(f"script written to {path}", 5000)
     return Path(path)

@@ -6,14 +6,17 @@ Never imports Qt, so it starts fast and works on machines with no display.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from hookscope.core import HookscopeError, compare, load_model, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
+from hookscope.core import atomic_write, json_safe
+from hookscope.core.errors import ForwardError
 from hookscope.core.run import flat_floats
+from hookscope.core.user_code import user_code
+from hookscope.core.user_text import is_dir
 
 from .options import add_model_options, model_options
 
@@ -46,12 +49,13 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
-    result = compare(lm.module, x, plan, opts.device)
+    with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
+        result = compare(lm.module, x, plan, opts.device)
     (print_json if ns.json else print_table)(result, out)
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:
-        write_text(ns.save_json, json.dumps(session_dict(result, opts.spec, plan, opts.input or "",
+        write_text(ns.save_json, json_safe.dumps(session_dict(result, opts.spec, plan, opts.input or "",
                                                          opts.weights), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
@@ -67,19 +71,16 @@ def check_output_paths(ns: argparse.Namespace) -> None:
                              "file name")
     for flag, value in (("--save-captures", ns.save_captures), ("--save-json", ns.save_json),
                         ("--export-script", ns.export_script)):
-        if value and not Path(value).expanduser().resolve().parent.is_dir():
+        if value and not is_dir(Path(value).expanduser().parent):
             raise HookscopeError(f"{flag} {value}: the folder {Path(value).parent} does not exist")
 
 
 def write_text(path: str, text: str) -> None:
-    try:
-        Path(path).expanduser().write_text(text)
-    except OSError as exc:
-        raise HookscopeError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    atomic_write.write_text(path, text)  # whole or not at all; errors are HookscopeError
 
 
 def print_json(result, out: TextIO) -> None:
-    json.dump(result.to_json_dict(), out)
+    out.write(json_safe.dumps(result.to_json_dict()))  # NaN/Inf as null: see core/json_safe.py
     out.write("\n")
 
 
@@ -104,6 +105,8 @@ def print_table(result, out: TextIO) -> None:
                 note = r.intervention or ""
                 if s is not None and s.fraction_clamped is not None:
                     note += f", {100 * s.fraction_clamped:.1f}% clamped"
+                if s is not None and (s.nan_count or s.inf_count):  # min..std cover finite values
+                    note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
                 if s is None:
                     w(f"{path:<32} {r.call:>4} (no tensor output)\n")
                     continue

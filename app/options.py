@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass, field
 
 from hookscope.core import Plan, PlanError
+from hookscope.core.budget import set_max_input_bytes
 
 TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module). Unpickling runs code "
               "stored in the file, so this is off unless you pass this flag for a file you "
@@ -33,6 +34,8 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
     p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
+    p.add_argument("--max-input-bytes", metavar="SIZE", default=None,
+                   help="input memory budget, e.g. 8G (default 4G or $HOOKSCOPE_MAX_INPUT_BYTES)")
 
 
 def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:
@@ -73,5 +76,7 @@ class ModelOptions:
 def model_options(ns: argparse.Namespace) -> ModelOptions:
     capture = [p.strip() for chunk in ns.capture for p in chunk.split(",") if p.strip()]
     clamp = dict(parse_clamp(c) for c in ns.clamp)
+    if ns.max_input_bytes:
+        set_max_input_bytes(ns.max_input_bytes)
     return ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
                         ns.stats_only, ns.trust_pickle)

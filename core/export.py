@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .atomic_write import atomic_write
 from .errors import HookscopeError
 from .hooks import CaptureRecord
 from .plan import Plan
@@ -55,14 +57,16 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
     if not tensors:
         raise HookscopeError("no captured tensors to save: capture a layer, and do not use "
                              "statistics-only mode")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HookscopeError(f"cannot create the folder {path.parent}: {exc.strerror or exc}") from exc
     if path.suffix == ".npz":
-        np.savez_compressed(path, **capture_arrays(captures))
-    else:  # safetensors keeps every dtype as it is, bfloat16 included
-        from safetensors.torch import save_file
+        arrays = capture_arrays(captures)
+        return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **arrays))
+    from safetensors.torch import save_file  # keeps every dtype as it is, bfloat16 included
 
-        save_file(tensors, str(path))
-    return path
+    return atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
 def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
@@ -76,8 +80,20 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     return _SCRIPT.format(
         spec=repr(spec), weights=repr(weights), input_text=repr(input_text or ""),
         device=repr(device), capture=repr(list(plan.capture)),
-        clamp=repr({p: list(b) for p, b in plan.clamp.items()}),
+        clamp=_py_repr({p: list(b) for p, b in plan.clamp.items()}),
     )
+
+
+def _py_repr(value: Any) -> str:
+    """``repr`` that a script can run: an open bound is ``float('inf')``, not a bare ``inf``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py_repr(k)}: {_py_repr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_py_repr(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    return repr(value)
 
 
 _SCRIPT = '''"""Exported by Hookscope: a baseline forward, then one with forward hooks.

@@ -109,6 +109,7 @@ class RunResult(_Captures):
                 path: [
                     {"shape": list(r.stats.shape), "min": r.stats.min, "max": r.stats.max,
                      "mean": r.stats.mean, "std": r.stats.std,
+                     "nan_count": r.stats.nan_count, "inf_count": r.stats.inf_count,
                      **({"intervention": r.intervention,
                          "fraction_clamped": r.stats.fraction_clamped} if r.intervention else {})}
                     if r.stats is not None else {"shape": None}

@@ -55,6 +55,14 @@ def is_file(path: Path | str) -> bool:
         return False
 
 
+def is_dir(path: Path | str) -> bool:
+    """``Path.is_dir`` that says False for names the OS refuses to look up."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def user_path(text: str | Path) -> Path:
     """``Path(text).expanduser()``, or the path as written when ``~name`` names no user."""
     try:

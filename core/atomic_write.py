@@ -1,0 +1,81 @@
+"""Writing a file whole or not at all.
+
+Every file Hookscope writes (captures, session JSON, exported scripts) goes
+through :func:`atomic_write`: the content is written to a temporary file in
+the same folder, flushed, and renamed over the target with ``os.replace``,
+which is atomic on one file system. A full disk, a file-size limit, a
+permission problem or an interrupt leaves the old file (or no file) and no
+half-written one, and the failure is a :class:`HookscopeError` naming the file
+and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from .errors import HookscopeError
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp)`` to fill a temporary file beside ``path``, then rename it to ``path``.
+
+    The temporary name keeps ``path``'s suffix, so writers that add one
+    (``numpy.savez`` adds ``.npz``) write where they are told.
+    """
+    path = Path(path).expanduser()
+    folder = path.parent
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.stem[:60]}.",
+                                        suffix=path.suffix or ".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise HookscopeError(f"cannot write {path}: {_reason(exc)} (in folder {folder})") from exc
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:  # the data is on disk before the name points at it
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, Exception):  # OSError, or a writer's own error type (safetensors)
+            raise HookscopeError(f"cannot write {path}: {_reason(exc)}; nothing was written") from exc
+        raise  # KeyboardInterrupt: the partial file is gone, the interrupt goes on
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """``path.write_text(text)``, whole or not at all."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def _mode_for(path: Path) -> int:
+    """The mode an ordinary ``open(path, "w")`` would give: the old file's, or 0666 & ~umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _remove(tmp: Path) -> None:
+    try:
+        tmp.unlink()
+    except OSError:
+        pass
