@@ -149,7 +149,7 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
         high = int(ex.max()) + 1 if ex is not None and ex.numel() else 2
     try:
         return torch.randint(0, max(high, 1), shape, generator=g, dtype=dtype)
-    except (RuntimeError, OverflowError) as exc:  # high beyond the dtype, too many dimensions
+    except (RuntimeError, OverflowError, ValueError) as exc:  # high beyond the dtype, ...
         raise InputError(f"cannot make random input {shown(text)}: {str(exc)[:200]}") from exc
 
 
