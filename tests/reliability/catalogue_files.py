@@ -77,3 +77,25 @@ def build(folder: Path) -> dict[str, Path]:
     f["MARKER"] = marker
     torch.manual_seed(0)
     return f
+
+
+def unwritable_folder(tmp_path: Path) -> Path | None:
+    """A folder this process cannot create files in: ``tmp_path/ro`` with mode 0555, or, for
+    root (which ignores modes), the read-only ``/sys``; None if there is none."""
+    ro = tmp_path / "ro"
+    ro.mkdir(exist_ok=True)
+    ro.chmod(0o555)
+    for folder in (ro, Path("/sys")):
+        if folder.is_dir() and not _can_create(folder):
+            return folder
+    return None
+
+
+def _can_create(folder: Path) -> bool:
+    probe = folder / ".hookscope-probe"
+    try:
+        probe.touch()
+    except OSError:
+        return False
+    probe.unlink()
+    return True

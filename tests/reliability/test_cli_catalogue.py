@@ -13,7 +13,6 @@ file-size limit and so run in a subprocess (test_full_disk.py).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -81,25 +80,12 @@ def files(tmp_path_factory):
 
 @pytest.fixture
 def unwritable(tmp_path):
-    """A folder this process cannot write into (root ignores modes: a read-only /sys then)."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
-    if os.access(ro, os.W_OK):  # running as root
-        ro = Path("/sys")
-        if os.access(ro, os.W_OK) and _can_create(ro):
-            pytest.skip("no unwritable folder on this machine")
+    """A folder this process cannot write into."""
+    ro = catalogue_files.unwritable_folder(tmp_path)
+    if ro is None:
+        pytest.skip("no unwritable folder on this machine")
     yield ro
     (tmp_path / "ro").chmod(0o755)
-
-
-def _can_create(folder: Path) -> bool:
-    try:
-        (folder / ".hookscope-probe").touch()
-    except OSError:
-        return False
-    (folder / ".hookscope-probe").unlink()
-    return True
 
 
 def _argv(argv, files, out, ro):
