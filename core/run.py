@@ -332,7 +332,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
 def output_difference(a: Any, b: Any) -> tuple[bool, float]:
     """Whether two (nested) outputs differ anywhere, and the largest |a - b|.
 
-    NaN in the same place in both counts as equal.
+    NaN in the same place in both counts as equal, and so does the same infinity.
     """
     la, lb = tensor_leaves(a), tensor_leaves(b)
     if [k for k, _ in la] != [k for k, _ in lb]:
@@ -344,10 +344,11 @@ def output_difference(a: Any, b: Any) -> tuple[bool, float]:
             return True, float("inf")
         if not torch.equal(ta, tb):
             da, db = ta.double(), tb.double()
-            same_nan = torch.isnan(da) & torch.isnan(db)
-            d = (da - db).abs().masked_fill(same_nan, 0.0)
+            # equal values (inf == inf included: inf - inf is NaN) and NaN beside NaN are the same
+            same = (da == db) | (torch.isnan(da) & torch.isnan(db))
+            d = (da - db).abs().masked_fill(same, 0.0)
             if bool((d != 0).any()):
                 differ = True
-                d = d.nan_to_num(nan=float("inf"))
+                d = d.nan_to_num(nan=float("inf"), posinf=float("inf"))  # keep inf as inf
                 worst = max(worst, float(d.max()))
     return differ, worst

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+import faulty_models as fm
+
 resource = pytest.importorskip("resource")  # POSIX only
 
 # One subprocess runs every full-disk case (importing torch is the slow part).
@@ -89,3 +91,13 @@ def test_non_finite_values_are_counted_and_json_stays_json(capsys):
     assert main(["run", "faulty_models:non_finite", "--capture", "0"]) == 0
     row = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("0 ")][0]
     assert row.endswith("1 NaN, 1 Inf")
+
+
+def test_identical_outputs_with_nan_and_inf_do_not_differ():
+    from hookscope.core import Plan, compare
+
+    module, x = fm.non_finite()
+    r = compare(module, x, Plan(capture=("0",)), "cpu")
+    assert (r.outputs_differ, r.max_abs_diff) == (False, 0.0)
+    r = compare(module, x, Plan(clamp={"0": (0.0, 1.0)}), "cpu")  # inf -> 1 and 3 -> 1
+    assert r.outputs_differ and math.isinf(r.max_abs_diff)
