@@ -147,3 +147,12 @@ def test_allowed_formats_still_load(tmp_path):
         Image.new("RGB", (5, 4), (255, 0, 0)).save(path, format=fmt)
         x = parse_input(str(path))
         assert x.shape == (1, 3, 4, 5)
+
+
+def test_trust_from_the_window_reaches_the_pt2_loader(window, qtbot, tmp_path):
+    # 'Trust this file' in File > Open model sets trust_pickle: torch's own loader then runs.
+    marker = tmp_path / "MARKER"
+    path = hf.pt2_pickled_sample_inputs(tmp_path, marker)
+    window.load(str(path), trust_pickle=True)
+    qtbot.waitUntil(marker.exists, timeout=30_000)
+    qtbot.waitUntil(window.is_idle, timeout=30_000)
