@@ -14,7 +14,7 @@ from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, Input
 from .exercises import feature_extraction_test, modify_hook_test
 from .hooks import CaptureRecord, HookSession
 from .inputs import parse_input
-from .intervention_base import InterventionContext, Param
+from .intervention_base import InterventionContext, Param, param
 from .intervention_registry import get_kind, kinds, parse_intervention, register
 from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from .memory import keep_freed_memory
@@ -30,7 +30,7 @@ __all__ = [
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
-    "InterventionContext", "Param", "get_kind", "kinds", "parse_intervention", "register",
+    "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Plan", "keep_freed_memory",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "LoadedModel", "demo_names", "load_model",

@@ -114,6 +114,8 @@ class Intervention:
     leaf_function: ClassVar[str] = ""
     #: One line for error messages and ``--help``: how ``parse`` reads ``KIND:ARGS``.
     syntax: ClassVar[str] = ""
+    #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex) or ``"all"``.
+    leaf_kinds: ClassVar[str] = "numeric"
 
     # -- applying ---------------------------------------------------------------
     def apply(self, value: Any, context: InterventionContext | None = None) -> Any:
@@ -130,8 +132,8 @@ class Intervention:
         return map_tensors_keyed(leaf, value)
 
     def applies_to(self, t: torch.Tensor) -> bool:
-        """Whether this kind changes tensor ``t`` (default: numeric, i.e. not bool or complex)."""
-        return numeric(t)
+        """Whether this kind changes tensor ``t`` (see :attr:`leaf_kinds`)."""
+        return self.leaf_kinds == "all" or numeric(t)
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         raise NotImplementedError  # pragma: no cover - every kind defines it

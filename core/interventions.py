@@ -176,8 +176,9 @@ def zero_leaf(t, module, source, units=None, dim=None):
     if dim is None:
         channel_first = isinstance(module, CHANNEL_FIRST) or t.dim() >= 4
         dim = 1 if t.dim() >= 2 and channel_first else t.dim() - 1
+    dim = dim % t.dim()
     out = t.clone()
-    out.index_fill_(dim, torch.tensor(units, device=t.device), 0)
+    out.index_fill_(dim, torch.tensor([u % t.shape[dim] for u in units], device=t.device), 0)
     return out
 '''
 
@@ -202,7 +203,7 @@ def zero_leaf(t, module, source, units=None, dim=None):
             raise PlanError(f"zero: unit(s) {bad} out of range: layer {ctx.path!r} has {n} "
                             f"along dim {d}; pick units in 0..{n - 1}")
         out = t.clone()
-        out.index_fill_(d, torch.tensor(self.units, device=t.device), 0)
+        out.index_fill_(d, torch.tensor([u % n for u in self.units], device=t.device), 0)
         return out
 
     def describe(self) -> str:
@@ -306,14 +307,12 @@ class Patch(_SourceEq, Intervention):
     source_input: Any = param("input", None, help="the source input (spec or tensor)")
     name: ClassVar[str] = "patch"
     syntax: ClassVar[str] = "patch (with --source-input X), or patch:INPUT"
+    leaf_kinds: ClassVar[str] = "all"
     leaf_function: ClassVar[str] = '''
 def patch_leaf(t, module, source):
     """This layer's output on the source input (same call) instead of the target's."""
     return source.to(device=t.device, dtype=t.dtype, copy=True)
 '''
-
-    def applies_to(self, t: torch.Tensor) -> bool:
-        return True
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         src = ctx.source_leaf
