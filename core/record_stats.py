@@ -35,12 +35,13 @@ def _values(t: torch.Tensor) -> torch.Tensor:
     return flat
 
 
-def value_range(t: torch.Tensor) -> Range | None:
-    """The finite (min, max) of ``t``; ``None`` when it has no finite value."""
+def value_range(t: torch.Tensor, deferred: bool | None = None) -> Range | None:
+    """The finite (min, max) of ``t``; ``None`` when it has no finite value. Off the CPU
+    (or ``deferred``) two 0-d device tensors, read back with the forward's one transfer."""
     if t.numel() == 0:
         return None
     flat = _values(t)
-    if t.device.type == "cpu":
+    if not (t.device.type != "cpu" if deferred is None else deferred):
         mn, mx = (v.item() for v in torch.aminmax(flat))
         if not (math.isfinite(mn) and math.isfinite(mx)):
             finite = flat[torch.isfinite(flat)]
@@ -83,15 +84,16 @@ def shared_range(ranges: Sequence[Range | None]) -> Range | None:
     return (torch.where(const, lo - pad, lo), torch.where(const, hi + pad, hi))
 
 
-def summarize_shared(tensors: Sequence[torch.Tensor | None],
-                     extra: Sequence[Range | None] = ()) -> list[PendingStats | None]:
+def summarize_shared(tensors: Sequence[torch.Tensor | None], extra: Sequence[Range | None] = (),
+                     deferred: bool | None = None) -> list[PendingStats | None]:
     """Summaries of ``tensors`` (``None`` entries stay ``None``) binned over one shared range,
     which also spans ``extra`` (e.g. the range of a baseline summarised earlier)."""
     present = [t for t in tensors if t is not None]
     if len(present) + len([e for e in extra if e is not None]) < 2:
-        return [summarize(t) if t is not None else None for t in tensors]
-    rng = shared_range([value_range(t) for t in present] + list(extra))
-    return [summarize(t, hist_range=rng) if t is not None else None for t in tensors]
+        return [summarize(t, deferred=deferred) if t is not None else None for t in tensors]
+    rng = shared_range([value_range(t, deferred) for t in present] + list(extra))
+    return [summarize(t, hist_range=rng, deferred=deferred) if t is not None else None
+            for t in tensors]
 
 
 def changed_count(pre: torch.Tensor, post: torch.Tensor) -> torch.Tensor | None:

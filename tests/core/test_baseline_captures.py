@@ -83,3 +83,21 @@ def test_capture_only_plan_baseline_equals_the_run():
     rec = r.captures["2"][0]
     torch.testing.assert_close(rec.baseline_tensor, rec.tensor, rtol=0, atol=0)
     assert r.to_json_dict()["captures"]["2"][0]["baseline"]["mean"] == pytest.approx(rec.stats.mean)
+
+
+def test_accelerator_path_bins_the_baseline_like_the_run(monkeypatch):
+    # Off the CPU, kept captures are summarised in finish() on the device and the
+    # host copy of the baseline is binned on first read; forced here on the CPU.
+    import hookscope.core.hooks as hooks
+
+    monkeypatch.setattr(hooks, "summarized_on_read", lambda t: False)
+    m = model()
+    r = compare(m, X, Plan(capture=["0", "2"], interventions={"0": Scale(-2.0)}))
+    plain = plain_outputs(m, X)
+    for path in ("0", "2"):
+        rec = r.captures[path][0]
+        assert rec.stats_ready
+        np.testing.assert_array_equal(rec.baseline_stats.hist_edges, rec.stats.hist_edges)
+        assert rec.baseline_stats.max == pytest.approx(float(plain[path].max()))
+    assert r.captures["0"][0].stats.fraction_changed == pytest.approx(
+        float((plain["0"] != 0).float().mean()))
