@@ -107,8 +107,8 @@ class Intervention:
     """Base of every kind. Subclasses are frozen dataclasses; see the module docstring."""
 
     name: ClassVar[str] = "intervention"
-    #: The parameter Live mode drags (``None``: nothing to drag).
-    draggable: ClassVar[str | None] = None
+    #: The parameters Live mode drags (clamp: both bounds; ``()``: nothing to drag).
+    draggable: ClassVar[tuple[str, ...]] = ()
     #: Plain-torch source defining ``def <name>_leaf(t, module, source, **params)``:
     #: the change to one tensor leaf, for the exported script (no Hookscope imports).
     leaf_function: ClassVar[str] = ""

@@ -5,8 +5,8 @@ Every kind is a frozen dataclass subclass of :class:`Intervention` with
 * a registry ``name`` (``"clamp"``) and typed parameters: dataclass fields
   declared with :func:`param`, which carries what an editor or a parser needs
   (type, range, a starting value, help); :meth:`Intervention.params` lists them;
-* ``draggable``: the parameter a drag in Live mode changes (clamp bounds, a
-  scale factor, a noise level), or ``None``;
+* ``draggable``: the parameters a drag in Live mode changes (clamp bounds, a
+  scale factor, a noise level), or ``()``;
 * :meth:`~Intervention.apply_tensor`, the change to one tensor leaf;
   :meth:`~Intervention.apply` walks nested outputs (tuple, list, dict,
   dataclass/ModelOutput): non-tensor leaves pass through, and kinds keep an
@@ -90,7 +90,7 @@ class Clamp(Intervention):
     lo: float | None = param("float", None, start=-1.0, help="lower bound (empty: none)")
     hi: float | None = param("float", None, start=1.0, help="upper bound (empty: none)")
     name: ClassVar[str] = "clamp"
-    draggable: ClassVar[str | None] = "lo,hi"
+    draggable: ClassVar[tuple[str, ...]] = ("lo", "hi")
     syntax: ClassVar[str] = "clamp:LO:HI (leave one side empty for no bound, e.g. clamp::0.5)"
     leaf_function: ClassVar[str] = '''
 def clamp_leaf(t, module, source, lo=None, hi=None):
@@ -132,7 +132,7 @@ class Scale(Intervention):
 
     factor: float = param("float", lo=-1e6, hi=1e6, start=1.0, help="multiplier")
     name: ClassVar[str] = "scale"
-    draggable: ClassVar[str | None] = "factor"
+    draggable: ClassVar[tuple[str, ...]] = ("factor",)
     syntax: ClassVar[str] = "scale:FACTOR (e.g. scale:0.5)"
     leaf_function: ClassVar[str] = '''
 def scale_leaf(t, module, source, factor):
@@ -267,7 +267,7 @@ class Noise(Intervention):
     std: float = param("float", lo=0.0, hi=1e6, start=0.1, help="standard deviation")
     seed: int = param("int", 0, lo=0, hi=2 ** 63 - 1, help="random seed")
     name: ClassVar[str] = "noise"
-    draggable: ClassVar[str | None] = "std"
+    draggable: ClassVar[tuple[str, ...]] = ("std",)
     syntax: ClassVar[str] = "noise:STD[:SEED] (e.g. noise:0.1:7)"
     leaf_function: ClassVar[str] = '''
 def noise_leaf(t, module, source, std, seed=0):

@@ -46,7 +46,7 @@ class _Captures:
 
     @property
     def captured_bytes(self) -> int:
-        """Bytes held by the kept tensors (after and before interventions)."""
+        """Bytes held by the kept tensors (after and before interventions, and the baseline's)."""
         return sum(r.nbytes for recs in self.captures.values() for r in recs)
 
     def resolve_stats(self) -> None:

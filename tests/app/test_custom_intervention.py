@@ -25,7 +25,7 @@ class Shift(Intervention):
 
     by: float = param("float", lo=-100.0, hi=100.0, start=1.0, help="offset")
     name: ClassVar[str] = "shift"
-    draggable: ClassVar[str] = "by"
+    draggable: ClassVar[tuple[str, ...]] = ("by",)
     leaf_function: ClassVar[str] = '''
 def shift_leaf(t, module, source, by):
     return t + by

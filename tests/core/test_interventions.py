@@ -194,7 +194,8 @@ def test_parameters_describe_editors():
     assert by_kind["noise"]["std"].lo == 0.0 and by_kind["noise"]["seed"].start == 0
     assert by_kind["clamp"]["lo"].optional and by_kind["zero"]["units"].type == "units"
     assert by_kind["patch"]["source_input"].type == "input"
-    assert Scale.draggable == "factor" and Noise.draggable == "std" and Zero.draggable is None
+    assert Scale.draggable == ("factor",) and Noise.draggable == ("std",) and Zero.draggable == ()
+    assert Clamp.draggable == ("lo", "hi")
     assert Scale(2.0).with_value("factor", 3.0) == Scale(3.0)
     assert Clamp(-1, 1).bounds() == (-1.0, 1.0) and Scale(2.0).bounds() is None
 
