@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .errors import PlanError
-from .nested import map_tensors, map_tensors_keyed, tensor_leaves
+from .nested import map_tensors_keyed, tensor_leaves
 
 
 
