@@ -22,8 +22,6 @@ from torch import nn
 from .errors import PlanError
 from .nested import map_tensors_keyed, tensor_leaves
 
-
-
 #: Parameter types an editor or parser understands.
 PARAM_TYPES = ("float", "int", "units", "dim", "input")
 

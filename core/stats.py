@@ -159,8 +159,9 @@ def summarize(
         that range are left out of the histogram.
     hist_range
         ``(lo, hi)`` histogram range to use (floats, or 0-d tensors on the
-        tensor's device), e.g. one shared by several tensors so their
-        histograms compare bin by bin; overrides ``bins_like``.
+        tensor's device) that spans the tensor's finite values, e.g. the union
+        of several tensors' ranges so their histograms compare bin by bin;
+        overrides ``bins_like``.
     """
     x = tensor.detach()
     shape = tuple(x.shape)
@@ -191,7 +192,9 @@ def summarize(
             float(bins_like.vector[_FMIN]), float(bins_like.vector[_FMAX]))
         if hist_range is not None:
             rng = (float(hist_range[0]), float(hist_range[1]))
-        vec = _summary_eager(flat, clamp, bins, rng)
+        # A given hist_range spans the values (the union of several ranges): no value
+        # falls outside, so the masking pass for them is skipped.
+        vec = _summary_eager(flat, clamp, bins, rng, drop_outside=hist_range is None)
     return PendingStats(shape, dtype, count, vec, clamp is not None)
 
 
@@ -203,7 +206,8 @@ def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> tor
     return torch.logical_or(flat < lo, flat > hi).sum()
 
 
-def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tensor:
+def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
+                   drop_outside: bool = True) -> torch.Tensor:
     mn_t, mx_t = torch.aminmax(flat)  # min/max propagate NaN, so this also detects non-finite
     mn, mx = mn_t.item(), mx_t.item()
     nan = inf = 0
@@ -226,7 +230,8 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tens
         lo_e, hi_e = rng
     else:
         lo_e, hi_e = _hist_range(*_with_clamped(mn, mx, clamp))
-    hist = _histogram(hist_sample(values), lo_e, hi_e, bins, drop_outside=rng is not None)
+    hist = _histogram(hist_sample(values), lo_e, hi_e, bins,
+                      drop_outside=rng is not None and drop_outside)
     clamped = float(_clamped_count(flat, clamp))
     head = torch.tensor([mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e], dtype=torch.float64)
     return torch.cat([head, hist.to(torch.float64)])
