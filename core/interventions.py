@@ -261,7 +261,9 @@ def mean_leaf(t, module, source):
 @dataclass(frozen=True)
 class Noise(Intervention):
     """Add Gaussian noise of standard deviation ``std``, drawn from a generator seeded
-    with ``seed`` on every call: reproducible, the same for each call of the layer.
+    with ``seed`` on every call: reproducible, the same for each call of the layer
+    (and for each tensor leaf of one shape). The generator lives on the output's
+    device, so a CUDA run draws other numbers than a CPU run of the same seed.
     Integer outputs pass through (noise on ids or counts has no meaning)."""
 
     std: float = param("float", lo=0.0, hi=1e6, start=0.1, help="standard deviation")
