@@ -17,6 +17,7 @@ from hookscope.core.errors import ForwardError
 from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
 from hookscope.core.user_text import is_dir
+from hookscope.core.verdict import output_verdict
 
 from .options import add_model_options, model_options
 
@@ -92,24 +93,38 @@ def print_table(result, out: TextIO) -> None:
     w(f"output without  {fmt(a)}\n")
     w(f"output with     {fmt(b)}\n")
     w(f"outputs differ  {'yes' if result.outputs_differ else 'no'}   max |diff| {result.max_abs_diff:.6g}\n")
+    w(f"verdict         {output_verdict(result)}\n")
     t = result.timings_ms
-    w(f"timings (ms)    baseline {t['baseline']:.3f}  intervened {t['intervened']:.3f}  total {t['total']:.3f}\n")
+    source = f"  source {t['source']:.3f}" if "source" in t else ""
+    w(f"timings (ms)    baseline {t['baseline']:.3f}  intervened {t['intervened']:.3f}{source}"
+      f"  total {t['total']:.3f}\n")
     if result.captures:
-        w("\n{:<32} {:>4} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n".format(
-            "layer", "call", "shape", "min", "max", "mean", "std", "note"))
-        for path, recs in result.captures.items():
-            if not recs:
-                w(f"{path:<32}    -  (did not run in this forward)\n")
-            for r in recs:
-                s = r.stats
-                note = r.intervention or ""
-                if s is not None and s.fraction_clamped is not None:
-                    note += f", {100 * s.fraction_clamped:.1f}% clamped"
-                if s is not None and (s.nan_count or s.inf_count):  # min..std cover finite values
-                    note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
-                if s is None:
-                    w(f"{path:<32} {r.call:>4} (no tensor output)\n")
-                    continue
-                w("{:<32} {:>4} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n".format(
-                    path, r.call, "x".join(map(str, s.shape)) or "scalar", s.min, s.max, s.mean,
-                    s.std, note))
+        print_captures(result, w)
+
+
+def print_captures(result, w) -> None:
+    """One row per captured call of the intervened run and, when the plan changes
+    anything, one below it for the same call in the baseline run."""
+    intervenes = bool(result.plan is not None and result.plan.interventions)
+    w("\n{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n".format(
+        "layer", "call", "run", "shape", "min", "max", "mean", "std", "note"))
+    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
+    for path, recs in result.captures.items():
+        if not recs:
+            w(f"{path:<32}    -  (did not run in this forward)\n")
+        for r in recs:
+            s = r.stats
+            if s is None:
+                w(f"{path:<32} {r.call:>4} (no tensor output)\n")
+                continue
+            note = r.intervention or ""
+            if r.intervention and s.fraction_changed is not None:
+                note += f", {100 * s.fraction_changed:.1f}% changed"
+            if s.nan_count or s.inf_count:  # min..std cover the finite values only
+                note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
+            shape = "x".join(map(str, s.shape)) or "scalar"
+            w(row.format(path, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
+                         s.std, note))
+            base = r.baseline_stats
+            if intervenes and base is not None:
+                w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))

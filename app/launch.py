@@ -49,7 +49,8 @@ def create_window(argv: list[str]):
     errors: list[str] = []
     try:
         opts = model_options(ns)
-        plan: Plan | None = opts.plan() if (opts.capture or opts.clamp) else None
+        wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
+        plan: Plan | None = opts.plan() if wants_plan else None
         stats_only = opts.stats_only
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan
         errors.append(str(exc))

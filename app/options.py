@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from hookscope.core import Plan, PlanError
+from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
 from hookscope.core.budget import set_max_input_bytes
+from hookscope.core.intervention_registry import parse_intervention, syntax_help
 
 TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module). Unpickling runs code "
               "stored in the file, so this is off unless you pass this flag for a file you "
@@ -29,7 +30,16 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--capture", metavar="P1,P2", action="append", default=[],
                    help="layer paths to capture, comma-separated (repeatable)")
     p.add_argument("--clamp", metavar="P=LO:HI", action="append", default=[],
-                   help="clamp layer P's output to [LO, HI] (repeatable)")
+                   help="clamp layer P's output to [LO, HI] (repeatable; shorthand for "
+                        "--intervene P=clamp:LO:HI)")
+    p.add_argument("--intervene", metavar="P=KIND[:ARGS]", action="append", default=[],
+                   help="change layer P's output (repeatable, one per layer). Kinds: "
+                        + syntax_help().replace("%", "%%"))
+    p.add_argument("--source-input", metavar="X", default=None,
+                   help="input whose activations 'patch' puts in (one forward serves every "
+                        "patched layer); same syntax as --input")
+    p.add_argument("--reference-input", metavar="X", default=None,
+                   help="input whose batch mean 'mean' uses, instead of the batch itself")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
@@ -56,6 +66,29 @@ def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:
                         f"bound on that side), e.g. --clamp {path}=-0.5:0.5 or {path}=:0.5") from None
 
 
+def parse_intervene(text: str, source_input: str | None = None,
+                    reference_input: str | None = None) -> tuple[str, Intervention]:
+    """``'P=KIND[:ARGS]'`` -> ``('P', intervention)``; a bare ``patch`` takes
+    ``--source-input``, a bare ``mean`` ``--reference-input`` when given."""
+    path, sep, spec = text.partition("=")
+    if not sep or not path.strip() or not spec.strip():
+        raise PlanError(f"--intervene {text!r}: write LAYER=KIND[:ARGS], e.g. --intervene "
+                        f"fc1=scale:0.5; kinds: {syntax_help()}")
+    path = path.strip()
+    try:
+        iv = parse_intervention(spec)
+    except PlanError as exc:
+        raise PlanError(f"--intervene {text!r}: {exc}") from None
+    if isinstance(iv, Patch) and iv.source_input is None:
+        if source_input is None:
+            raise PlanError(f"--intervene {text!r}: patch needs a source input: add "
+                            "--source-input X, or write patch:X")
+        iv = Patch(source_input)
+    if isinstance(iv, MeanAblate) and iv.reference is None and reference_input is not None:
+        iv = MeanAblate(reference_input)
+    return path, iv
+
+
 @dataclass
 class ModelOptions:
     """The parsed model/plan part of a command line."""
@@ -68,9 +101,11 @@ class ModelOptions:
     device: str = "cpu"
     stats_only: bool = False
     trust_pickle: bool = False
+    interventions: dict[str, Intervention] = field(default_factory=dict)
 
     def plan(self) -> Plan:
-        return Plan(capture=tuple(self.capture), clamp=dict(self.clamp), keep_tensors=not self.stats_only)
+        return Plan(capture=tuple(self.capture), clamp=dict(self.clamp),
+                    keep_tensors=not self.stats_only, interventions=dict(self.interventions))
 
 
 def model_options(ns: argparse.Namespace) -> ModelOptions:
@@ -78,5 +113,15 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
     clamp = dict(parse_clamp(c) for c in ns.clamp)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
-    return ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle)
+    interventions: dict[str, Intervention] = {}
+    for text in ns.intervene:
+        path, iv = parse_intervene(text, ns.source_input,
+                                   ns.reference_input)
+        if path in interventions or path in clamp:
+            raise PlanError(f"--intervene {text!r}: layer {path!r} already has an intervention; "
+                            "a layer takes one")
+        interventions[path] = iv
+    opts = ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
+                        ns.stats_only, ns.trust_pickle, interventions)
+    opts.plan()  # a clash between --clamp and --intervene is reported here, once
+    return opts

@@ -14,7 +14,9 @@ from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, Input
 from .exercises import feature_extraction_test, modify_hook_test
 from .hooks import CaptureRecord, HookSession
 from .inputs import parse_input
-from .interventions import Clamp, Intervention, Noise, Scale, Zero
+from .intervention_base import InterventionContext, Param, param
+from .intervention_registry import get_kind, kinds, parse_intervention, register
+from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from .memory import keep_freed_memory
 from .plan import Plan
 from .run import Baseline, ForwardResult, RunResult, compare, run
@@ -27,7 +29,9 @@ __all__ = [
     "Cancelled", "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
-    "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan", "keep_freed_memory",
+    "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
+    "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
+    "Plan", "keep_freed_memory",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",

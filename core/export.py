@@ -21,6 +21,7 @@ import numpy as np
 from .atomic_write import atomic_write
 from .errors import HookscopeError
 from .hooks import CaptureRecord
+from .intervention_base import py_literal
 from .plan import Plan
 
 CAPTURE_FORMATS = (".npz", ".safetensors")
@@ -71,37 +72,52 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
 
 def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
                       device: str = "cpu") -> str:
-    """A runnable Python script that reproduces this comparison with plain PyTorch hooks."""
+    """A runnable Python script that reproduces this comparison with plain PyTorch hooks.
+
+    Every intervention is written out in plain torch: its kind's ``leaf_function``
+    (from the registry, so a newly registered kind exports too) and a
+    ``functools.partial`` of it with the parameters. A patch's source forward
+    (and a reference mean's) runs first, once per distinct input, as in Hookscope.
+    """
     interventions = plan.all_interventions()
-    unsupported = [p for p, iv in interventions.items() if iv.kind != "clamp"]
-    if unsupported:
-        raise HookscopeError(f"the script export writes clamps only; layer(s) {unsupported} have "
-                             "other interventions")
+    kinds: dict[str, type] = {}
+    for path, iv in interventions.items():
+        if not iv.leaf_function:
+            raise HookscopeError(f"the script export cannot write the {iv.name} intervention on "
+                                 f"layer {path!r}: its kind gives no plain-torch form (leaf_function)")
+        kinds.setdefault(iv.name, type(iv))
+    sources: list[Any] = []
+    source_keys: list[Any] = []
+    source_of: dict[str, int] = {}
+    for path, iv in interventions.items():
+        src = iv.pre_pass_input()
+        if src is None:
+            continue
+        key = iv.source_key()
+        if key not in source_keys:
+            source_keys.append(key)
+            sources.append(src)
+        source_of[path] = source_keys.index(key)
+    functions = "\n".join(cls.leaf_function.strip("\n") + "\n" for cls in kinds.values())
+    intervene = "".join(f"    {path!r}: {iv.to_torch_source()},  # {iv.describe()}\n"
+                        for path, iv in interventions.items())
+    every_leaf = {p for p, iv in interventions.items() if iv.leaf_kinds == "all"}
     return _SCRIPT.format(
         spec=repr(spec), weights=repr(weights), input_text=repr(input_text or ""),
         device=repr(device), capture=repr(list(plan.capture)),
-        clamp=_py_repr({p: list(b) for p, b in plan.clamp.items()}),
+        functions=functions or "# (no interventions)\n",
+        intervene=intervene, every_leaf=repr(every_leaf) if every_leaf else "set()",
+        sources="[" + ", ".join(py_literal(s) for s in sources) + "]", source_of=repr(source_of),
     )
-
-
-def _py_repr(value: Any) -> str:
-    """``repr`` that a script can run: an open bound is ``float('inf')``, not a bare ``inf``."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_py_repr(k)}: {_py_repr(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(_py_repr(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
-    return repr(value)
 
 
 _SCRIPT = '''"""Exported by Hookscope: a baseline forward, then one with forward hooks.
 
-Only the model comes from Hookscope (load_model); the hooks are plain PyTorch.
-Run it with: python this_file.py
+Only the model and the input come from Hookscope (load_model, parse_input); the
+hooks and every intervention are plain PyTorch. Run it with: python this_file.py
 """
 import dataclasses
+import functools
 import json
 import math
 
@@ -114,7 +130,8 @@ WEIGHTS = {weights}
 INPUT = {input_text}  # "" means the model's example input
 DEVICE = {device}
 CAPTURE = {capture}  # layers whose outputs are recorded
-CLAMP = {clamp}  # layer -> [lo, hi]: the output is replaced by output.clamp(lo, hi)
+SOURCE_INPUTS = {sources}  # inputs whose activations patch (or mean-ablate) a layer
+SOURCE_OF = {source_of}  # layer -> index into SOURCE_INPUTS
 
 loaded = load_model(SPEC, weights=WEIGHTS)
 model = loaded.module.eval().to(DEVICE)
@@ -128,45 +145,53 @@ def call(model, x):
     return model(*x) if isinstance(x, tuple) else model(x)
 
 
-def map_tensors(fn, value):
-    """fn applied to every tensor in a (possibly nested) output; the structure is kept."""
+def map_tensors(fn, value, key=""):
+    """fn(tensor, key) applied to every tensor in a (possibly nested) output; the structure is kept."""
     if isinstance(value, torch.Tensor):
-        return fn(value)
+        return fn(value, key)
     if isinstance(value, tuple):
-        items = [map_tensors(fn, v) for v in value]
+        items = [map_tensors(fn, v, f"{{key}}[{{i}}]") for i, v in enumerate(value)]
         return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     if isinstance(value, list):
-        return [map_tensors(fn, v) for v in value]
+        return [map_tensors(fn, v, f"{{key}}[{{i}}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return type(value)((k, map_tensors(fn, v)) for k, v in value.items())
+        return type(value)((k, map_tensors(fn, v, f"{{key}}[{{k!r}}]")) for k, v in value.items())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{{f.name: map_tensors(fn, getattr(value, f.name))
+        return dataclasses.replace(value, **{{f.name: map_tensors(fn, getattr(value, f.name),
+                                                                 f"{{key}}.{{f.name}}")
                                               for f in dataclasses.fields(value) if f.init}})
     return value
 
 
 def leaves(value):
-    """Every tensor in a (possibly nested) output, in order."""
+    """Every tensor in a (possibly nested) output, in order, with its key."""
     found = []
-    map_tensors(lambda t: found.append(t) or t, value)
+    map_tensors(lambda t, k: found.append((k, t)) or t, value)
     return found
 
 
-def clamp_tensor(t, lo, hi):
-    if t.dtype == torch.bool or t.is_complex():
-        return t  # nothing to clamp
-    if t.is_floating_point():
-        return t.clamp(lo, hi)
-    # integer outputs stay integer: the bounds are rounded inward
-    ilo = None if math.isinf(lo) else math.ceil(lo)
-    ihi = None if math.isinf(hi) else math.floor(hi)
-    return t if ilo is None and ihi is None else t.clamp(ilo, ihi)
+# -- the interventions: each changes one tensor of a layer's output ---------------
+{functions}
+
+INTERVENE = {{  # layer -> the change to each tensor of its output
+{intervene}}}
+EVERY_LEAF = {every_leaf}  # layers whose bool/complex tensors change too (others keep them)
 
 
-def make_clamp_hook(lo, hi):
-    # A factory gives each hook its own lo/hi: no late binding from a loop variable.
+def make_intervention_hook(change, every_leaf, sources=None):
+    # A factory gives each hook its own change: no late binding from a loop variable.
+    calls = [0]
+
     def hook(module, inputs, output):
-        return map_tensors(lambda t: clamp_tensor(t, lo, hi), output)
+        n = calls[0]
+        calls[0] += 1
+        src = dict(leaves(sources[n])) if sources is not None and n < len(sources) else {{}}
+
+        def one(t, key):
+            if not every_leaf and (t.dtype == torch.bool or t.is_complex()):
+                return t
+            return change(t, module, src.get(key))
+        return map_tensors(one, output)
     return hook
 
 
@@ -175,30 +200,56 @@ def make_capture_hook(name, store):
         found = leaves(output)
         if found:
             # clone(): a later in-place op (ReLU(inplace=True), x += y) must not change it
-            store.setdefault(name, []).append(found[0].detach().clone())
+            store.setdefault(name, []).append(found[0][1].detach().clone())
     return hook
 
 
-x = map_tensors(lambda t: t.to(DEVICE), x)
+def make_recorder(store):
+    def hook(module, inputs, output):
+        store.append(map_tensors(lambda t, k: t.detach().clone(), output))
+    return hook
+
+
+def to_device(value):
+    return map_tensors(lambda t, k: t.to(DEVICE), value)
+
+
 with torch.inference_mode():
-    output_without = call(model, x)
+    output_without = call(model, to_device(x))
+
+# The source forwards: one per source input, recording the layers that need it.
+source_outputs = {{}}
+for i, source in enumerate(SOURCE_INPUTS):
+    sx = parse_input(source, x) if isinstance(source, str) else source
+    names = [name for name, j in SOURCE_OF.items() if j == i]
+    handles = []
+    try:
+        for name in names:
+            source_outputs[name] = []
+            handles.append(layers[name].register_forward_hook(make_recorder(source_outputs[name])))
+        with torch.inference_mode():
+            call(model, to_device(sx))
+    finally:
+        for h in handles:
+            h.remove()
 
 captures = {{}}
 handles = []
 try:
-    # Clamp hooks first, so a captured clamped layer records the clamped value.
-    for name, (lo, hi) in CLAMP.items():
-        handles.append(layers[name].register_forward_hook(make_clamp_hook(lo, hi)))
+    # Intervention hooks first, so a captured layer records the changed value.
+    for name, change in INTERVENE.items():
+        hook = make_intervention_hook(change, name in EVERY_LEAF, source_outputs.get(name))
+        handles.append(layers[name].register_forward_hook(hook))
     for name in CAPTURE:
         handles.append(layers[name].register_forward_hook(make_capture_hook(name, captures)))
     with torch.inference_mode():
-        output_with = call(model, x)
+        output_with = call(model, to_device(x))
 finally:
     for h in handles:  # every hook removed, whatever happened
         h.remove()
 
-a = torch.cat([t.detach().double().flatten().cpu() for t in leaves(output_without)])
-b = torch.cat([t.detach().double().flatten().cpu() for t in leaves(output_with)])
+a = torch.cat([t.detach().double().flatten().cpu() for _, t in leaves(output_without)])
+b = torch.cat([t.detach().double().flatten().cpu() for _, t in leaves(output_with)])
 print(json.dumps({{
     "output_without": [round(v, 6) for v in a.tolist()],
     "output_with": [round(v, 6) for v in b.tolist()],
@@ -213,7 +264,6 @@ def session_dict(result: Any, spec: str, plan: Plan, input_text: str = "",
                  weights: str | None = None) -> dict:
     """A comparison and how it was set up, as JSON-ready data."""
     d = {"spec": spec, "weights": weights, "input": input_text,
-         "plan": {"capture": list(plan.capture), "clamp": {p: list(b) for p, b in plan.clamp.items()},
-                  "keep_tensors": plan.keep_tensors}}
+         "plan": {**plan.to_dict(), "clamp": {p: list(b) for p, b in plan.clamp.items()}}}
     d.update(result.to_json_dict())
     return d

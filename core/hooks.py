@@ -22,8 +22,10 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from .interventions import Clamp, Intervention, tensor_leaves
+from .intervention_base import Intervention, InterventionContext
+from .nested import tensor_leaves
 from .plan import LayerPlan
+from .record_stats import changed_count, fraction, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all, summarize
 
 
@@ -33,38 +35,53 @@ class CaptureRecord:
     ``tensor`` is the layer's output as the rest of the model saw it (after
     the intervention, if the layer has one), detached and on the CPU, or
     ``None`` in statistics-only mode. ``pre_tensor``/``pre_stats`` hold the
-    value before the intervention. For a nested output, ``leaf`` says which
+    value before the intervention. ``baseline_tensor``/``baseline_stats``
+    hold the same call in the baseline run (no interventions) of a
+    :func:`~hookscope.core.compare`. For a nested output, ``leaf`` says which
     tensor of the structure is summarised (the first one), ``leaf_shapes``
     lists all of them. ``copied`` says the capture had to be copied because a
-    later in-place op overwrites the layer's output.
+    later in-place op overwrites the layer's output. ``intervention`` is the
+    layer's intervention in words (``intervention_obj`` the object), or ``None``.
 
-    ``stats``/``pre_stats`` of a tensor kept on the CPU are computed when first
-    read, outside the forward pass: capturing every layer then costs what
-    keeping references costs, and a caller that looks at a few layers pays
-    for those few. Off the CPU, and in statistics-only mode, they are computed
-    in the forward on the tensor's device.
+    The histograms of the versions a record has (baseline, before, after)
+    share one range, so they compare bin by bin (in statistics-only mode the
+    baseline keeps its own bins: its values are gone when the intervened run
+    is summarised; the intervened run's range spans it). ``stats.fraction_changed``
+    is the fraction of values the intervention changed, for every kind.
+
+    Statistics of tensors kept on the CPU are computed when first read,
+    outside the forward pass: capturing every layer then costs what keeping
+    references costs, and a caller that looks at a few layers pays for those
+    few. Off the CPU, and in statistics-only mode, they are computed in the
+    forward on the tensor's device.
     """
 
-    __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "pre_tensor",
-                 "copied", "_stats", "_pre_stats", "_clamp", "_lazy")
+    __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "intervention_obj",
+                 "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
+                 "_lazy")
 
     def __init__(self, path: str, call: int, stats: TensorStats | None = None,
                  tensor: torch.Tensor | None = None, leaf: str = "",
                  leaf_shapes: dict[str, tuple[int, ...]] | None = None,
-                 intervention: str | None = None, pre_stats: TensorStats | None = None,
-                 pre_tensor: torch.Tensor | None = None, copied: bool = False,
-                 clamp: tuple[float, float] | None = None, lazy: bool = False):
+                 intervention: "str | Intervention | None" = None,
+                 pre_stats: TensorStats | None = None,
+                 pre_tensor: torch.Tensor | None = None, copied: bool = False, lazy: bool = False,
+                 baseline_tensor: torch.Tensor | None = None,
+                 baseline_stats: TensorStats | None = None):
         self.path = path
         self.call = call
         self.tensor = tensor
         self.leaf = leaf
         self.leaf_shapes = leaf_shapes or {}
-        self.intervention = intervention
+        self.intervention_obj = intervention if isinstance(intervention, Intervention) else None
+        self.intervention = (intervention.describe() if isinstance(intervention, Intervention)
+                             else intervention)
         self.pre_tensor = pre_tensor
+        self.baseline_tensor = baseline_tensor
         self.copied = copied
         self._stats = stats
         self._pre_stats = pre_stats
-        self._clamp = clamp
+        self._baseline_stats = baseline_stats
         self._lazy = lazy
 
     def __repr__(self) -> str:
@@ -84,16 +101,31 @@ class CaptureRecord:
         return self._pre_stats
 
     @property
+    def baseline_stats(self) -> TensorStats | None:
+        """This call in the baseline run, binned like :attr:`stats` where its tensor is kept."""
+        if self._lazy:
+            self._summarize_now()
+        if self._baseline_stats is None and self.baseline_tensor is not None:
+            # Kept on a device run: the host copy, binned like the intervened run's summary.
+            self._baseline_stats = summarize(self.baseline_tensor,
+                                             hist_range=stats_range(self._stats)).resolve()
+        return self._baseline_stats
+
+    @property
     def stats_ready(self) -> bool:
         """False while statistics wait to be computed on first read."""
         return not self._lazy
 
     def _summarize_now(self) -> None:
-        pre = summarize(self.pre_tensor, clamp=self._clamp) if self.pre_tensor is not None else None
-        post = None
-        if self.tensor is not None:
-            post = summarize(self.tensor, bins_like=pre if self._clamp is not None else None)
-        self._stats, self._pre_stats = _joined(post, pre)
+        base_t = self.baseline_tensor
+        extra = [stats_range(self._baseline_stats)] if base_t is None else []
+        pre, post, base = summarize_shared([self.pre_tensor, self.tensor, base_t], extra)
+        changed = None
+        if self.pre_tensor is not None and self.tensor is not None:
+            changed = changed_count(self.pre_tensor, self.tensor)
+        self._stats, self._pre_stats = _joined(post, pre, changed)
+        if base is not None:
+            self._baseline_stats = base.resolve()
         self._lazy = False
 
     @property
@@ -110,18 +142,21 @@ class CaptureRecord:
     @property
     def nbytes(self) -> int:
         n = 0
-        for t in (self.tensor, self.pre_tensor):
+        for t in (self.tensor, self.pre_tensor, self.baseline_tensor):
             if t is not None:
                 n += t.element_size() * t.numel()
         return n
 
 
-def _joined(post: PendingStats | None, pre: PendingStats | None):
-    """Resolve a post/pre pair; the post summary reports the clamp's fraction too."""
+def _joined(post: PendingStats | None, pre: PendingStats | None, changed=None):
+    """Resolve a post/pre pair; both report the fraction of values the intervention changed."""
     stats = post.resolve() if post is not None else None
     pre_s = pre.resolve() if pre is not None else None
-    if stats is not None and pre_s is not None and pre_s.fraction_clamped is not None:
-        stats = dataclasses.replace(stats, fraction_clamped=pre_s.fraction_clamped)
+    if changed is not None:
+        n = (pre_s or stats).count if (pre_s or stats) is not None else 0
+        frac = fraction(changed, n)
+        stats = dataclasses.replace(stats, fraction_changed=frac) if stats is not None else None
+        pre_s = dataclasses.replace(pre_s, fraction_changed=frac) if pre_s is not None else None
     return stats, pre_s
 
 
@@ -129,16 +164,16 @@ def resolve_records(captures: dict[str, list[CaptureRecord]]) -> None:
     """Compute every record's statistics now (e.g. on a worker, before a GUI reads them)."""
     for recs in captures.values():
         for r in recs:
-            r.stats  # noqa: B018 - the property computes and caches
+            r.baseline_stats  # noqa: B018 - the properties compute and cache
 
 
 class _Pending:
     """A capture whose stats may still be on the device."""
 
     __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
-                 "kept", "pre_kept", "copied", "clamp", "lazy")
+                 "kept", "pre_kept", "copied", "lazy", "changed", "baseline")
 
-    def __init__(self, path, call, leaf, leaf_shapes, intervention, clamp, lazy):
+    def __init__(self, path, call, leaf, leaf_shapes, intervention, lazy, baseline):
         self.path = path
         self.call = call
         self.leaf = leaf
@@ -149,8 +184,9 @@ class _Pending:
         self.kept: tuple[torch.Tensor, int | None] | None = None
         self.pre_kept: tuple[torch.Tensor, int | None] | None = None
         self.copied = False
-        self.clamp = clamp
         self.lazy = lazy
+        self.changed: torch.Tensor | None = None
+        self.baseline: CaptureRecord | None = baseline
 
 
 def summarized_on_read(t: torch.Tensor) -> bool:
@@ -169,25 +205,32 @@ def _version(t: torch.Tensor) -> int | None:
 class _LayerHook:
     """The forward hook of one layer; knows its own path (no late binding)."""
 
-    __slots__ = ("session", "path", "capture", "intervention", "clone", "calls", "clamp")
+    __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources")
 
-    def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool):
+    def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool,
+                 sources: list[Any] | None = None):
         self.session = session
         self.path = lp.path
+        self.module = lp.module
         self.capture = lp.capture
         self.intervention: Intervention | None = lp.intervention
-        self.clamp = lp.intervention.bounds if isinstance(lp.intervention, Clamp) else None
         self.clone = clone
         self.calls = 0
+        self.sources = sources  # this layer's outputs on the pre-pass input, per call
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
         call = self.calls
         self.calls += 1
         iv = self.intervention
-        new = iv.apply(output) if iv is not None else output
+        if iv is None:
+            if self.capture:
+                self.session._record(self, call, None, output)
+            return None
+        src = self.sources[call] if self.sources is not None and call < len(self.sources) else None
+        new = iv.apply(output, InterventionContext(self.path, call, module, src))
         if self.capture:
-            self.session._record(self, call, output if iv is not None else None, new)
-        return new if iv is not None else None
+            self.session._record(self, call, output, new)
+        return new
 
 
 class HookSession:
@@ -202,13 +245,22 @@ class HookSession:
     clone_paths
         Layers whose kept tensors are copied at capture time because a later
         in-place op is known to overwrite them.
+    sources
+        ``{path: [output per call]}`` of a pre-pass on a source/reference input,
+        handed to those layers' interventions as ``ctx.source``.
+    baseline
+        The baseline run's captures: each record of this run gets the same
+        call's baseline tensor and statistics, binned over a shared range.
     """
 
     def __init__(self, layers: dict[str, LayerPlan], keep_tensors: bool = True,
-                 clone_paths: Iterable[str] = ()):
+                 clone_paths: Iterable[str] = (), sources: dict[str, list[Any]] | None = None,
+                 baseline: dict[str, list[CaptureRecord]] | None = None):
         self.layers = layers
         self.keep_tensors = keep_tensors
         self.clone_paths = frozenset(clone_paths)
+        self.sources = sources or {}
+        self.baseline = baseline or {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._hooks: dict[str, _LayerHook] = {}
         self._pending: list[_Pending] = []
@@ -217,7 +269,8 @@ class HookSession:
     def __enter__(self) -> "HookSession":
         try:
             for path, lp in self.layers.items():
-                hook = _LayerHook(self, lp, clone=path in self.clone_paths)
+                hook = _LayerHook(self, lp, clone=path in self.clone_paths,
+                                  sources=self.sources.get(path))
                 self._hooks[path] = hook
                 self._handles.append(lp.module.register_forward_hook(hook))
         except BaseException:
@@ -242,30 +295,32 @@ class HookSession:
         return {p: h.calls for p, h in self._hooks.items()}
 
     # -- recording (called from the hooks) -------------------------------------
+    def _baseline_record(self, path: str, call: int) -> CaptureRecord | None:
+        recs = self.baseline.get(path)
+        return recs[call] if recs is not None and call < len(recs) else None
+
     def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
         leaves = tensor_leaves(post)
         shapes = {k: tuple(t.shape) for k, t in leaves}
-        iv = hook.intervention.describe() if hook.intervention is not None else None
         leaf, tensor = leaves[0] if leaves else ("", None)
         # Kept tensors are summarised after the forward, not inside it: on the CPU
         # on first read (see CaptureRecord), on an accelerator in finish(), on the
         # device, before the copy to the host.
         lazy = self.keep_tensors and tensor is not None
-        rec = _Pending(hook.path, call, leaf, shapes, iv, hook.clamp, lazy)
-        if pre is not None:
-            pre_t = dict(tensor_leaves(pre)).get(leaf)
+        base = self._baseline_record(hook.path, call)
+        rec = _Pending(hook.path, call, leaf, shapes, hook.intervention, lazy, base)
+        pre_t = dict(tensor_leaves(pre)).get(leaf) if pre is not None else None
+        if not lazy:
+            # Statistics only: summarise now, on the device, over one range shared by the
+            # values before and after the intervention and the baseline's (see record_stats).
+            extra = [stats_range(base.stats)] if base is not None else []
+            rec.pre_stats, rec.stats = summarize_shared([pre_t, tensor], extra)
+            if pre_t is not None and tensor is not None:
+                rec.changed = changed_count(pre_t, tensor)
+        if self.keep_tensors:
             if pre_t is not None:
-                if not lazy:
-                    rec.pre_stats = summarize(pre_t, clamp=hook.clamp)
-                if self.keep_tensors:
-                    rec.pre_kept = self._keep(pre_t, hook.clone)
-        if tensor is not None:
-            if not lazy:
-                # After a clamp, bin like the values before it: the clamped values pile
-                # up as spikes at the bounds, and the two histograms compare bin by bin.
-                like = rec.pre_stats if hook.clamp is not None else None
-                rec.stats = summarize(tensor, bins_like=like)
-            if self.keep_tensors:
+                rec.pre_kept = self._keep(pre_t, hook.clone)
+            if tensor is not None:
                 rec.kept = self._keep(tensor, hook.clone)
                 rec.copied = hook.clone
         self._pending.append(rec)
@@ -291,17 +346,23 @@ class HookSession:
         """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
         for rec in self._pending:
             if rec.lazy and rec.kept is not None and not summarized_on_read(rec.kept[0]):
-                if rec.pre_kept is not None:
-                    rec.pre_stats = summarize(rec.pre_kept[0], clamp=rec.clamp)
-                like = rec.pre_stats if rec.clamp is not None else None
-                rec.stats = summarize(rec.kept[0], bins_like=like)
+                pre_t = rec.pre_kept[0] if rec.pre_kept is not None else None
+                extra = [stats_range(rec.baseline.stats)] if rec.baseline is not None else []
+                rec.pre_stats, rec.stats = summarize_shared([pre_t, rec.kept[0]], extra)
+                if pre_t is not None:
+                    rec.changed = changed_count(pre_t, rec.kept[0])
                 rec.lazy = False
         resolve_all(s for rec in self._pending for s in (rec.stats, rec.pre_stats) if s is not None)
+        counts = [rec.changed for rec in self._pending if rec.changed is not None]
+        host_counts = iter(torch.stack(counts).cpu().tolist()) if counts else iter(())
         tensors = [k[0] for rec in self._pending for k in (rec.kept, rec.pre_kept) if k is not None]
         host = dict(zip(map(id, tensors), to_host(tensors)))
         out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
         for rec in self._pending:
-            stats, pre = _joined(rec.stats, rec.pre_stats)
+            changed = next(host_counts) if rec.changed is not None else None
+            stats, pre = (None, None) if rec.lazy else _joined(rec.stats, rec.pre_stats, changed)
+            base = rec.baseline
+            base_kept = base.tensor if base is not None else None
             out[rec.path].append(CaptureRecord(
                 path=rec.path,
                 call=rec.call,
@@ -313,8 +374,11 @@ class HookSession:
                 pre_stats=pre,
                 pre_tensor=host[id(rec.pre_kept[0])] if rec.pre_kept is not None else None,
                 copied=rec.copied,
-                clamp=rec.clamp,
                 lazy=rec.lazy,
+                baseline_tensor=base_kept,
+                # Not kept (statistics only): the baseline's own summary. Kept: binned with
+                # this record, when first read.
+                baseline_stats=base.stats if base is not None and base_kept is None else None,
             ))
         self._pending.clear()
         return out

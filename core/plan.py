@@ -1,7 +1,8 @@
 """A plan: which layers are captured and which get an intervention.
 
 A :class:`Plan` is plain data, built by the CLI, the app or a script. It is
-checked on its own when built (``lo > hi``, NaN bounds) and against a model by
+checked on its own when built (``lo > hi``, NaN bounds, one intervention
+per layer) and against a model by
 :meth:`Plan.resolve`, which turns layer paths into modules, maps a second
 path of a shared module onto its first, and names unknown paths with the
 closest real ones.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from torch import nn
 
@@ -28,13 +29,18 @@ class Plan:
     capture
         Layer paths (as in ``model.named_modules()``) whose outputs are recorded.
     clamp
-        ``{path: (lo, hi)}``: that layer's output is replaced by ``output.clamp(lo, hi)``.
+        Shorthand: ``{path: (lo, hi)}`` adds ``Clamp(lo, hi)`` on that layer
+        (``None`` or ``±inf`` for an open side). Read back, ``plan.clamp`` is
+        ``{path: (lo, hi)}`` of every :class:`Clamp` in the plan (open ends ``±inf``).
     keep_tensors
         Keep the captured tensors (moved to the CPU) as well as their
         statistics. ``False`` keeps only the statistics, computed on the
         device: the way to look at every layer of a large model.
     interventions
-        Other interventions (:class:`~hookscope.core.interventions.Scale`, ...) by path.
+        ``{path: Intervention}`` (:class:`Clamp`, :class:`Scale`, :class:`Zero`,
+        :class:`MeanAblate`, :class:`Noise`, :class:`Patch`, any registered kind).
+        One per layer; after construction this holds every intervention, the
+        ``clamp`` shorthand's included.
     """
 
     capture: tuple[str, ...] = ()
@@ -47,37 +53,34 @@ class Plan:
             raise PlanError("capture must be a list of layer paths, not one string; "
                             "write capture=['fc1'] or '--capture fc1,fc2'")
         object.__setattr__(self, "capture", tuple(dict.fromkeys(self.capture)))
-        clamps: dict[str, Clamp] = {}
+        merged: dict[str, Intervention] = {}
+        for path, iv in dict(self.interventions).items():
+            if not isinstance(iv, Intervention):
+                raise PlanError(f"intervention for layer {path!r} must be an Intervention "
+                                f"(Clamp, Scale, Zero, ...), got {iv!r}")
+            merged[path] = iv
         for path, bounds in dict(self.clamp).items():
-            if isinstance(bounds, Clamp):
-                clamps[path] = bounds
-                continue
-            try:
-                lo, hi = bounds
-                lo, hi = float(lo), float(hi)
-            except (TypeError, ValueError) as exc:
-                raise PlanError(f"clamp for layer {path!r} must be a (lo, hi) pair of numbers, "
-                                f"got {bounds!r}") from exc
-            try:
-                clamps[path] = Clamp(lo, hi)
-            except PlanError as exc:
-                raise PlanError(f"layer {path!r}: {exc}") from None
-        object.__setattr__(self, "clamp", {p: c.bounds for p, c in clamps.items()})
-        both = set(clamps) & set(self.interventions)
-        if both:
-            raise PlanError(f"layer(s) {sorted(both)} have both a clamp and another "
-                            "intervention; give each layer one")
+            clamp = _clamp_of(path, bounds)
+            if path in merged and not isinstance(merged[path], Clamp):
+                raise PlanError(f"layer {path!r} has both a clamp and a {merged[path].name} "
+                                "intervention; give each layer one")
+            merged[path] = clamp  # the shorthand wins over an older Clamp (replace(plan, clamp=...))
+        object.__setattr__(self, "interventions", merged)
+        object.__setattr__(self, "clamp", {p: iv.bounds() for p, iv in merged.items()
+                                           if isinstance(iv, Clamp)})
 
     # -- views -----------------------------------------------------------------
     def all_interventions(self) -> dict[str, Intervention]:
         """Every intervention by path, clamps included."""
-        out: dict[str, Intervention] = {p: Clamp(lo, hi) for p, (lo, hi) in self.clamp.items()}
-        out.update(self.interventions)
-        return out
+        return dict(self.interventions)
+
+    def intervention_for(self, path: str) -> Intervention | None:
+        """The intervention on ``path``, or ``None``."""
+        return self.interventions.get(path)
 
     def paths(self) -> list[str]:
         """Every layer path the plan touches, capture first."""
-        return list(dict.fromkeys([*self.capture, *self.clamp, *self.interventions]))
+        return list(dict.fromkeys([*self.capture, *self.interventions]))
 
     @property
     def is_empty(self) -> bool:
@@ -85,16 +88,51 @@ class Plan:
 
     # -- edits (plans are immutable; each returns a new one) ------------------
     def with_capture(self, paths: Iterable[str]) -> "Plan":
-        return replace(self, capture=tuple(paths))
+        return replace(self, capture=tuple(paths), clamp={})
 
-    def with_clamp(self, path: str, lo: float, hi: float) -> "Plan":
-        clamp = dict(self.clamp)
-        clamp[path] = (lo, hi)
-        return replace(self, clamp=clamp)
+    def with_intervention(self, path: str, iv: Intervention) -> "Plan":
+        """This plan with ``iv`` on ``path`` (replacing what was there)."""
+        return replace(self, clamp={}, interventions={**self.interventions, path: iv})
+
+    def without_intervention(self, path: str) -> "Plan":
+        """This plan with no intervention on ``path``."""
+        return replace(self, clamp={}, interventions={p: iv for p, iv in self.interventions.items()
+                                                      if p != path})
+
+    def with_clamp(self, path: str, lo: float | None, hi: float | None) -> "Plan":
+        try:
+            return self.with_intervention(path, Clamp(lo, hi))
+        except PlanError as exc:
+            raise PlanError(f"layer {path!r}: {exc}") from None
 
     def without_clamp(self, path: str) -> "Plan":
-        clamp = {p: b for p, b in self.clamp.items() if p != path}
-        return replace(self, clamp=clamp)
+        """Remove ``path``'s clamp (another kind of intervention there stays)."""
+        if isinstance(self.interventions.get(path), Clamp):
+            return self.without_intervention(path)
+        return self
+
+    # -- saving ------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """JSON-ready: ``{"capture": [...], "interventions": {path: {...}}, "keep_tensors": b}``."""
+        return {"capture": list(self.capture),
+                "interventions": {p: iv.to_dict() for p, iv in self.interventions.items()},
+                "keep_tensors": self.keep_tensors}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Plan":
+        """The plan :meth:`to_dict` wrote (an older ``"clamp": {path: [lo, hi]}`` is read too)."""
+        from .intervention_registry import from_dict
+
+        if not isinstance(data, dict):
+            raise PlanError(f"a plan must be an object with 'capture' and 'interventions', got {data!r}")
+        ivs = data.get("interventions") or {}
+        if not isinstance(ivs, dict):
+            raise PlanError("a plan's 'interventions' must map layer paths to interventions")
+        clamp = {p: tuple(None if v is None else float(v) for v in b)
+                 for p, b in (data.get("clamp") or {}).items()}
+        return cls(capture=tuple(data.get("capture") or ()), clamp=clamp,
+                   keep_tensors=bool(data.get("keep_tensors", True)),
+                   interventions={p: from_dict(d) for p, d in ivs.items()})
 
     # -- checking against a model ---------------------------------------------
     def resolve(self, module: nn.Module) -> dict[str, "LayerPlan"]:
@@ -123,6 +161,22 @@ class Plan:
                                     "different interventions; give it one")
                 lp.intervention = interventions[path]
         return out
+
+
+def _clamp_of(path: str, bounds: Any) -> Clamp:
+    if isinstance(bounds, Clamp):
+        return bounds
+    try:
+        lo, hi = bounds
+        lo = None if lo is None else float(lo)
+        hi = None if hi is None else float(hi)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"clamp for layer {path!r} must be a (lo, hi) pair of numbers, "
+                        f"got {bounds!r}") from exc
+    try:
+        return Clamp(lo, hi)
+    except PlanError as exc:
+        raise PlanError(f"layer {path!r}: {exc}") from None
 
 
 @dataclass

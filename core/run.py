@@ -28,8 +28,10 @@ from torch import nn
 from .devices import resolve_device, synchronize
 from .errors import Cancelled, ForwardError, HookscopeError
 from .hooks import CaptureRecord, HookSession, resolve_records
-from .interventions import map_tensors, tensor_leaves
+from .interventions import Clamp
+from .nested import map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
+from .source_pass import source_groups, source_outputs
 
 # Per model: layers whose captured output a later in-place op overwrote.
 # Learned once (costing one extra forward), then those layers are copied at
@@ -44,7 +46,7 @@ class _Captures:
 
     @property
     def captured_bytes(self) -> int:
-        """Bytes held by the kept tensors (after and before interventions)."""
+        """Bytes held by the kept tensors (after and before interventions, and the baseline's)."""
         return sum(r.nbytes for recs in self.captures.values() for r in recs)
 
     def resolve_stats(self) -> None:
@@ -70,8 +72,12 @@ class Baseline:
     """The baseline forward of a comparison, reusable while only the plan's values change.
 
     It is valid for the same module weights and inputs; ``device``, the set of
-    ``hooked`` modules (which decides the kernels, see :func:`inert_hooks`) and
-    whether stop points were in place are checked by :func:`compare`.
+    ``hooked`` modules (which decides the kernels, see :func:`inert_hooks`),
+    the ``captured`` layers, ``keep_tensors`` and whether stop points were in
+    place are checked by :func:`compare`. ``captures`` are the baseline's own
+    records of the captured layers; ``sources`` caches pre-pass outputs
+    (:mod:`~hookscope.core.source_pass`) by source input, so a reused baseline
+    does not repeat a patch's source forward either.
     """
 
     output: Any
@@ -79,6 +85,16 @@ class Baseline:
     device: str
     hooked: frozenset[str]
     stoppable: bool
+    captures: dict[str, list[CaptureRecord]] = field(default_factory=dict, compare=False)
+    captured: frozenset[str] = frozenset()
+    keep_tensors: bool = True
+    sources: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def fits(self, device: str, hooked: frozenset[str], captured: frozenset[str],
+             keep_tensors: bool, stoppable: bool) -> bool:
+        """Whether a comparison with these settings can reuse this baseline."""
+        return (self.device == device and self.hooked == hooked and self.captured == captured
+                and self.keep_tensors == keep_tensors and self.stoppable == stoppable)
 
 
 @dataclass
@@ -100,26 +116,42 @@ class RunResult(_Captures):
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
+        from .verdict import output_verdict
+
         return {
             "output_without": flat_floats(self.output_without),
             "output_with": flat_floats(self.output_with),
             "outputs_differ": self.outputs_differ,
             "max_abs_diff": self.max_abs_diff,
-            "captures": {
-                path: [
-                    {"shape": list(r.stats.shape), "min": r.stats.min, "max": r.stats.max,
-                     "mean": r.stats.mean, "std": r.stats.std,
-                     "nan_count": r.stats.nan_count, "inf_count": r.stats.inf_count,
-                     **({"intervention": r.intervention,
-                         "fraction_clamped": r.stats.fraction_clamped} if r.intervention else {})}
-                    if r.stats is not None else {"shape": None}
-                    for r in recs
-                ]
-                for path, recs in self.captures.items()
-            },
+            "verdict": output_verdict(self),
+            "captures": {path: [record_json(r) for r in recs] for path, recs in self.captures.items()},
+            "interventions": ({p: iv.to_dict() for p, iv in self.plan.interventions.items()}
+                              if self.plan is not None else {}),
             "device": self.device,
             "timings_ms": {k: round(v, 4) for k, v in self.timings_ms.items()},
         }
+
+
+def _summary_json(s) -> dict:
+    return {"min": s.min, "max": s.max, "mean": s.mean, "std": s.std,
+            "nan_count": s.nan_count, "inf_count": s.inf_count}
+
+
+def record_json(r: CaptureRecord) -> dict:
+    """One capture in ``--json``: the intervened run's summary, the baseline's, what changed."""
+    s = r.stats
+    if s is None:
+        return {"shape": None}
+    d: dict[str, Any] = {"shape": list(s.shape), **_summary_json(s)}
+    if r.intervention:
+        d["intervention"] = r.intervention
+        d["fraction_changed"] = s.fraction_changed
+        if r.intervention_obj is not None and isinstance(r.intervention_obj, Clamp):
+            d["fraction_clamped"] = s.fraction_changed
+    b = r.baseline_stats
+    if b is not None:
+        d["baseline"] = _summary_json(b)
+    return d
 
 
 def flat_array(value: Any) -> np.ndarray:
@@ -197,29 +229,35 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     dev = resolve_device(device)
     layers = plan.resolve(module)
     place_module(module, dev)
-    return _run_resolved(module, to_device(inputs, dev), layers, plan.keep_tensors, dev)
+    x = to_device(inputs, dev)
+    groups = source_groups(layers, x, dev)
+    sources = source_outputs(module, layers, groups) if groups else None
+    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources)
 
 
 def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
-                  dev: torch.device) -> ForwardResult:
+                  dev: torch.device, sources: dict[str, list[Any]] | None = None,
+                  baseline: dict[str, list[CaptureRecord]] | None = None) -> ForwardResult:
     t0 = time.perf_counter()
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
-    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev)
+    extra = dict(sources=sources, baseline=baseline)
+    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev, **extra)
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
         victims = _INPLACE_VICTIMS.setdefault(module, set())
         victims |= stale
         recaptured = tuple(sorted(stale))
-        out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev)
+        out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev, **extra)
     output = map_tensors(lambda t: t.detach().cpu(), out)
     total = (time.perf_counter() - t0) * 1e3
     return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
 
 
-def _hooked_forward(module, x, layers, keep, clone_paths, dev):
-    session = HookSession(layers, keep_tensors=keep, clone_paths=clone_paths)
+def _hooked_forward(module, x, layers, keep, clone_paths, dev, sources=None, baseline=None):
+    session = HookSession(layers, keep_tensors=keep, clone_paths=clone_paths, sources=sources,
+                          baseline=baseline)
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     with session:
@@ -280,12 +318,18 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
 
     Returns a :class:`RunResult` with both outputs on the CPU, whether they
     differ, the largest absolute difference, the captures of the intervened
-    run and timings in milliseconds (``baseline``, ``intervened``,
-    ``overhead`` = intervened minus baseline, ``total``).
+    run (each with the same call of the baseline run: ``baseline_tensor``,
+    ``baseline_stats``) and timings in milliseconds (``baseline``,
+    ``intervened``, ``overhead`` = intervened minus baseline, ``total``; a
+    patch's source forward, when one runs, as ``source``).
+
+    The baseline forward captures the same layers as the intervened one (with
+    the plan's ``keep_tensors``), so its cost is that of a capture forward.
 
     ``baseline``: a previous result's :attr:`RunResult.baseline` for the same
-    module and inputs; it is reused when it still fits (same device, same
-    hooked layers), so dragging a bound costs one forward, not two.
+    module and inputs; it is reused when it still fits (same device, hooked
+    and captured layers, keep_tensors), so dragging a bound costs one forward,
+    not two, and a patch's source forward is not repeated.
     ``should_stop``: see :func:`stop_points`; raises :class:`Cancelled`.
     """
     plan = plan or Plan()
@@ -293,25 +337,34 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     layers = plan.resolve(module)  # fail on a bad plan before any work
     place_module(module, dev)
     x = to_device(inputs, dev)
+    groups = source_groups(layers, x, dev)  # a bad source input fails before any forward too
     t0 = time.perf_counter()
     hooked = frozenset(layers)
+    captured = frozenset(p for p, lp in layers.items() if lp.capture)
     stoppable = should_stop is not None
-    reused = (baseline is not None and baseline.device == str(dev) and baseline.hooked == hooked
-              and baseline.stoppable == stoppable)
+    reused = baseline is not None and baseline.fits(str(dev), hooked, captured, plan.keep_tensors,
+                                                      stoppable)
+    timings: dict[str, float] = {}
     with stop_points(module, should_stop):
         if not reused:
-            with inert_hooks(layers):
-                synchronize(dev)
-                tb = time.perf_counter()
-                base = forward(module, own_copy(x), torch.inference_mode)
-                synchronize(dev)
-                base_ms = (time.perf_counter() - tb) * 1e3
-            baseline = Baseline(map_tensors(lambda t: t.detach().cpu(), base), base_ms, str(dev),
-                                hooked, stoppable)
-        res = _run_resolved(module, x, layers, plan.keep_tensors, dev)
-    assert baseline is not None
+            # The same layers captured, nothing changed; the intervened-only layers carry
+            # inert hooks so both runs take the same kernels (see inert_hooks).
+            clean = {p: LayerPlan(p, lp.module, capture=lp.capture) for p, lp in layers.items()}
+            b = _run_resolved(module, x, clean, plan.keep_tensors, dev)
+            baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,
+                                captures=b.captures, captured=captured,
+                                keep_tensors=plan.keep_tensors)
+        assert baseline is not None
+        sources = None
+        if groups:
+            ts = time.perf_counter()
+            sources = source_outputs(module, layers, groups, cache=baseline.sources)
+            timings["source"] = (time.perf_counter() - ts) * 1e3
+        res = _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline.captures)
     differ, max_diff = output_difference(baseline.output, res.output)
     total = (time.perf_counter() - t0) * 1e3
+    timings = {"baseline": baseline.ms, "intervened": res.forward_ms,
+               "overhead": res.forward_ms - baseline.ms, **timings, "total": total}
     return RunResult(
         output_without=baseline.output,
         output_with=res.output,
@@ -320,8 +373,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
         captures=res.captures,
         calls=res.calls,
         device=str(dev),
-        timings_ms={"baseline": baseline.ms, "intervened": res.forward_ms,
-                    "overhead": res.forward_ms - baseline.ms, "total": total},
+        timings_ms=timings,
         plan=plan,
         recaptured=res.recaptured,
         baseline=baseline,

@@ -42,8 +42,9 @@ class TensorStats:
     :data:`HIST_BINS` bins spanning ``hist_edges`` (finite values only);
     for a tensor of more than :data:`HIST_SAMPLE` values they count an evenly
     strided sample (:attr:`hist_is_sample`), min/max/mean/std stay exact.
-    ``fraction_clamped`` is the fraction of values a clamp changed, or
-    ``None`` where no clamp applies.
+    ``fraction_changed`` is the fraction of values the layer's intervention
+    changed (any kind; ``fraction_clamped`` is its older name), or ``None``
+    where no intervention applies.
     """
 
     shape: tuple[int, ...]
@@ -57,7 +58,12 @@ class TensorStats:
     inf_count: int
     hist_counts: np.ndarray = field(repr=False)
     hist_edges: np.ndarray = field(repr=False)
-    fraction_clamped: float | None = None
+    fraction_changed: float | None = None
+
+    @property
+    def fraction_clamped(self) -> float | None:
+        """Older name of :attr:`fraction_changed`."""
+        return self.fraction_changed
 
     @property
     def hist_is_sample(self) -> bool:
@@ -77,8 +83,8 @@ class TensorStats:
             "nan_count": self.nan_count,
             "inf_count": self.inf_count,
         }
-        if self.fraction_clamped is not None:
-            d["fraction_clamped"] = self.fraction_clamped
+        if self.fraction_changed is not None:
+            d["fraction_changed"] = self.fraction_changed
         if with_histogram:
             d["hist_counts"] = self.hist_counts.tolist()
             d["hist_edges"] = self.hist_edges.tolist()
@@ -132,6 +138,7 @@ def summarize(
     bins: int = HIST_BINS,
     deferred: bool | None = None,
     bins_like: PendingStats | None = None,
+    hist_range: tuple | None = None,
 ) -> PendingStats:
     """Start summarising ``tensor`` on its own device.
 
@@ -150,6 +157,11 @@ def summarize(
         share their bins (after a clamp: the values piled up at the bounds
         show as spikes in the bins of the values before it). Values outside
         that range are left out of the histogram.
+    hist_range
+        ``(lo, hi)`` histogram range to use (floats, or 0-d tensors on the
+        tensor's device) that spans the tensor's finite values, e.g. the union
+        of several tensors' ranges so their histograms compare bin by bin;
+        overrides ``bins_like``.
     """
     x = tensor.detach()
     shape = tuple(x.shape)
@@ -172,11 +184,17 @@ def summarize(
     if deferred:
         rng = None if bins_like is None or bins_like.vector is None else (
             bins_like.vector[_FMIN], bins_like.vector[_FMAX])
+        if hist_range is not None:
+            rng = tuple(torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)
         vec = _summary_deferred(flat, clamp, bins, rng)
     else:
         rng = None if bins_like is None or bins_like.vector is None else (
             float(bins_like.vector[_FMIN]), float(bins_like.vector[_FMAX]))
-        vec = _summary_eager(flat, clamp, bins, rng)
+        if hist_range is not None:
+            rng = (float(hist_range[0]), float(hist_range[1]))
+        # A given hist_range spans the values (the union of several ranges): no value
+        # falls outside, so the masking pass for them is skipped.
+        vec = _summary_eager(flat, clamp, bins, rng, drop_outside=hist_range is None)
     return PendingStats(shape, dtype, count, vec, clamp is not None)
 
 
@@ -188,7 +206,8 @@ def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> tor
     return torch.logical_or(flat < lo, flat > hi).sum()
 
 
-def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tensor:
+def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
+                   drop_outside: bool = True) -> torch.Tensor:
     mn_t, mx_t = torch.aminmax(flat)  # min/max propagate NaN, so this also detects non-finite
     mn, mx = mn_t.item(), mx_t.item()
     nan = inf = 0
@@ -211,7 +230,8 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tens
         lo_e, hi_e = rng
     else:
         lo_e, hi_e = _hist_range(*_with_clamped(mn, mx, clamp))
-    hist = _histogram(hist_sample(values), lo_e, hi_e, bins, drop_outside=rng is not None)
+    hist = _histogram(hist_sample(values), lo_e, hi_e, bins,
+                      drop_outside=rng is not None and drop_outside)
     clamped = float(_clamped_count(flat, clamp))
     head = torch.tensor([mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e], dtype=torch.float64)
     return torch.cat([head, hist.to(torch.float64)])
@@ -350,5 +370,5 @@ def _from_vector(shape, dtype, count, v: np.ndarray, has_clamp: bool) -> TensorS
         inf_count=int(v[_INF]),
         hist_counts=v[_N_SCALARS:].astype(np.int64),
         hist_edges=edges,
-        fraction_clamped=frac,
+        fraction_changed=frac,
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
-from hookscope.core import Plan, PlanError, TreeNode
+from hookscope.core import Clamp, Plan, PlanError, TreeNode
 
 # What a person edits comes first, so it is on screen without scrolling the dock.
 COL_LAYER, COL_CAPTURE, COL_LO, COL_HI, COL_SHAPE, COL_TYPE, COL_PARAMS, COL_CALLS = range(8)
@@ -138,7 +138,8 @@ class LayerTreeModel(QAbstractItemModel):
         capture += sorted(p for p in self._capture if p not in self._by_path)
         clamp = {p: self._clamp[p] for p in order if p in self._clamp}
         clamp.update({p: b for p, b in self._clamp.items() if p not in clamp})
-        interventions = {p: i for p, i in self._base_plan.interventions.items() if p not in clamp}
+        interventions = {p: i for p, i in self._base_plan.interventions.items()
+                         if p not in clamp and not isinstance(i, Clamp)}
         return replace(self._base_plan, capture=tuple(capture), clamp=clamp,
                        interventions=interventions)
 
@@ -353,7 +354,8 @@ class LayerTreeModel(QAbstractItemModel):
             return False
         try:
             self._base_plan.without_clamp(path).with_clamp(path, lo, hi)
-            if path in self._base_plan.interventions:
+            other = self._base_plan.interventions.get(path)
+            if other is not None and not isinstance(other, Clamp):
                 raise PlanError(f"layer {path} already has a {self._base_plan.interventions[path]}"
                                 " intervention; a layer takes one intervention")
         except PlanError as exc:

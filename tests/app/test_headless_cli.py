@@ -37,7 +37,8 @@ def test_exercise_one_json(capsys):
 def test_table_output(capsys):
     code, out, _ = run_cli(capsys, "demo:cnn", "--capture", "conv1,fc", "--clamp", "conv1=-0.2:0.2")
     assert code == 0
-    assert "outputs differ  yes" in out and "conv1" in out and "% clamped" in out
+    assert "outputs differ  yes" in out and "conv1" in out and "% changed" in out
+    assert "verdict         The intervention" in out and "without" in out
 
 
 def test_stats_only_flag(capsys):
@@ -61,6 +62,13 @@ def bad_model_files(tmp_path):
     (["demo:clamp", "--clamp", "0=1:-1"], "lo must be <= hi"),
     (["demo:clamp", "--clamp", "0=a:b"], "must be numbers"),
     (["demo:clamp", "--input", "[[1,"], "not a valid literal"),
+    (["demo:clamp", "--intervene", "0=scale"], r"write scale:FACTOR"),
+    (["demo:clamp", "--intervene", "0=scale:big"], r"FACTOR must be a number.*scale:FACTOR"),
+    (["demo:clamp", "--intervene", "0"], r"LAYER=KIND\[:ARGS\]"),
+    (["demo:clamp", "--intervene", "0=blur:2"], "unknown intervention kind 'blur'; the kinds are"),
+    (["demo:clamp", "--intervene", "0=patch"], "--source-input X"),
+    (["demo:clamp", "--intervene", "0=zero", "--clamp", "0=0:1"], "already has an intervention"),
+    (["demo:clamp", "--intervene", "0=patch:[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]"], "same shape"),
 ])
 def test_user_errors_exit_2_with_one_line(capsys, bad_model_files, argv, match):
     code, out, err = run_cli(capsys, *[a.format(d=bad_model_files) for a in argv])
@@ -98,7 +106,7 @@ def test_cli_writes_all_three(tmp_path, capsys):
     assert code == 0
     assert set(np.load(tmp_path / "c.npz")) == {"0#0", "0#0:before"}
     assert json.loads((tmp_path / "s.json").read_text())["outputs_differ"] is True
-    assert "make_clamp_hook" in (tmp_path / "x.py").read_text()
+    assert "def clamp_leaf" in (tmp_path / "x.py").read_text()
     code = main(["run", "demo:clamp", "--capture", "0", "--save-captures", str(tmp_path / "c.txt")])
     assert code == 2 and ".npz or .safetensors" in capsys.readouterr().err
 
@@ -115,3 +123,51 @@ def test_bad_output_paths_refused_before_the_run(capsys, tmp_path):
         code = main(["run", "demo:clamp", "--capture", "0", flag, value])
         out, err = capsys.readouterr()
         assert code == 2 and out == "" and "hookscope: error:" in err
+
+
+def test_intervene_kinds_from_the_command_line(capsys):
+    from hookscope.core import MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
+
+    lm = load_model("demo:cnn")
+    src = "random:1x1x8x8:seed=4"
+    argv = ["demo:cnn", "--capture", "conv2,fc", "--intervene", "conv1=zero:0,3",
+            "--intervene", "bn1=scale:0.5", "--intervene", "conv2=patch", "--source-input", src,
+            "--intervene", "relu2=noise:0.2:9", "--intervene", "pool1=mean", "--json"]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    data = json.loads(out)
+    plan = Plan(capture=["conv2", "fc"], interventions={
+        "conv1": Zero(units=(0, 3)), "bn1": Scale(0.5), "conv2": Patch(src),
+        "relu2": Noise(0.2, 9), "pool1": MeanAblate()})
+    r = compare(lm.module, lm.example_input, plan)
+    np.testing.assert_allclose(data["output_with"], r.output_with.flatten().tolist(), rtol=1e-6)
+    conv2 = data["captures"]["conv2"][0]
+    assert conv2["intervention"].startswith("patch") and conv2["fraction_changed"] == 1.0
+    assert conv2["baseline"]["mean"] == pytest.approx(r.captures["conv2"][0].baseline_stats.mean)
+    assert data["interventions"]["conv1"] == {"kind": "zero", "units": [0, 3], "dim": None}
+    assert data["verdict"].startswith("The interventions")
+
+
+def test_clamp_shorthand_equals_intervene_clamp(capsys):
+    _, a, _ = run_cli(capsys, "demo:clamp", "--capture", "0", "--clamp", "0=-0.5:", "--json")
+    _, b, _ = run_cli(capsys, "demo:clamp", "--capture", "0", "--intervene", "0=clamp:-0.5:", "--json")
+    da, db = json.loads(a), json.loads(b)
+    assert da["output_with"] == db["output_with"] and da["captures"] == db["captures"]
+    assert da["captures"]["0"][0]["fraction_clamped"] == da["captures"]["0"][0]["fraction_changed"]
+
+
+def test_reference_input_for_mean(capsys):
+    code, out, err = run_cli(capsys, "demo:features", "--intervene", "fc1=mean",
+                             "--reference-input", "[[0.0, 1.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]]",
+                             "--json")
+    assert code == 0, err
+    from hookscope.core import load_model
+
+    lm = load_model("demo:features")
+    ref = torch.tensor([[0.0, 1.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]])
+    with torch.inference_mode():
+        mean = lm.module.fc1(ref).mean(0, keepdim=True)
+        h = lm.module.fc1.register_forward_hook(lambda m, i, o: mean.expand_as(o))
+        want = lm.module(lm.example_input)
+        h.remove()
+    np.testing.assert_allclose(json.loads(out)["output_with"], want.flatten().tolist(), rtol=1e-6)

@@ -59,9 +59,20 @@ def test_script_reproduces_the_comparison(tmp_path, cnn_result):
     assert "finally:" in text and "h.remove()" in text  # the pattern it teaches
 
 
-def test_script_refuses_interventions_it_cannot_write():
-    with pytest.raises(HookscopeError, match="clamps only"):
-        standalone_script("demo:cnn", Plan(interventions={"fc": Scale(2.0)}))
+def test_script_refuses_a_kind_without_a_torch_form():
+    from dataclasses import dataclass
+
+    from hookscope.core import Intervention
+
+    @dataclass(frozen=True)
+    class Opaque(Intervention):
+        name = "opaque"
+
+        def apply_tensor(self, t, ctx):
+            return t
+
+    with pytest.raises(HookscopeError, match="no plain-torch form"):
+        standalone_script("demo:cnn", Plan(interventions={"fc": Opaque()}))
 
 
 def test_session_dict_is_json(cnn_result):
@@ -140,3 +151,38 @@ def test_bfloat16_captures_save_in_both_formats(tmp_path):
     assert st["0#0"].dtype == torch.bfloat16 and torch.equal(st["0#0"], r.captures["0"][0].tensor)
     npz = np.load(save_captures(r.captures, tmp_path / "c.npz"))
     np.testing.assert_array_equal(npz["0#0"], r.captures["0"][0].tensor.float().numpy())
+
+
+def run_script(tmp_path, text):
+    script = tmp_path / "repro.py"
+    script.write_text(text)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_script_writes_every_kind_in_plain_torch(tmp_path):
+    from hookscope.core import Clamp, MeanAblate, Noise, Patch, Zero
+
+    src = "random:1x1x8x8:seed=4"
+    plan = Plan(capture=["conv2", "fc"], interventions={
+        "conv1": Zero(units=(0, 3)), "bn1": Scale(0.5), "conv2": Patch(src),
+        "relu2": Noise(0.2, 9), "pool1": MeanAblate(reference=src), "fc": Clamp(None, 2.0)})
+    lm = load_model("demo:cnn")
+    r = compare(lm.module, lm.example_input, plan)
+    text = standalone_script("demo:cnn", plan)
+    for fn in ("zero_leaf", "scale_leaf", "patch_leaf", "noise_leaf", "mean_leaf", "clamp_leaf"):
+        assert f"def {fn}(" in text
+    got = run_script(tmp_path, text)
+    np.testing.assert_allclose(got["output_with"], r.output_with.flatten().tolist(), atol=2e-6)
+    np.testing.assert_allclose(got["output_without"], r.output_without.flatten().tolist(), atol=2e-6)
+    assert got["captures"] == {"conv2": [[1, 16, 4, 4]], "fc": [[1, 10]]}
+
+
+def test_script_writes_open_bounds_as_float_inf(tmp_path):
+    from hookscope.core import Clamp
+
+    text = standalone_script("demo:clamp", Plan(interventions={"0": Clamp(float("-inf"), 0.5)}))
+    assert "lo=None, hi=0.5" in text
+    text = standalone_script("demo:clamp", Plan(interventions={"0": Scale(float("inf"))}))
+    assert "factor=float('inf')" in text

@@ -1,0 +1,62 @@
+"""The output verdict in words: did the plan change the model's output, and why (not)?
+
+Used by the CLI table, ``--json`` and (through the same function) the window.
+It reads only what a :class:`~hookscope.core.RunResult` holds: whether the
+outputs differ, the largest change, and for captured intervened layers the
+fraction of values their intervention changed (every kind reports it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+MAX_ARGMAX = 64  # up to this many output values, say where the largest one went
+
+
+def output_verdict(result: Any) -> str:
+    """One or two sentences a learner understands."""
+    from .run import flat_array
+
+    plan = result.plan
+    intervened = dict(plan.interventions) if plan is not None else {}
+    if not result.outputs_differ:
+        if not intervened:
+            return "Outputs are identical: the plan only captured, it did not change anything."
+        return identical_despite_intervention(result, intervened)
+    without, with_ = flat_array(result.output_without), flat_array(result.output_with)
+    if without.shape != with_.shape:
+        return (f"The intervention changed the output's shape ({without.size} values without, "
+                f"{with_.size} with).")
+    d = result.max_abs_diff
+    names = ", ".join(f"{iv.describe()} on {p}" for p, iv in list(intervened.items())[:3])
+    text = (f"The intervention{'s' if len(intervened) > 1 else ''} ({names}) changed the output: "
+            f"largest change |Δ| = {'∞' if math.isinf(d) else f'{d:.4g}'}.")
+    if 1 < without.size <= MAX_ARGMAX and np.isfinite(without).all() and np.isfinite(with_).all():
+        a, b = int(np.argmax(without)), int(np.argmax(with_))
+        text += (f" The largest output is still #{a}." if a == b else
+                 f" The largest output moved from #{a} to #{b}.")
+    return text
+
+
+def identical_despite_intervention(result: Any, intervened: dict) -> str:
+    """Why a plan that intervenes left the output unchanged, from what was captured."""
+    changed, untouched = [], []
+    for path, recs in result.captures.items():
+        for r in recs:
+            frac = r.stats.fraction_changed if r.intervention and r.stats is not None else None
+            if frac is not None:
+                (changed if frac > 0 else untouched).append((path, frac, r.intervention))
+    if changed:
+        parts = ", ".join(f"{iv} changed {100 * f:.3g}% of {p}'s values" for p, f, iv in changed[:3])
+        return (f"Outputs are identical, although {parts}: later layers absorbed the change "
+                "(e.g. a ReLU or max-pool that ignores those values).")
+    if untouched:
+        parts = ", ".join(f"{iv} on {p}" for p, _, iv in untouched[:3])
+        return (f"Outputs are identical: {parts} changed no value (for a clamp: no value lay "
+                "outside its bounds; narrow the range to see an effect).")
+    names = ", ".join(list(intervened)[:3])
+    return ("Outputs are identical: either the intervention changed no value, or later layers "
+            f"absorbed the change. Capture {names} to see which.")
