@@ -15,7 +15,8 @@ from .exercises import feature_extraction_test, modify_hook_test
 from .hooks import CaptureRecord, HookSession
 from .inputs import parse_input
 from .interventions import Clamp, Intervention, Noise, Scale, Zero
-from .memory import keep_freed_memory
+from .memory import apply_default as _apply_memory_default
+from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .plan import Plan
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .sources import LoadedModel, demo_names, load_model
@@ -28,8 +29,13 @@ __all__ = [
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan", "keep_freed_memory",
+    "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",
 ]
+
+# Keep freed memory for reuse by default (HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out):
+# see hookscope.core.memory for what it changes and why.
+_apply_memory_default()
