@@ -32,9 +32,12 @@ from .interventions import map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
 
 # Per model: layers whose captured output a later in-place op overwrote.
-# Learned once (costing one extra forward), then those layers are copied at
-# capture time on every later run, e.g. each step of a Live drag.
+# Learned on the first run (in the same forward), then those layers are copied
+# at capture time on every later run, e.g. each step of a Live drag.
 _INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
+# Per model: captured layers whose in-place victims were watched for (the first run
+# that captures a layer watches it in the same forward; see core/inplace_victims.py).
+_GUARDED: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
 
 
 class _Captures:
@@ -204,7 +207,20 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     t0 = time.perf_counter()
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
-    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev)
+    # Captured layers never watched before: watch them for in-place writes in this
+    # same forward (core/inplace_victims.py) instead of paying a second one.
+    learn = keep and not set(layers) <= _GUARDED.get(module, set())
+    try:
+        out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known,
+                                                              dev, learn)
+    except ForwardError:
+        if not learn:
+            raise
+        # An op that cannot run under a dispatch mode (rare custom kernels): without the
+        # guard, the version counters find the victims (at the cost of a second forward);
+        # a model error raises again here.
+        _GUARDED.setdefault(module, set()).update(layers)
+        out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev)
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
@@ -217,16 +233,31 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
 
 
-def _hooked_forward(module, x, layers, keep, clone_paths, dev):
-    session = HookSession(layers, keep_tensors=keep, clone_paths=clone_paths)
+def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False):
+    """One hooked forward; returns (output, captures, calls, forward ms, stale paths).
+
+    ``learn``: watch kept captures with an :class:`InplaceGuard`, copy the ones an
+    in-place op is about to overwrite, and remember those layers for later runs.
+    """
+    from .inplace_victims import GuardedSession
+
+    session = (GuardedSession if learn else HookSession)(layers, keep_tensors=keep,
+                                                         clone_paths=clone_paths)
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     with session:
         synchronize(dev)
         t0 = time.perf_counter()
-        out = forward(module, own_copy(x), grad_mode)
+        if learn:
+            with session.guard:
+                out = forward(module, own_copy(x), grad_mode)
+        else:
+            out = forward(module, own_copy(x), grad_mode)
         synchronize(dev)
         fwd_ms = (time.perf_counter() - t0) * 1e3
+    if learn:
+        _INPLACE_VICTIMS.setdefault(module, set()).update(session.guard.victims)
+        _GUARDED.setdefault(module, set()).update(layers)
     stale = session.stale_paths() if keep else set()
     return out, session.finish(), session.calls(), fwd_ms, stale
 
