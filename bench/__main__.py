@@ -25,7 +25,7 @@ from . import competitors
 from .cases import Case, arm_hooks_case, compare_clamp_case, first_run_case, model_cases
 from .models import BIG, BUILDERS, DEFAULT_MODELS, QUICK_MODELS, BenchModel, build
 from .report import judge, render_json, render_text
-from .timing import Timed, clock, memory_cuda, memory_in_child, repeat, round_deltas, shuffled_rounds
+from .timing import Timed, clock, use_clock, memory_cuda, memory_in_child, repeat, round_deltas, shuffled_rounds
 
 # Rounds per (model, mode): every case is paired with a plain forward once a round.
 ROUNDS = {"quick": {"small": 8, "big": 5, "demo": 30},
@@ -66,6 +66,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="torch.set_num_threads(N) (default: torch's own choice). On a shared "
                          "machine, 1 thread avoids waiting for a descheduled worker thread at "
                          "every parallel op, which inflates per-op costs")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time (default) or this process's CPU time, which other "
+                         "processes' load does not inflate (best with --threads 1)")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     ap.add_argument("--malloc-default", action="store_true",
                     help="switch off the library's default of keeping freed memory for reuse "
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         log(f"unknown model(s) {unknown}: choose from {', '.join(BUILDERS)}")
         return 2
+    use_clock(a.clock)
     if a.threads:
         torch.set_num_threads(a.threads)
         os.environ["BENCH_THREADS"] = str(a.threads)  # memory children follow
@@ -208,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__, "python": platform.python_version(),
         "platform": platform.platform(), "cpus": os.cpu_count(),
         "threads": torch.get_num_threads(),
-        "threads_default": not a.threads, "device": a.device, "quick": a.quick,
+        "threads_default": not a.threads, "clock": a.clock, "device": a.device, "quick": a.quick,
         "malloc_keeps_freed_memory": malloc_tuned,
         "when": _dt.datetime.now().isoformat(timespec="seconds"),
         # Other processes on a small machine move every figure: the load is recorded.

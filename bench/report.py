@@ -133,7 +133,7 @@ def header(meta: dict) -> str:
                                               else " (--threads)")
     mem = "kept (library default)" if meta.get("malloc_keeps_freed_memory") else "glibc default"
     lines = [f"Hookscope bench — torch {meta['torch']}, {meta['device']}, "
-             f"{threads}, {meta['cpus']} CPUs, freed memory {mem}, "
+             f"{threads}, {meta['cpus']} CPUs, {meta.get('clock', 'wall')} clock, freed memory {mem}, "
              f"{'quick' if meta['quick'] else 'full'} mode, {meta['when']}, "
              f"load avg {meta['load_before'][0]:.2f} before / {meta.get('load_after', ['?'])[0]} after"]
     for name, m in meta["models"].items():
