@@ -360,24 +360,8 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
 
 
 def output_difference(a: Any, b: Any) -> tuple[bool, float]:
-    """Whether two (nested) outputs differ anywhere, and the largest |a - b|.
+    """Whether two (nested) outputs differ anywhere, and the largest |a - b|
+    (NaN in the same place in both counts as equal); see :mod:`.output_diff`."""
+    from .output_diff import output_difference as diff
 
-    NaN in the same place in both counts as equal.
-    """
-    la, lb = tensor_leaves(a), tensor_leaves(b)
-    if [k for k, _ in la] != [k for k, _ in lb]:
-        return True, float("inf")
-    differ = False
-    worst = 0.0
-    for (_, ta), (_, tb) in zip(la, lb):
-        if ta.shape != tb.shape:
-            return True, float("inf")
-        if not torch.equal(ta, tb):
-            da, db = ta.double(), tb.double()
-            same_nan = torch.isnan(da) & torch.isnan(db)
-            d = (da - db).abs().masked_fill(same_nan, 0.0)
-            if bool((d != 0).any()):
-                differ = True
-                d = d.nan_to_num(nan=float("inf"))
-                worst = max(worst, float(d.max()))
-    return differ, worst
+    return diff(a, b)
