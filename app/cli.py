@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from hookscope.core import HookscopeError, keep_freed_memory
+from hookscope.core import HookscopeError
 from hookscope.core.budget import set_max_input_bytes
 from hookscope.core.user_text import one_line
 
@@ -19,9 +19,8 @@ EXIT_USER_ERROR = 2
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Captures keep activations alive; letting glibc reuse freed memory instead of
-    # faulting in fresh pages every run is most of what capturing costs (core/memory.py).
-    keep_freed_memory()
+    # Freed memory is kept for reuse by importing hookscope.core (core/memory.py;
+    # HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out).
     try:
         if argv[:1] == ["run"]:
             from .headless import run_command

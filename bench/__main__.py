@@ -19,19 +19,20 @@ import time
 
 import torch
 
-from hookscope.core import keep_freed_memory
+from hookscope.core.memory import freed_memory_kept, release_freed_memory
 
 from . import competitors
 from .cases import Case, arm_hooks_case, compare_clamp_case, first_run_case, model_cases
-from .models import BUILDERS, BenchModel, build
+from .models import BIG, BUILDERS, DEFAULT_MODELS, QUICK_MODELS, BenchModel, build
 from .report import judge, render_json, render_text
-from .timing import memory_cuda, memory_in_child, paired, repeat
+from .timing import Timed, clock, use_clock, memory_cuda, memory_in_child, repeat, round_deltas, shuffled_rounds
 
-BIG = ("resnet18", "gpt2")
-# Pairs per (model, mode): enough for a stable median, few enough for --quick < 2 min here.
-PAIRS = {"quick": {"resnet18": 10, "gpt2": 6, "demo": 30},
-         "full": {"resnet18": 15, "gpt2": 10, "demo": 100}}
-FIRST_RUN_PAIRS = {"quick": 2, "full": 5}
+# Rounds per (model, mode): every case is paired with a plain forward once a round.
+ROUNDS = {"quick": {"small": 8, "big": 5, "demo": 30},
+          "full": {"small": 10, "big": 6, "demo": 60}}
+#: Above this plain-forward time (ms) a model gets the "big" round count.
+BIG_MS = 150.0
+FIRST_RUN_PAIRS = {"quick": 2, "full": 4}
 FIXED_N = {"quick": 200, "full": 1000}
 
 
@@ -47,23 +48,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--cases", default="",
                     help="comma-separated case names or globs (e.g. 'every_leaf*,compare_clamp'); "
                          "plain timing always runs")
-    ap.add_argument("--models", default=",".join(BUILDERS),
-                    help=f"comma-separated models (default: all of {', '.join(BUILDERS)}); "
-                         "'none' for fixed costs only")
-    ap.add_argument("--save", metavar="PATH", help="also write the JSON to PATH")
+    ap.add_argument("--models", default="",
+                    help=f"comma-separated models of {', '.join(BUILDERS)}; 'all' for every one, "
+                         "'none' for fixed costs only (default: "
+                         f"{', '.join(DEFAULT_MODELS)}; --quick: {', '.join(QUICK_MODELS)})")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="skip TorchLens, nnsight and TransformerLens even where installed")
+    # dest is not "save": a library seen in one process patched argparse.Namespace with a
+    # save() method, which hides an unset default of that name.
+    ap.add_argument("--save", dest="save_path", metavar="PATH", help="also write the JSON to PATH")
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    ap.add_argument("--pairs", type=int, default=0, help="override the number of timed pairs")
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="override the number of timed rounds (one pair per case per round)")
     ap.add_argument("--repeats", type=int, default=0,
                     help="override how many times each fixed cost (compare, arming) is timed")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch.set_num_threads(N) (default: torch's own choice). On a shared "
                          "machine, 1 thread avoids waiting for a descheduled worker thread at "
                          "every parallel op, which inflates per-op costs")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time (default) or this process's CPU time, which other "
+                         "processes' load does not inflate (best with --threads 1)")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     ap.add_argument("--malloc-default", action="store_true",
-                    help="leave glibc's malloc as it is instead of keeping freed memory for reuse "
-                         "as the app and CLI do (hookscope.core.keep_freed_memory); shows what "
-                         "page faults cost when captures keep activations alive")
+                    help="switch off the library's default of keeping freed memory for reuse "
+                         "(hookscope.core.release_freed_memory, as HOOKSCOPE_KEEP_FREED_MEMORY=0 "
+                         "does); shows what page faults cost when captures keep activations alive")
     a = ap.parse_args(argv)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         ap.error("--device cuda, but torch sees no CUDA device here; use --device cpu")
@@ -79,20 +89,6 @@ def to_device(bm: BenchModel, device: str) -> BenchModel:
         bm.module.to(device)
         bm.inputs = bm.inputs.to(device)
     return bm
-
-
-def timed_row(case: Case, model: str, plain, pairs: int, device: str) -> dict:
-    row = {"case": case.name, "title": case.title, "model": model, "note": case.note}
-    try:
-        res = paired(case.plain or plain, case.fn, pairs, device=device, prepare=case.prepare)
-        row.update(res.summary())
-        if case.check is not None:
-            if case.prepare:
-                case.prepare()
-            row["correct"], row["check_note"] = case.check(case.fn())
-    except Exception as exc:  # one failing case must not sink the table
-        row["error"] = f"{type(exc).__name__}: {exc}"
-    return row
 
 
 def fixed_row(case: Case, n: int, device: str) -> dict:
@@ -122,38 +118,65 @@ def memory(row: dict, case: Case, model: str, a: argparse.Namespace) -> None:
 def run_model(name: str, a: argparse.Namespace, patterns: list[str],
               mode: str) -> tuple[dict, list[dict], list[str]]:
     bm = to_device(build(name, a.quick), a.device)
-    key = name if name in BIG else "demo"
-    pairs = a.pairs or PAIRS[mode][key]
     cases = model_cases(bm, a.device)
     plain = cases[0].fn
     cases.insert(4, first_run_case(bm, a.device))
-    comp, missing = competitors.competitor_cases(bm)
-    cases += comp
+    missing: list[str] = []
+    if not a.no_peers:
+        comp, missing = competitors.competitor_cases(bm)
+        cases += comp
+    cases = [c for c in cases if c.name == "plain_aa" or wanted(c.name, patterns)]
+    # A floor target needs its reference in the same rounds.
+    names = {c.name for c in cases}
+    floors = {c.target.floor for c in cases if c.target and c.target.kind == "floor"}
+    for c in model_cases(bm, a.device):
+        if c.name in floors - names:
+            cases.append(c)
+    # Round count by the plain forward's size (one timed call after a warm-up call).
+    clock(plain, a.device)
+    plain_ms = clock(plain, a.device)
+    size = "demo" if name.startswith("demo:") else "big" if plain_ms > BIG_MS else "small"
+    rounds = a.pairs or ROUNDS[mode][size]
+    timed = {c.name: Timed(c.plain or plain, c.fn, c.prepare,
+                           min(rounds, FIRST_RUN_PAIRS[mode]) if c.prepare else 0)
+             for c in cases}
+    t0 = time.perf_counter()
+    results = shuffled_rounds(timed, rounds, a.device, progress=lambda m: log(f"  {name:>16} {m}"))
+    log(f"  {name:>16} {len(cases)} cases × {rounds} rounds {time.perf_counter() - t0:6.1f} s")
     rows = []
     plain_peak = None
     targets = {}
     for case in cases:
-        if case.name != "plain_aa" and not wanted(case.name, patterns):
-            continue
-        t0 = time.perf_counter()
-        n = min(pairs, FIRST_RUN_PAIRS[mode]) if case.prepare else pairs
-        row = timed_row(case, name, plain, n, a.device)
+        row = {"case": case.name, "title": case.title, "model": name, "note": case.note}
+        row.update(results[case.name].summary())
+        try:
+            if case.check is not None:
+                if case.prepare:
+                    case.prepare()
+                row["correct"], row["check_note"] = case.check(case.fn())
+        except Exception as exc:  # one failing case must not sink the table
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        t = case.target
+        if t is not None and t.kind == "floor" and t.floor in results:
+            row["floor_case"] = t.floor
+            row["floor_ratio"] = results[t.floor].summary()["ratio"]
+            row.update(round_deltas(results[case.name], results[t.floor]))
         # Demos are too small for RSS to resolve, and the clone reference's memory is
-        # context, not a target: both are measured in full mode only (time).
+        # context, not a target: both are measured in full mode only.
         do_mem = (case.memory and not a.no_memory and not row.get("error")
                   and (name in BIG or not a.quick)
                   and not (a.quick and case.name == "naive_clone"))
         if do_mem:
+            tm = time.perf_counter()
             memory(row, case, name, a)
+            log(f"  {name:>16} memory {case.name:<18} {time.perf_counter() - tm:6.1f} s")
             if case.name == "plain_aa":
                 plain_peak = row.get("peak_above_model_mib")
         targets[case.name] = case.target
         rows.append(row)
-        log(f"  {name:>16} {case.name:<18} {time.perf_counter() - t0:6.1f} s"
-            + (f"  ratio {row['ratio']:.3f}" if "ratio" in row else f"  {row.get('error', '')}"))
     for row in rows:
         judge(row, targets[row["case"]], plain_peak)
-    info = {"label": bm.label, "params": bm.params}
+    info = {"label": bm.label, "params": bm.params, "plain_ms": plain_ms}
     return info, rows, missing
 
 
@@ -161,22 +184,35 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     mode = "quick" if a.quick else "full"
     patterns = [p.strip() for p in a.cases.split(",") if p.strip()]
-    models = [] if a.models.strip() == "none" else [m.strip() for m in a.models.split(",") if m.strip()]
+    spec = a.models.strip()
+    if not spec:
+        models = list(QUICK_MODELS if a.quick else DEFAULT_MODELS)
+    elif spec == "all":
+        models = list(BUILDERS)
+    elif spec == "none":
+        models = []
+    else:
+        models = [m.strip() for m in spec.split(",") if m.strip()]
     unknown = [m for m in models if m not in BUILDERS]
     if unknown:
         log(f"unknown model(s) {unknown}: choose from {', '.join(BUILDERS)}")
         return 2
+    use_clock(a.clock)
     if a.threads:
         torch.set_num_threads(a.threads)
         os.environ["BENCH_THREADS"] = str(a.threads)  # memory children follow
-    # Measure Hookscope as the app and CLI run it; the plain forward shares the setting.
-    malloc_tuned = False if a.malloc_default else keep_freed_memory()
-    os.environ["BENCH_KEEP_FREED"] = "1" if malloc_tuned else "0"  # memory children follow
+    # Hookscope as a user gets it: the library's own default (kept freed memory, see
+    # hookscope.core.memory); the plain forward shares the process and the setting.
+    if a.malloc_default:
+        release_freed_memory()
+        os.environ["HOOKSCOPE_KEEP_FREED_MEMORY"] = "0"  # memory children follow
+    malloc_tuned = freed_memory_kept()
     t_start = time.perf_counter()
     meta = {
         "torch": torch.__version__, "python": platform.python_version(),
         "platform": platform.platform(), "cpus": os.cpu_count(),
-        "threads": torch.get_num_threads(), "device": a.device, "quick": a.quick,
+        "threads": torch.get_num_threads(),
+        "threads_default": not a.threads, "clock": a.clock, "device": a.device, "quick": a.quick,
         "malloc_keeps_freed_memory": malloc_tuned,
         "when": _dt.datetime.now().isoformat(timespec="seconds"),
         # Other processes on a small machine move every figure: the load is recorded.
@@ -201,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  {'fixed cost':>16} {case.name:<18} {row.get('median_ms', 0):.3f} ms")
     meta["seconds"] = round(time.perf_counter() - t_start, 1)
     meta["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    if a.save:
-        with open(a.save, "w") as f:
+    if a.save_path:
+        with open(a.save_path, "w") as f:
             f.write(render_json(meta, rows))
     if a.json:
         print(render_json(meta, rows))

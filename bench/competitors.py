@@ -1,9 +1,17 @@
 """Other activation tools, run on the same models in the same run where installed.
 
-TorchLens (``log_forward_pass(..., layers_to_save="all")``) and nnsight
-(``NNsight(model).trace(x)`` saving every leaf module's output) come with the
-``bench`` extra (``pip install -e '.[bench]'``). Neither is a dependency of
-Hookscope; when one does not import, the report says so and moves on.
+* TorchLens 2.x: ``torchlens.trace(model, x)`` (saves every tensor operation's
+  output by default; the pre-2.0 ``log_forward_pass`` is gone).
+* nnsight: ``NNsight(model).trace(x)`` saving every leaf module's output.
+* TransformerLens 3.x: ``HookedTransformer`` built from the GPT-2-small config
+  (no download), ``run_with_cache`` against its own plain forward; on the
+  GPT-2 shapes only. TransformerLens 4 removed ``HookedTransformer`` (its
+  ``TransformerBridge`` wraps a Hugging Face checkpoint by name), so the
+  ``bench`` extra pins ``transformer-lens<4``.
+
+They come with the ``bench`` extra (``pip install -e '.[bench]'``; none of
+them pulls torchvision). Neither is a dependency of Hookscope; when one does
+not import, the report says so and moves on.
 """
 
 from __future__ import annotations
@@ -16,14 +24,21 @@ import torch
 from .cases import Case
 from .models import BenchModel, leaf_paths
 
+PEERS = {"torchlens": "torchlens", "nnsight": "nnsight", "transformer_lens": "transformer_lens"}
+
 
 def available() -> dict[str, str]:
     """``{name: version or why not}`` for each competitor."""
     out = {}
-    for name in ("torchlens", "nnsight"):
+    for name, mod_name in PEERS.items():
         try:
-            mod = importlib.import_module(name)
-            out[name] = getattr(mod, "__version__", "installed")
+            mod = importlib.import_module(mod_name)
+            version = getattr(mod, "__version__", None)
+            if version is None:
+                from importlib.metadata import version as dist_version
+
+                version = dist_version(name.replace("_", "-"))
+            out[name] = version
         except Exception as exc:  # ImportError, or a broken install
             out[name] = f"not installed ({type(exc).__name__})"
     return out
@@ -40,9 +55,9 @@ def _torchlens_case(bm: BenchModel, version: str) -> Case:
 
     def fn() -> Any:
         with torch.no_grad():
-            return tl.log_forward_pass(module, x, layers_to_save="all")
-    return Case("torchlens", f"TorchLens {version}, log everything", fn, memory=True,
-                note="every tensor op, not only leaves")
+            return tl.trace(module, x)
+    return Case("torchlens", f"TorchLens {version}, trace (every op saved)", fn, memory=True,
+                note="torchlens.trace: every tensor op, not only leaves")
 
 
 def _envoy(root: Any, path: str) -> Any:
@@ -70,6 +85,35 @@ def _nnsight_case(bm: BenchModel, version: str) -> Case:
                 note="first call of each leaf module")
 
 
+def _transformer_lens_case(bm: BenchModel, version: str) -> Case | None:
+    if not bm.name.startswith("gpt2"):
+        return None
+    from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+    layers = len(bm.module.h)
+    cfg = HookedTransformerConfig(
+        n_layers=layers, d_model=768, n_ctx=1024, d_head=64, n_heads=12, d_mlp=3072,
+        d_vocab=50257, act_fn="gelu_new", normalization_type="LN", seed=0, device="cpu")
+    model = HookedTransformer(cfg).eval()
+    x = bm.inputs
+
+    def plain() -> Any:
+        with torch.inference_mode():
+            return model(x)
+
+    def fn() -> Any:
+        with torch.inference_mode():
+            return model.run_with_cache(x)
+    return Case("transformer_lens", f"TransformerLens {version}, run_with_cache", fn,
+                plain=plain, memory=False,
+                note=f"HookedTransformer, GPT-2-small config ({layers} layers); ratio against "
+                     "its own plain forward")
+
+
+BUILDERS = {"torchlens": _torchlens_case, "nnsight": _nnsight_case,
+            "transformer_lens": _transformer_lens_case}
+
+
 def competitor_cases(bm: BenchModel) -> tuple[list[Case], list[str]]:
     """Cases for the installed competitors on ``bm``, and a line for each one missing."""
     cases, missing = [], []
@@ -78,7 +122,10 @@ def competitor_cases(bm: BenchModel) -> tuple[list[Case], list[str]]:
             missing.append(f"{name}: {status}; install the bench extra to compare")
             continue
         try:
-            cases.append((_torchlens_case if name == "torchlens" else _nnsight_case)(bm, status))
+            case = BUILDERS[name](bm, status)
         except Exception as exc:  # an API change must not sink the whole run
             missing.append(f"{name} {status}: could not set up ({type(exc).__name__}: {exc})")
+            continue
+        if case is not None:
+            cases.append(case)
     return cases, missing

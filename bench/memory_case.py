@@ -60,14 +60,15 @@ def measure(model: str, case: str, quick: bool) -> dict:
     from .cases import model_cases
     from .models import build
 
-    if os.environ.get("BENCH_KEEP_FREED") == "1":
-        from hookscope.core import keep_freed_memory
-
-        keep_freed_memory()
+    # The library's memory default follows HOOKSCOPE_KEEP_FREED_MEMORY from the parent.
     if os.environ.get("BENCH_THREADS"):
         torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
     bm = build(model, quick)
     cases = {c.name: c for c in model_cases(bm)}
+    if case not in cases:  # a peer
+        from .competitors import competitor_cases
+
+        cases.update((c.name, c) for c in competitor_cases(bm)[0])
     c = cases[case]
     before = _status_kib().get("VmRSS", 0)
     c.fn()  # warm-up; result dropped

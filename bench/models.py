@@ -8,6 +8,9 @@
   3072, GELU, LayerNorm, causal attention through ``nn.Linear`` and
   ``F.scaled_dot_product_attention``, token and position embeddings, tied
   LM head), ~124M parameters.
+* ``resnet50-b1/-b8``, ``vit_b16-b1/-b8`` (:mod:`bench.models_vision`): the
+  torchvision layouts of ResNet-50 and ViT-B/16 at 224², batch 1 and 8.
+* ``gpt2-b1/-b8``: the GPT-2 shape at batch 1 and 8 (128 tokens).
 * the demos, through ``hookscope.core.load_model``.
 
 Every builder returns a :class:`BenchModel` in eval mode. Quick mode shrinks
@@ -198,20 +201,53 @@ class GPT2(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def gpt2(quick: bool = False) -> BenchModel:
+def gpt2(quick: bool = False, batch: int = 1) -> BenchModel:
     torch.manual_seed(SEED)
     layers = 4 if quick else 12
     m = GPT2(layers=layers).eval()
     tokens = 128
-    x = torch.randint(0, 50257, (1, tokens), generator=torch.Generator().manual_seed(SEED + 1))
+    x = torch.randint(0, 50257, (batch, tokens), generator=torch.Generator().manual_seed(SEED + 1))
     mid = layers // 2
     depth = "12 layers" if layers == 12 else f"{layers} of 12 layers (quick)"
     return BenchModel(
-        name="gpt2",
-        label=f"GPT-2-small shape, {depth}, {tokens} tokens",
+        name=f"gpt2-b{batch}",
+        label=f"GPT-2-small shape, {depth}, batch {batch} × {tokens} tokens",
         module=m, inputs=x,
         capture3=("h.0.mlp.c_fc", f"h.{mid}.attn.c_proj", "ln_f"),
         clamp_path=f"h.{mid}.mlp.act",
+        params=sum(p.numel() for p in m.parameters()),
+    )
+
+
+# -- ResNet-50 and ViT-B/16 -------------------------------------------------------
+def resnet50(quick: bool = False, batch: int = 1) -> BenchModel:
+    from .models_vision import ResNet50
+
+    torch.manual_seed(SEED)
+    m = ResNet50().eval()
+    side = 112 if quick else 224
+    x = torch.randn(batch, 3, side, side, generator=torch.Generator().manual_seed(SEED + 1))
+    return BenchModel(
+        name=f"resnet50-b{batch}", label=f"ResNet-50, batch {batch}, {side}²", module=m, inputs=x,
+        capture3=("layer1.0.conv1", "layer3.2.bn2", "fc"), clamp_path="layer2.0.bn1",
+        params=sum(p.numel() for p in m.parameters()),
+    )
+
+
+def vit_b16(quick: bool = False, batch: int = 1) -> BenchModel:
+    from .models_vision import ViTB16
+
+    torch.manual_seed(SEED)
+    layers = 4 if quick else 12
+    m = ViTB16(layers=layers).eval()
+    x = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(SEED + 1))
+    mid = layers // 2
+    depth = "12 layers" if layers == 12 else f"{layers} of 12 layers (quick)"
+    return BenchModel(
+        name=f"vit_b16-b{batch}", label=f"ViT-B/16, {depth}, batch {batch}, 224²", module=m,
+        inputs=x,
+        capture3=("conv_proj", f"encoder.layers.encoder_layer_{mid}.mlp.0", "heads.head"),
+        clamp_path=f"encoder.layers.encoder_layer_{mid}.mlp.1",
         params=sum(p.numel() for p in m.parameters()),
     )
 
@@ -237,10 +273,25 @@ def demo(name: str) -> BenchModel:
 
 BUILDERS: dict[str, Callable[[bool], BenchModel]] = {
     "resnet18": resnet18,
-    "gpt2": gpt2,
+    "resnet50-b1": lambda quick=False: resnet50(quick, 1),
+    "resnet50-b8": lambda quick=False: resnet50(quick, 8),
+    "vit_b16-b1": lambda quick=False: vit_b16(quick, 1),
+    "vit_b16-b8": lambda quick=False: vit_b16(quick, 8),
+    "gpt2-b1": lambda quick=False: gpt2(quick, 1),
+    "gpt2-b8": lambda quick=False: gpt2(quick, 8),
     "demo:cnn": lambda quick=False: demo("cnn"),
     "demo:transformer": lambda quick=False: demo("transformer"),
 }
+
+
+#: The models ``python -m bench`` runs without ``--models``: every shape but the two
+#: slowest (ViT-B/16 and GPT-2 at batch 8, ~2.5 s a forward on 2 cores), which
+#: ``--models all`` adds.
+DEFAULT_MODELS = ("resnet18", "resnet50-b1", "resnet50-b8", "vit_b16-b1", "gpt2-b1",
+                  "demo:cnn", "demo:transformer")
+QUICK_MODELS = ("resnet18", "gpt2-b1", "demo:cnn", "demo:transformer")
+#: Models whose forward is large enough for the ratio targets and the memory figures.
+BIG = tuple(n for n in BUILDERS if not n.startswith("demo:"))
 
 
 def build(name: str, quick: bool = False) -> BenchModel:

@@ -27,6 +27,12 @@ def judge(row: dict, target: Target | None, plain_peak: float | None) -> None:
         # A forward of microseconds is all fixed cost: the ratio targets are for real
         # models; here the absolute times (and compare() on demo:clamp) are what count.
         row["miss"] = f"n/a: forward < {FIXED_COST_REGIME_MS:g} ms"
+    elif target.kind == "floor" and row.get("over_floor") is not None:
+        # Read against its reference measured in the same rounds: the median over
+        # rounds of (this ratio - the reference's ratio).
+        row["met"] = row["over_floor"] <= target.limit
+        if not row["met"]:
+            row["miss"] = f"+{row['over_floor'] - target.limit:.3f}"
     elif target.kind == "ratio" and row.get("ratio") is not None:
         row["met"] = row["ratio"] <= target.limit
         if not row["met"]:
@@ -63,6 +69,12 @@ def _ratio(row: dict) -> str:
     return f"{row['ratio']:.3f} [{row['ratio_q1']:.3f}–{row['ratio_q3']:.3f}]"
 
 
+def _floor(row: dict) -> str:
+    if row.get("over_floor") is None:
+        return "—"
+    return f"{row['over_floor']:+.3f} (ref {row['floor_ratio']:.3f})"
+
+
 def _mem(row: dict) -> str:
     peak = row.get("peak_above_model_mib")
     if peak is None:
@@ -83,7 +95,7 @@ def _correct(row: dict) -> str:
     return "yes" if row["correct"] else "NO"
 
 
-COLUMNS = ("case", "model", "median ms", "plain ms", "ratio [IQR]", "target", "met?",
+COLUMNS = ("case", "model", "median ms", "plain ms", "ratio [IQR]", "over floor", "target", "met?",
            "peak MiB above model", "mem met?", "correct")
 
 
@@ -92,11 +104,11 @@ def table(rows: Iterable[dict]) -> str:
     body = []
     for r in rows:
         if r.get("error"):
-            body.append((r["title"], r["model"], "error", "", "", r.get("target", ""), "", "", "",
-                         ""))
+            body.append((r["title"], r["model"], "error", "", "", "", r.get("target", ""), "", "",
+                         "", ""))
             continue
         body.append((r["title"], r["model"], _ms(r.get("median_ms")), _ms(r.get("plain_median_ms")),
-                     _ratio(r), r.get("target", ""), _yes(r.get("met"), r.get("miss")), _mem(r),
+                     _ratio(r), _floor(r), r.get("target", ""), _yes(r.get("met"), r.get("miss")), _mem(r),
                      _mem_met(r), _correct(r)))
     widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c)
               for i, c in enumerate(COLUMNS)]
@@ -117,8 +129,11 @@ def notes(rows: Iterable[dict]) -> list[str]:
 
 
 def header(meta: dict) -> str:
+    threads = f"{meta['threads']} threads" + (" (torch's default)" if meta.get("threads_default")
+                                              else " (--threads)")
+    mem = "kept (library default)" if meta.get("malloc_keeps_freed_memory") else "glibc default"
     lines = [f"Hookscope bench — torch {meta['torch']}, {meta['device']}, "
-             f"{meta['threads']} threads, {meta['cpus']} CPUs, "
+             f"{threads}, {meta['cpus']} CPUs, {meta.get('clock', 'wall')} clock, freed memory {mem}, "
              f"{'quick' if meta['quick'] else 'full'} mode, {meta['when']}, "
              f"load avg {meta['load_before'][0]:.2f} before / {meta.get('load_after', ['?'])[0]} after"]
     for name, m in meta["models"].items():
@@ -133,8 +148,9 @@ def render_text(meta: dict, rows: list[dict]) -> str:
     ns = notes(rows)
     if ns:
         parts += ["Notes:"] + [f"- {n}" for n in ns]
-    parts += ["", "ratio = median over pairs of (case / plain forward in the same pair); "
-              "IQR of those ratios in brackets. Memory: peak above the built model, "
+    parts += ["", "ratio = median over rounds of (case / plain forward in the same pair); "
+              "IQR of those ratios in brackets. over floor = median over rounds of (ratio - "
+              "the reference's ratio in the same round). Memory: peak above the built model, "
               + meta.get("memory_method", "")]
     return "\n".join(parts)
 

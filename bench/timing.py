@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,7 @@ class Paired:
             "ratio_q3": q[2],
             "ratio_min": r[0],
             "ratio_max": r[-1],
+            "round_ratios": self.ratios,  # in round order, for per-round comparisons
         }
 
 
@@ -57,15 +59,27 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+#: What :func:`clock` reads: wall time, or this process's CPU time (``--clock cpu``),
+#: which other processes on a shared machine do not inflate (at one thread it is the
+#: work done; with more, threads spinning at a barrier count too).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+_now = time.perf_counter
+
+
+def use_clock(name: str) -> None:
+    global _now
+    _now = CLOCKS[name]
+
+
 def clock(fn: Callable[[], object], device: str) -> float:
     """Milliseconds of one call of ``fn`` (synchronised on CUDA); its result is dropped
     inside the timed region, so freeing what it kept is part of its cost."""
     _sync(device)
-    t0 = time.perf_counter()
+    t0 = _now()
     out = fn()
     _sync(device)
     del out
-    return (time.perf_counter() - t0) * 1e3
+    return (_now() - t0) * 1e3
 
 
 def paired(plain: Callable[[], object], case: Callable[[], object], pairs: int,
@@ -105,6 +119,86 @@ def paired(plain: Callable[[], object], case: Callable[[], object], pairs: int,
         if gc_was:
             gc.enable()
     return res
+
+
+@dataclass
+class Timed:
+    """One case for :func:`shuffled_rounds`: what it is paired against, and how often."""
+
+    plain: Callable[[], object]
+    fn: Callable[[], object]
+    prepare: Callable[[], None] | None = None
+    pairs: int = 0          # at most this many rounds (0: every round)
+
+
+def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
+                    seed: int = 0, warm_s: float = 0.25,
+                    progress: Callable[[str], None] | None = None) -> dict[str, Paired]:
+    """Every case, paired with its plain forward, in every round, in a new random order.
+
+    One pair is a plain call and a case call back to back (which goes first
+    alternates). Shuffling the order each round spreads a noisy minute of a
+    shared machine over all cases instead of landing on one, and every case
+    (Hookscope's and the references it is read against) is measured in the
+    same process under the same conditions, so a row and its floor can be
+    compared round by round (:func:`round_deltas`).
+
+    Warm-up: each case and its plain forward run at least twice and for at
+    least ``warm_s`` seconds (a fresh process's first convolutions are ~100x
+    slower while oneDNN builds kernels).
+    """
+    rng = random.Random(seed)
+    for name, c in cases.items():
+        t0 = time.perf_counter()
+        prep = c.prepare or (lambda: None)
+        done = 0
+        while done < 2 or (time.perf_counter() - t0 < warm_s and done < 50):
+            clock(c.plain, device)
+            prep()
+            clock(c.fn, device)
+            done += 1
+        if progress:
+            progress(f"warm {name} {time.perf_counter() - t0:.1f} s")
+    out = {name: Paired() for name in cases}
+    gc.collect()
+    gc_was = gc.isenabled()
+    gc.disable()  # a collection landing in one side of a pair would skew that ratio
+    try:
+        for r in range(rounds):
+            order = [n for n, c in cases.items() if not c.pairs or r < c.pairs]
+            rng.shuffle(order)
+            t0 = time.perf_counter()
+            for name in order:
+                c = cases[name]
+                if c.prepare:
+                    c.prepare()
+                if rng.random() < 0.5:
+                    p = clock(c.plain, device)
+                    k = clock(c.fn, device)
+                else:
+                    k = clock(c.fn, device)
+                    p = clock(c.plain, device)
+                out[name].plain_ms.append(p)
+                out[name].case_ms.append(k)
+            gc.enable()
+            gc.collect()
+            gc.disable()
+            if progress:
+                progress(f"round {r + 1}/{rounds} {time.perf_counter() - t0:.1f} s")
+    finally:
+        if gc_was:
+            gc.enable()
+    return out
+
+
+def round_deltas(case: Paired, floor: Paired) -> dict:
+    """Median and IQR over rounds of ``case ratio - floor ratio`` (both from the same round)."""
+    n = min(len(case.ratios), len(floor.ratios))
+    d = sorted(a - b for a, b in zip(case.ratios[:n], floor.ratios[:n]))
+    if not d:
+        return {}
+    q = statistics.quantiles(d, n=4) if len(d) >= 2 else [d[0], d[0], d[0]]
+    return {"over_floor": statistics.median(d), "over_floor_q1": q[0], "over_floor_q3": q[2]}
 
 
 def repeat(fn: Callable[[], object], n: int, warmup: int = 5, device: str = "cpu") -> dict:

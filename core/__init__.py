@@ -17,7 +17,8 @@ from .inputs import parse_input
 from .intervention_base import InterventionContext, Param, param
 from .intervention_registry import get_kind, kinds, parse_intervention, register
 from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
-from .memory import keep_freed_memory
+from .memory import apply_default as _apply_memory_default
+from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .plan import Plan
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .sources import LoadedModel, demo_names, load_model
@@ -31,9 +32,13 @@ __all__ = [
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
-    "Plan", "keep_freed_memory",
+    "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",
 ]
+
+# Keep freed memory for reuse by default (HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out):
+# see hookscope.core.memory for what it changes and why.
+_apply_memory_default()

@@ -34,9 +34,12 @@ from .plan import LayerPlan, Plan
 from .source_pass import source_groups, source_outputs
 
 # Per model: layers whose captured output a later in-place op overwrote.
-# Learned once (costing one extra forward), then those layers are copied at
-# capture time on every later run, e.g. each step of a Live drag.
+# Learned on the first run (in the same forward), then those layers are copied
+# at capture time on every later run, e.g. each step of a Live drag.
 _INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
+# Per model: captured layers whose in-place victims were watched for (the first run
+# that captures a layer watches it in the same forward; see core/inplace_victims.py).
+_GUARDED: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
 
 
 class _Captures:
@@ -242,7 +245,20 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
     extra = dict(sources=sources, baseline=baseline)
-    out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev, **extra)
+    # Captured layers never watched before: watch them for in-place writes in this
+    # same forward (core/inplace_victims.py) instead of paying a second one.
+    learn = keep and not set(layers) <= _GUARDED.get(module, set())
+    try:
+        out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known,
+                                                              dev, learn, **extra)
+    except ForwardError:
+        if not learn:
+            raise
+        # An op that cannot run under a dispatch mode (rare custom kernels): without the
+        # guard, the version counters find the victims (at the cost of a second forward);
+        # a model error raises again here.
+        _GUARDED.setdefault(module, set()).update(layers)
+        out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev, **extra)
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
@@ -255,17 +271,33 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
 
 
-def _hooked_forward(module, x, layers, keep, clone_paths, dev, sources=None, baseline=None):
-    session = HookSession(layers, keep_tensors=keep, clone_paths=clone_paths, sources=sources,
-                          baseline=baseline)
+def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sources=None,
+                    baseline=None):
+    """One hooked forward; returns (output, captures, calls, forward ms, stale paths).
+
+    ``learn``: watch kept captures with an :class:`InplaceGuard`, copy the ones an
+    in-place op is about to overwrite, and remember those layers for later runs.
+    """
+    from .inplace_victims import GuardedSession
+
+    session = (GuardedSession if learn else HookSession)(layers, keep_tensors=keep,
+                                                         clone_paths=clone_paths,
+                                                         sources=sources, baseline=baseline)
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     with session:
         synchronize(dev)
         t0 = time.perf_counter()
-        out = forward(module, own_copy(x), grad_mode)
+        if learn:
+            with session.guard:
+                out = forward(module, own_copy(x), grad_mode)
+        else:
+            out = forward(module, own_copy(x), grad_mode)
         synchronize(dev)
         fwd_ms = (time.perf_counter() - t0) * 1e3
+    if learn:
+        _INPLACE_VICTIMS.setdefault(module, set()).update(session.guard.victims)
+        _GUARDED.setdefault(module, set()).update(layers)
     stale = session.stale_paths() if keep else set()
     return out, session.finish(), session.calls(), fwd_ms, stale
 
@@ -382,25 +414,8 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
 
 
 def output_difference(a: Any, b: Any) -> tuple[bool, float]:
-    """Whether two (nested) outputs differ anywhere, and the largest |a - b|.
+    """Whether two (nested) outputs differ anywhere, and the largest |a - b|
+    (NaN in the same place in both counts as equal); see :mod:`.output_diff`."""
+    from .output_diff import output_difference as diff
 
-    NaN in the same place in both counts as equal, and so does the same infinity.
-    """
-    la, lb = tensor_leaves(a), tensor_leaves(b)
-    if [k for k, _ in la] != [k for k, _ in lb]:
-        return True, float("inf")
-    differ = False
-    worst = 0.0
-    for (_, ta), (_, tb) in zip(la, lb):
-        if ta.shape != tb.shape:
-            return True, float("inf")
-        if not torch.equal(ta, tb):
-            da, db = ta.double(), tb.double()
-            # equal values (inf == inf included: inf - inf is NaN) and NaN beside NaN are the same
-            same = (da == db) | (torch.isnan(da) & torch.isnan(db))
-            d = (da - db).abs().masked_fill(same, 0.0)
-            if bool((d != 0).any()):
-                differ = True
-                d = d.nan_to_num(nan=float("inf"), posinf=float("inf"))  # keep inf as inf
-                worst = max(worst, float(d.max()))
-    return differ, worst
+    return diff(a, b)

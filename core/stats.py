@@ -100,12 +100,14 @@ class PendingStats:
 
     __slots__ = ("shape", "dtype", "count", "vector", "has_clamp", "_resolved")
 
-    def __init__(self, shape: tuple[int, ...], dtype: str, count: int, vector: torch.Tensor,
+    def __init__(self, shape: tuple[int, ...], dtype: str, count: int,
+                 vector: "torch.Tensor | np.ndarray",
                  has_clamp: bool = False):
         self.shape = shape
         self.dtype = dtype
         self.count = count
-        self.vector = vector  # float64, _N_SCALARS + HIST_BINS long
+        # float64, _N_SCALARS + HIST_BINS long: a device tensor, or a NumPy array (CPU)
+        self.vector = vector
         self.has_clamp = has_clamp
         self._resolved: TensorStats | None = None
 
@@ -125,6 +127,9 @@ def resolve_all(pending: Iterable[PendingStats]) -> None:
     todo = [p for p in pending if p._resolved is None]
     by_device: dict[torch.device, list[PendingStats]] = {}
     for p in todo:
+        if isinstance(p.vector, np.ndarray):  # computed on the CPU: already on the host
+            p._finish(p.vector)
+            continue
         by_device.setdefault(p.vector.device, []).append(p)
     for items in by_device.values():
         host = torch.stack([p.vector for p in items]).cpu().numpy()
@@ -207,7 +212,16 @@ def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> tor
 
 
 def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
-                   drop_outside: bool = True) -> torch.Tensor:
+                   drop_outside: bool = True) -> np.ndarray:
+    """The CPU summary vector, as a NumPy array (nothing to transfer).
+
+    Every value is read by three reductions (``aminmax``, ``sum``, a BLAS
+    ``dot``), the least that gives exact min/max and float32-exact moments
+    without a fused kernel; everything else (the histogram of a strided
+    sample, the vector) is done in NumPy, whose per-call cost is a fraction of
+    a torch op's: on a forward of many small layers that fixed cost, not the
+    reductions, was most of what statistics cost.
+    """
     mn_t, mx_t = torch.aminmax(flat)  # min/max propagate NaN, so this also detects non-finite
     mn, mx = mn_t.item(), mx_t.item()
     nan = inf = 0
@@ -218,9 +232,9 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
         inf = int(torch.isinf(flat).sum())
         values = flat[torch.isfinite(flat)]
         if values.numel() == 0:
-            out = torch.zeros(_N_SCALARS + bins, dtype=torch.float64)
-            out[:_N_SCALARS] = torch.tensor(
-                [math.nan, math.nan, math.nan, math.nan, nan, inf, 0, math.nan, math.nan])
+            out = np.zeros(_N_SCALARS + bins, dtype=np.float64)
+            out[:_N_SCALARS] = [math.nan, math.nan, math.nan, math.nan, nan, inf, 0, math.nan,
+                                math.nan]
             out[_CLAMPED] = float(_clamped_count(flat, clamp))
             return out
         mn_t, mx_t = torch.aminmax(values)
@@ -230,27 +244,31 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
         lo_e, hi_e = rng
     else:
         lo_e, hi_e = _hist_range(*_with_clamped(mn, mx, clamp))
-    hist = _histogram(hist_sample(values), lo_e, hi_e, bins,
-                      drop_outside=rng is not None and drop_outside)
-    clamped = float(_clamped_count(flat, clamp))
-    head = torch.tensor([mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e], dtype=torch.float64)
-    return torch.cat([head, hist.to(torch.float64)])
+    out = np.empty(_N_SCALARS + bins, dtype=np.float64)
+    out[_N_SCALARS:] = _histogram_np(hist_sample(values), lo_e, hi_e, bins,
+                                     drop_outside=rng is not None and drop_outside)
+    clamped = float(_clamped_count(flat, clamp)) if clamp is not None else 0.0
+    out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e)
+    return out
 
 
-def _histogram(sample: torch.Tensor, lo: float, hi: float, bins: int,
-               drop_outside: bool) -> torch.Tensor:
+def _histogram_np(sample: torch.Tensor, lo: float, hi: float, bins: int,
+                  drop_outside: bool) -> np.ndarray:
     """Counts of ``sample`` in ``bins`` equal bins over [lo, hi] (top edge in the last bin).
 
-    Index arithmetic plus ``bincount`` is about twice as fast as ``torch.histc``
-    on the CPU and bins values the same way (up to rounding at bin edges).
-    """
-    # float64: the sample is small, and (x - lo) of float32 values near ±3e38 overflows.
-    sample = sample.to(torch.float64)
-    idx = (sample - lo).mul_(bins / (hi - lo)).to(torch.int64).clamp_(0, bins - 1)
-    if drop_outside:
-        inside = (sample >= lo) & (sample <= hi)
+    Index arithmetic plus ``bincount`` is about twice as fast as ``histc`` and
+    bins values the same way (up to rounding at bin edges); NumPy on the CPU
+    sample (a view, no copy until the float64 cast) because each call is small."""
+    x = sample.numpy().astype(np.float64)  # (x - lo) of float32 values near ±3e38 overflows
+    inside = ((x >= lo) & (x <= hi)) if drop_outside else None
+    x -= lo
+    x *= bins / (hi - lo)
+    idx = x.astype(np.int64)
+    np.minimum(idx, bins - 1, out=idx)  # np.clip costs more than the data on small samples
+    np.maximum(idx, 0, out=idx)
+    if inside is not None:
         idx = idx[inside]
-    return torch.bincount(idx, minlength=bins)
+    return np.bincount(idx, minlength=bins)
 
 
 def _mean_std(values: torch.Tensor) -> tuple[float, float]:
@@ -271,9 +289,10 @@ def _mean_std(values: torch.Tensor) -> tuple[float, float]:
 
 
 #: Above this many values the histogram bins an evenly strided sample of at
-#: most this size: 64 bins of ~500 values each draw the same shape, and
-#: binning costs ~6 ns a value on the CPU, far more than min/max/sum.
-HIST_SAMPLE = 1 << 15
+#: most this size: 64 bins of ~250 values each draw the same shape, and
+#: binning costs ~6 ns a value on the CPU, far more than min/max/sum (with
+#: every leaf summarised, 32k-value samples were a third of the statistics' cost).
+HIST_SAMPLE = 1 << 14
 
 
 def hist_sample(values: torch.Tensor) -> torch.Tensor:
@@ -354,7 +373,10 @@ def _from_vector(shape, dtype, count, v: np.ndarray, has_clamp: bool) -> TensorS
     bins = v.shape[0] - _N_SCALARS
     lo_e, hi_e = float(v[_FMIN]), float(v[_FMAX])
     if math.isfinite(lo_e) and math.isfinite(hi_e):
-        edges = np.linspace(lo_e, hi_e, bins + 1)
+        edges = np.arange(bins + 1, dtype=np.float64)  # np.linspace's formula, cheaper
+        edges *= (hi_e - lo_e) / bins
+        edges += lo_e
+        edges[-1] = hi_e
     else:
         edges = np.zeros(bins + 1)
     frac = (float(v[_CLAMPED]) / count if count else 0.0) if has_clamp else None

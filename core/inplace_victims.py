@@ -1,0 +1,115 @@
+"""Learning which captures a later in-place op overwrites, in the same forward.
+
+A kept capture is a reference to the layer's output, not a copy. When a later
+op writes into that memory (``ReLU(inplace=True)``, ``out += identity``), the
+capture would show the overwritten values. Copying every capture is correct
+but costs a pass over every activation; copying none is wrong.
+
+On a model's first run the forward runs under :class:`InplaceGuard`, a
+``TorchDispatchMode`` that sees every ATen op before it runs. For an op that
+writes into one of its arguments (its schema marks the argument as written:
+``relu_``, ``add_``, ``copy_``, ``out=``), it checks whether that argument's
+memory is the memory of a kept capture, and if so copies the capture *before*
+the op overwrites it. Only the captures at risk are copied, and only once; the
+layers found are remembered by the caller, whose later runs copy them at
+capture time and run without the guard (no per-op cost).
+
+The guard sees writes through ``.data`` and views too (they are ATen ops on
+the same storage); anything that writes without an ATen op (a NumPy view of
+the tensor) is caught afterwards by the version counter check in
+:meth:`HookSession.stale_paths`, which falls back to a second forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .hooks import HookSession
+
+# Per ATen overload: positions and names of the arguments it writes into (cached).
+_WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
+
+
+def _written_args(func: Any) -> tuple[tuple[int, str], ...]:
+    got = _WRITES.get(func)
+    if got is None:
+        got = tuple((i, a.name) for i, a in enumerate(func._schema.arguments)
+                    if a.alias_info is not None and a.alias_info.is_write)
+        _WRITES[func] = got
+    return got
+
+
+def _storage_key(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # no storage (sparse, some subclasses)
+        return None
+
+
+class InplaceGuard(TorchDispatchMode):
+    """Copies a kept capture just before an op writes into its memory.
+
+    ``watch(rec, slot)`` registers ``rec.<slot>`` (``"kept"`` or ``"pre_kept"``,
+    a ``(tensor, version)`` pair of a pending capture) under its storage.
+    ``victims`` collects the paths whose captures had to be copied.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watched: dict[int, list[tuple[Any, str]]] = {}
+        self.victims: set[str] = set()
+
+    def watch(self, rec: Any, slot: str) -> None:
+        kept = getattr(rec, slot)
+        if kept is None:
+            return
+        key = _storage_key(kept[0])
+        if key is not None and key != 0:
+            self._watched.setdefault(key, []).append((rec, slot))
+
+    def _rescue(self, t: Any) -> None:
+        if not isinstance(t, torch.Tensor):
+            return
+        key = _storage_key(t)
+        recs = self._watched.pop(key, None) if key is not None else None
+        for rec, slot in recs or ():
+            tensor, _ = getattr(rec, slot)
+            setattr(rec, slot, (tensor.clone(), None))  # a copy has no version to check
+            if slot == "kept":
+                rec.copied = True
+            self.victims.add(rec.path)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self._watched:
+            for i, name in _written_args(func):
+                t = args[i] if i < len(args) else kwargs.get(name)
+                if isinstance(t, (list, tuple)):  # e.g. _foreach_add_, out=(a, b)
+                    for x in t:
+                        self._rescue(x)
+                else:
+                    self._rescue(t)
+        return func(*args, **kwargs)
+
+
+class GuardedSession(HookSession):
+    """A :class:`HookSession` whose kept captures are watched by an :class:`InplaceGuard`.
+
+    Use as ``with GuardedSession(...) as s, s.guard: forward``; then
+    ``s.guard.victims`` names the layers a later in-place op overwrote.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.guard = InplaceGuard()
+
+    def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
+        super()._record(hook, call, pre, post)
+        rec = self._pending[-1]
+        for slot in ("kept", "pre_kept"):
+            kept = getattr(rec, slot)
+            if kept is not None and kept[1] is not None:  # not already a copy
+                self.guard.watch(rec, slot)

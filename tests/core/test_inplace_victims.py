@@ -1,0 +1,94 @@
+"""In-place victims are found and copied in the first forward, not by a second one."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hookscope.core import Plan, run
+from hookscope.core.inplace_victims import InplaceGuard
+
+
+class InPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.relu = nn.ReLU(inplace=True)
+        self.lin2 = nn.Linear(4, 4)
+        self.lin3 = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.relu(self.bn(self.lin(x)))   # relu overwrites bn's output
+        z = self.lin2(y)
+        z += 1.0                              # overwrites lin2's output
+        w = self.lin3(z)
+        w.data.mul_(2.0)                      # through .data: no version bump
+        return w
+
+
+def clone_reference(model, x, paths):
+    got = {}
+    mods = dict(model.named_modules())
+    hs = [mods[p].register_forward_hook(
+        (lambda p: lambda m, i, o: got.__setitem__(p, o.detach().clone()))(p)) for p in paths]
+    with torch.no_grad():
+        model(x)
+    for h in hs:
+        h.remove()
+    return got
+
+
+def fresh():
+    torch.manual_seed(3)
+    return InPlace().eval()
+
+
+def test_first_run_copies_only_the_victims_in_one_forward():
+    m = fresh()
+    x = torch.randn(5, 4)
+    paths = ["lin", "bn", "relu", "lin2", "lin3"]
+    ref = clone_reference(m, x, paths)
+    assert not torch.equal(ref["bn"], ref["bn"].clamp_min(0))  # relu really changes bn's values
+    forwards = []
+    m.register_forward_pre_hook(lambda mod, args: forwards.append(1))
+    for attempt in range(2):
+        r = run(m, x, Plan(capture=paths))
+        assert len(forwards) == attempt + 1  # never a second forward
+        assert r.recaptured == ()
+        for p in paths:
+            assert torch.equal(r.captures[p][0].tensor, ref[p]), (attempt, p)
+        copied = {p for p in paths if r.captures[p][0].copied}
+        assert copied == {"bn", "lin2", "lin3"}, attempt
+
+
+def test_a_newly_captured_layer_is_watched_on_its_first_run():
+    m = fresh()
+    x = torch.randn(5, 4)
+    ref = clone_reference(m, x, ["lin", "lin2"])
+    r = run(m, x, Plan(capture=["lin"]))
+    assert not any(rec.copied for rec in r.captures["lin"])
+    r = run(m, x, Plan(capture=["lin", "lin2"]))  # lin2 is new: watched in this forward
+    assert r.recaptured == ()
+    assert r.captures["lin2"][0].copied and torch.equal(r.captures["lin2"][0].tensor, ref["lin2"])
+
+
+def test_guard_copies_before_the_write_and_only_watched_memory():
+    guard = InplaceGuard()
+
+    class Rec:
+        path = "a"
+        copied = False
+
+    rec = Rec()
+    t = torch.arange(6.0)
+    other = torch.zeros(3)
+    rec.kept = (t, t._version)
+    guard.watch(rec, "kept")
+    with guard:
+        other.add_(1.0)              # other memory: nothing copied
+        assert rec.kept[0] is t
+        t[2:4].mul_(10.0)            # a view of the watched memory
+    assert rec.copied and guard.victims == {"a"}
+    assert torch.equal(rec.kept[0], torch.arange(6.0))
+    assert t[2] == 20.0
