@@ -18,6 +18,8 @@ from .interventions import Clamp, Intervention, Noise, Scale, Zero
 from .memory import keep_freed_memory
 from .plan import Plan
 from .run import Baseline, ForwardResult, RunResult, compare, run
+from .session import Options, Session, SessionEvent
+from .session_file import SessionFileError
 from .sources import LoadedModel, demo_names, load_model
 from .stats import HIST_BINS, TensorStats, summarize
 from .tree import TreeNode, module_tree, observe
@@ -29,6 +31,7 @@ __all__ = [
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "Noise", "Scale", "Zero", "Plan", "keep_freed_memory",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
+    "Options", "Session", "SessionEvent", "SessionFileError",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",
