@@ -111,7 +111,7 @@ def intervention_for(plan: Plan, path: str) -> Intervention | None:
 class Session:
     """Model, tree, input, device, plan, options and a runner, with change events."""
 
-    def __init__(self, runner_factory: Callable[[Listener], Runner] = LocalRunner,
+    def __init__(self, runner_factory: Callable[[Listener], Runner] | None = LocalRunner,
                  post: Callable[[Callable[[], None]], None] | None = None) -> None:
         self._post = post or (lambda fn: fn())
         self._listeners: list[Callable[[SessionEvent], None]] = []
@@ -139,7 +139,8 @@ class Session:
         self._load_serial = 0
         self._observed_key: tuple | None = None
         self._observe_keys: dict[int, tuple] = {}
-        self.runner: Runner = runner_factory(self._from_runner)
+        #: ``None`` for a session that only holds edits (a widget on its own, tests).
+        self.runner: Runner | None = runner_factory(self._from_runner) if runner_factory else None
 
     # -- events ----------------------------------------------------------------
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
@@ -198,6 +199,8 @@ class Session:
 
         A failed load leaves the current model, plan and results as they were.
         """
+        if self.runner is None:
+            raise HookscopeError("this session has no runner to load a model with")
         self._setup = _Setup(plan, input_text, device, options, view, run_after, trust_pickle)
         with self._wlock:  # a caller may wait on this id: register it before any answer
             self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
@@ -208,7 +211,7 @@ class Session:
     def close(self, timeout_s: float = 1.0) -> bool:
         """Stop the runner (the run in flight stops at its next layer); whether it ended in time."""
         self._listeners.clear()
-        return self.runner.close(timeout_s)
+        return self.runner.close(timeout_s) if self.runner is not None else True
 
     # -- the plan --------------------------------------------------------------
     def set_plan(self, plan: Plan, merge: str | None = None) -> None:
@@ -244,7 +247,7 @@ class Session:
         paths = [paths] if isinstance(paths, str) else list(paths)
         now = set(self.plan.capture)
         now = now | set(paths) if on else now - set(paths)
-        self.set_plan(dataclasses.replace(self.plan, capture=self._in_model_order(now)))
+        self.set_plan(dataclasses.replace(self.plan, capture=self.in_model_order(now)))
 
     def intervene(self, path: str, intervention: Intervention, merge: str | None = None) -> None:
         """Give ``path`` this intervention, replacing the one it had (one per layer)."""
@@ -256,7 +259,8 @@ class Session:
     def intervention_for(self, path: str) -> Intervention | None:
         return intervention_for(self.plan, path)
 
-    def _in_model_order(self, paths: set[str]) -> tuple[str, ...]:
+    def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
+        """``paths`` in the tree's order; paths it does not have last."""
         order = [n.path for n in self.tree.walk()] if self.tree is not None else []
         known = [p for p in order if p in paths]
         return tuple(known + [p for p in self.plan.capture if p in paths and p not in known]
@@ -328,7 +332,7 @@ class Session:
     def submit_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; its request id
         (``None`` when no model is open: a load in flight runs once it arrives)."""
-        if self.model is None:
+        if self.model is None or self.runner is None:
             if self._load_id is not None:
                 self._setup.run_after = True
             return None
@@ -354,7 +358,7 @@ class Session:
 
     def cancel(self) -> bool:
         """Drop waiting runs and stop the one in flight at its next layer."""
-        return self.runner.cancel()
+        return self.runner.cancel() if self.runner is not None else False
 
     @property
     def busy(self) -> bool:
