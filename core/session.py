@@ -168,6 +168,15 @@ class Session:
         return s
 
     @classmethod
+    def offline(cls, model: LoadedModel, input_text: str = "example", device: str = "cpu",
+                plan: Plan | None = None, options: Options | None = None) -> "Session":
+        """A session over an already loaded model, with no runner: to save, not to run."""
+        s = cls(runner_factory=None)
+        s.model, s.input_text, s.device = model, input_text, device
+        s.plan, s.options = plan or Plan(), options or Options()
+        return s
+
+    @classmethod
     def open_file(cls, path: str | Path, timeout_s: float | None = None) -> "Session":
         """A session as a ``*.hookscope.json`` file saved it (waits for the model)."""
         from .session_file import read_session_file

@@ -63,7 +63,7 @@ class SessionSetup:
 
 
 # -- interventions <-> JSON -----------------------------------------------------
-def _kinds() -> dict[str, type]:
+def intervention_kinds() -> dict[str, type]:
     """Every intervention class by its ``kind``, subclasses of subclasses included."""
     out: dict[str, type] = {}
     todo = list(Intervention.__subclasses__())
@@ -95,7 +95,7 @@ def intervention_to_dict(i: Intervention) -> dict:
 def intervention_from_dict(d: Any, where: str) -> Intervention:
     if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
         raise SessionFileError(f"{where} must be an object with a 'kind', got {_short(d)}")
-    kinds = _kinds()
+    kinds = intervention_kinds()
     cls = kinds.get(d["kind"])
     if cls is None:
         raise SessionFileError(f"{where}: unknown intervention kind {d['kind']!r}; this "
