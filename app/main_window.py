@@ -1,43 +1,37 @@
 """The main window: layer tree (left), activations (centre), before/after (right).
 
-This file is wiring. The :class:`~hookscope.core.Session` (held by the
-worker relay, :mod:`.worker`) owns the model, input, device, plan and
+This file builds and wires. The :class:`~hookscope.core.Session` (held by
+the worker relay, :mod:`.worker`) owns the model, input, device, plan and
 options; every widget writes its edits to the session and redraws from the
-session's events, which all arrive here on the GUI thread (:meth:`_on_event`).
-Nothing here calls into a torch module.
+session's events, which all arrive on the GUI thread at one place
+(:mod:`.session_reactions`). Nothing here calls into a torch module.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QDialog, QDockWidget, QLabel, QMainWindow, QToolBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QMainWindow
 
-from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult, SessionEvent
-from hookscope.widgets.activation_panel import ActivationPanel
-from hookscope.widgets.layer_tree_model import LayerTreeModel
-from hookscope.widgets.layer_tree_view import LayerTreeWidget
-from hookscope.widgets.output_comparison import OutputComparison
+from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult
 
 from . import export_actions as files
 from . import window_chrome as chrome
-from .demo_setup import default_plan, note_for
-from .error_banner import ErrorBanner
+from .demo_setup import default_plan
 from .menus import Handlers, build_menus
 from .open_dialog import OpenModelDialog
 from .qt_compat import guard_none_refcount
 from .recent import RecentModels
-from .run_bar import RunBar
-from .status import StatusFields
+from .session_reactions import SessionReactions
+from .window_layout import build_parts, fit_docks
 from .worker import ForwardWorker
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
-app_version = chrome.app_version
 
 
-class MainWindow(QMainWindow):
+class MainWindow(SessionReactions, QMainWindow):
     """Hookscope's window. Scripting API: :attr:`session`, :meth:`load`, :meth:`request_run`,
     :meth:`set_live`, :attr:`last_result`, :attr:`worker`, :meth:`error_text`.
 
@@ -62,7 +56,11 @@ class MainWindow(QMainWindow):
         self.session = self.worker.session
         self.session.set_options(stats_only=stats_only)
         self.ui = files.ActionUi(self, self.show_error, lambda m: self.statusBar().showMessage(m, 5000))
-        self._build_ui()
+        p = build_parts(self, self.session)
+        (self.run_bar, self.run_toolbar, self.tree, self.layer_dock, self.outputs, self.output_dock,
+         self.banner, self.note, self.panel, self.status) = (
+            p.run_bar, p.run_toolbar, p.tree, p.layer_dock, p.outputs, p.output_dock, p.banner,
+            p.note, p.panel, p.status)
         s = self.session
         self.actions_ = build_menus(self, Handlers(
             open_model=self.open_model_dialog,
@@ -79,37 +77,6 @@ class MainWindow(QMainWindow):
              self.run_toolbar.toggleViewAction()])
         self._wire()
         self._restored = chrome.restore_layout(self)
-
-    # -- layout ----------------------------------------------------------------
-    def _build_ui(self) -> None:
-        self.run_bar = RunBar(parent=self)
-        self.run_toolbar = QToolBar("Run bar", self, objectName="runToolbar")
-        self.run_toolbar.setMovable(False)
-        self.run_toolbar.addWidget(self.run_bar)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.run_toolbar)
-        self.tree = LayerTreeWidget(LayerTreeModel(session=self.session))
-        self.layer_dock = QDockWidget("Layers", self, objectName="layerDock")
-        self.layer_dock.setWidget(self.tree)
-        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.layer_dock)
-        self.outputs = OutputComparison()
-        self.output_dock = QDockWidget("Output: without / with", self, objectName="outputDock")
-        self.output_dock.setWidget(self.outputs)
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.output_dock)
-        centre = QWidget(objectName="centre")
-        lay = QVBoxLayout(centre)
-        lay.setContentsMargins(4, 4, 4, 4)
-        self.banner = ErrorBanner(centre)
-        self.note = QLabel(objectName="modelNote")
-        self.note.setWordWrap(True)
-        self.note.setTextFormat(Qt.TextFormat.RichText)
-        self.note.setStyleSheet("#modelNote { background: #eef4fb; border: 1px solid #c5d7ec; "
-                                "border-radius: 3px; padding: 6px; }")
-        self.note.hide()
-        self.panel = ActivationPanel()
-        for w, stretch in ((self.banner, 0), (self.note, 0), (self.panel, 1)):
-            lay.addWidget(w, stretch)
-        self.setCentralWidget(centre)
-        self.status = StatusFields(self.statusBar())
 
     def _wire(self) -> None:
         s = self.session
@@ -221,109 +188,6 @@ class MainWindow(QMainWindow):
         self.status.show_busy(True)
         return self.session.open_setup(setup)
 
-    # -- the one place session events arrive (GUI thread) -------------------------
-    def _on_event(self, ev: SessionEvent) -> None:
-        handler = getattr(self, f"_on_{ev.kind}", None)
-        if handler is not None:
-            handler(ev)
-
-    def _on_model(self, ev: SessionEvent) -> None:
-        lm, s = ev.value, self.session
-        self.run_bar.set_input_text(s.input_text)
-        self.run_bar.set_no_example_hint(lm.example_input is None)
-        self.status.reset(self.worker.runs_done, self.worker.runs_dropped, self.worker.runs_failed)
-        self.panel.clear()      # the old model's panels mean nothing for the new one
-        self.outputs.clear()
-        note = note_for(lm.spec, lm.description)
-        self.note.setText(note)
-        self.note.setVisible(bool(note))
-        self.setWindowTitle(f"Hookscope — {lm.spec}")
-        self.recent.add(lm.spec, lm.weights)
-        self._clear_transient_error()
-        self.modelLoaded.emit(lm.spec)
-        if s.view.get("selected"):
-            self.tree.select_path(s.view["selected"])
-
-    def _on_load_failed(self, ev: SessionEvent) -> None:
-        self.show_error(f"could not open the model: {ev.value}")
-
-    def _on_plan(self, ev: SessionEvent) -> None:
-        self._sync_clamp_lines()
-        self._show_undo()
-        if not self.is_live() and self.last_result is not None:
-            self.statusBar().showMessage("settings changed: the plots show the last run; "
-                                         "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
-
-    def _on_input(self, ev: SessionEvent) -> None:
-        if self.run_bar.input_text() != ev.value:
-            self.run_bar.set_input_text(ev.value)
-
-    def _on_device(self, ev: SessionEvent) -> None:
-        self.run_bar.set_device(ev.value)
-        act = self.actions_.device_actions.get(ev.value)
-        if act is not None and not act.isChecked():
-            act.setChecked(True)
-
-    def _on_options(self, ev: SessionEvent) -> None:
-        self._show_options()
-
-    def _on_started(self, ev: SessionEvent) -> None:
-        self.status.show_busy(True)
-
-    def _on_progress(self, ev: SessionEvent) -> None:
-        p = ev.value
-        self.run_bar.show_progress(p.done, p.total, p.elapsed_s)
-
-    def _on_result(self, ev: SessionEvent) -> None:
-        result = ev.value
-        self.panel.show_result(result)
-        self.outputs.show_result(result)
-        self._sync_clamp_lines()
-        self.status.show_result(result)
-        self._clear_transient_error()
-        self.resultShown.emit(result)
-
-    def _on_error(self, ev: SessionEvent) -> None:
-        extra = "\n(The plots still show the last successful run.)" if self.last_result else ""
-        self.show_error(f"{ev.value}{extra}")
-
-    def _on_cancelled(self, ev: SessionEvent) -> None:
-        self.statusBar().showMessage("run cancelled", 3000)
-
-    def _on_idle(self, ev: SessionEvent) -> None:
-        self.run_bar.hide_progress()
-        w = self.worker
-        self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
-        if self.is_idle():
-            self.status.show_busy(False)
-            self.idle.emit()
-
-    # -- reactions ---------------------------------------------------------------
-    def _on_clamp_edited(self, path: str, lo: float, hi: float) -> None:
-        self.tree.model.set_clamp(path, lo, hi, merge=path)
-        self.session.seal()  # the drag is over: the next edit is a new undo step
-
-    def _show_options(self) -> None:
-        o, a = self.session.options, self.actions_
-        for widget, on in ((a.live, o.live), (a.stats_only, o.stats_only)):
-            if widget.isChecked() != on:
-                widget.setChecked(on)
-        self.run_bar.set_live(o.live)
-
-    def _show_undo(self) -> None:
-        self.actions_.undo.setEnabled(self.session.can_undo)
-        self.actions_.redo.setEnabled(self.session.can_redo)
-
-    def _clear_transient_error(self) -> None:
-        if not self._sticky_error:
-            self.banner.dismiss()
-
-    def _sync_clamp_lines(self) -> None:
-        """Draw the current plan's bounds (not the last result's: a drag may be ahead of it)."""
-        clamp = self.session.plan.clamp
-        for path in {p for p, _call in self.panel.panels()}:
-            self.panel.set_clamp_lines(path, *clamp.get(path, (None, None)))
-
     # -- drops, sizes, closing ------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
         if chrome.dropped_session(event.mimeData()):
@@ -340,13 +204,7 @@ class MainWindow(QMainWindow):
         if not self._sized:
             self._sized = True
             if not self._restored:
-                self.fit_docks()
-
-    def fit_docks(self) -> None:
-        """Give the tree room for its edit columns and the plots the middle."""
-        w = max(self.width(), 900)
-        self.resizeDocks([self.layer_dock, self.output_dock],
-                         [int(w * 0.34), int(w * 0.24)], Qt.Orientation.Horizontal)
+                fit_docks(self, self.layer_dock, self.output_dock)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         chrome.save_layout(self)

@@ -17,7 +17,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from hookscope.core import Session
-from hookscope.core.runner import LocalRunner, error_message  # noqa: F401 - re-exported
+from hookscope.core.runner import LocalRunner
 
 #: How long closing waits for the run in flight to reach its next layer.
 CLOSE_WAIT_S = 1.0
