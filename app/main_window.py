@@ -177,7 +177,6 @@ class MainWindow(SessionReactions, QMainWindow):
             self.load(dlg.spec(), dlg.weights(), trust_pickle=dlg.trust_pickle())
 
     def save_session(self, path: str | None = None) -> Path | None:
-        self.session.view["live"] = self.is_live()
         return files.save_session(self.session, self.ui, path)
 
     def open_session(self, path: str | None = None) -> int | None:

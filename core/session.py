@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -140,7 +141,19 @@ class Session:
         self._observed_key: tuple | None = None
         self._observe_keys: dict[int, tuple] = {}
         #: ``None`` for a session that only holds edits (a widget on its own, tests).
-        self.runner: Runner | None = runner_factory(self._from_runner) if runner_factory else None
+        self.runner: Runner | None = None
+        if runner_factory is not None:
+            # The runner holds the session weakly: a session dropped without close()
+            # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
+            me = weakref.WeakMethod(self._from_runner)
+
+            def listener(ev: RunnerEvent) -> None:
+                method = me()
+                if method is not None:
+                    method(ev)
+
+            self.runner = runner_factory(listener)
+            weakref.finalize(self, self.runner.close, 0)
 
     # -- events ----------------------------------------------------------------
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:

@@ -178,3 +178,63 @@ def test_closing_during_a_held_first_run_returns_without_waiting_for_it(make_win
     qtbot.waitUntil(lambda: not win.worker.is_running, timeout=30_000)
     QApplication.processEvents()
     assert seen == [] and shown == []
+
+
+THROWER = """
+import sys
+import torch
+from torch import nn
+
+
+class Thrower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 2)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if x[0, 0] == 7:
+            raise KeyboardInterrupt("pressed inside the model")
+        if x[0, 0] == 8:
+            sys.exit(4)
+        return y
+
+
+def make():
+    return Thrower(), torch.tensor([[1.0, 2.0, 3.0]])
+"""
+
+
+def test_a_model_throwing_keyboardinterrupt_or_exit_is_a_message_and_the_window_goes_on(
+        make_window, qtbot, tmp_path):
+    f = tmp_path / "thrower.py"
+    f.write_text(THROWER)
+    win = make_window([f"{f}:make", "--capture", "lin"])
+    good = wait_result(qtbot, win)
+    for first, name in (("7.0", "KeyboardInterrupt"), ("8.0", "SystemExit")):
+        win.run_bar.input_edit.setText(f"[[{first}, 2.0, 3.0]]")
+        with qtbot.waitSignal(win.errorShown, timeout=30_000) as sig:
+            qtbot.keyClick(win.run_bar.input_edit, Qt.Key.Key_Return)
+        assert name in sig.args[0]
+        qtbot.waitUntil(win.is_idle, timeout=30_000)
+        assert win.status.bar.currentMessage() != "running…"
+        assert not win.loaded.module.lin._forward_hooks and not win.loaded.module.lin._forward_pre_hooks
+    win.run_bar.input_edit.setText("[[1.0, 2.0, 3.0]]")
+    with qtbot.waitSignal(win.resultShown, timeout=30_000):
+        qtbot.keyClick(win.run_bar.input_edit, Qt.Key.Key_Return)
+    assert torch.equal(win.last_result.output_with, good.output_with)
+    assert win.error_text() == ""
+
+
+def test_run_bar_shows_progress_of_long_runs_only_with_a_cancel_button(window, qtbot):
+    bar = window.run_bar
+    bar.show_progress(3, 10, bar.PROGRESS_AFTER_S / 2)
+    assert bar.progress.isHidden() and bar.cancel_button.isHidden()
+    bar.show_progress(4, 12, bar.PROGRESS_AFTER_S + 0.3)
+    assert not bar.progress.isHidden() and (bar.progress.value(), bar.progress.maximum()) == (4, 12)
+    assert "s" in bar.progress.text()
+    with qtbot.waitSignal(bar.cancelRequested):
+        qtbot.mouseClick(bar.cancel_button, Qt.MouseButton.LeftButton)
+    bar.hide_progress()
+    assert bar.progress.isHidden() and bar.cancel_button.isHidden()
