@@ -91,15 +91,15 @@ class _Waiter:
 
 
 def plan_with(plan: Plan, path: str, intervention: Intervention | None) -> Plan:
-    """``plan`` with ``path``'s intervention replaced by ``intervention`` (``None``: removed).
-
-    Clamps live in ``Plan.clamp`` (which draws the bound lines and counts
-    clamped values); every other kind in ``Plan.interventions``.
-    """
+    """``plan`` with ``path``'s intervention replaced by ``intervention`` (``None``: removed)."""
+    if hasattr(Plan, "with_intervention"):  # the interventions family (issue 7, section 2)
+        return (plan.without_intervention(path) if intervention is None  # type: ignore[attr-defined]
+                else plan.with_intervention(path, intervention))  # type: ignore[attr-defined]
+    # Before it: clamps live in Plan.clamp, every other kind in Plan.interventions.
     clamp = {p: b for p, b in plan.clamp.items() if p != path}
     others = {p: i for p, i in plan.interventions.items() if p != path}
     if isinstance(intervention, Clamp):
-        clamp[path] = intervention.bounds
+        clamp[path] = (float(intervention.lo), float(intervention.hi))
     elif intervention is not None:
         others[path] = intervention
     return dataclasses.replace(plan, clamp=clamp, interventions=others)

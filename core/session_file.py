@@ -63,16 +63,39 @@ class SessionSetup:
 
 
 # -- interventions <-> JSON -----------------------------------------------------
+# With the interventions registry (core/intervention_registry.py) these defer to
+# it; without it they read the kinds' dataclass fields.
+def _registry() -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec(f"{__package__}.intervention_registry") is None:
+        return None
+    import importlib
+
+    return importlib.import_module(f"{__package__}.intervention_registry")
+
+
+def _name_of(cls: type) -> str | None:
+    for attr in ("name", "kind"):
+        v = vars(cls).get(attr)
+        if isinstance(v, str):
+            return v
+    return None
+
+
 def intervention_kinds() -> dict[str, type]:
-    """Every intervention class by its ``kind``, subclasses of subclasses included."""
+    """Every intervention class by its name."""
+    reg = _registry()
+    if reg is not None:
+        return dict(reg.kinds())
     out: dict[str, type] = {}
     todo = list(Intervention.__subclasses__())
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
-        kind = vars(cls).get("kind")
-        if isinstance(kind, str) and dataclasses.is_dataclass(cls):
-            out.setdefault(kind, cls)
+        name = _name_of(cls)
+        if name and dataclasses.is_dataclass(cls):
+            out.setdefault(name, cls)
     return out
 
 
@@ -88,8 +111,10 @@ def _encode(v: Any) -> Any:
 
 def intervention_to_dict(i: Intervention) -> dict:
     """``{"kind": ..., <parameters>}``, JSON-safe."""
+    if hasattr(i, "to_dict"):
+        return _encode(i.to_dict())
     params = {f.name: getattr(i, f.name) for f in dataclasses.fields(i) if f.init}  # type: ignore[arg-type]
-    return {"kind": i.kind, **_encode(params)}
+    return {"kind": _name_of(type(i)), **_encode(params)}
 
 
 def intervention_from_dict(d: Any, where: str) -> Intervention:
@@ -104,17 +129,20 @@ def intervention_from_dict(d: Any, where: str) -> Intervention:
     extra = sorted(set(d) - set(fields) - {"kind"})
     if extra:
         raise SessionFileError(f"{where}: {d['kind']} takes no parameter {', '.join(extra)}")
-    params = {}
-    for name, value in d.items():
-        if name == "kind":
-            continue
-        typ = str(fields[name].type)
-        if isinstance(value, str) and "float" in typ and value in ("inf", "-inf", "nan"):
-            value = float(value)
-        elif isinstance(value, list) and "tuple" in typ:
-            value = tuple(value)
-        params[name] = value
+    reg = _registry()
     try:
+        if reg is not None:
+            return reg.from_dict(d)
+        params = {}
+        for name, value in d.items():
+            if name == "kind":
+                continue
+            typ = str(fields[name].type)
+            if isinstance(value, str) and "float" in typ and value in ("inf", "-inf", "nan"):
+                value = float(value)
+            elif isinstance(value, list) and "tuple" in typ:
+                value = tuple(value)
+            params[name] = value
         return cls(**params)
     except (TypeError, ValueError, HookscopeError) as exc:
         raise SessionFileError(f"{where}: {exc}") from exc

@@ -29,13 +29,33 @@ NONE = "none"
 START = {"lo": -1.0, "hi": 1.0, "factor": 1.0, "std": 0.1}
 
 
-def _kind_of_field(f: dataclasses.Field) -> str:
-    t = str(f.type)
-    if "float" in t:
-        return "float"
-    if t in ("int", "<class 'int'>"):
-        return "int"
-    return "text"
+@dataclasses.dataclass
+class _Spec:
+    """One parameter as the editor sees it: ``how`` is ``float``, ``int`` or ``text``."""
+
+    name: str
+    how: str
+    start: Any
+    optional: bool = False
+
+
+def param_specs(cls: type) -> list[_Spec]:
+    """The parameters of an intervention class: from its parameter metadata
+    (``cls.params()``) where it has some, else from its dataclass fields."""
+    if hasattr(cls, "params"):
+        return [_Spec(p.name, p.type if p.type in ("float", "int") else "text",
+                      p.start if p.start is not None else START.get(p.name), p.optional)
+                for p in cls.params()]
+    out = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        t = str(f.type)
+        how = "float" if "float" in t else "int" if t in ("int", "<class 'int'>") else "text"
+        start = f.default if f.default is not dataclasses.MISSING else START.get(
+            f.name, 1.0 if how == "float" else 0)
+        out.append(_Spec(f.name, how, start, f.default is None))
+    return out
 
 
 class InterventionEditor(QWidget):
@@ -80,6 +100,8 @@ class InterventionEditor(QWidget):
         kind = self.kind_combo.currentText()
         if kind == NONE:
             return None
+        cls = self._kinds[kind]
+        typed = hasattr(cls, "from_values")  # converts text by the parameter's type
         params: dict[str, Any] = {}
         for name, (how, w) in self._params.items():
             if how == "float":
@@ -87,9 +109,10 @@ class InterventionEditor(QWidget):
             elif how == "int":
                 params[name] = int(w.value())  # type: ignore[attr-defined]
             else:
-                params[name] = _parse_text(name, w.text())  # type: ignore[attr-defined]
+                text = w.text().strip()  # type: ignore[attr-defined]
+                params[name] = (text or None) if typed else _parse_text(name, text)
         try:
-            return self._kinds[kind](**params)
+            return cls.from_values(params) if typed else cls(**params)
         except (TypeError, ValueError) as exc:
             raise HookscopeError(f"{kind}: {exc}") from exc
 
@@ -99,17 +122,15 @@ class InterventionEditor(QWidget):
         self.changed.emit()
 
     def _build(self, kind: str, iv: Intervention | None) -> None:
-        same = iv is not None and list(self._params) == [
-            f.name for f in dataclasses.fields(type(iv)) if f.init] and self._shown == kind
-        if not same:
+        cls = self._kinds.get(kind)
+        specs = param_specs(cls) if cls is not None else []
+        if not (self._shown == kind and list(self._params) == [p.name for p in specs]):
             for w in self._extra:
                 self._lay.removeWidget(w)
                 w.deleteLater()
             self._extra, self._params = [], {}
-            cls = self._kinds.get(kind)
-            for f in (dataclasses.fields(cls) if cls is not None else ()):
-                if f.init:
-                    self._add_param(f)
+            for spec in specs:
+                self._add_param(spec)
         self._shown = kind
         for name, (how, w) in self._params.items():
             if iv is not None:
@@ -117,9 +138,9 @@ class InterventionEditor(QWidget):
 
     _shown = NONE
 
-    def _add_param(self, f: dataclasses.Field) -> None:
-        how = _kind_of_field(f)
-        label = QLabel(f.name)
+    def _add_param(self, spec: _Spec) -> None:
+        how = spec.how
+        label = QLabel(spec.name)
         w: QWidget
         if how == "float":
             w = QDoubleSpinBox()
@@ -134,16 +155,14 @@ class InterventionEditor(QWidget):
             w.valueChanged.connect(lambda _v: self.changed.emit())
         else:
             w = QLineEdit()
-            w.setPlaceholderText("all" if f.default is None else "")
+            w.setPlaceholderText("(none)" if spec.optional else "")
             w.editingFinished.connect(self.changed)
-        w.setObjectName(f"param_{f.name}")
-        default = f.default if f.default is not dataclasses.MISSING else START.get(
-            f.name, 1.0 if how == "float" else 0)
-        self._set_widget(how, w, default)
+        w.setObjectName(f"param_{spec.name}")
+        self._set_widget(how, w, None if how == "text" and spec.optional else spec.start)
         for x in (label, w):
             self._lay.addWidget(x)
             self._extra.append(x)
-        self._params[f.name] = (how, w)
+        self._params[spec.name] = (how, w)
 
     @staticmethod
     def _set_widget(how: str, w: QWidget, v: Any) -> None:

@@ -61,7 +61,7 @@ def test_one_intervention_per_layer_the_newest_replaces(session):
     s.intervene("0", Scale(2.0))
     assert s.plan.all_interventions() == {"0": Scale(2.0)} and s.plan.clamp == {}
     s.intervene("0", Clamp(-1, 1))
-    assert s.plan.all_interventions() == {"0": Clamp(-1.0, 1.0)} and not s.plan.interventions
+    assert s.plan.all_interventions() == {"0": Clamp(-1.0, 1.0)} and s.plan.clamp == {"0": (-1.0, 1.0)}
     s.clear_intervention("0")
     assert s.plan.is_empty
 
