@@ -130,8 +130,9 @@ class MainWindow(SessionReactions, QMainWindow):
         if s.model is None and not s.busy:
             self.show_error("no model is open: use File → Open model…")
             return None
-        s.set_input(self.run_bar.input_text())
         self.status.show_busy(True)
+        if s.set_input(self.run_bar.input_text()) and s.options.live and s.model is not None:
+            return s.newest_run  # the new input has queued its run already
         return s.submit_run()
 
     def current_plan(self) -> Plan:

@@ -315,12 +315,16 @@ class Session:
         return bool(self._redo)
 
     # -- input, device, options ----------------------------------------------
-    def set_input(self, text: str) -> None:
+    def set_input(self, text: str) -> bool:
+        """Use ``text`` as the input from now on; whether it changed (in Live mode a
+        change has already queued a run)."""
         text = (text or "").strip() or "example"
-        if text != self.input_text:
-            self.input_text = text
-            self._emit("input", text)
-            self._changed()
+        if text == self.input_text:
+            return False
+        self.input_text = text
+        self._emit("input", text)
+        self._changed()
+        return True
 
     def set_device(self, name: str) -> None:
         """Run on ``name`` from now on; raises :class:`DeviceError` if it is not here."""
@@ -381,6 +385,11 @@ class Session:
     def cancel(self) -> bool:
         """Drop waiting runs and stop the one in flight at its next layer."""
         return self.runner.cancel() if self.runner is not None else False
+
+    @property
+    def newest_run(self) -> int | None:
+        """The id of the run whose answer is still wanted, if any."""
+        return self._newest_run
 
     @property
     def busy(self) -> bool:
