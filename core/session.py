@@ -34,15 +34,13 @@ from typing import Any, Callable
 from .devices import resolve_device
 from .errors import Cancelled as CancelledError
 from .errors import ForwardError, HookscopeError
-from .interventions import Clamp, Intervention
+from .interventions import Intervention
 from .plan import Plan
+from .plan_edits import PlanHistory, intervention_for, plan_with
 from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
                      Observed, Progress, Runner, RunnerEvent, RunRequest, Started)
 from .sources import LoadedModel
 from .tree import TreeNode
-
-#: How many plan edits :meth:`Session.undo` can take back.
-UNDO_DEPTH = 200
 
 
 @dataclass(frozen=True)
@@ -90,25 +88,6 @@ class _Waiter:
     event: RunnerEvent | None = None
 
 
-def plan_with(plan: Plan, path: str, intervention: Intervention | None) -> Plan:
-    """``plan`` with ``path``'s intervention replaced by ``intervention`` (``None``: removed)."""
-    if hasattr(Plan, "with_intervention"):  # the interventions family (issue 7, section 2)
-        return (plan.without_intervention(path) if intervention is None  # type: ignore[attr-defined]
-                else plan.with_intervention(path, intervention))  # type: ignore[attr-defined]
-    # Before it: clamps live in Plan.clamp, every other kind in Plan.interventions.
-    clamp = {p: b for p, b in plan.clamp.items() if p != path}
-    others = {p: i for p, i in plan.interventions.items() if p != path}
-    if isinstance(intervention, Clamp):
-        clamp[path] = (float(intervention.lo), float(intervention.hi))
-    elif intervention is not None:
-        others[path] = intervention
-    return dataclasses.replace(plan, clamp=clamp, interventions=others)
-
-
-def intervention_for(plan: Plan, path: str) -> Intervention | None:
-    return plan.all_interventions().get(path)
-
-
 class Session:
     """Model, tree, input, device, plan, options and a runner, with change events."""
 
@@ -130,9 +109,7 @@ class Session:
         self.view: dict[str, Any] = {}
         self.last_result: Any = None
         self.last_error: str | None = None
-        self._undo: list[Plan] = []
-        self._redo: list[Plan] = []
-        self._merge: str | None = None
+        self.history = PlanHistory()
         self._load_id: int | None = None
         self._setup = _Setup()
         self._valid_from = 0        # answers to older ids belong to a replaced model
@@ -241,16 +218,12 @@ class Session:
         (the steps of one drag) are one undo step; :meth:`seal` ends such a run."""
         if plan == self.plan:
             return
-        if merge is None or merge != self._merge:
-            self._undo.append(self.plan)
-            del self._undo[:-UNDO_DEPTH]
-        self._merge = merge
-        self._redo.clear()
+        self.history.record(self.plan, merge)
         self._set_plan(plan)
 
     def seal(self) -> None:
         """The next edit starts a new undo step."""
-        self._merge = None
+        self.history.seal()
 
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
@@ -291,28 +264,24 @@ class Session:
     # -- undo ------------------------------------------------------------------
     def undo(self) -> bool:
         """Take back the last plan edit; whether there was one."""
-        self._merge = None
-        if not self._undo:
-            return False
-        self._redo.append(self.plan)
-        self._set_plan(self._undo.pop())
-        return True
+        plan = self.history.undo(self.plan)
+        if plan is not None:
+            self._set_plan(plan)
+        return plan is not None
 
     def redo(self) -> bool:
-        self._merge = None
-        if not self._redo:
-            return False
-        self._undo.append(self.plan)
-        self._set_plan(self._redo.pop())
-        return True
+        plan = self.history.redo(self.plan)
+        if plan is not None:
+            self._set_plan(plan)
+        return plan is not None
 
     @property
     def can_undo(self) -> bool:
-        return bool(self._undo)
+        return self.history.can_undo
 
     @property
     def can_redo(self) -> bool:
-        return bool(self._redo)
+        return self.history.can_redo
 
     # -- input, device, options ----------------------------------------------
     def set_input(self, text: str) -> bool:
@@ -490,9 +459,7 @@ class Session:
         self.trust_pickle = setup.trust_pickle
         self.last_result = self.last_error = None
         self.plan = setup.plan or Plan()
-        self._undo.clear()
-        self._redo.clear()
-        self._merge = None
+        self.history.clear()
         if setup.input_text is not None:
             self.input_text = setup.input_text.strip() or "example"
         elif ev.model.example_input is not None:

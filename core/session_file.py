@@ -278,7 +278,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     if bad:
         raise SessionFileError(f"options {', '.join(sorted(bad))}: unknown, or not true/false")
     view = _get(d, "view", dict, "session", {})
-    from .session import plan_with
+    from .plan_edits import plan_with
 
     try:
         plan = Plan(capture=tuple(capture))

@@ -140,7 +140,7 @@ class LayerTreeModel(QAbstractItemModel):
         if any(p not in known for p in plan.paths()):
             kept = Plan(capture=tuple(p for p in plan.capture if p in known),
                         keep_tensors=plan.keep_tensors)
-            from hookscope.core.session import plan_with
+            from hookscope.core.plan_edits import plan_with
 
             for p, iv in plan.all_interventions().items():
                 if p in known:
