@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from hookscope.core import Options, Plan, Session
+from hookscope.core import HookscopeError, Options, Plan, Session
 from hookscope.core.sources import LoadedModel
 
 
@@ -39,6 +39,11 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
 
     from .headless import check_output_paths, print_json, print_table, write_text
 
+    clash = [flag for flag, given in (("SPEC", ns.spec), ("--weights", ns.weights),
+                                      ("--capture", ns.capture), ("--clamp", ns.clamp)) if given]
+    if clash:
+        raise HookscopeError(f"--session gives the model and the plan; drop {', '.join(clash)} "
+                             "(or open the session in the window, change it and save it again)")
     check_output_paths(ns)
     s = Session.open_file(ns.session)
     try:
