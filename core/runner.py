@@ -16,7 +16,7 @@ The runner interface (stable; a remote runner, e.g. a Ray actor, implements it)
     run waiting to start, and the run in flight stops at its next layer
     (answered :class:`Cancelled`); a load request also drops the waiting run,
     which belongs to the model it replaces. A replaced request is answered by
-    nothing at all (``counts.dropped`` counts it).
+    nothing at all (``counts.dropped`` counts the replaced runs).
 ``runner.cancel() -> bool``
     Drop what waits and stop the run in flight at its next layer; whether
     there was anything to stop.

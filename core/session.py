@@ -326,10 +326,13 @@ class Session:
 
     def submit_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; its request id
-        (``None`` when no model is open: a load in flight runs once it arrives)."""
+        (``None`` when no model is open, or while a load is in flight: the new model
+        runs once it arrives)."""
+        if self._load_id is not None:
+            # A model is on its way: run on it once it arrives, not on the one it replaces.
+            self._setup.run_after = True
+            return None
         if self.model is None or self.runner is None:
-            if self._load_id is not None:
-                self._setup.run_after = True
             return None
         key = (self._load_serial, self.input_text)
         observe = key != self._observed_key
@@ -349,6 +352,9 @@ class Session:
         if self.model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
         rid = self._waited(self.submit_run)
+        if rid is None:
+            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
+                                 "then run")
         return self._wait(rid, timeout_s).result  # type: ignore[union-attr]
 
     def cancel(self) -> bool:
