@@ -13,7 +13,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QDoubleSpinBox
 
 from hookscope.app.cli import main
-from hookscope.core import Scale, Zero, load_model
+from hookscope.core import Plan, Scale, Zero, load_model
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 
@@ -238,3 +238,22 @@ def test_run_bar_shows_progress_of_long_runs_only_with_a_cancel_button(window, q
         qtbot.mouseClick(bar.cancel_button, Qt.MouseButton.LeftButton)
     bar.hide_progress()
     assert bar.progress.isHidden() and bar.cancel_button.isHidden()
+
+
+def test_a_run_of_the_replaced_model_never_reaches_the_window(make_window, qtbot):
+    win = make_window([f"{GATED}:make", "--capture", "lin"])
+    wait_result(qtbot, win)
+    m = win.loaded.module
+    m.release.clear()
+    m.entered.clear()
+    win.request_run()
+    assert m.entered.wait(30)              # a run of the gated model is in flight
+    shown = []
+    win.resultShown.connect(lambda r: shown.append((win.loaded.spec, r)))
+    win.load("demo:clamp", plan=Plan(capture=("0",)))
+    m.release.set()                        # the old run may finish; its answer is stale
+    qtbot.waitUntil(lambda: win.loaded.spec == "demo:clamp" and win.is_idle()
+                    and win.last_result is not None and "0" in win.last_result.captures,
+                    timeout=30_000)
+    assert [spec for spec, _ in shown] == ["demo:clamp"]
+    assert set(shown[0][1].captures) == {"0"}

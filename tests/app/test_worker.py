@@ -86,3 +86,20 @@ def test_shutdown_during_a_held_run_returns_and_delivers_nothing(qtbot):
     assert w.runs_done == 0
     assert w.shutdown()               # idempotent
     assert s.submit_run() is not None and not w.is_running  # ignored after shutdown
+
+
+def test_progress_reaches_the_session_on_the_gui_thread(qtbot):
+    from hookscope.core.runner import LocalRunner
+
+    w = ForwardWorker(runner_factory=lambda listener: LocalRunner(listener, progress_every_s=0))
+    try:
+        s = load(qtbot, w, "demo:cnn")
+        got = []
+        s.subscribe(lambda ev: ev.kind == "progress" and got.append((ev.value, threading.current_thread())))
+        s.submit_run()
+        qtbot.waitUntil(lambda: s.last_result is not None and not s.busy, timeout=30_000)
+        assert got and {t for _, t in got} == {threading.main_thread()}
+        done = [p.done for p, _ in got]
+        assert done == sorted(done) and got[-1][0].done == got[-1][0].total
+    finally:
+        w.shutdown()
