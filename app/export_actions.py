@@ -1,65 +1,112 @@
-"""File → Export: the last result's captures, and the setup as a PyTorch script.
+"""File menu actions that touch files: export captures, export a script, save/open a session.
 
-Kept apart from main_window.py, which holds wiring. Each function takes the
-window and, for tests and scripts, an optional path that skips the file dialog.
-Mistakes (nothing captured yet, statistics-only mode, a bad file name) are
-shown in the window's error banner.
+They take data, not the window: the :class:`~hookscope.core.Session` and an
+:class:`ActionUi` (where dialogs open, how an error or a note is shown). Each
+takes an optional path that skips the file dialog (tests and scripts). Every
+mistake (nothing captured yet, statistics-only mode, a bad file name, an
+unwritable folder, a damaged session file) goes to ``ui.error``: in the window,
+the error banner.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Callable
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QWidget
 
-from hookscope.core import HookscopeError
+from hookscope.core import HookscopeError, Session
 from hookscope.core.atomic_write import write_text
 from hookscope.core.export import save_captures, standalone_script
+from hookscope.core.session_file import SUFFIX, SessionSetup, read_session_file
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+SESSION_FILTER = f"Hookscope session (*{SUFFIX})"
 
 
-def export_captures(win: "MainWindow", path: str | None = None) -> Path | None:
+@dataclass
+class ActionUi:
+    """Where the actions' dialogs open and where their words go."""
+
+    parent: QWidget
+    error: Callable[[str], None]
+    note: Callable[[str], None]
+
+
+def _ask_save(ui: ActionUi, title: str, default: str, filters: str) -> str | None:
+    path, _ = QFileDialog.getSaveFileName(ui.parent, title, default, filters)
+    return path or None
+
+
+def export_captures(session: Session, ui: ActionUi, path: str | None = None) -> Path | None:
     """Save the last result's kept captures to .npz or .safetensors."""
-    if win.last_result is None:
-        win.show_error("nothing to export yet: run the model first (Ctrl+R)")
+    if session.last_result is None:
+        ui.error("nothing to export yet: run the model first (Ctrl+R)")
         return None
-    if path is None:
-        path, _ = QFileDialog.getSaveFileName(win, "Export captures", "captures.npz",
-                                              "NumPy (*.npz);;safetensors (*.safetensors)")
-        if not path:
-            return None
+    path = path or _ask_save(ui, "Export captures", "captures.npz",
+                             "NumPy (*.npz);;safetensors (*.safetensors)")
+    if not path:
+        return None
     try:
-        written = save_captures(win.last_result.captures, path)
+        written = save_captures(session.last_result.captures, path)
     except HookscopeError as exc:
-        win.show_error(str(exc))
+        ui.error(str(exc))
         return None
-    win.statusBar().showMessage(f"captures saved to {written}", 5000)
+    ui.note(f"captures saved to {written}")
     return written
 
 
-def export_script(win: "MainWindow", path: str | None = None) -> Path | None:
+def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Path | None:
     """Write the current model, input and plan as a plain-PyTorch hook script."""
-    if win.loaded is None:
-        win.show_error("no model is open: use File → Open model…")
+    if session.model is None:
+        ui.error("no model is open: use File → Open model…")
         return None
     try:
-        text = standalone_script(win.loaded.spec, win.current_plan(), win.run_bar.input_text(),
-                                 win.loaded.weights, win.run_bar.device())
+        text = standalone_script(session.model.spec, session.current_plan(), session.input_text,
+                                 session.model.weights, session.device)
     except HookscopeError as exc:
-        win.show_error(str(exc))
+        ui.error(str(exc))
         return None
-    if path is None:
-        path, _ = QFileDialog.getSaveFileName(win, "Export as PyTorch script", "hookscope_repro.py",
-                                              "Python (*.py)")
-        if not path:
-            return None
+    path = path or _ask_save(ui, "Export as PyTorch script", "hookscope_repro.py", "Python (*.py)")
+    if not path:
+        return None
     try:
         write_text(path, text)  # whole or not at all
     except HookscopeError as exc:
-        win.show_error(str(exc))
+        ui.error(str(exc))
         return None
-    win.statusBar().showMessage(f"script written to {path}", 5000)
+    ui.note(f"script written to {path}")
     return Path(path)
+
+
+def save_session(session: Session, ui: ActionUi, path: str | None = None) -> Path | None:
+    """File → Save session: the model, input, device, plan, options and view to a file."""
+    if session.model is None:
+        ui.error("nothing to save: no model is open (File → Open model…)")
+        return None
+    path = path or _ask_save(ui, "Save session", f"session{SUFFIX}", SESSION_FILTER)
+    if not path:
+        return None
+    if not path.endswith(".json"):
+        path += SUFFIX
+    try:
+        written = session.save(path)
+    except HookscopeError as exc:
+        ui.error(str(exc))
+        return None
+    ui.note(f"session saved to {written}")
+    return written
+
+
+def read_session(ui: ActionUi, path: str | None = None) -> SessionSetup | None:
+    """File → Open session: a checked setup to open, or ``None`` (the error is shown,
+    nothing changed)."""
+    if path is None:
+        path, _ = QFileDialog.getOpenFileName(ui.parent, "Open session", "", SESSION_FILTER)
+        if not path:
+            return None
+    try:
+        return read_session_file(path)
+    except HookscopeError as exc:
+        ui.error(f"could not open the session: {exc}")
+        return None

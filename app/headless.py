@@ -20,13 +20,15 @@ from hookscope.core.user_text import is_dir
 from hookscope.core.verdict import output_verdict
 
 from .options import add_model_options, model_options
+from .session_cli import add_session_options, run_session_command, save_session_of
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hookscope run",
                                 description="Run a model once without and once with the plan; "
                                             "print outputs, captures and timings.")
-    add_model_options(p, spec_required=True)
+    add_model_options(p, spec_required=False)
+    add_session_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--save-captures", metavar="FILE",
                    help="write the captured tensors to FILE (.npz or .safetensors)")
@@ -43,6 +45,11 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     """
     out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
+    if ns.session:
+        return run_session_command(ns, out)
+    if not ns.spec:
+        raise HookscopeError("no model given: name a model spec (demo:NAME, file.py:factory, "
+                             "model.pt2) or a session file with --session FILE")
     opts = model_options(ns)
     lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
     x = parse_input(opts.input or "", lm.example_input)
@@ -60,6 +67,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
                                                          opts.weights), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
+    if ns.save_session:
+        save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only)
     return 0
 
 

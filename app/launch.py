@@ -15,6 +15,8 @@ import time
 
 from hookscope.core import HookscopeError, Plan, resolve_device
 
+from hookscope.core.session_file import read_session_file
+
 from .demo_setup import default_plan
 from .options import add_model_options, model_options
 
@@ -65,7 +67,14 @@ def create_window(argv: list[str]):
             raise HookscopeError(f"device {ns.device!r} is not in this machine's list; using CPU")
     except HookscopeError as exc:
         errors.append(str(exc))
-    win.load(spec, ns.weights, ns.input, plan, ns.trust_pickle)
+    if spec.endswith(".json"):  # ``hookscope FILE.hookscope.json``: a saved session
+        try:
+            win.session.open_setup(read_session_file(spec))
+        except HookscopeError as exc:
+            errors.append(f"could not open the session: {exc}")
+            win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))
+    else:
+        win.load(spec, ns.weights, ns.input, plan, ns.trust_pickle)
     if ns.live:
         win.set_live(True)
     for msg in errors:
@@ -88,7 +97,7 @@ def wait_idle(win, timeout_s: float = 300.0) -> bool:
     timer.timeout.connect(loop.quit)
     win.resultShown.connect(loop.quit)
     win.errorShown.connect(loop.quit)
-    win.worker.failed.connect(loop.quit)
+    win.idle.connect(loop.quit)
     try:
         while not done():
             left = deadline - time.monotonic()
@@ -99,7 +108,7 @@ def wait_idle(win, timeout_s: float = 300.0) -> bool:
         return True
     finally:
         timer.stop()
-        for sig in (win.resultShown, win.errorShown, win.worker.failed):
+        for sig in (win.resultShown, win.errorShown, win.idle):
             sig.disconnect(loop.quit)
 
 

@@ -1,202 +1,158 @@
 """The main window: layer tree (left), activations (centre), before/after (right).
 
-This file is the wiring. The widgets show core data; the worker thread
-loads models and runs forwards; the window turns user actions into requests
-and routes every answer from the worker (one place: the ``_on_*`` slots) to
-the views. Nothing here calls into a torch module.
+This file builds and wires. The :class:`~hookscope.core.Session` (held by
+the worker relay, :mod:`.worker`) owns the model, input, device, plan and
+options; every widget writes its edits to the session and redraws from the
+session's events, which all arrive on the GUI thread at one place
+(:mod:`.session_reactions`). Nothing here calls into a torch module.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.metadata
+from pathlib import Path
 
-import torch
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import (QDialog, QDockWidget, QLabel, QMainWindow, QMessageBox, QToolBar,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QDialog, QMainWindow
 
-from hookscope.core import LoadedModel, Plan, RunResult, TreeNode
-from hookscope.widgets.activation_panel import ActivationPanel
-from hookscope.widgets.layer_tree_view import LayerTreeWidget
-from hookscope.widgets.output_comparison import OutputComparison
+from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult
 
-from .demo_setup import note_for
-from .error_banner import ErrorBanner
-from .menus import build_menus
+from . import export_actions as files
+from . import window_chrome as chrome
+from .demo_setup import default_plan
+from .menus import Handlers, build_menus
 from .open_dialog import OpenModelDialog
 from .qt_compat import guard_none_refcount
 from .recent import RecentModels
-from .run_bar import RunBar
-from .status import StatusFields
-from .worker import ForwardWorker, Loaded
+from .session_reactions import SessionReactions
+from .window_layout import build_parts, fit_docks
+from .worker import ForwardWorker
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
 
-def app_version() -> str:
-    try:
-        return importlib.metadata.version("hookscope")
-    except importlib.metadata.PackageNotFoundError:  # running from a bare checkout
-        return "(not installed)"
-
-
-class MainWindow(QMainWindow):
-    """Hookscope's window. Scripting API: :meth:`load`, :meth:`request_run`,
+class MainWindow(SessionReactions, QMainWindow):
+    """Hookscope's window. Scripting API: :attr:`session`, :meth:`load`, :meth:`request_run`,
     :meth:`set_live`, :attr:`last_result`, :attr:`worker`, :meth:`error_text`.
 
-    Signals: ``modelLoaded(str)`` (spec), ``resultShown(object)`` (RunResult),
-    ``errorShown(str)``.
+    Signals: ``modelLoaded(str)`` (spec), ``resultShown(object)`` (RunResult), ``errorShown(str)``,
+    ``idle()`` (nothing in flight or waiting any more).
     """
 
     modelLoaded = Signal(str)
     resultShown = Signal(object)
     errorShown = Signal(str)
+    idle = Signal()
 
     def __init__(self, recent: RecentModels | None = None, stats_only: bool = False) -> None:
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("Hookscope")
-        self.stats_only = stats_only
+        self.setAcceptDrops(True)
         self.recent = recent or RecentModels()
-        self.loaded: LoadedModel | None = None
-        self.last_result: RunResult | None = None
-        self._load_id: int | None = None       # load in flight
-        self._load_setup: tuple[Plan | None, str | None] = (None, None)
-        self._valid_from = 0                   # results of older ids belong to a replaced model
-        self._observed_key: tuple | None = None    # (model, input) whose shapes the tree shows
-        self._observe_keys: dict[int, tuple] = {}
-        self._run_after_load = False
-        self._last_run_id: int | None = None
-        self._closing = False
         self._sticky_error = False
         self._sized = False
-
         self.worker = ForwardWorker(self)
-        # A zero-delay timer folds the several changes one user action makes
-        # (a parent tick that ticks its children, a drag step) into one request.
-        self._live_timer = QTimer(self, singleShot=True, interval=0)
-        self._live_timer.timeout.connect(self.request_run)
-        self._build_ui()
-        self.actions_ = build_menus(self)
+        self.session = self.worker.session
+        self.session.set_options(stats_only=stats_only)
+        self.ui = files.ActionUi(self, self.show_error, lambda m: self.statusBar().showMessage(m, 5000))
+        p = build_parts(self, self.session)
+        (self.run_bar, self.run_toolbar, self.tree, self.layer_dock, self.outputs, self.output_dock,
+         self.banner, self.note, self.panel, self.status) = (
+            p.run_bar, p.run_toolbar, p.tree, p.layer_dock, p.outputs, p.output_dock, p.banner,
+            p.note, p.panel, p.status)
+        s = self.session
+        self.actions_ = build_menus(self, Handlers(
+            open_model=self.open_model_dialog,
+            open_demo=lambda n: self.load(f"demo:{n}", plan=default_plan(f"demo:{n}")),
+            fill_recent=lambda menu: chrome.fill_recent_menu(menu, self.recent, self.load),
+            open_session=lambda: self.open_session(), save_session=lambda: self.save_session(),
+            export_captures=lambda: files.export_captures(s, self.ui),
+            export_script=lambda: files.export_script(s, self.ui),
+            quit=self.close, undo=s.undo, redo=s.redo, run=self.request_run,
+            set_live=self.set_live, cancel=self.cancel_pending, set_stats_only=self.set_stats_only,
+            set_device=self.run_bar.set_device, about=lambda: chrome.show_about(self)),
+            self.run_bar.devices,
+            [self.layer_dock.toggleViewAction(), self.output_dock.toggleViewAction(),
+             self.run_toolbar.toggleViewAction()])
         self._wire()
-
-    # -- layout ----------------------------------------------------------------
-    def _build_ui(self) -> None:
-        self.run_bar = RunBar(parent=self)
-        self.run_toolbar = QToolBar("Run bar", self, objectName="runToolbar")
-        self.run_toolbar.setMovable(False)
-        self.run_toolbar.addWidget(self.run_bar)
-        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.run_toolbar)
-
-        self.tree = LayerTreeWidget()
-        self.layer_dock = QDockWidget("Layers", self, objectName="layerDock")
-        self.layer_dock.setWidget(self.tree)
-        self.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.layer_dock)
-
-        self.outputs = OutputComparison()
-        self.output_dock = QDockWidget("Output: without / with", self, objectName="outputDock")
-        self.output_dock.setWidget(self.outputs)
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.output_dock)
-
-        centre = QWidget(objectName="centre")
-        lay = QVBoxLayout(centre)
-        lay.setContentsMargins(4, 4, 4, 4)
-        self.banner = ErrorBanner(centre)
-        self.note = QLabel(objectName="modelNote")
-        self.note.setWordWrap(True)
-        self.note.setTextFormat(Qt.TextFormat.RichText)
-        self.note.setStyleSheet("#modelNote { background: #eef4fb; border: 1px solid #c5d7ec; "
-                                "border-radius: 3px; padding: 6px; }")
-        self.note.hide()
-        self.panel = ActivationPanel()
-        lay.addWidget(self.banner)
-        lay.addWidget(self.note)
-        lay.addWidget(self.panel, 1)
-        self.setCentralWidget(centre)
-        self.status = StatusFields(self.statusBar())
+        self._restored = chrome.restore_layout(self)
 
     def _wire(self) -> None:
-        w = self.worker
-        w.loaded.connect(self._on_loaded)
-        w.observed.connect(self._on_observed)
-        w.finished.connect(self._on_result)
-        w.failed.connect(self._on_failed)
-        w.cancelled.connect(self._on_cancelled)
-        w.started.connect(lambda _rid: self.status.show_busy(True))
-
+        s = self.session
+        s.subscribe(self._on_event)
         self.run_bar.runRequested.connect(self.request_run)
-        self.run_bar.liveToggled.connect(self._on_live_toggled)
-        self.run_bar.deviceChanged.connect(self._on_device_changed)
-
-        model = self.tree.model
-        model.planChanged.connect(self._on_plan_changed)
-        model.errorOccurred.connect(lambda msg: self.show_error(msg))
+        self.run_bar.liveToggled.connect(self.set_live)
+        self.run_bar.deviceChanged.connect(self._guard(s.set_device))
+        self.run_bar.cancelRequested.connect(self.cancel_pending)
+        self.tree.model.errorOccurred.connect(self.show_error)
         self.tree.layerSelected.connect(self.panel.select)
-        self.panel.clampDragged.connect(self._on_clamp_dragged)
-        self.panel.clampEdited.connect(self._on_clamp_dragged)
+        self.tree.layerSelected.connect(lambda p: s.view.__setitem__("selected", p))
+        self.panel.clampDragged.connect(lambda p, lo, hi: self.tree.model.set_clamp(p, lo, hi, merge=p))
+        self.panel.clampEdited.connect(self._on_clamp_edited)
         self.banner.closed.connect(lambda: setattr(self, "_sticky_error", False))
-        self._on_device_changed(self.run_bar.device())
+        self._show_options()
+        self._show_undo()
+
+    def _guard(self, fn):
+        """``fn`` with a person's mistakes shown in the banner instead of raised."""
+        def call(*args):
+            try:
+                return fn(*args)
+            except HookscopeError as exc:
+                self.show_error(str(exc))
+        return call
 
     # -- scripting API -----------------------------------------------------------
+    @property
+    def loaded(self) -> LoadedModel | None:
+        return self.session.model
+
+    @property
+    def last_result(self) -> RunResult | None:
+        return self.session.last_result
+
+    @property
+    def stats_only(self) -> bool:
+        return self.session.options.stats_only
+
     def load(self, spec: str, weights: str | None = None, input_text: str | None = None,
              plan: Plan | None = None, trust_pickle: bool = False) -> int:
-        """Load a model on the worker; when it arrives, apply ``plan`` and run once.
-
-        A failed load leaves the current model, plan and plots as they were.
-        """
-        self._load_id = self.worker.submit_load(spec, weights, trust_pickle)
-        self._load_setup = (plan, input_text)
-        self._load_args = (spec, weights)
-        self._run_after_load = True
+        """Load a model; when it arrives, apply ``plan`` and run once. A failed load
+        leaves the current model, plan and plots as they were."""
         self.status.show_busy(True)
-        return self._load_id
+        return self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                       input_text=input_text)
 
     def request_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; returns the request id."""
-        self._live_timer.stop()
-        if self._closing:
+        s = self.session
+        if s.model is None and not s.busy:
+            self.show_error("no model is open: use File → Open model…")
             return None
-        if self.loaded is None:
-            self._run_after_load = self._load_id is not None
-            if self._load_id is None:
-                self.show_error("no model is open: use File → Open model…")
-            return None
-        text = self.run_bar.input_text()
-        key = (self._valid_from, text)  # (which load, which input) the shapes belong to
-        plan = self.current_plan()
-        # In Live mode a newer change makes the run in flight stale: let it stop early.
-        self._last_run_id = self.worker.submit_run(
-            self.loaded.module, text, self.loaded.example_input, plan, self.run_bar.device(),
-            observe_tree=key != self._observed_key, cancellable=self.is_live())
-        if key != self._observed_key:
-            self._observe_keys[self._last_run_id] = key
         self.status.show_busy(True)
-        return self._last_run_id
+        if s.set_input(self.run_bar.input_text()) and s.options.live and s.model is not None:
+            return s.newest_run  # the new input has queued its run already
+        return s.submit_run()
 
     def current_plan(self) -> Plan:
-        plan = self.tree.model.plan()
-        return dataclasses.replace(plan, keep_tensors=not self.stats_only)
+        return self.session.current_plan()
 
     def set_stats_only(self, on: bool) -> None:
         """Statistics-only captures (no tensors kept); re-runs at once in Live mode."""
-        if on == self.stats_only:
-            return
-        self.stats_only = on
-        self.actions_.stats_only.setChecked(on)
-        if self.is_live() and self.loaded is not None:
-            self._live_timer.start()
+        self.session.set_options(stats_only=bool(on))
 
     def set_live(self, on: bool) -> None:
         """Live mode: every plan change (and every step of a drag) re-runs."""
-        self.run_bar.set_live(on)  # emits liveToggled -> _on_live_toggled
+        if on:
+            self.session.set_input(self.run_bar.input_text())
+        self.session.set_options(live=bool(on))
 
     def is_live(self) -> bool:
-        return self.run_bar.is_live()
+        return self.session.options.live
 
     def cancel_pending(self) -> bool:
-        return self.worker.cancel()
+        return self.session.cancel()
 
     def error_text(self) -> str:
         return self.banner.text()
@@ -211,188 +167,51 @@ class MainWindow(QMainWindow):
         self.banner.show_error(message)
         self.errorShown.emit(message)
 
-    def _clear_transient_error(self) -> None:
-        if not self._sticky_error:
-            self.banner.dismiss()
-
     def is_idle(self) -> bool:
         """No load or run in flight or queued (for --screenshot and scripts)."""
-        return (self._load_id is None and not self.worker.busy and not self._live_timer.isActive())
+        return not self.session.busy
 
-    # -- user actions ----------------------------------------------------------
     def open_model_dialog(self) -> None:
-        dlg = OpenModelDialog(self, spec=self.loaded.spec if self.loaded else "",
-                              weights=self.loaded.weights if self.loaded else None)
+        m = self.session.model
+        dlg = OpenModelDialog(self, spec=m.spec if m else "", weights=m.weights if m else None)
         if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec():
             self.load(dlg.spec(), dlg.weights(), trust_pickle=dlg.trust_pickle())
 
-    def fill_recent_menu(self) -> None:
-        menu = self.actions_.recent_menu
-        menu.clear()
-        items = self.recent.items()
-        for spec, weights in items:
-            label = spec if not weights else f"{spec}  (weights {weights})"
-            act = menu.addAction(label)
-            act.triggered.connect(lambda _=False, s=spec, w=weights: self.load(s, w))
-        if not items:
-            menu.addAction("(none yet)").setEnabled(False)
-        else:
-            menu.addSeparator()
-            menu.addAction("Clear list").triggered.connect(self.recent.clear)
+    def save_session(self, path: str | None = None) -> Path | None:
+        return files.save_session(self.session, self.ui, path)
 
-    def show_about(self) -> None:
-        QMessageBox.about(self, "About Hookscope",
-                          f"<b>Hookscope {app_version()}</b> — an activation explorer for "
-                          f"PyTorch (torch {torch.__version__}).<br>"
-                          "Capture layer outputs, clamp them, and compare the model's output "
-                          "without and with the intervention, live.")
+    def open_session(self, path: str | None = None) -> int | None:
+        """Open a session file; a damaged one shows its error and changes nothing."""
+        setup = files.read_session(self.ui, path)
+        if setup is None:
+            return None
+        self.status.show_busy(True)
+        return self.session.open_setup(setup)
 
-    # -- reactions ---------------------------------------------------------------
-    def _on_live_toggled(self, on: bool) -> None:
-        act = self.actions_.live
-        if act.isChecked() != on:
-            act.setChecked(on)
-        if on:
-            self.request_run()
+    # -- drops, sizes, closing ------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if chrome.dropped_session(event.mimeData()):
+            event.acceptProposedAction()
 
-    def _on_device_changed(self, name: str) -> None:
-        act = getattr(self, "actions_", None) and self.actions_.device_actions.get(name)
-        if act and not act.isChecked():
-            act.setChecked(True)
-        if self.loaded is not None and self.is_live():
-            self._live_timer.start()
+    def dropEvent(self, event) -> None:  # noqa: N802 - Qt override
+        path = chrome.dropped_session(event.mimeData())
+        if path:
+            event.acceptProposedAction()
+            self.open_session(path)
 
-    def _on_plan_changed(self, plan: object = None) -> None:
-        self._sync_clamp_lines()
-        if self.is_live() and self.loaded is not None:
-            self._live_timer.start()
-        elif self.last_result is not None:
-            # The plots still show the last run: say so until the next one.
-            self.statusBar().showMessage("settings changed: the plots show the last run; "
-                                         "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
-
-    def _on_clamp_dragged(self, path: str, lo: float, hi: float) -> None:
-        self.tree.model.set_clamp(path, lo, hi)
-        if self.is_live() and self.loaded is not None:
-            self._live_timer.start()
-
-    # -- answers from the worker (the one place results arrive) -----------------
-    def _on_loaded(self, rid: int, payload: Loaded) -> None:
-        if rid != self._load_id or self._closing:
-            return
-        self._load_id = None
-        self._valid_from = rid
-        self.loaded = payload.model
-        self._observed_key = None
-        plan, input_text = self._load_setup
-        self.tree.model.set_tree(payload.tree)
-        self.tree.model.set_plan(plan or Plan())
-        has_example = payload.model.example_input is not None
-        self.run_bar.set_input_text(input_text or ("example" if has_example else ""))
-        self.run_bar.set_no_example_hint(not has_example)
-        self.last_result = None
-        w = self.worker
-        self.status.reset(w.runs_done, w.runs_dropped, w.runs_failed)
-        self.panel.clear()      # the old model's panels mean nothing for the new one
-        self.outputs.clear()
-        note = note_for(payload.model.spec, payload.model.description)
-        self.note.setText(note)
-        self.note.setVisible(bool(note))
-        self.setWindowTitle(f"Hookscope — {payload.model.spec}")
-        self.recent.add(*self._load_args)
-        self._clear_transient_error()
-        self.modelLoaded.emit(payload.model.spec)
-        self._sync_clamp_lines()
-        if self._run_after_load:
-            self._run_after_load = False
-            self.request_run()
-
-    def _on_observed(self, rid: int, tree: TreeNode) -> None:
-        if rid < self._valid_from or self._closing:
-            return
-        key = self._observe_keys.pop(rid, None)
-        if key is not None:
-            self._observed_key = key
-        self.tree.model.update_observed(tree)
-
-    def _on_result(self, rid: int, result: RunResult) -> None:
-        if rid < self._valid_from or self._closing:
-            return
-        self.last_result = result
-        self.panel.show_result(result)
-        self.outputs.show_result(result)
-        self._sync_clamp_lines()
-        self.status.show_result(result)
-        self._show_counts()
-        if self.is_idle():
-            self.status.show_busy(False)
-        self._clear_transient_error()
-        self.resultShown.emit(result)
-
-    def _on_failed(self, rid: int, message: str) -> None:
-        if self._closing:
-            return
-        if rid == self._load_id:
-            self._load_id = None
-            self._run_after_load = False
-            self.show_error(f"could not open the model: {message}")
-        elif rid >= self._valid_from:
-            if self.last_result is not None:
-                message += "\n(The plots still show the last successful run.)"
-            self.show_error(message)
-        self._show_counts()
-        if self.is_idle():
-            self.status.show_busy(False)
-
-    def _on_cancelled(self, rid: int) -> None:
-        if self._closing:
-            return
-        self._show_counts()
-        if self.is_idle():
-            self.status.show_busy(False)
-            self.statusBar().showMessage("run cancelled", 3000)
-
-    def _show_counts(self) -> None:
-        w = self.worker
-        self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
-
-    def _sync_clamp_lines(self) -> None:
-        """Draw the current plan's bounds (not the last result's: a drag may be ahead of it)."""
-        clamp = self.tree.model.plan().clamp
-        panels = self.panel.panels()
-        for path in {p for p, _call in panels}:
-            if path in clamp:
-                lo, hi = clamp[path]
-                self.panel.set_clamp_lines(path, lo, hi)
-            else:
-                self.panel.set_clamp_lines(path, None, None)
-
-    # -- sizes -------------------------------------------------------------------
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if not self._sized:
             self._sized = True
-            self.fit_docks()
+            if not self._restored:
+                fit_docks(self, self.layer_dock, self.output_dock)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
-        super().resizeEvent(event)
-        if self._sized and event.oldSize().width() <= 0:
-            self.fit_docks()
-
-    def fit_docks(self) -> None:
-        """Give the tree room for its clamp columns and the plots the middle."""
-        w = max(self.width(), 900)
-        self.resizeDocks([self.layer_dock, self.output_dock],
-                         [int(w * 0.32), int(w * 0.24)], Qt.Orientation.Horizontal)
-
-    # -- closing -----------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        chrome.save_layout(self)
         self.hide()  # gone at once for the user; the run in flight stops at its next layer
         self.shutdown()
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        """Drop queued work, stop the forward in flight at its next layer and wait; idempotent."""
-        self._closing = True
-        self._live_timer.stop()
+        """Stop delivering answers and stop the forward in flight at its next layer; idempotent."""
         self.worker.shutdown()

@@ -1,25 +1,43 @@
-"""The main window's menus and their actions (File, Run, View, Help).
+"""The main window's menus and their actions (File, Edit, Run, View, Help).
 
-Built here so that main_window.py holds wiring, not menu plumbing. Every
-action has an objectName (``actionRun``, ``actionLive``, ...) for scripts.
+Built from data: the callables each action triggers (:class:`Handlers`), the
+devices and the docks, so this module never imports the window. Every action
+has an objectName (``actionRun``, ``actionLive``, ...) for scripts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
 
 from hookscope.core import demo_names
 from hookscope.core.demo_models import DEMO_DESCRIPTIONS
+from hookscope.core.devices import DeviceInfo
 
-from .demo_setup import default_plan
-from .export_actions import export_captures, export_script
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+@dataclass
+class Handlers:
+    """What each menu entry does."""
+
+    open_model: Callable[[], None]
+    open_demo: Callable[[str], None]
+    fill_recent: Callable[[QMenu], None]
+    open_session: Callable[[], None]
+    save_session: Callable[[], None]
+    export_captures: Callable[[], None]
+    export_script: Callable[[], None]
+    quit: Callable[[], None]
+    undo: Callable[[], None]
+    redo: Callable[[], None]
+    run: Callable[[], None]
+    set_live: Callable[[bool], None]
+    cancel: Callable[[], None]
+    set_stats_only: Callable[[bool], None]
+    set_device: Callable[[str], None]
+    about: Callable[[], None]
 
 
 @dataclass
@@ -35,27 +53,32 @@ class Actions:
     device_menu: QMenu
     device_group: QActionGroup
     device_actions: dict[str, QAction] = field(default_factory=dict)
+    save_session: QAction | None = None
+    open_session: QAction | None = None
+    undo: QAction | None = None
+    redo: QAction | None = None
 
 
-def _action(win: "MainWindow", name: str, text: str, shortcuts: list | None = None,
-            tip: str = "") -> QAction:
-    act = QAction(text, win)
+def _action(owner: QWidget, name: str, text: str, shortcuts: list | None = None,
+            tip: str = "", on: Callable | None = None) -> QAction:
+    act = QAction(text, owner)
     act.setObjectName(name)
     if shortcuts:
         act.setShortcuts([QKeySequence(s) for s in shortcuts])
     if tip:
         act.setStatusTip(tip)
         act.setToolTip(tip)
+    if on is not None:
+        act.triggered.connect(lambda _=False: on())
     return act
 
 
-def build_menus(win: "MainWindow") -> Actions:
+def build_menus(win: QMainWindow, h: Handlers, devices: list[DeviceInfo],
+                view_toggles: list[QAction]) -> Actions:
     bar = win.menuBar()
-
     file_menu = bar.addMenu("&File")
     open_act = _action(win, "actionOpen", "&Open model…", [QKeySequence.StandardKey.Open],
-                       "Open a demo, a Python factory, or a torch.export .pt2 program")
-    open_act.triggered.connect(win.open_model_dialog)
+                       "Open a demo, a Python factory, or a torch.export .pt2 program", h.open_model)
     file_menu.addAction(open_act)
     demo_menu = file_menu.addMenu("Open &demo")
     demo_menu.setObjectName("menuDemo")
@@ -64,40 +87,51 @@ def build_menus(win: "MainWindow") -> Actions:
         act = demo_menu.addAction(f"demo:{name}")
         act.setObjectName(f"actionDemo_{name}")
         act.setToolTip(DEMO_DESCRIPTIONS.get(name, ""))
-        act.triggered.connect(lambda _=False, n=name: win.load(f"demo:{n}", plan=default_plan(f"demo:{n}")))
+        act.triggered.connect(lambda _=False, n=name: h.open_demo(n))
     recent_menu = file_menu.addMenu("Open &recent")
     recent_menu.setObjectName("menuRecent")
-    recent_menu.aboutToShow.connect(win.fill_recent_menu)
+    recent_menu.aboutToShow.connect(lambda: h.fill_recent(recent_menu))
+    file_menu.addSeparator()
+    open_ses = _action(win, "actionOpenSession", "Open &session…", ["Ctrl+Shift+O"],
+                       "Open a saved *.hookscope.json session: model, input, plan, options",
+                       h.open_session)
+    save_ses = _action(win, "actionSaveSession", "&Save session…", [QKeySequence.StandardKey.Save],
+                       "Save model, input, device, plan and options to a *.hookscope.json file",
+                       h.save_session)
+    file_menu.addActions([open_ses, save_ses])
     file_menu.addSeparator()
     export_caps = _action(win, "actionExportCaptures", "&Export captures…", ["Ctrl+E"],
-                          "Save the captured tensors to .npz or .safetensors")
-    export_caps.triggered.connect(lambda: export_captures(win))
+                          "Save the captured tensors to .npz or .safetensors", h.export_captures)
     export_py = _action(win, "actionExportScript", "Export as PyTorch &script…", None,
-                        "Write this setup as a plain-PyTorch script with the hooks spelled out")
-    export_py.triggered.connect(lambda: export_script(win))
+                        "Write this setup as a plain-PyTorch script with the hooks spelled out",
+                        h.export_script)
     file_menu.addActions([export_caps, export_py])
     file_menu.addSeparator()
-    quit_act = _action(win, "actionQuit", "&Quit", [QKeySequence.StandardKey.Quit])
-    quit_act.triggered.connect(win.close)
+    quit_act = _action(win, "actionQuit", "&Quit", [QKeySequence.StandardKey.Quit], "", h.quit)
     file_menu.addAction(quit_act)
+
+    edit_menu = bar.addMenu("&Edit")
+    undo_act = _action(win, "actionUndo", "&Undo plan edit", ["Ctrl+Z"],
+                       "Take back the last change to captures or interventions", h.undo)
+    redo_act = _action(win, "actionRedo", "&Redo plan edit", ["Ctrl+Shift+Z", "Ctrl+Y"],
+                       "Make the undone change again", h.redo)
+    edit_menu.addActions([undo_act, redo_act])
 
     run_menu = bar.addMenu("&Run")
     run_act = _action(win, "actionRun", "&Run", ["Ctrl+R", "F5"],
-                      "Run the model without and with the interventions")
-    run_act.triggered.connect(win.request_run)
+                      "Run the model without and with the interventions", h.run)
     live_act = _action(win, "actionLive", "&Live", ["Ctrl+L"],
                        "Re-run on every change, also while a bound is dragged")
     live_act.setCheckable(True)
-    live_act.toggled.connect(win.set_live)
+    live_act.toggled.connect(h.set_live)
     cancel_act = _action(win, "actionCancel", "&Cancel run", ["Esc"],
-                         "Stop the run in progress at its next layer and drop any waiting run")
-    cancel_act.triggered.connect(win.cancel_pending)
+                         "Stop the run in progress at its next layer and drop any waiting run",
+                         h.cancel)
     stats_act = _action(win, "actionStatsOnly", "&Statistics only", None,
                         "Keep only min/max/mean/std and histograms of captures, computed on the "
                         "device: the way to watch every layer of a large model")
     stats_act.setCheckable(True)
-    stats_act.setChecked(win.stats_only)
-    stats_act.toggled.connect(win.set_stats_only)
+    stats_act.toggled.connect(h.set_stats_only)
     run_menu.addActions([run_act, live_act, cancel_act, stats_act])
     run_menu.addSeparator()
     device_menu = run_menu.addMenu("&Device")
@@ -105,7 +139,7 @@ def build_menus(win: "MainWindow") -> Actions:
     group = QActionGroup(win)
     group.setExclusive(True)
     device_actions: dict[str, QAction] = {}
-    for info in win.run_bar.devices:
+    for info in devices:
         act = QAction(info.label, win)
         act.setObjectName(f"actionDevice_{info.name.replace(':', '_')}")
         act.setCheckable(True)
@@ -118,19 +152,17 @@ def build_menus(win: "MainWindow") -> Actions:
         device_menu.addAction(act)
         device_actions[info.name] = act
     device_menu.setToolTipsVisible(True)
-    group.triggered.connect(lambda a: win.run_bar.set_device(str(a.data())))
+    group.triggered.connect(lambda a: h.set_device(str(a.data())))
 
     view_menu = bar.addMenu("&View")
-    for dock in (win.layer_dock, win.output_dock):
-        view_menu.addAction(dock.toggleViewAction())
-    view_menu.addAction(win.run_toolbar.toggleViewAction())
+    view_menu.addActions(view_toggles)
 
     help_menu = bar.addMenu("&Help")
-    about_act = _action(win, "actionAbout", "&About Hookscope")
-    about_act.triggered.connect(win.show_about)
+    about_act = _action(win, "actionAbout", "&About Hookscope", None, "", h.about)
     help_menu.addAction(about_act)
 
-    win.addActions([run_act, live_act, open_act])  # shortcuts work with menus hidden too
+    # Shortcuts work with menus hidden too.
+    win.addActions([run_act, live_act, open_act, undo_act, redo_act, save_ses])
     return Actions(open_act, quit_act, run_act, live_act, cancel_act, stats_act, about_act,
-                   recent_menu,
-                   device_menu, group, device_actions)
+                   recent_menu, device_menu, group, device_actions, save_ses, open_ses,
+                   undo_act, redo_act)

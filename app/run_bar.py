@@ -1,15 +1,16 @@
-"""The run bar: device selector, input text, Run button and Live toggle.
+"""The run bar: device selector, input text, Run button, Live toggle, and the
+progress of a long run with its Cancel button.
 
-It holds no model state; the main window reads ``device()`` and
-``input_text()`` when it builds a request and listens to the signals.
+It holds no model state: the window writes what it says to the session and
+sets it back from the session's events.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
-                               QToolButton, QWidget)
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+                               QPushButton, QToolButton, QWidget)
 
 from hookscope.core.devices import DeviceInfo, available_devices
 
@@ -27,6 +28,10 @@ class RunBar(QWidget):
     runRequested = Signal()
     liveToggled = Signal(bool)
     deviceChanged = Signal(str)
+    cancelRequested = Signal()
+
+    #: A run shows its progress once it has taken this long (shorter ones would flicker).
+    PROGRESS_AFTER_S = 0.5
 
     def __init__(self, devices: list[DeviceInfo] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -59,6 +64,15 @@ class RunBar(QWidget):
                                     "clamp bound, also while a bound is dragged (Ctrl+L)")
         self.live_toggle.toggled.connect(self.liveToggled)
 
+        self.progress = QProgressBar(objectName="runProgress")
+        self.progress.setMaximumWidth(220)
+        self.progress.setToolTip("Layers run so far in this run's forward passes")
+        self.cancel_button = QToolButton(objectName="runCancel")
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Stop this run at its next layer (Esc)")
+        self.cancel_button.clicked.connect(self.cancelRequested)
+        self.hide_progress()
+
         lay.addWidget(QLabel("Device"))
         lay.addWidget(self.device_combo)
         lay.addSpacing(8)
@@ -66,6 +80,8 @@ class RunBar(QWidget):
         lay.addWidget(self.input_edit, 1)
         lay.addWidget(self.run_button)
         lay.addWidget(self.live_toggle)
+        lay.addWidget(self.progress)
+        lay.addWidget(self.cancel_button)
 
     def _fill_devices(self) -> None:
         combo = self.device_combo
@@ -122,3 +138,18 @@ class RunBar(QWidget):
 
     def set_live(self, on: bool) -> None:
         self.live_toggle.setChecked(on)
+
+    # -- progress of a long run ----------------------------------------------------
+    def show_progress(self, done: int, total: int, elapsed_s: float) -> None:
+        """``done`` of ``total`` layer calls after ``elapsed_s``; shown only for long runs."""
+        if elapsed_s < self.PROGRESS_AFTER_S:
+            return
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(min(done, max(total, 1)))
+        self.progress.setFormat(f"layer %v / %m · {elapsed_s:.1f} s")
+        self.progress.show()
+        self.cancel_button.show()
+
+    def hide_progress(self) -> None:
+        self.progress.hide()
+        self.cancel_button.hide()

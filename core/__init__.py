@@ -21,6 +21,8 @@ from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .plan import Plan
 from .run import Baseline, ForwardResult, RunResult, compare, run
+from .session import Options, Session, SessionEvent
+from .session_file import SessionFileError
 from .sources import LoadedModel, demo_names, load_model
 from .stats import HIST_BINS, TensorStats, summarize
 from .tree import TreeNode, module_tree, observe
@@ -34,6 +36,7 @@ __all__ = [
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
+    "Options", "Session", "SessionEvent", "SessionFileError",
     "LoadedModel", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",

@@ -23,11 +23,16 @@ guard_none_refcount()
 def make_window(qtbot):
     """``make_window(argv)`` -> a shown MainWindow built like ``hookscope ARGV``;
     its worker thread is shut down at teardown."""
+    from PySide6.QtCore import QSettings
+
     from hookscope.app import create_window
 
     made = []
 
     def make(argv: list[str] | None = None):
+        # Each test starts from no remembered geometry or dock layout (a dock one test
+        # hid must not be hidden in the next test's window).
+        QSettings("Hookscope", "Hookscope").remove("window")
         win = create_window(list(argv or []))
         qtbot.addWidget(win)
         win.resize(1200, 800)

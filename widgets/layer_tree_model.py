@@ -1,11 +1,14 @@
-"""The module tree as a Qt item model: what to capture and where to clamp.
+"""The module tree as a Qt item model: an adapter over the session's plan.
 
-:class:`LayerTreeModel` adapts a core :class:`~hookscope.core.TreeNode` for a
-``QTreeView``. It holds the only editable state of the tree (which layers are
-captured, which are clamped and to what) and hands it out as a core
-:class:`~hookscope.core.Plan`; views keep no state of their own. The check
-state of the capture column *is* "capture"; the two clamp columns are
-editable numbers, empty meaning "no bound".
+:class:`LayerTreeModel` shows a core :class:`~hookscope.core.TreeNode` for a
+``QTreeView`` and keeps no state of its own: what is captured and which layer
+gets which intervention live in a :class:`~hookscope.core.Session`. Every
+edit is written to the session, and the cells redraw from its ``plan``
+events (so an undo, a bound line dragged on a plot or a session file opened
+show here the same way). The check state of the capture column *is*
+"capture"; the Intervention column holds the layer's intervention (edited
+with :class:`~hookscope.widgets.intervention_editor.InterventionDelegate`);
+the two clamp columns are editable numbers, empty meaning "no bound".
 """
 
 from __future__ import annotations
@@ -16,11 +19,17 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
-from hookscope.core import Clamp, Plan, PlanError, TreeNode
+from PySide6.QtGui import QBrush, QColor, QFont
+
+from hookscope.core import Clamp, Intervention, Plan, PlanError, Session, SessionEvent, TreeNode
 
 # What a person edits comes first, so it is on screen without scrolling the dock.
-COL_LAYER, COL_CAPTURE, COL_LO, COL_HI, COL_SHAPE, COL_TYPE, COL_PARAMS, COL_CALLS = range(8)
-HEADERS = ("Layer", "Capture", "Clamp low", "Clamp high", "Output shape", "Type", "Params", "Calls")
+(COL_LAYER, COL_CAPTURE, COL_INTERVENTION, COL_LO, COL_HI, COL_SHAPE, COL_TYPE, COL_PARAMS,
+ COL_CALLS) = range(9)
+HEADERS = ("Layer", "Capture", "Intervention", "Clamp low", "Clamp high", "Output shape", "Type",
+           "Params", "Calls")
+#: Rows of intervened layers are tinted, so every one is seen at a glance.
+INTERVENED_BRUSH = QBrush(QColor("#fdebd0"))
 #: Custom role: the layer path of a row (any column).
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -69,38 +78,84 @@ def format_shape(shape: tuple[int, ...] | None) -> str:
 
 
 class LayerTreeModel(QAbstractItemModel):
-    """Item model over a core module tree, owning the capture/clamp plan.
+    """Item model over a core module tree, reading and writing ``session``'s plan.
 
-    The root module itself is not a row; its children are the top-level rows.
-    ``planChanged`` is emitted with the new :class:`Plan` after every user or
-    programmatic edit (not after :meth:`set_plan`); ``errorOccurred`` carries
+    Without a ``session`` it makes one of its own that only holds edits (no
+    runner). The root module itself is not a row; its children are the
+    top-level rows. ``planChanged`` is emitted with the new :class:`Plan`
+    after every edit (not after :meth:`set_plan`); ``errorOccurred`` carries
     the message when an edit is refused (``setData`` then returns ``False``).
     """
 
     planChanged = Signal(object)
     errorOccurred = Signal(str)
 
-    def __init__(self, root: TreeNode | None = None, parent=None) -> None:
+    def __init__(self, root: TreeNode | None = None, parent=None,
+                 session: Session | None = None) -> None:
         super().__init__(parent)
+        self.session = session if session is not None else Session(runner_factory=None)
         self._root: _Item | None = None
         self._by_path: dict[str, _Item] = {}
-        self._capture: set[str] = set()
-        self._clamp: dict[str, tuple[float, float]] = {}
-        self._base_plan = Plan()
         self._observed = False  # has a forward filled shapes/calls yet?
+        self._quiet = False
+        self._shown_plan = self.session.plan
+        self._capture: set[str] = set(self._shown_plan.capture)
+        self._unsubscribe = self.session.subscribe(self._on_session)
+        self.destroyed.connect(lambda *_: self._unsubscribe())
         if root is not None:
             self.set_tree(root)
+        elif self.session.tree is not None:
+            self._show_tree(self.session.tree)
+
+    # -- the session's events ----------------------------------------------------
+    def _on_session(self, ev: SessionEvent) -> None:
+        if ev.kind == "model":
+            self._show_tree(self.session.tree)
+        elif ev.kind == "plan":
+            self._show_plan(ev.value)
+        elif ev.kind == "observed":
+            self.update_observed(ev.value)
+
+    def _show_plan(self, plan: Plan) -> None:
+        old, self._shown_plan = self._shown_plan, plan
+        self._capture = set(plan.capture)
+        if self._root is None:
+            return
+        was, now = old.all_interventions(), plan.all_interventions()
+        for p in set(was) | set(now):
+            if was.get(p) != now.get(p):
+                self._emit_row_changed(p, COL_LAYER, COL_CALLS)
+        flipped = set(old.capture) ^ self._capture
+        self._emit_capture_changed(flipped)
+        if not self._quiet:
+            self.planChanged.emit(plan)
 
     # -- public API ------------------------------------------------------------
     def set_tree(self, root: TreeNode) -> None:
-        """Show ``root``'s tree; capture/clamp state is kept for paths it still has."""
+        """Show ``root``'s tree; capture/intervention state is kept for paths it still has."""
+        self.session.tree = root
+        self._show_tree(root)
+        known = {n.path for n in root.walk()}
+        plan = self.session.plan
+        if any(p not in known for p in plan.paths()):
+            kept = Plan(capture=tuple(p for p in plan.capture if p in known),
+                        keep_tensors=plan.keep_tensors)
+            from hookscope.core.plan_edits import plan_with
+
+            for p, iv in plan.all_interventions().items():
+                if p in known:
+                    kept = plan_with(kept, p, iv)
+            self.session.set_plan(kept)
+
+    def _show_tree(self, root: TreeNode | None) -> None:
         self.beginResetModel()
-        self._root = _Item(root, None, 0)
-        self._by_path = {root.path: self._root}
-        self._build(self._root)
-        self._observed = any(n.output_shape is not None for n in root.walk())
-        self._capture = {p for p in self._capture if p in self._by_path}
-        self._clamp = {p: b for p, b in self._clamp.items() if p in self._by_path}
+        self._root = _Item(root, None, 0) if root is not None else None
+        self._by_path = {root.path: self._root} if root is not None else {}
+        if self._root is not None:
+            self._build(self._root)
+        self._observed = root is not None and any(n.output_shape is not None for n in root.walk())
+        self._shown_plan = self.session.plan
+        self._capture = set(self._shown_plan.capture)
         self.endResetModel()
 
     def tree(self) -> TreeNode | None:
@@ -119,45 +174,42 @@ class LayerTreeModel(QAbstractItemModel):
         self._emit_columns_changed(self._root, COL_SHAPE, COL_CALLS)  # contiguous: shape..calls
 
     def set_plan(self, plan: Plan) -> None:
-        """Replace the capture/clamp state with ``plan``'s (no ``planChanged``)."""
-        self._base_plan = plan
-        self._capture = set(plan.capture)
-        self._clamp = {p: (float(lo), float(hi)) for p, (lo, hi) in plan.clamp.items()}
-        if self._root is not None:
-            self._emit_columns_changed(self._root, COL_CAPTURE, COL_HI)
+        """Replace the session's plan with ``plan`` (no ``planChanged``); captures in model order."""
+        self._quiet = True
+        try:
+            self.session.set_plan(replace(plan, capture=self.session.in_model_order(set(plan.capture))))
+        finally:
+            self._quiet = False
 
     def plan(self) -> Plan:
-        """The current plan: captures and clamps in model order.
-
-        ``keep_tensors`` and other interventions come from the last
-        :meth:`set_plan`. Paths the tree does not have (only possible through
-        ``set_plan``) are kept at the end, so a run reports them.
-        """
-        order = list(self._by_path)
-        capture = [p for p in order if p in self._capture]
-        capture += sorted(p for p in self._capture if p not in self._by_path)
-        clamp = {p: self._clamp[p] for p in order if p in self._clamp}
-        clamp.update({p: b for p, b in self._clamp.items() if p not in clamp})
-        interventions = {p: i for p, i in self._base_plan.interventions.items()
-                         if p not in clamp and not isinstance(i, Clamp)}
-        return replace(self._base_plan, capture=tuple(capture), clamp=clamp,
-                       interventions=interventions)
+        """The session's plan: captures in model order, every intervention."""
+        return self.session.plan
 
     def set_capture(self, path: str, on: bool) -> None:
         """Capture (or stop capturing) one layer; emits ``planChanged``."""
-        self._set_capture_paths([path], on)
-        self.planChanged.emit(self.plan())
+        self.session.set_capture([path], on)
 
-    def set_clamp(self, path: str, lo: float, hi: float) -> bool:
+    def set_clamp(self, path: str, lo: float, hi: float, merge: str | None = None) -> bool:
         """Clamp one layer to ``[lo, hi]``; emits ``planChanged``, or
-        ``errorOccurred`` (and returns ``False``) when the bounds are refused."""
-        return self._apply_clamp(path, float(lo), float(hi))
+        ``errorOccurred`` (and returns ``False``) when the bounds are refused.
+        ``merge``: see :meth:`Session.set_plan` (the steps of one drag)."""
+        return self._apply_clamp(path, float(lo), float(hi), merge)
 
     def clear_clamp(self, path: str) -> None:
         """Remove one layer's clamp; emits ``planChanged``."""
-        self._clamp.pop(path, None)
-        self._emit_row_changed(path, COL_LO, COL_HI)
-        self.planChanged.emit(self.plan())
+        if path in self.session.plan.clamp:
+            self.session.clear_intervention(path)
+
+    def set_intervention(self, path: str, intervention: Intervention | None,
+                         merge: str | None = None) -> None:
+        """Give ``path`` this intervention (``None``: none); one per layer."""
+        if intervention is None:
+            self.session.clear_intervention(path)
+        else:
+            self.session.intervene(path, intervention, merge=merge)
+
+    def intervention(self, path: str) -> Intervention | None:
+        return self.session.plan.all_interventions().get(path)
 
     def index_for_path(self, path: str, column: int = COL_LAYER) -> QModelIndex:
         item = self._by_path.get(path)
@@ -212,7 +264,7 @@ class LayerTreeModel(QAbstractItemModel):
         f = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.column() == COL_CAPTURE:
             f |= Qt.ItemFlag.ItemIsUserCheckable
-        elif index.column() in (COL_LO, COL_HI):
+        elif index.column() in (COL_LO, COL_HI, COL_INTERVENTION):
             f |= Qt.ItemFlag.ItemIsEditable
         return f
 
@@ -225,13 +277,23 @@ class LayerTreeModel(QAbstractItemModel):
             return node.path
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(node, col)
-        if role == Qt.ItemDataRole.EditRole and col in (COL_LO, COL_HI):
-            b = self._clamp.get(node.path)
-            return "" if b is None else format_bound(b[col - COL_LO])
+        if role == Qt.ItemDataRole.EditRole:
+            if col in (COL_LO, COL_HI):
+                b = self._shown_plan.clamp.get(node.path)
+                return "" if b is None else format_bound(b[col - COL_LO])
+            if col == COL_INTERVENTION:
+                return self.intervention(node.path)
         if role == Qt.ItemDataRole.CheckStateRole and col == COL_CAPTURE:
             return self._check_state(item)
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(node, col)
+        if role == Qt.ItemDataRole.BackgroundRole and self._intervened(node.path):
+            return INTERVENED_BRUSH
+        if role == Qt.ItemDataRole.FontRole and col in (COL_LAYER, COL_INTERVENTION) \
+                and self._intervened(node.path):
+            font = QFont()
+            font.setBold(True)
+            return font
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_PARAMS, COL_CALLS, COL_LO, COL_HI):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
@@ -243,12 +305,18 @@ class LayerTreeModel(QAbstractItemModel):
         col, path = index.column(), item.node.path
         if col == COL_CAPTURE and role == Qt.ItemDataRole.CheckStateRole:
             state = Qt.CheckState(value.value if hasattr(value, "value") else int(value))
-            self._set_capture_paths([n.path for n in item.node.walk()],
-                                    state != Qt.CheckState.Unchecked)
-            self.planChanged.emit(self.plan())
+            self.session.set_capture([n.path for n in item.node.walk()],
+                                     state != Qt.CheckState.Unchecked)
             return True
         if col in (COL_LO, COL_HI) and role == Qt.ItemDataRole.EditRole:
             return self._edit_bound(path, col, value)
+        if col == COL_INTERVENTION and role == Qt.ItemDataRole.EditRole:
+            if value is not None and not isinstance(value, Intervention):
+                self.errorOccurred.emit(f"the intervention for layer {path} must be chosen from "
+                                        f"the list, got {str(value)!r}")
+                return False
+            self.set_intervention(path, value, merge=f"edit:{path}")
+            return True
         return False
 
     # -- internals -------------------------------------------------------------
@@ -277,9 +345,15 @@ class LayerTreeModel(QAbstractItemModel):
             # 0 is news after a forward (e.g. a ModuleList never runs); before it, unknown.
             return str(node.calls) if self._observed else ""
         if col in (COL_LO, COL_HI):
-            b = self._clamp.get(node.path)
+            b = self._shown_plan.clamp.get(node.path)
             return "" if b is None else format_bound(b[col - COL_LO])
+        if col == COL_INTERVENTION:
+            iv = self.intervention(node.path)
+            return iv.describe() if iv is not None else ""
         return None
+
+    def _intervened(self, path: str) -> bool:
+        return path in self._shown_plan.clamp or path in self._shown_plan.interventions
 
     def _tooltip(self, node: TreeNode, col: int) -> str | None:
         if col == COL_LAYER:
@@ -293,6 +367,11 @@ class LayerTreeModel(QAbstractItemModel):
         if col == COL_CAPTURE:
             return f"Capture the output of {node.path}" + (" and every layer inside it"
                                                           if node.children else "")
+        if col == COL_INTERVENTION:
+            iv = self.intervention(node.path)
+            now = f"now: {iv.describe()}. " if iv is not None else ""
+            return (f"{now}Double-click to choose what to do to this layer's output (clamp, "
+                    "scale, zero, noise, ...) and its parameters; one per layer")
         if col in (COL_LO, COL_HI):
             return ("Clamp this layer's output: type a number; leave both empty for no clamp, "
                     "'inf' or '-inf' for an open end")
@@ -307,13 +386,8 @@ class LayerTreeModel(QAbstractItemModel):
             return Qt.CheckState.Checked
         return Qt.CheckState.PartiallyChecked
 
-    def _set_capture_paths(self, paths: list[str], on: bool) -> None:
-        for p in paths:
-            if on:
-                self._capture.add(p)
-            else:
-                self._capture.discard(p)
-        # The capture column of the rows, their descendants and their ancestors changed.
+    def _emit_capture_changed(self, paths: set[str]) -> None:
+        """The capture column of these rows and of their ancestors changed."""
         touched: set[int] = set()
         for p in paths:
             item = self._by_path.get(p)
@@ -331,19 +405,18 @@ class LayerTreeModel(QAbstractItemModel):
             self.errorOccurred.emit(f"clamp {which} for layer {path} must be a number "
                                     f"(or empty for no bound), got {str(value)!r}")
             return False
-        lo, hi = self._clamp.get(path, (-math.inf, math.inf))
+        lo, hi = self.session.plan.clamp.get(path, (-math.inf, math.inf))
         if col == COL_LO:
             lo = -math.inf if v is None else v
         else:
             hi = math.inf if v is None else v
         if lo == -math.inf and hi == math.inf:
             # Both ends open: no clamp at all.
-            if path in self._clamp:
-                self.clear_clamp(path)
+            self.clear_clamp(path)
             return True
         return self._apply_clamp(path, lo, hi)
 
-    def _apply_clamp(self, path: str, lo: float, hi: float) -> bool:
+    def _apply_clamp(self, path: str, lo: float, hi: float, merge: str | None = None) -> bool:
         if math.isnan(lo) or math.isnan(hi):
             self.errorOccurred.emit(f"clamp bounds for layer {path} must be numbers, not NaN")
             return False
@@ -353,17 +426,11 @@ class LayerTreeModel(QAbstractItemModel):
                                     "low must be at most high")
             return False
         try:
-            self._base_plan.without_clamp(path).with_clamp(path, lo, hi)
-            other = self._base_plan.interventions.get(path)
-            if other is not None and not isinstance(other, Clamp):
-                raise PlanError(f"layer {path} already has a {self._base_plan.interventions[path]}"
-                                " intervention; a layer takes one intervention")
+            clamp = Clamp(lo, hi)
         except PlanError as exc:
             self.errorOccurred.emit(str(exc))
             return False
-        self._clamp[path] = (lo, hi)
-        self._emit_row_changed(path, COL_LO, COL_HI)
-        self.planChanged.emit(self.plan())
+        self.session.intervene(path, clamp, merge=merge)
         return True
 
     def _emit_row_changed(self, path: str, first: int, last: int) -> None:
@@ -386,6 +453,7 @@ class LayerTreeModel(QAbstractItemModel):
 _HEADER_TIPS = (
     "The layer's name; hover for its full path",
     "Tick to record this layer's output",
+    "What is done to the layer's output (one intervention per layer); double-click to change",
     "Lower clamp bound (empty: no lower bound)",
     "Upper clamp bound (empty: no upper bound)",
     "The layer's output shape, known after the first run",

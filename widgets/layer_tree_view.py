@@ -3,7 +3,7 @@
 :class:`LayerTreeWidget` shows a :class:`LayerTreeModel` through a
 recursive-filtering proxy, so typing ``conv`` or ``Linear`` keeps the matching
 layers and the branches that lead to them. It holds no state of its own:
-capture and clamp live in the model.
+capture and interventions live in the session the model adapts.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersi
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout,
                                QWidget)
 
-from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_LAYER, COL_LO, COL_PARAMS,
-                               COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
+from .intervention_editor import InterventionDelegate
+from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_INTERVENTION, COL_LAYER, COL_LO,
+                               COL_PARAMS, COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
 
 # Trees this small are shown fully expanded; larger ones open two levels deep.
 _EXPAND_ALL_UNDER = 200
 _WIDTHS = {COL_LAYER: 150, COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45,
-           COL_CAPTURE: 58, COL_LO: 70, COL_HI: 70}
+           COL_CAPTURE: 58, COL_INTERVENTION: 120, COL_LO: 70, COL_HI: 70}
 
 
 class LayerFilterProxy(QSortFilterProxyModel):
@@ -84,6 +85,10 @@ class LayerTreeWidget(QWidget):
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                                   | QAbstractItemView.EditTrigger.EditKeyPressed
                                   | QAbstractItemView.EditTrigger.SelectedClicked)
+        self.delegate = InterventionDelegate(self.view)
+        self.view.setItemDelegateForColumn(COL_INTERVENTION, self.delegate)
+        # One editing session of a cell is one undo step.
+        self.delegate.closeEditor.connect(lambda *_: self.model.session.seal())
         header = self.view.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)

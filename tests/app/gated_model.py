@@ -35,3 +35,11 @@ class Gated(nn.Module):
 
 def make():
     return Gated(), torch.tensor([[1.0, 2.0, 3.0]])
+
+
+def make_closed():
+    """The gate starts closed: the first forward of the model (the observe pass the
+    window runs right after loading it) waits until the test opens it."""
+    model, x = make()
+    model.release.clear()
+    return model, x

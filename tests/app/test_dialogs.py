@@ -36,7 +36,9 @@ def test_recent_models_most_recent_first_and_capped(tmp_path):
 
 
 def test_recent_menu_reopens(window, qtbot):
-    window.fill_recent_menu()
+    from hookscope.app.window_chrome import fill_recent_menu
+
+    fill_recent_menu(window.actions_.recent_menu, window.recent, window.load)
     acts = [a for a in window.actions_.recent_menu.actions() if a.text() == "demo:clamp"]
     assert acts
     with qtbot.waitSignal(window.modelLoaded, timeout=30_000):

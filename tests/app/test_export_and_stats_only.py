@@ -11,7 +11,7 @@ from hookscope.app.export_actions import export_captures, export_script
 
 
 def test_export_captures_writes_what_the_window_shows(window, tmp_path):
-    path = export_captures(window, str(tmp_path / "caps.npz"))
+    path = export_captures(window.session, window.ui, str(tmp_path / "caps.npz"))
     data = np.load(path)
     rec = window.last_result.captures["0"][0]
     np.testing.assert_array_equal(data["0#0"], rec.tensor.numpy())
@@ -19,7 +19,7 @@ def test_export_captures_writes_what_the_window_shows(window, tmp_path):
 
 
 def test_export_script_reproduces_the_window(window, tmp_path):
-    path = export_script(window, str(tmp_path / "repro.py"))
+    path = export_script(window.session, window.ui, str(tmp_path / "repro.py"))
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -29,7 +29,7 @@ def test_export_script_reproduces_the_window(window, tmp_path):
 
 
 def test_bad_export_name_shows_the_error_and_keeps_the_window(window, tmp_path):
-    assert export_captures(window, str(tmp_path / "caps.csv")) is None
+    assert export_captures(window.session, window.ui, str(tmp_path / "caps.csv")) is None
     assert ".npz or .safetensors" in window.error_text()
     assert window.last_result is not None and window.loaded is not None
 
@@ -43,7 +43,7 @@ def test_stats_only_toggle_keeps_no_tensors_then_back(window, qtbot):
                     timeout=30_000)
     rec = window.last_result.captures["0"][0]
     assert rec.stats is not None and rec.stats.max <= 0.5 and window.last_result.captured_bytes == 0
-    assert export_captures(window, "/tmp/never.npz") is None
+    assert export_captures(window.session, window.ui, "/tmp/never.npz") is None
     assert "statistics-only" in window.error_text()
     act.trigger()
     qtbot.waitUntil(lambda: isinstance(window.last_result.captures["0"][0].tensor, torch.Tensor)

@@ -171,3 +171,23 @@ def test_reference_input_for_mean(capsys):
         want = lm.module(lm.example_input)
         h.remove()
     np.testing.assert_allclose(json.loads(out)["output_with"], want.flatten().tolist(), rtol=1e-6)
+
+
+def test_session_file_runs_with_the_numbers_it_was_saved_with(capsys, tmp_path):
+    f = tmp_path / "s.hookscope.json"
+    code, first, _ = run_cli(capsys, "demo:clamp", "--capture", "0", "--clamp", "0=-0.5:0.5",
+                             "--json", "--save-session", str(f))
+    assert code == 0 and f.is_file()
+    code, again, err = run_cli(capsys, "--session", str(f), "--json")
+    assert code == 0 and err == ""
+    a, b = json.loads(first), json.loads(again)
+    assert a["output_with"] == b["output_with"] and a["output_without"] == b["output_without"]
+    ref = modify_hook_test()
+    assert [round(v, 4) for v in b["output_with"]] == ref["output_with"]
+    code, _, err = run_cli(capsys, "--session", str(f), "--capture", "1")
+    assert code == 2 and "drop --capture" in err and "Traceback" not in err
+    (tmp_path / "junk.json").write_text("[1, 2")
+    code, out, err = run_cli(capsys, "--session", str(tmp_path / "junk.json"))
+    assert code == 2 and out == "" and "broken JSON" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys)
+    assert code == 2 and "--session FILE" in err

@@ -1,0 +1,121 @@
+"""How the main window follows its session: one handler per session event.
+
+:class:`SessionReactions` is a mixin of :class:`~hookscope.app.main_window.MainWindow`
+(kept in its own file so that main_window.py holds the building and wiring).
+Every session event reaches :meth:`SessionReactions._on_event` on the GUI
+thread, the one place answers arrive, and redraws the parts that show it:
+no widget keeps its own copy of a bound, the device, Live or statistics-only.
+"""
+
+from __future__ import annotations
+
+from hookscope.core import SessionEvent
+
+from .demo_setup import note_for
+
+
+class SessionReactions:
+    """Session event handlers (``_on_<kind>``); the window provides the parts they draw on."""
+
+    # -- the one place session events arrive (GUI thread) -------------------------
+    def _on_event(self, ev: SessionEvent) -> None:
+        handler = getattr(self, f"_on_{ev.kind}", None)
+        if handler is not None:
+            handler(ev)
+
+    def _on_model(self, ev: SessionEvent) -> None:
+        lm, s = ev.value, self.session
+        self.run_bar.set_input_text(s.input_text)
+        self.run_bar.set_no_example_hint(lm.example_input is None)
+        self.status.reset(self.worker.runs_done, self.worker.runs_dropped, self.worker.runs_failed)
+        self.panel.clear()      # the old model's panels mean nothing for the new one
+        self.outputs.clear()
+        note = note_for(lm.spec, lm.description)
+        self.note.setText(note)
+        self.note.setVisible(bool(note))
+        self.setWindowTitle(f"Hookscope — {lm.spec}")
+        self.recent.add(lm.spec, lm.weights)
+        self._clear_transient_error()
+        self.modelLoaded.emit(lm.spec)
+        if s.view.get("selected"):
+            self.tree.select_path(s.view["selected"])
+
+    def _on_load_failed(self, ev: SessionEvent) -> None:
+        self.show_error(f"could not open the model: {ev.value}")
+
+    def _on_plan(self, ev: SessionEvent) -> None:
+        self._sync_clamp_lines()
+        self._show_undo()
+        if not self.is_live() and self.last_result is not None:
+            self.statusBar().showMessage("settings changed: the plots show the last run; "
+                                         "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
+
+    def _on_input(self, ev: SessionEvent) -> None:
+        if self.run_bar.input_text() != ev.value:
+            self.run_bar.set_input_text(ev.value)
+
+    def _on_device(self, ev: SessionEvent) -> None:
+        self.run_bar.set_device(ev.value)
+        act = self.actions_.device_actions.get(ev.value)
+        if act is not None and not act.isChecked():
+            act.setChecked(True)
+
+    def _on_options(self, ev: SessionEvent) -> None:
+        self._show_options()
+
+    def _on_started(self, ev: SessionEvent) -> None:
+        self.status.show_busy(True)
+
+    def _on_progress(self, ev: SessionEvent) -> None:
+        p = ev.value
+        self.run_bar.show_progress(p.done, p.total, p.elapsed_s)
+
+    def _on_result(self, ev: SessionEvent) -> None:
+        result = ev.value
+        self.panel.show_result(result)
+        self.outputs.show_result(result)
+        self._sync_clamp_lines()
+        self.status.show_result(result)
+        self._clear_transient_error()
+        self.resultShown.emit(result)
+
+    def _on_error(self, ev: SessionEvent) -> None:
+        extra = "\n(The plots still show the last successful run.)" if self.last_result else ""
+        self.show_error(f"{ev.value}{extra}")
+
+    def _on_cancelled(self, ev: SessionEvent) -> None:
+        self.statusBar().showMessage("run cancelled", 3000)
+
+    def _on_idle(self, ev: SessionEvent) -> None:
+        self.run_bar.hide_progress()
+        w = self.worker
+        self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
+        if self.is_idle():
+            self.status.show_busy(False)
+            self.idle.emit()
+
+    # -- reactions ---------------------------------------------------------------
+    def _on_clamp_edited(self, path: str, lo: float, hi: float) -> None:
+        self.tree.model.set_clamp(path, lo, hi, merge=path)
+        self.session.seal()  # the drag is over: the next edit is a new undo step
+
+    def _show_options(self) -> None:
+        o, a = self.session.options, self.actions_
+        for widget, on in ((a.live, o.live), (a.stats_only, o.stats_only)):
+            if widget.isChecked() != on:
+                widget.setChecked(on)
+        self.run_bar.set_live(o.live)
+
+    def _show_undo(self) -> None:
+        self.actions_.undo.setEnabled(self.session.can_undo)
+        self.actions_.redo.setEnabled(self.session.can_redo)
+
+    def _clear_transient_error(self) -> None:
+        if not self._sticky_error:
+            self.banner.dismiss()
+
+    def _sync_clamp_lines(self) -> None:
+        """Draw the current plan's bounds (not the last result's: a drag may be ahead of it)."""
+        clamp = self.session.plan.clamp
+        for path in {p for p, _call in self.panel.panels()}:
+            self.panel.set_clamp_lines(path, *clamp.get(path, (None, None)))

@@ -1,0 +1,500 @@
+"""The session: the one owner of what a person edits and runs.
+
+A :class:`Session` holds the loaded model and its tree, the input text, the
+device, the plan (captures and interventions), the options (statistics only,
+train mode, Live) and a runner (:mod:`.runner`). Every change is announced to
+the callables given to :meth:`Session.subscribe` as a :class:`SessionEvent`;
+the window's widgets redraw from these events and write every edit back here,
+so no widget keeps a copy of a bound, the device or a mode. No Qt::
+
+    from hookscope.core import Session, Zero
+    s = Session.load("demo:cnn")
+    s.capture("conv1", "fc")
+    s.intervene("conv2", Zero())
+    r = s.run()
+    s.save("digits.hookscope.json")
+
+Threads: edits are made, and their events sent, in the caller's thread. The
+runner answers in its own thread; each answer enters the session through
+``post`` (given to the constructor), which the window sets to "queue this onto
+the GUI thread", so session state only ever changes on one thread. Without a
+``post`` the answers are applied in the runner's thread, which suits a
+script that waits for them (:meth:`run`, :meth:`load`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .devices import resolve_device
+from .errors import Cancelled as CancelledError
+from .errors import ForwardError, HookscopeError
+from .interventions import Intervention
+from .plan import Plan
+from .plan_edits import PlanHistory, intervention_for, plan_with
+from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
+                     Observed, Progress, Runner, RunnerEvent, RunRequest, Started)
+from .sources import LoadedModel
+from .tree import TreeNode
+
+
+@dataclass(frozen=True)
+class Options:
+    """How runs are made: statistics-only captures, train mode, Live (run on every change)."""
+
+    stats_only: bool = False
+    train: bool = False
+    live: bool = False
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """One change. ``kind`` and ``value``:
+
+    ``model`` (LoadedModel; ``session.tree`` is its tree), ``load_failed`` (message),
+    ``plan`` (Plan), ``input`` (str), ``device`` (str), ``options`` (Options),
+    ``observed`` (TreeNode with output shapes), ``started`` (None),
+    ``progress`` (:class:`~hookscope.core.runner.Progress`), ``result`` (RunResult),
+    ``error`` (message), ``cancelled`` (None), ``idle`` (None: nothing in flight
+    or waiting any more). ``request_id`` is the runner's id where one applies.
+    """
+
+    kind: str
+    value: Any = None
+    request_id: int | None = None
+
+
+@dataclass
+class _Setup:
+    """What to apply once a load arrives."""
+
+    plan: Plan | None = None
+    input_text: str | None = None
+    device: str | None = None
+    options: Options | None = None
+    view: dict | None = None
+    run_after: bool = True
+    trust_pickle: bool = False
+
+
+@dataclass
+class _Waiter:
+    done: threading.Event = field(default_factory=threading.Event)
+    event: RunnerEvent | None = None
+
+
+class Session:
+    """Model, tree, input, device, plan, options and a runner, with change events."""
+
+    def __init__(self, runner_factory: Callable[[Listener], Runner] | None = LocalRunner,
+                 post: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self._post = post or (lambda fn: fn())
+        self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._waiters: dict[int, _Waiter] = {}
+        self._register = False  # the next request made gets a waiter (a caller will wait on it)
+        self._wlock = threading.Lock()
+        self.model: LoadedModel | None = None
+        self.tree: TreeNode | None = None
+        self.trust_pickle = False
+        self.input_text = "example"
+        self.device = "cpu"
+        self.plan = Plan()
+        self.options = Options()
+        #: View state worth keeping in a session file (selected layer, ...); the window fills it.
+        self.view: dict[str, Any] = {}
+        self.last_result: Any = None
+        self.last_error: str | None = None
+        self.history = PlanHistory()
+        self._load_id: int | None = None
+        self._setup = _Setup()
+        self._valid_from = 0        # answers to older ids belong to a replaced model
+        self._newest_run: int | None = None   # the one run whose answer is still wanted
+        self._load_serial = 0
+        self._observed_key: tuple | None = None
+        self._observe_keys: dict[int, tuple] = {}
+        #: ``None`` for a session that only holds edits (a widget on its own, tests).
+        self.runner: Runner | None = None
+        if runner_factory is not None:
+            # The runner holds the session weakly: a session dropped without close()
+            # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
+            me = weakref.WeakMethod(self._from_runner)
+
+            def listener(ev: RunnerEvent) -> None:
+                method = me()
+                if method is not None:
+                    method(ev)
+
+            self.runner = runner_factory(listener)
+            weakref.finalize(self, self.runner.close, 0)
+
+    # -- events ----------------------------------------------------------------
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` on every change; returns a function that unsubscribes."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _emit(self, kind: str, value: Any = None, request_id: int | None = None) -> None:
+        ev = SessionEvent(kind, value, request_id)
+        for cb in list(self._listeners):
+            cb(ev)
+
+    # -- building --------------------------------------------------------------
+    @classmethod
+    def load(cls, spec: str, weights: str | None = None, *, input_text: str | None = None,
+             device: str = "cpu", plan: Plan | None = None, options: Options | None = None,
+             trust_pickle: bool = False, timeout_s: float | None = None) -> "Session":
+        """A session with ``spec`` loaded (waits for it); raises what the load raised."""
+        s = cls()
+        s.set_device(device)
+        rid = s._waited(lambda: s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                             input_text=input_text, options=options,
+                                             run_after=False))
+        s._wait(rid, timeout_s)
+        return s
+
+    @classmethod
+    def offline(cls, model: LoadedModel, input_text: str = "example", device: str = "cpu",
+                plan: Plan | None = None, options: Options | None = None) -> "Session":
+        """A session over an already loaded model, with no runner: to save, not to run."""
+        s = cls(runner_factory=None)
+        s.model, s.input_text, s.device = model, input_text, device
+        s.plan, s.options = plan or Plan(), options or Options()
+        return s
+
+    @classmethod
+    def open_file(cls, path: str | Path, timeout_s: float | None = None) -> "Session":
+        """A session as a ``*.hookscope.json`` file saved it (waits for the model)."""
+        from .session_file import read_session_file
+
+        setup = read_session_file(path)
+        s = cls()
+        rid = s._waited(lambda: s.open_setup(setup, run_after=False))
+        s._wait(rid, timeout_s)
+        return s
+
+    def save(self, path: str | Path) -> Path:
+        """Write this session to ``path`` (``*.hookscope.json``); returns the path written."""
+        from .session_file import write_session_file
+
+        return write_session_file(path, self)
+
+    def open_setup(self, setup: Any, run_after: bool = True) -> int:
+        """Load what a session file describes (a :class:`~.session_file.SessionSetup`);
+        the current model and plan stay until the load succeeds."""
+        return self.open_model(setup.spec, setup.weights, trust_pickle=setup.trust_pickle,
+                               plan=setup.plan, input_text=setup.input_text, device=setup.device,
+                               options=setup.options, view=setup.view, run_after=run_after)
+
+    def open_model(self, spec: str, weights: str | None = None, *, trust_pickle: bool = False,
+                   plan: Plan | None = None, input_text: str | None = None,
+                   device: str | None = None, options: Options | None = None,
+                   view: dict | None = None, run_after: bool = True) -> int:
+        """Queue a model load; when it arrives, apply the rest and (``run_after``) run once.
+
+        A failed load leaves the current model, plan and results as they were.
+        """
+        if self.runner is None:
+            raise HookscopeError("this session has no runner to load a model with")
+        self._setup = _Setup(plan, input_text, device, options, view, run_after, trust_pickle)
+        with self._wlock:  # a caller may wait on this id: register it before any answer
+            self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
+            if self._register:
+                self._waiters[self._load_id] = _Waiter()
+        return self._load_id
+
+    def close(self, timeout_s: float = 1.0) -> bool:
+        """Stop the runner (the run in flight stops at its next layer); whether it ended in time."""
+        self._listeners.clear()
+        return self.runner.close(timeout_s) if self.runner is not None else True
+
+    # -- the plan --------------------------------------------------------------
+    def set_plan(self, plan: Plan, merge: str | None = None) -> None:
+        """Replace the plan (undoable). Edits with the same ``merge`` key in a row
+        (the steps of one drag) are one undo step; :meth:`seal` ends such a run."""
+        if plan == self.plan:
+            return
+        self.history.record(self.plan, merge)
+        self._set_plan(plan)
+
+    def seal(self) -> None:
+        """The next edit starts a new undo step."""
+        self.history.seal()
+
+    def _set_plan(self, plan: Plan) -> None:
+        self.plan = plan
+        self._emit("plan", plan)
+        self._changed()
+
+    def capture(self, *paths: str) -> None:
+        """Capture these layers too."""
+        self.set_capture(paths, True)
+
+    def uncapture(self, *paths: str) -> None:
+        self.set_capture(paths, False)
+
+    def set_capture(self, paths: Any, on: bool) -> None:
+        """Capture (or stop capturing) ``paths``, one undo step; the plan keeps model order."""
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        now = set(self.plan.capture)
+        now = now | set(paths) if on else now - set(paths)
+        self.set_plan(dataclasses.replace(self.plan, capture=self.in_model_order(now)))
+
+    def intervene(self, path: str, intervention: Intervention, merge: str | None = None) -> None:
+        """Give ``path`` this intervention, replacing the one it had (one per layer)."""
+        self.set_plan(plan_with(self.plan, path, intervention), merge=merge)
+
+    def clear_intervention(self, path: str) -> None:
+        self.set_plan(plan_with(self.plan, path, None))
+
+    def intervention_for(self, path: str) -> Intervention | None:
+        return intervention_for(self.plan, path)
+
+    def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
+        """``paths`` in the tree's order; paths it does not have last."""
+        order = [n.path for n in self.tree.walk()] if self.tree is not None else []
+        known = [p for p in order if p in paths]
+        return tuple(known + [p for p in self.plan.capture if p in paths and p not in known]
+                     + sorted(p for p in paths if p not in known and p not in self.plan.capture))
+
+    # -- undo ------------------------------------------------------------------
+    def undo(self) -> bool:
+        """Take back the last plan edit; whether there was one."""
+        plan = self.history.undo(self.plan)
+        if plan is not None:
+            self._set_plan(plan)
+        return plan is not None
+
+    def redo(self) -> bool:
+        plan = self.history.redo(self.plan)
+        if plan is not None:
+            self._set_plan(plan)
+        return plan is not None
+
+    @property
+    def can_undo(self) -> bool:
+        return self.history.can_undo
+
+    @property
+    def can_redo(self) -> bool:
+        return self.history.can_redo
+
+    # -- input, device, options ----------------------------------------------
+    def set_input(self, text: str) -> bool:
+        """Use ``text`` as the input from now on; whether it changed (in Live mode a
+        change has already queued a run)."""
+        text = (text or "").strip() or "example"
+        if text == self.input_text:
+            return False
+        self.input_text = text
+        self._emit("input", text)
+        self._changed()
+        return True
+
+    def set_device(self, name: str) -> None:
+        """Run on ``name`` from now on; raises :class:`DeviceError` if it is not here."""
+        resolve_device(name)
+        if name != self.device:
+            self.device = name
+            self._emit("device", name)
+            self._changed()
+
+    def set_options(self, **changes: Any) -> None:
+        """``set_options(stats_only=True)``, ``live=...``, ``train=...``."""
+        new = dataclasses.replace(self.options, **changes)
+        if new == self.options:
+            return
+        turned_live = new.live and not self.options.live
+        self.options = new
+        self._emit("options", new)
+        if turned_live or new.live:
+            self._changed(force=turned_live)
+
+    def _changed(self, force: bool = False) -> None:
+        """Live mode: every change re-runs (the runner keeps only the newest)."""
+        if (self.options.live or force) and self.model is not None and self._load_id is None:
+            self.submit_run()
+
+    # -- running ---------------------------------------------------------------
+    def current_plan(self) -> Plan:
+        """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
+        return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
+
+    def submit_run(self) -> int | None:
+        """Queue a comparison with the current plan, input and device; its request id
+        (``None`` when no model is open, or while a load is in flight: the new model
+        runs once it arrives)."""
+        if self._load_id is not None:
+            # A model is on its way: run on it once it arrives, not on the one it replaces.
+            self._setup.run_after = True
+            return None
+        if self.model is None or self.runner is None:
+            return None
+        key = (self._load_serial, self.input_text)
+        observe = key != self._observed_key
+        with self._wlock:  # a caller may wait on this id: register it before any answer
+            rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
+                                                self.device, observe_tree=observe,
+                                                train=self.options.train))
+            if self._register:
+                self._waiters[rid] = _Waiter()
+        if observe:
+            self._observe_keys[rid] = key
+        self._newest_run = rid
+        return rid
+
+    def run(self, timeout_s: float | None = None) -> Any:
+        """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        rid = self._waited(self.submit_run)
+        if rid is None:
+            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
+                                 "then run")
+        return self._wait(rid, timeout_s).result  # type: ignore[union-attr]
+
+    def cancel(self) -> bool:
+        """Drop waiting runs and stop the one in flight at its next layer."""
+        return self.runner.cancel() if self.runner is not None else False
+
+    @property
+    def newest_run(self) -> int | None:
+        """The id of the run whose answer is still wanted, if any."""
+        return self._newest_run
+
+    @property
+    def busy(self) -> bool:
+        """A load or the newest run is waiting for its answer."""
+        return self._load_id is not None or self._newest_run is not None
+
+    def _waited(self, make: Callable[[], Any]) -> Any:
+        """Make one request that a caller will wait for (see :meth:`_wait`)."""
+        self._register = True
+        try:
+            return make()
+        finally:
+            self._register = False
+
+    def _wait(self, rid: int, timeout_s: float | None) -> RunnerEvent:
+        with self._wlock:
+            w = self._waiters.get(rid)
+        if w is None:
+            raise HookscopeError(f"request {rid} was answered already, or was never made")
+        if not w.done.wait(timeout_s):
+            raise HookscopeError(f"no answer within {timeout_s} s; the run goes on in the background")
+        with self._wlock:
+            self._waiters.pop(rid, None)
+        ev = w.event
+        if isinstance(ev, Failed):
+            if isinstance(ev.error, HookscopeError):
+                raise ev.error
+            raise ForwardError(ev.message) from ev.error
+        if isinstance(ev, Cancelled):
+            raise CancelledError("run cancelled: a newer request replaced it")
+        return ev  # type: ignore[return-value]
+
+    # -- answers from the runner -------------------------------------------------
+    def _from_runner(self, ev: RunnerEvent) -> None:
+        """Runner thread: hand the answer to ``post`` and wake a waiting caller."""
+        self._post(lambda: self._apply(ev))
+        if isinstance(ev, FINAL):
+            with self._wlock:
+                w = self._waiters.get(ev.request_id)
+                if w is not None:
+                    w.event = ev
+                    w.done.set()
+
+    def _apply(self, ev: RunnerEvent) -> None:
+        """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
+        rid = ev.request_id
+        if rid == self._load_id:
+            self._apply_load(ev)
+        elif rid < self._valid_from:
+            return  # the model it ran on was replaced
+        elif isinstance(ev, Observed):
+            key = self._observe_keys.pop(rid, None)
+            if key is not None:
+                self._observed_key = key
+            self._copy_shapes(ev.tree)
+            self._emit("observed", self.tree, rid)
+        elif rid != self._newest_run:
+            return  # a stale run: a newer request replaced it
+        elif isinstance(ev, Started):
+            self._emit("started", None, rid)
+        elif isinstance(ev, Progress):
+            self._emit("progress", ev, rid)
+        elif isinstance(ev, Finished):
+            self._newest_run = None
+            self.last_result, self.last_error = ev.result, None
+            self._emit("result", ev.result, rid)
+            self._emit("idle", None, rid)
+        elif isinstance(ev, Failed):
+            self._newest_run = None
+            self.last_error = ev.message
+            self._emit("error", ev.message, rid)
+            self._emit("idle", None, rid)
+        elif isinstance(ev, Cancelled):
+            self._newest_run = None
+            self._emit("cancelled", None, rid)
+            self._emit("idle", None, rid)
+
+    def _apply_load(self, ev: RunnerEvent) -> None:
+        if isinstance(ev, Started):
+            self._emit("started", None, ev.request_id)
+            return
+        if isinstance(ev, Progress):
+            return
+        self._load_id = None
+        if isinstance(ev, Failed):
+            self._emit("load_failed", ev.message, ev.request_id)
+            self._emit("idle", None, ev.request_id)
+            return
+        if not isinstance(ev, Loaded):
+            self._emit("idle", None, ev.request_id)
+            return
+        setup = self._setup
+        self._valid_from = ev.request_id
+        self._load_serial += 1
+        self._observed_key = None
+        self._newest_run = None
+        self.model, self.tree = ev.model, ev.tree
+        self.trust_pickle = setup.trust_pickle
+        self.last_result = self.last_error = None
+        self.plan = setup.plan or Plan()
+        self.history.clear()
+        if setup.input_text is not None:
+            self.input_text = setup.input_text.strip() or "example"
+        elif ev.model.example_input is not None:
+            self.input_text = "example"
+        else:
+            self.input_text = ""
+        if setup.device is not None:
+            try:
+                resolve_device(setup.device)
+                self.device = setup.device
+                self._emit("device", self.device, ev.request_id)
+            except HookscopeError as exc:
+                self._emit("error", str(exc), ev.request_id)
+        if setup.options is not None:
+            self.options = setup.options
+        self.view = dict(setup.view or {})
+        self._emit("model", ev.model, ev.request_id)
+        self._emit("plan", self.plan, ev.request_id)
+        self._emit("options", self.options, ev.request_id)
+        if setup.run_after or self.options.live:
+            self.submit_run()
+        if not self.busy:
+            self._emit("idle", None, ev.request_id)
+
+    def _copy_shapes(self, observed: TreeNode) -> None:
+        if self.tree is None:
+            return
+        by_path = {n.path: n for n in observed.walk()}
+        for node in self.tree.walk():
+            o = by_path.get(node.path)
+            if o is not None:
+                node.output_shape, node.calls = o.output_shape, o.calls

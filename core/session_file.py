@@ -1,0 +1,319 @@
+"""Session files: ``*.hookscope.json``, a session saved and reopened with the same numbers.
+
+One JSON object::
+
+    {"format": "hookscope-session", "version": 1,
+     "model": {"spec": "net.py:make", "weights": "net.safetensors"},
+     "input": {"text": "digits.npy", "file": true},
+     "device": "cpu",
+     "plan": {"capture": ["conv1", "fc"],
+              "interventions": {"conv2": {"kind": "zero"}, "conv1": {"kind": "clamp", "lo": "-inf", "hi": 0.5}}},
+     "options": {"stats_only": false, "train": false, "live": false},
+     "view": {"selected": "conv1"}}
+
+Paths (a factory's ``.py`` file, a ``.pt2``/``.pt`` model, weights, an input
+file) are written relative to the session file's folder when they lie under
+it, and a relative path read back resolves against that folder, so a folder
+holding a model, its weights, its inputs and a session can be moved whole.
+Non-finite numbers are written as the strings ``"inf"``, ``"-inf"``, ``"nan"``
+(JSON has no such numbers). Reading checks everything before anything is
+used: a damaged or foreign file raises :class:`SessionFileError` with what is
+wrong, and the caller's session is untouched. A session file never grants
+``trust_pickle``: a pickled model named in one needs the flag again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import HookscopeError
+from .interventions import Intervention
+from .plan import Plan
+
+FORMAT = "hookscope-session"
+VERSION = 1
+SUFFIX = ".hookscope.json"
+MAX_BYTES = 16 * 1024 * 1024
+_PATH_SUFFIXES = (".py", ".pt2", ".pt", ".pth")
+
+
+class SessionFileError(HookscopeError):
+    """A session file that cannot be read: not JSON, not Hookscope's, or damaged."""
+
+
+@dataclass
+class SessionSetup:
+    """What a session file describes, paths resolved (see :meth:`Session.open_setup`)."""
+
+    spec: str
+    weights: str | None = None
+    input_text: str = "example"
+    device: str = "cpu"
+    plan: Plan = field(default_factory=Plan)
+    options: Any = None   # session.Options
+    view: dict = field(default_factory=dict)
+    trust_pickle: bool = False
+
+
+# -- interventions <-> JSON -----------------------------------------------------
+# With the interventions registry (core/intervention_registry.py) these defer to
+# it; without it they read the kinds' dataclass fields.
+def _registry() -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec(f"{__package__}.intervention_registry") is None:
+        return None
+    import importlib
+
+    return importlib.import_module(f"{__package__}.intervention_registry")
+
+
+def _name_of(cls: type) -> str | None:
+    for attr in ("name", "kind"):
+        v = vars(cls).get(attr)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def intervention_kinds() -> dict[str, type]:
+    """Every intervention class by its name."""
+    reg = _registry()
+    if reg is not None:
+        return dict(reg.kinds())
+    out: dict[str, type] = {}
+    todo = list(Intervention.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        name = _name_of(cls)
+        if name and dataclasses.is_dataclass(cls):
+            out.setdefault(name, cls)
+    return out
+
+
+def _encode(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, (list, tuple)):
+        return [_encode(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _encode(x) for k, x in v.items()}
+    return v
+
+
+def intervention_to_dict(i: Intervention) -> dict:
+    """``{"kind": ..., <parameters>}``, JSON-safe."""
+    if hasattr(i, "to_dict"):
+        return _encode(i.to_dict())
+    params = {f.name: getattr(i, f.name) for f in dataclasses.fields(i) if f.init}  # type: ignore[arg-type]
+    return {"kind": _name_of(type(i)), **_encode(params)}
+
+
+def intervention_from_dict(d: Any, where: str) -> Intervention:
+    if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
+        raise SessionFileError(f"{where} must be an object with a 'kind', got {_short(d)}")
+    kinds = intervention_kinds()
+    cls = kinds.get(d["kind"])
+    if cls is None:
+        raise SessionFileError(f"{where}: unknown intervention kind {d['kind']!r}; this "
+                               f"Hookscope knows {', '.join(sorted(kinds))}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    extra = sorted(set(d) - set(fields) - {"kind"})
+    if extra:
+        raise SessionFileError(f"{where}: {d['kind']} takes no parameter {', '.join(extra)}")
+    reg = _registry()
+    try:
+        if reg is not None:
+            return reg.from_dict(d)
+        params = {}
+        for name, value in d.items():
+            if name == "kind":
+                continue
+            typ = str(fields[name].type)
+            if isinstance(value, str) and "float" in typ and value in ("inf", "-inf", "nan"):
+                value = float(value)
+            elif isinstance(value, list) and "tuple" in typ:
+                value = tuple(value)
+            params[name] = value
+        return cls(**params)
+    except (TypeError, ValueError, HookscopeError) as exc:
+        raise SessionFileError(f"{where}: {exc}") from exc
+
+
+# -- paths ----------------------------------------------------------------------
+def _rel(path: str, base: Path) -> str:
+    """``path`` relative to ``base`` when it lies under it, else absolute."""
+    p = Path(path).expanduser().resolve()
+    try:
+        return p.relative_to(base).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def _abs(path: str, base: Path) -> str:
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else base / p)
+
+
+def _spec_path(spec: str) -> tuple[str, str, str] | None:
+    """``(before, path, after)`` when the spec names a file, else ``None``."""
+    if spec.endswith(_PATH_SUFFIXES[1:]):
+        return "", spec, ""
+    target, sep, fname = spec.rpartition(":")
+    if sep and target.endswith(".py"):
+        return "", target, sep + fname
+    return None
+
+
+def _map_spec(spec: str, fn) -> str:
+    parts = _spec_path(spec)
+    return spec if parts is None else parts[0] + fn(parts[1]) + parts[2]
+
+
+# -- writing ----------------------------------------------------------------------
+def session_to_dict(session: Any, base: Path) -> dict:
+    """The JSON object for ``session`` (a :class:`~hookscope.core.Session`), paths under ``base``."""
+    if session.model is None:
+        raise HookscopeError("nothing to save: no model is open")
+    lm = session.model
+    text = session.input_text or "example"
+    is_file = Path(text).expanduser().is_file()
+    plan = session.plan
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "model": {"spec": _map_spec(lm.spec, lambda p: _rel(p, base)),
+                  "weights": _rel(lm.weights, base) if lm.weights else None},
+        "input": {"text": _rel(text, base) if is_file else text, "file": is_file},
+        "device": session.device,
+        "plan": {"capture": list(plan.capture),
+                 "interventions": {p: intervention_to_dict(i)
+                                   for p, i in plan.all_interventions().items()}},
+        "options": dataclasses.asdict(session.options),
+        "view": _encode(dict(session.view)),
+    }
+
+
+def write_session_file(path: str | Path, session: Any) -> Path:
+    """Write ``session`` to ``path`` atomically (a temporary file, then a rename)."""
+    path = Path(path).expanduser()
+    folder = path.resolve().parent
+    if not folder.is_dir():
+        raise HookscopeError(f"cannot save the session to {path}: the folder {path.parent} "
+                             "does not exist")
+    text = json.dumps(session_to_dict(session, folder), indent=1, allow_nan=False) + "\n"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".hookscope-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise HookscopeError(f"cannot save the session to {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+# -- reading ----------------------------------------------------------------------
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _get(d: dict, key: str, typ: type, where: str, default: Any = ...) -> Any:
+    if key not in d or d[key] is None:
+        if default is ...:
+            raise SessionFileError(f"{where}.{key} is missing")
+        return default
+    v = d[key]
+    if not isinstance(v, typ) or (isinstance(v, bool) and typ is not bool):
+        raise SessionFileError(f"{where}.{key} has the wrong type: {_short(v)}")
+    return v
+
+
+def setup_from_dict(d: Any, base: Path) -> SessionSetup:
+    """Check a parsed session file and build its :class:`SessionSetup` (raises :class:`SessionFileError`)."""
+    from .session import Options
+
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise SessionFileError("this is not a Hookscope session file (it has no "
+                               f"\"format\": \"{FORMAT}\"); save one with File → Save session "
+                               "or --save-session")
+    version = d.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise SessionFileError(f"the session file's version {_short(version)} is not a format version")
+    if version > VERSION:
+        raise SessionFileError(f"the session file was written by a newer Hookscope (format "
+                               f"version {version}; this one reads up to {VERSION}): update Hookscope")
+    model = _get(d, "model", dict, "session")
+    spec = _get(model, "spec", str, "model").strip()
+    if not spec:
+        raise SessionFileError("model.spec is empty")
+    weights = _get(model, "weights", str, "model", None)
+    inp = _get(d, "input", dict, "session", {})
+    text = _get(inp, "text", str, "input", "example")
+    if _get(inp, "file", bool, "input", False):
+        text = _abs(text, base)
+    device = _get(d, "device", str, "session", "cpu")
+    plan_d = _get(d, "plan", dict, "session", {})
+    capture = _get(plan_d, "capture", list, "plan", [])
+    if not all(isinstance(p, str) for p in capture):
+        raise SessionFileError("plan.capture must be a list of layer paths (strings)")
+    ivs = _get(plan_d, "interventions", dict, "plan", {})
+    interventions = {p: intervention_from_dict(v, f"plan.interventions[{p!r}]")
+                     for p, v in ivs.items()}
+    opts_d = _get(d, "options", dict, "session", {})
+    known = {f.name for f in dataclasses.fields(Options)}
+    bad = [k for k, v in opts_d.items() if k not in known or not isinstance(v, bool)]
+    if bad:
+        raise SessionFileError(f"options {', '.join(sorted(bad))}: unknown, or not true/false")
+    view = _get(d, "view", dict, "session", {})
+    from .plan_edits import plan_with
+
+    try:
+        plan = Plan(capture=tuple(capture))
+        for path, iv in interventions.items():
+            plan = plan_with(plan, path, iv)
+    except HookscopeError as exc:
+        raise SessionFileError(f"plan: {exc}") from exc
+    return SessionSetup(spec=_map_spec(spec, lambda p: _abs(p, base)),
+                        weights=_abs(weights, base) if weights else None,
+                        input_text=text, device=device, plan=plan, options=Options(**opts_d),
+                        view=view)
+
+
+def read_session_file(path: str | Path) -> SessionSetup:
+    """Read and check a ``*.hookscope.json`` file (raises :class:`SessionFileError`)."""
+    path = Path(path).expanduser()
+    name = path.name
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise SessionFileError(f"{name} is {size:,} bytes, too large for a session file "
+                                   f"(at most {MAX_BYTES:,})")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SessionFileError(f"cannot read the session file {path}: {exc.strerror or exc}") from exc
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SessionFileError(f"{name} is not a Hookscope session file: not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise SessionFileError(f"{name} is not a Hookscope session file: broken JSON at line "
+                               f"{exc.lineno}, column {exc.colno} ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise SessionFileError(f"{name} is not a Hookscope session file: nested too deep") from exc
+    try:
+        return setup_from_dict(d, path.resolve().parent)
+    except SessionFileError as exc:
+        raise SessionFileError(f"{name}: {exc}") from exc

@@ -1,0 +1,221 @@
+"""The core runner on its own (no Qt): newest wins, stale answers dropped, a run stops at
+its next layer, whatever a model throws is a message, progress is counted."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from hookscope.core import Plan, compare, load_model
+from hookscope.core.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest, LocalRunner,
+                                   Observed, Progress, RunRequest, Started)
+from hookscope.core.sources import LoadedModel
+
+
+class Gated(nn.Module):
+    """Its forward waits at a gate the test opens before any layer runs, so the
+    next stop point is the first layer, ``lin``; ``ran`` counts each leaf's calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 4)
+        self.out = nn.Linear(4, 2)
+        self.release = threading.Event()
+        self.release.set()
+        self.entered = threading.Event()
+        self.ran: dict[str, int] = {"lin": 0, "out": 0}
+        for name in self.ran:
+            getattr(self, name).register_forward_hook(
+                lambda _m, _i, _o, n=name: self.ran.__setitem__(n, self.ran[n] + 1))
+
+    def forward(self, x):
+        self.entered.set()
+        assert self.release.wait(30), "test gate never opened"
+        return self.out(self.lin(x))
+
+
+def gated_model() -> LoadedModel:
+    return LoadedModel(Gated(), torch.tensor([[1.0, 2.0, 3.0]]), "test:gated", "factory")
+
+
+class Recorder:
+    """The listener: every event in order, and a queue of final answers to wait on."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self.final: queue.Queue = queue.Queue()
+
+    def __call__(self, ev) -> None:
+        self.events.append(ev)
+        if isinstance(ev, (Finished, Failed, Cancelled, Loaded)):
+            self.final.put(ev)
+
+    def next_final(self):
+        return self.final.get(timeout=30)
+
+
+@pytest.fixture
+def runner():
+    rec = Recorder()
+    r = LocalRunner(rec, progress_every_s=0)
+    r.rec = rec
+    yield r
+    r.close()
+
+
+def hooks_left(m: nn.Module) -> int:
+    # Gated registers one forward hook of its own on each leaf: those stay.
+    return sum(len(x._forward_pre_hooks) for x in m.modules())
+
+
+def test_newest_request_wins_and_stale_answers_are_dropped(runner):
+    lm = gated_model()
+    m = lm.module
+    m.release.clear()
+    first = runner.submit(RunRequest(lm, "[[1.0, 2.0, 3.0]]", Plan()))
+    assert m.entered.wait(30)  # in flight, held before its first layer
+    ids = [runner.submit(RunRequest(lm, f"[[{i}.0, 2.0, 3.0]]", Plan())) for i in range(50)]
+    m.release.set()
+    a, b = runner.rec.next_final(), runner.rec.next_final()
+    assert isinstance(a, Cancelled) and a.request_id == first   # stopped at its next layer
+    assert isinstance(b, Finished) and b.request_id == ids[-1]  # only the newest ran
+    answered = {ev.request_id for ev in runner.rec.events}
+    assert answered == {first, ids[-1]}                         # the replaced ones: nothing
+    assert runner.counts.dropped == 50 and runner.counts.runs_done == 1
+    with torch.no_grad():
+        expected = m.out(m.lin(torch.tensor([[49.0, 2.0, 3.0]])))
+    assert torch.equal(b.result.output_with, expected)
+
+
+def test_cancel_stops_the_run_at_its_next_layer(runner):
+    lm = gated_model()
+    m = lm.module
+    m.release.clear()
+    rid = runner.submit(RunRequest(lm, "example", Plan(capture=("lin",))))
+    assert m.entered.wait(30)
+    assert runner.cancel()
+    m.release.set()
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Cancelled) and ev.request_id == rid
+    assert m.ran == {"lin": 0, "out": 0}  # not one layer ran after the cancel
+    assert hooks_left(m) == 0
+    nxt = runner.submit(RunRequest(lm, "example", Plan()))
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Finished) and ev.request_id == nxt
+
+
+def test_close_during_a_held_observe_pass_returns_and_stops_it_at_its_next_layer():
+    rec = Recorder()
+    r = LocalRunner(rec)
+    lm = gated_model()
+    m = lm.module
+    m.release.clear()
+    r.submit(RunRequest(lm, "example", Plan(capture=("lin",)), observe_tree=True))
+    assert m.entered.wait(30)             # the first pass of a new model: observe
+    assert r.close(timeout_s=0) is False  # returns at once; the forward is still held
+    n_events = len(rec.events)
+    m.release.set()
+    r._thread.join(30)
+    assert not r.is_alive
+    assert m.ran == {"lin": 0, "out": 0}  # the observe pass stopped at its next layer
+    assert hooks_left(m) == 0
+    assert [len(x._forward_hooks) for x in (m.lin, m.out)] == [1, 1]  # only the test's own
+    assert len(rec.events) == n_events    # nothing answered after close
+    assert r.submit(RunRequest(lm, "example", Plan())) and r.counts.runs_done == 0
+
+
+class Boom(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt("ctrl-c"), SystemExit(3), Boom("custom")])
+def test_whatever_a_model_throws_is_a_message_and_the_runner_goes_on(runner, exc):
+    class Thrower(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            self.lin(x)
+            raise exc
+
+    bad = LoadedModel(Thrower(), torch.ones(1, 3), "test:thrower", "factory")
+    runner.submit(RunRequest(bad, "example", Plan(capture=("lin",), clamp={"lin": (0, 1)})))
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Failed) and type(exc).__name__ in ev.message
+    assert ev.error is exc
+    assert not bad.module.lin._forward_hooks and not bad.module.lin._forward_pre_hooks
+    good = load_model("demo:clamp")
+    runner.submit(RunRequest(good, "example", Plan()))
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Finished)
+    assert runner.counts.runs_failed == 1 and runner.is_alive
+
+
+def test_user_and_internal_errors_come_back_as_messages(runner):
+    lm = load_model("demo:clamp")
+    runner.submit(RunRequest(lm, "[[1.0, 2.0", Plan()))
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Failed) and ev.message and not ev.message.startswith("internal error")
+
+    class BadPlan(Plan):
+        def resolve(self, module):
+            raise ZeroDivisionError("boom")
+
+    runner.submit(RunRequest(lm, "example", BadPlan()))
+    ev = runner.rec.next_final()
+    assert ev.message.startswith("internal error: ZeroDivisionError")
+
+
+def test_progress_counts_layer_calls_up_to_the_total(runner):
+    lm = load_model("demo:cnn")
+    leaves = sum(1 for m in lm.module.modules() if next(m.children(), None) is None)
+    rid = runner.submit(RunRequest(lm, "example", Plan(capture=("conv1",)), observe_tree=True))
+    assert isinstance(runner.rec.next_final(), Finished)
+    kinds = [type(ev) for ev in runner.rec.events if ev.request_id == rid]
+    assert kinds[0] is Started and Observed in kinds and kinds[-1] is Finished
+    prog = [ev for ev in runner.rec.events if isinstance(ev, Progress)]
+    done = [p.done for p in prog]
+    assert done == sorted(done) and len(set(done)) == len(done)
+    assert all(p.done <= p.total for p in prog) and prog[-1].elapsed_s >= prog[0].elapsed_s
+    calls_per_pass = prog[-1].total // 3  # observe, baseline, intervened
+    assert prog[-1].done == prog[-1].total == 3 * calls_per_pass and calls_per_pass >= leaves - 1
+    # the next run of the same input reuses the baseline: one forward to count
+    runner.submit(RunRequest(lm, "example", Plan(capture=("conv1",), clamp={"conv1": (0, 1)})))
+    ev = runner.rec.next_final()
+    assert ev.result.baseline_reused
+    last = [p for p in runner.rec.events if isinstance(p, Progress)][-1]
+    assert last.done == last.total == calls_per_pass
+
+
+def test_baseline_is_reused_only_for_the_same_input_values(runner, tmp_path):
+    import numpy as np
+
+    lm = load_model("demo:clamp")
+    f = tmp_path / "x.npy"
+    plan = Plan(clamp={"0": (-0.5, 0.5)})
+    got = []
+    for values in ([[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]], [[-4.0, 5.0, 9.0]]):
+        np.save(f, np.array(values, dtype=np.float32))  # the same input text each time
+        runner.submit(RunRequest(lm, str(f), plan))
+        got.append(runner.rec.next_final().result)
+    assert [r.baseline_reused for r in got] == [False, True, False]
+    ref = compare(load_model("demo:clamp").module, torch.tensor([[-4.0, 5.0, 9.0]]), plan)
+    assert torch.equal(got[2].output_without, ref.output_without)
+    assert torch.equal(got[2].output_with, ref.output_with)
+
+
+def test_loads_are_requests_too(runner):
+    rid = runner.submit(LoadRequest("demo:cnn"))
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Loaded) and ev.request_id == rid
+    assert ev.tree.find("conv1").type_name == "Conv2d"
+    runner.submit(LoadRequest("demo:nope"))
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Failed) and "unknown demo" in ev.message
+    assert runner.counts.loads_done == 1

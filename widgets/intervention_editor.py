@@ -1,0 +1,224 @@
+"""The tree's Intervention cell editor: a kind chooser and that kind's parameters.
+
+The editor is generated from the intervention classes themselves (their
+``kind`` and dataclass fields), so a new kind in core shows up here with no
+change to this file. A float parameter gets a spin box (its arrows, the
+wheel and the keyboard change it step by step, and in Live mode every step
+re-runs), an integer one an integer spin box, anything else a line of text
+(``3, 7`` for a list of units). The delegate commits every change at once;
+the steps of one editing session are one undo step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from PySide6.QtCore import (QAbstractItemModel, QModelIndex, QPersistentModelIndex,
+                            QSortFilterProxyModel, Qt, Signal)
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
+                               QLineEdit, QSpinBox, QStyledItemDelegate, QStyleOptionViewItem,
+                               QWidget)
+
+from hookscope.core import HookscopeError, Intervention
+from hookscope.core.session_file import intervention_kinds
+
+NONE = "none"
+#: Starting values of parameters that have no default, by name (a new kind falls back to 0 / 1).
+START = {"lo": -1.0, "hi": 1.0, "factor": 1.0, "std": 0.1}
+
+
+@dataclasses.dataclass
+class _Spec:
+    """One parameter as the editor sees it: ``how`` is ``float``, ``int`` or ``text``."""
+
+    name: str
+    how: str
+    start: Any
+    optional: bool = False
+
+
+def param_specs(cls: type) -> list[_Spec]:
+    """The parameters of an intervention class: from its parameter metadata
+    (``cls.params()``) where it has some, else from its dataclass fields."""
+    if hasattr(cls, "params"):
+        return [_Spec(p.name, p.type if p.type in ("float", "int") else "text",
+                      p.start if p.start is not None else START.get(p.name), p.optional)
+                for p in cls.params()]
+    out = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        t = str(f.type)
+        how = "float" if "float" in t else "int" if t in ("int", "<class 'int'>") else "text"
+        start = f.default if f.default is not dataclasses.MISSING else START.get(
+            f.name, 1.0 if how == "float" else 0)
+        out.append(_Spec(f.name, how, start, f.default is None))
+    return out
+
+
+class InterventionEditor(QWidget):
+    """``interventionKind`` combo plus one ``param_<name>`` widget per parameter."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("interventionEditor")
+        self.setAutoFillBackground(True)
+        self._kinds = intervention_kinds()
+        self._lay = QHBoxLayout(self)
+        self._lay.setContentsMargins(1, 0, 1, 0)
+        self._lay.setSpacing(3)
+        self.kind_combo = QComboBox(objectName="interventionKind")
+        self.kind_combo.addItem(NONE)
+        for kind in sorted(self._kinds):
+            self.kind_combo.addItem(kind)
+            doc = (self._kinds[kind].__doc__ or "").strip().splitlines()
+            self.kind_combo.setItemData(self.kind_combo.count() - 1, doc[0] if doc else kind,
+                                        Qt.ItemDataRole.ToolTipRole)
+        self._lay.addWidget(self.kind_combo)
+        self._params: dict[str, tuple[str, QWidget]] = {}
+        self._extra: list[QWidget] = []
+        self.kind_combo.currentTextChanged.connect(self._on_kind)
+
+    # -- value ---------------------------------------------------------------------
+    def set_value(self, iv: Intervention | None) -> None:
+        """Show ``iv`` (no ``changed``)."""
+        self.blockSignals(True)
+        try:
+            kind = iv.kind if iv is not None else NONE
+            if self.kind_combo.currentText() != kind:
+                self.kind_combo.setCurrentText(kind)
+            self._build(kind, iv)
+        finally:
+            self.blockSignals(False)
+
+    def value(self) -> Intervention | None:
+        """The intervention the editor shows; raises :class:`HookscopeError` for bad parameters."""
+        kind = self.kind_combo.currentText()
+        if kind == NONE:
+            return None
+        cls = self._kinds[kind]
+        typed = hasattr(cls, "from_values")  # converts text by the parameter's type
+        params: dict[str, Any] = {}
+        for name, (how, w) in self._params.items():
+            if how == "float":
+                params[name] = w.value()  # type: ignore[attr-defined]
+            elif how == "int":
+                params[name] = int(w.value())  # type: ignore[attr-defined]
+            else:
+                text = w.text().strip()  # type: ignore[attr-defined]
+                params[name] = (text or None) if typed else _parse_text(name, text)
+        try:
+            return cls.from_values(params) if typed else cls(**params)
+        except (TypeError, ValueError) as exc:
+            raise HookscopeError(f"{kind}: {exc}") from exc
+
+    # -- building ------------------------------------------------------------------
+    def _on_kind(self, kind: str) -> None:
+        self._build(kind, None)
+        self.changed.emit()
+
+    def _build(self, kind: str, iv: Intervention | None) -> None:
+        cls = self._kinds.get(kind)
+        specs = param_specs(cls) if cls is not None else []
+        if not (self._shown == kind and list(self._params) == [p.name for p in specs]):
+            for w in self._extra:
+                self._lay.removeWidget(w)
+                w.deleteLater()
+            self._extra, self._params = [], {}
+            for spec in specs:
+                self._add_param(spec)
+        self._shown = kind
+        for name, (how, w) in self._params.items():
+            if iv is not None:
+                self._set_widget(how, w, getattr(iv, name))
+
+    _shown = NONE
+
+    def _add_param(self, spec: _Spec) -> None:
+        how = spec.how
+        label = QLabel(spec.name)
+        w: QWidget
+        if how == "float":
+            w = QDoubleSpinBox()
+            w.setRange(-1e9, 1e9)
+            w.setDecimals(4)
+            w.setSingleStep(0.05)
+            w.setKeyboardTracking(False)
+            w.valueChanged.connect(lambda _v: self.changed.emit())
+        elif how == "int":
+            w = QSpinBox()
+            w.setRange(-2**31, 2**31 - 1)
+            w.valueChanged.connect(lambda _v: self.changed.emit())
+        else:
+            w = QLineEdit()
+            w.setPlaceholderText("(none)" if spec.optional else "")
+            w.editingFinished.connect(self.changed)
+        w.setObjectName(f"param_{spec.name}")
+        self._set_widget(how, w, None if how == "text" and spec.optional else spec.start)
+        for x in (label, w):
+            self._lay.addWidget(x)
+            self._extra.append(x)
+        self._params[spec.name] = (how, w)
+
+    @staticmethod
+    def _set_widget(how: str, w: QWidget, v: Any) -> None:
+        w.blockSignals(True)
+        if how == "float":
+            f = float(v) if v is not None else 0.0
+            w.setValue(max(-1e9, min(1e9, f)) if not math.isnan(f) else 0.0)  # type: ignore[attr-defined]
+        elif how == "int":
+            w.setValue(int(v or 0))  # type: ignore[attr-defined]
+        else:
+            text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v))
+            w.setText(text)  # type: ignore[attr-defined]
+        w.blockSignals(False)
+
+
+def _parse_text(name: str, text: str) -> Any:
+    """A text parameter: empty is ``None``, ``3, 7`` a tuple of ints, else the text."""
+    text = text.strip()
+    if not text:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if all(p.lstrip("-").isdigit() for p in parts):
+        return tuple(int(p) for p in parts)
+    return text
+
+
+class InterventionDelegate(QStyledItemDelegate):
+    """Edits the Intervention column with an :class:`InterventionEditor`; every
+    change is written to the model at once (so Live re-runs while a value is stepped)."""
+
+    def createEditor(self, parent: QWidget, option: QStyleOptionViewItem,  # noqa: N802
+                     index: QModelIndex | QPersistentModelIndex) -> QWidget:
+        editor = InterventionEditor(parent)
+        editor.changed.connect(lambda e=editor: self.commitData.emit(e))
+        return editor
+
+    def setEditorData(self, editor: QWidget, index) -> None:  # noqa: N802
+        iv = index.data(Qt.ItemDataRole.EditRole)
+        try:
+            same = editor.value() == iv  # type: ignore[attr-defined]
+        except HookscopeError:
+            same = False
+        if not same:
+            editor.set_value(iv)  # type: ignore[attr-defined]
+
+    def setModelData(self, editor: QWidget, model: QAbstractItemModel, index) -> None:  # noqa: N802
+        try:
+            iv = editor.value()  # type: ignore[attr-defined]
+        except HookscopeError as exc:
+            src = model.sourceModel() if isinstance(model, QSortFilterProxyModel) else model
+            if hasattr(src, "errorOccurred"):
+                src.errorOccurred.emit(str(exc))
+            return
+        if index.data(Qt.ItemDataRole.EditRole) != iv:
+            model.setData(index, iv, Qt.ItemDataRole.EditRole)
+
+    def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index) -> None:  # noqa: N802
+        r = option.rect
+        editor.setGeometry(r.x(), r.y(), max(r.width(), editor.sizeHint().width()), r.height())
