@@ -18,11 +18,12 @@ from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
 from hookscope.core.user_text import is_dir
 
+from .arg_parser import OneLineParser
 from .options import add_model_options, model_options
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hookscope run",
+    p = OneLineParser(prog="hookscope run",
                                 description="Run a model once without and once with the plan; "
                                             "print outputs, captures and timings.")
     add_model_options(p, spec_required=True)

@@ -16,6 +16,7 @@ import time
 from hookscope.core import HookscopeError, Plan, resolve_device
 
 from .demo_setup import default_plan
+from .arg_parser import OneLineParser
 from .options import add_model_options, model_options
 
 DEFAULT_SPEC = "demo:clamp"
@@ -24,7 +25,7 @@ EXIT_USER_ERROR = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="hookscope",
         description="Open the Hookscope window. With no model, opens demo:clamp set up as "
                     "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
