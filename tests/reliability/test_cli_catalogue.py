@@ -31,6 +31,7 @@ CASES = [
     ("size", ["demo:cnn", "--input", "@giant.png"], 2, "400000000 pixels"),
     ("size", ["demo:clamp", "--input", "random:1x100000", "--max-input-bytes", "1K"], 2, "above the input memory budget of 1.0 KiB"),
     ("size", ["demo:clamp", "--max-input-bytes", "lots"], 2, "is not a size"),
+    ("size", ["demo:clamp", "--input", "@big_input.pt", "--max-input-bytes", "100K"], 2, "KiB, above the input memory budget of 100.0 KiB"),
     ("size", ["demo:clamp", "--input", "random:2x2:dtype=int:high=99999999999999999999"], 2, "cannot make random input"),
     ("text", ["demo:clamp", "--input"], 2, "argument --input: expected one argument (see hookscope run --help)"),
     ("text", ["demo:clamp", "--no-such-flag"], 2, "unrecognized arguments: --no-such-flag"),
