@@ -19,12 +19,13 @@ from hookscope.core.user_code import user_code
 from hookscope.core.user_text import is_dir
 from hookscope.core.verdict import output_verdict
 
+from .arg_parser import OneLineParser
 from .options import add_model_options, model_options
 from .session_cli import add_session_options, run_session_command, save_session_of
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hookscope run",
+    p = OneLineParser(prog="hookscope run",
                                 description="Run a model once without and once with the plan; "
                                             "print outputs, captures and timings.")
     add_model_options(p, spec_required=False)

@@ -14,10 +14,12 @@ import sys
 import time
 
 from hookscope.core import HookscopeError, Plan, resolve_device
+from hookscope.core.atomic_write import atomic_write
 
 from hookscope.core.session_file import read_session_file
 
 from .demo_setup import default_plan
+from .arg_parser import OneLineParser
 from .options import add_model_options, model_options
 
 DEFAULT_SPEC = "demo:clamp"
@@ -26,7 +28,7 @@ EXIT_USER_ERROR = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="hookscope",
         description="Open the Hookscope window. With no model, opens demo:clamp set up as "
                     "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
@@ -128,8 +130,16 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0) -> int:
         return EXIT_USER_ERROR
     for _ in range(3):  # let layouts and plots settle at the final size
         QApplication.processEvents()
-    if not win.grab().save(path, "PNG"):
-        print(f"hookscope: error: cannot write {path}", file=sys.stderr)
+    image = win.grab()
+
+    def save(tmp):
+        if not image.save(str(tmp), "PNG"):
+            raise OSError("Qt could not write the PNG")
+
+    try:
+        atomic_write(path, save)  # whole or not at all
+    except HookscopeError as exc:
+        print(f"hookscope: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     print(path)
     return 0

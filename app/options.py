@@ -14,9 +14,10 @@ from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
 from hookscope.core.budget import set_max_input_bytes
 from hookscope.core.intervention_registry import parse_intervention, syntax_help
 
-TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module). Unpickling runs code "
+TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module), or a .pt2 whose "
+              "archive holds pickled entries. Unpickling runs code "
               "stored in the file, so this is off unless you pass this flag for a file you "
-              "trust; prefer a .pt2 export or file.py:factory with --weights")
+              "trust; prefer a plain .pt2 export or file.py:factory with --weights")
 
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:

@@ -24,6 +24,7 @@ import io
 import json
 import logging
 import os
+import pickle
 import re
 import threading
 import warnings
@@ -131,17 +132,39 @@ def _check_weights_only(raw: bytes, name: str) -> None:
                         "(weights_only) load refuses; it is not loaded. " + TRUST_HINT) from exc
 
 
+class _RefusingPickle:
+    """Stands in for the ``pickle`` module inside torch's archive reader during a safe load."""
+
+    def __getattr__(self, name: str):
+        return getattr(pickle, name)
+
+    @staticmethod
+    def loads(*args, **kwargs):
+        raise pickle.UnpicklingError("Hookscope refuses to unpickle an entry of this archive")
+
+
+def _refuse_torchbind(*args, **kwargs):
+    raise pickle.UnpicklingError("Hookscope refuses to load a torchbind object from this archive")
+
+
 @contextlib.contextmanager
 def _weights_only_everywhere() -> Iterator[None]:
     """Every ``torch.load`` inside, even one that asks for ``weights_only=False``, loads
-    tensors and plain containers only (torch's own TORCH_FORCE_WEIGHTS_ONLY_LOAD switch)."""
+    tensors and plain containers only (torch's own TORCH_FORCE_WEIGHTS_ONLY_LOAD switch), and
+    the archive reader's ``pickle.loads`` and torchbind loader refuse: a second line of
+    defence behind :func:`check_archive`, should a reader see an entry it did not."""
+    from torch.export.pt2_archive import _package
+
     key = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
     with _env_lock:
         old = os.environ.get(key)
+        saved = _package.pickle, torch._C._pickle_load_obj
         os.environ[key] = "1"
+        _package.pickle, torch._C._pickle_load_obj = _RefusingPickle(), _refuse_torchbind
         try:
             yield
         finally:
+            _package.pickle, torch._C._pickle_load_obj = saved
             if old is None:
                 os.environ.pop(key, None)
             else:

@@ -31,7 +31,7 @@ from .demo_models import DEMO_DESCRIPTIONS, DEMOS
 from .errors import SpecError
 from .user_code import user_code
 from .user_text import is_file, shown, user_path
-from .exported_load import load_exported_program
+from .exported_load import load_exported_program, quiet_torch_export
 from .weights import apply_weights
 
 SPEC_HELP = ("use demo:NAME, path/to/file.py:factory, package.module:factory, "
@@ -96,7 +96,8 @@ def _load_exported(spec: str, trust: bool = False) -> LoadedModel:
         raise SpecError(f"exported program {shown(spec)} does not exist")
     ep = load_exported_program(path, trust_pickle=trust)  # never unpickles unless trusted
     try:
-        module = torch.export.unflatten(ep)
+        with quiet_torch_export():  # torch's own deprecation notices are not the user's business
+            module = torch.export.unflatten(ep)
     except Exception as exc:
         raise SpecError(f"{path.name} loaded but could not be unflattened into its module tree: "
                         f"{exc}") from exc

@@ -58,6 +58,9 @@ def build(folder: Path) -> dict[str, Path]:
     put("giant.png", png_header(20000, 20000))
     put("postscript.png", b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n")
     put("truncated.png", png_header(4, 4)[:40])
+    buf = io.BytesIO()
+    torch.save(torch.zeros(100_000), buf)  # 400 kB of tensor data
+    put("big_input.pt", buf.getvalue())
     put("evil_input.pt", hf.torch_save_payload(marker))
     put("evil_weights.pt", hf.torch_save_payload(marker))
     put("broken.safetensors", b"\xff\xff\xff\xff\xff\xff\xff\x7f{")

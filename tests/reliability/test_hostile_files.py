@@ -156,3 +156,24 @@ def test_trust_from_the_window_reaches_the_pt2_loader(window, qtbot, tmp_path):
     window.load(str(path), trust_pickle=True)
     qtbot.waitUntil(marker.exists, timeout=30_000)
     qtbot.waitUntil(window.is_idle, timeout=30_000)
+
+
+def test_the_second_line_of_defence_refuses_even_entries_the_check_would_miss(tmp_path):
+    # Skip check_archive: the guarded load alone must still refuse every payload.
+    import io
+
+    from hookscope.core.exported_load import _weights_only_everywhere
+
+    for name, make in hf.HOSTILE_PT2.items():
+        marker = tmp_path / f"MARKER-{name.replace(' ', '_')}"
+        data = make(tmp_path, marker).read_bytes()
+        try:
+            with _weights_only_everywhere():
+                torch.export.load(io.BytesIO(data))
+        except Exception:
+            pass
+        assert not marker.exists(), name
+    import pickle as real_pickle
+    from torch.export.pt2_archive import _package
+
+    assert _package.pickle is real_pickle  # restored afterwards
