@@ -27,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic_write import write_text
 from .errors import HookscopeError
 from .interventions import Intervention
 from .plan import Plan
@@ -211,16 +210,9 @@ def write_session_file(path: str | Path, session: Any) -> Path:
                              "does not exist")
     text = json.dumps(session_to_dict(session, folder), indent=1, allow_nan=False) + "\n"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".hookscope-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise HookscopeError(f"cannot save the session to {path}: {exc.strerror or exc}") from exc
+        write_text(path, text)  # whole or not at all
+    except HookscopeError as exc:
+        raise HookscopeError(f"cannot save the session to {path}: {exc}") from exc
     return path
 
 

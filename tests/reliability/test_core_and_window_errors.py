@@ -84,7 +84,7 @@ def test_window_exports_into_an_unwritable_folder_show_the_banner(make_window, q
     for export, name in ((export_captures, "c.npz"), (export_captures, "c.safetensors"),
                          (export_script, "s.py")):
         with qtbot.waitSignal(win.errorShown, timeout=5_000) as blocker:
-            assert export(win, str(ro / name)) is None
+            assert export(win.session, win.ui, str(ro / name)) is None
         assert blocker.args[0].startswith(f"cannot write {ro / name}")
         assert win.banner.isVisible()
     assert set(os.listdir(ro)) == before
