@@ -17,7 +17,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QFrame, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, TensorStats
 
@@ -35,6 +35,9 @@ __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "La
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _BARS_TITLE = "light: before · dark: after"
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
+#: Narrower than this, a panel stacks its histogram above its view: side by side
+#: each would get less than ~300 px, too little to read or to drag a bound on.
+STACK_BELOW = 640
 
 
 def _fmt(v: float) -> str:
@@ -139,7 +142,7 @@ class LayerPlot(QFrame):
         self.none_label.setWordWrap(True)
         self.none_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
 
-        row = QHBoxLayout()
+        row = self._row = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         row.addWidget(self.hist_widget, 1)
         row.addWidget(self.view_widget, 1)
         row.addWidget(self.none_label, 1)
@@ -192,6 +195,10 @@ class LayerPlot(QFrame):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        direction = (QBoxLayout.Direction.TopToBottom if self.width() < STACK_BELOW
+                     else QBoxLayout.Direction.LeftToRight)
+        if self._row.direction() != direction:
+            self._row.setDirection(direction)
         self._fit_title()
         # An image pooled for a much smaller view (e.g. before the first layout) is
         # drawn again at the new size, once the resizing settles.
