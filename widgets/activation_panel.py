@@ -11,12 +11,15 @@ the app to turn into plan edits.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from hookscope.core import RunResult
+from hookscope.core import HookscopeError, RunResult
 
 from .layer_plot import LayerPlot
+from .plot_tools import render_svg
 
 Key = tuple[str, int]
 
@@ -26,6 +29,7 @@ class ActivationPanel(QWidget):
 
     clampDragged = Signal(str, float, float)
     clampEdited = Signal(str, float, float)
+    readout = Signal(str)   # the value under the cursor on any panel ("" when none)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -130,6 +134,27 @@ class ActivationPanel(QWidget):
             if p == path:
                 panel.set_bounds(bounds)
 
+    def export_figure(self, path: str | Path) -> Path:
+        """Every panel, as one figure: a PNG, or an SVG whose plots stay vector
+        drawings (File → Export figure). Panels scrolled away are drawn too."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in (".png", ".svg"):
+            raise HookscopeError(f"{path.name}: export the figure as .png or .svg")
+        if not self._shown:
+            raise HookscopeError("nothing to export yet: run the model first (Ctrl+R)")
+        for panel in self._panels.values():   # scrolled-away panels may not be drawn yet
+            if panel._stale and panel.record is not None:
+                panel._draw(panel.record)
+        content = self._content
+        if suffix == ".png":
+            ok = content.grab().save(str(path), "PNG")
+        else:
+            ok = render_svg(content, path, "Hookscope activations")
+        if not ok:
+            raise HookscopeError(f"cannot write {path}")
+        return path
+
     def flush_visible(self) -> int:
         """Draw the panels that came into view since their last record; returns how many."""
         return sum(panel.flush() for panel in self._panels.values())
@@ -150,6 +175,8 @@ class ActivationPanel(QWidget):
         panel = LayerPlot(path, call, self._content)
         panel.clampDragged.connect(lambda lo, hi, p=path: self.clampDragged.emit(p, lo, hi))
         panel.clampEdited.connect(lambda lo, hi, p=path: self.clampEdited.emit(p, lo, hi))
+        panel.readout.connect(lambda text, p=path, c=call: self.readout.emit(
+            f"{p} (call {c}) · {text}" if text else ""))
         self._panels[(path, call)] = panel
         return panel
 

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import pyqtgraph as pg
-from pyqtgraph.exporters import SVGExporter
-from PySide6.QtCore import QEvent, QObject, QPointF, Qt, Signal
-from PySide6.QtGui import QWheelEvent
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtGui import QPainter, QWheelEvent
+from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QFileDialog, QMenu, QMessageBox,
-                               QToolButton)
+                               QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
 
@@ -37,6 +37,22 @@ Rows = Callable[[], "tuple[list[str], list[Sequence]]"]
 ZOOM_STEP = 0.85   # view span per wheel notch (120 units) with Ctrl held
 EXPORT_FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)",
                   ".csv": "The plotted data as CSV (*.csv)"}
+
+
+def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
+    """Draw ``widget`` into an SVG file: pyqtgraph's items stay vector paths
+    (pyqtgraph's own SVG exporter cannot parse the paths Qt 6 writes)."""
+    gen = QSvgGenerator()
+    gen.setFileName(str(path))
+    gen.setSize(widget.size())
+    gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
+    gen.setTitle(title)
+    painter = QPainter(gen)
+    try:
+        QWidget.render(widget, painter, QPoint(0, 0))   # not QGraphicsView.render: the whole widget
+    finally:
+        ok = painter.end()
+    return bool(ok)
 
 
 class PlotTools(QObject):
@@ -202,8 +218,9 @@ class PlotTools(QObject):
                 writer.writerow(header)
                 writer.writerows(rows)
         elif suffix == ".svg":
-            item = self.widget.getPlotItem() if hasattr(self.widget, "getPlotItem") else self.widget.ci
-            SVGExporter(item).export(str(path))
+            self.label.setVisible(False)
+            if not render_svg(self.widget, path, self.name):
+                raise OSError(f"cannot write {path}")
         elif suffix == ".png":
             self.label.setVisible(False)   # the readout box is not part of the figure
             if not self.widget.grab().save(str(path), "PNG"):
