@@ -24,12 +24,14 @@ from hookscope.widgets.output_comparison import OutputComparison
 
 from .demo_setup import note_for
 from .error_banner import ErrorBanner
+from .layout import arrange_docks
 from .menus import build_menus
 from .open_dialog import OpenModelDialog
 from .qt_compat import guard_none_refcount
 from .recent import RecentModels
 from .run_bar import RunBar
 from .status import StatusFields
+from .window_tools import install_window_tools
 from .worker import ForwardWorker, Loaded
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
@@ -81,6 +83,7 @@ class MainWindow(QMainWindow):
         self._build_ui()
         self.actions_ = build_menus(self)
         self._wire()
+        install_window_tools(self)   # readouts, File → Export figure, View → Hooks
 
     # -- layout ----------------------------------------------------------------
     def _build_ui(self) -> None:
@@ -376,14 +379,12 @@ class MainWindow(QMainWindow):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        if self._sized and event.oldSize().width() <= 0:
-            self.fit_docks()
+        if self._sized:
+            arrange_docks(self, force=event.oldSize().width() <= 0)
 
     def fit_docks(self) -> None:
-        """Give the tree room for its clamp columns and the plots the middle."""
-        w = max(self.width(), 900)
-        self.resizeDocks([self.layer_dock, self.output_dock],
-                         [int(w * 0.32), int(w * 0.24)], Qt.Orientation.Horizontal)
+        """Give the tree and the output what they need and the plots the rest (app/layout.py)."""
+        arrange_docks(self, force=True)
 
     # -- closing -----------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
