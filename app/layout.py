@@ -38,7 +38,7 @@ def side_widths(width: int) -> tuple[str, int, int]:
     """``(mode, tree, output)`` for a window ``width`` px wide: mode ``"stacked"``
     (output under the tree; ``output`` = ``tree``) or ``"columns"``."""
     if width < THREE_COLUMNS_FROM:
-        left = _clamp(0.36 * width, MIN_TREE + 60, 470)
+        left = _clamp(0.34 * width, MIN_TREE + 60, 470)
         return "stacked", left, left
     return ("columns", _clamp(0.25 * width, MIN_TREE + 60, MAX_SIDE),
             _clamp(0.22 * width, MIN_OUTPUT + 60, MAX_SIDE))

@@ -39,7 +39,7 @@ _BARS_TITLE = "light: before · dark: after"
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 #: Narrower than this, a panel stacks its histogram above its view: side by side
 #: each would get less than ~300 px, too little to read or to drag a bound on.
-STACK_BELOW = 640
+STACK_BELOW = 620
 
 
 def _fmt(v: float) -> str:
@@ -78,6 +78,7 @@ class LayerPlot(QFrame):
     clampDragged = Signal(float, float)
     clampEdited = Signal(float, float)
     readout = Signal(str)   # what the cursor points at ("" when it left the plots)
+    stackingChanged = Signal()
 
     def __init__(self, path: str, call: int = 0, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -211,6 +212,7 @@ class LayerPlot(QFrame):
                      else QBoxLayout.Direction.LeftToRight)
         if self._row.direction() != direction:
             self._row.setDirection(direction)
+            self.stackingChanged.emit()
         self._fit_title()
         # An image pooled for a much smaller view (e.g. before the first layout) is
         # drawn again at the new size, once the resizing settles.
@@ -232,6 +234,23 @@ class LayerPlot(QFrame):
 
     def bounds(self) -> tuple[float, float] | None:
         return self.histogram.bounds
+    def is_stacked(self) -> bool:
+        """The histogram sits above the view (a narrow panel), not beside it."""
+        return self._row.direction() == QBoxLayout.Direction.TopToBottom
+
+    def set_plot_height(self, height: int) -> None:
+        """Both plots' height (at least :data:`PLOT_HEIGHT`): the activation panel
+        lets its panels grow into a tall window instead of leaving it empty."""
+        height = max(PLOT_HEIGHT, int(height))
+        for w in (self.hist_widget, self.view_widget, self.none_label):
+            if w.minimumHeight() != height:
+                w.setMinimumHeight(height)
+
+    def chrome_height(self) -> int:
+        """The panel's height beyond its plots: title, statistics, margins."""
+        return (self.title.sizeHint().height() + self.stats_label.sizeHint().height()
+                + self.layout().spacing() * 2 + 10)
+
     def set_highlighted(self, on: bool) -> None:
         self._highlighted = on
         self.setStyleSheet("LayerPlot { border: 2px solid #1976d2; }" if on else "")
