@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 THREE_COLUMNS_FROM = 1300
 MIN_TREE, MIN_OUTPUT, MIN_CENTRE = 280, 240, 340
 MAX_SIDE = 560
+CENTRE_WANTS = 650   # two plots of ~300 px side by side, with the panel's margins
 
 
 def _clamp(v: float, lo: int, hi: int) -> int:
@@ -52,6 +53,12 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
     win.centralWidget().setMinimumWidth(MIN_CENTRE)
     mode, tree_w, output_w = side_widths(max(win.width(), 800))
     if not force and getattr(win, "_dock_mode", None) == mode:
+        # Same arrangement: keep the user's splitters, unless the window shrank so
+        # far that the plots would have to stack: then the docks give way.
+        if win.centralWidget().width() < CENTRE_WANTS and win.width() - tree_w - (
+                output_w if mode == "columns" else 0) > win.centralWidget().width() + 8:
+            sized = [tree] if mode == "stacked" else [tree, output]
+            win.resizeDocks(sized, [tree_w, output_w][:len(sized)], Qt.Orientation.Horizontal)
         return mode
     win._dock_mode = mode
     if output.isFloating() or tree.isFloating():
