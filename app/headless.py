@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-json", metavar="FILE", help="write the session (setup and results) as JSON")
     p.add_argument("--export-script", metavar="FILE",
                    help="write a plain-PyTorch script that reproduces this comparison with hooks")
+    p.add_argument("--save-plots", metavar="DIR",
+                   help="draw the window's plots into DIR: a PNG per captured layer call, CSVs "
+                        "of its data, output.png and activations.png (uses Qt, offscreen)")
     return p
 
 
@@ -44,6 +47,10 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     x = parse_input(opts.input or "", lm.example_input)
     plan = opts.plan()
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
+    if ns.save_plots:
+        from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
+
+        plots_folder(ns.save_plots)
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     result = compare(lm.module, x, plan, opts.device)
@@ -55,6 +62,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
                                                          opts.weights), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
+    if ns.save_plots:
+        save_plots(result, ns.save_plots)
     return 0
 
 
