@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QFileDialog
 
 from hookscope.core import HookscopeError
 from hookscope.core.export import save_captures, standalone_script
+from hookscope.widgets.last_folder import pick_file
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -26,8 +26,8 @@ def export_captures(win: "MainWindow", path: str | None = None) -> Path | None:
         win.show_error("nothing to export yet: run the model first (Ctrl+R)")
         return None
     if path is None:
-        path, _ = QFileDialog.getSaveFileName(win, "Export captures", "captures.npz",
-                                              "NumPy (*.npz);;safetensors (*.safetensors)")
+        path = pick_file(win, "export", "Export captures", "NumPy (*.npz);;safetensors (*.safetensors)",
+                         save=True, file_name="captures.npz")
         if not path:
             return None
     try:
@@ -51,8 +51,8 @@ def export_script(win: "MainWindow", path: str | None = None) -> Path | None:
         win.show_error(str(exc))
         return None
     if path is None:
-        path, _ = QFileDialog.getSaveFileName(win, "Export as PyTorch script", "hookscope_repro.py",
-                                              "Python (*.py)")
+        path = pick_file(win, "export", "Export as PyTorch script", "Python (*.py)", save=True,
+                         file_name="hookscope_repro.py")
         if not path:
             return None
     try:

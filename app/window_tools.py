@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QMenu
+from PySide6.QtWidgets import QDockWidget, QMenu
 
 from hookscope.core import HookscopeError
 from hookscope.core.hook_inventory import list_hooks
 from hookscope.widgets.hooks_view import HooksView
-from hookscope.widgets.last_folder import remember, start_path
+from hookscope.widgets.last_folder import pick_file
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -84,12 +84,10 @@ def refresh_hooks(win: "MainWindow") -> bool:
 def export_figure(win: "MainWindow", path: str | None = None) -> Path | None:
     """File → Export figure: every activation panel as one PNG or SVG."""
     if path is None:
-        path, _ = QFileDialog.getSaveFileName(win, "Export figure",
-                                              start_path("export", "activations.png"),
-                                              "PNG image (*.png);;SVG drawing (*.svg)")
+        path = pick_file(win, "export", "Export figure", "PNG image (*.png);;SVG drawing (*.svg)",
+                         save=True, file_name="activations.png")
         if not path:
             return None
-        remember("export", path)
     try:
         written = win.panel.export_figure(path)
     except HookscopeError as exc:

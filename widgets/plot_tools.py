@@ -25,12 +25,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, Qt, Signal
 from PySide6.QtGui import QPainter, QWheelEvent
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QFileDialog, QMenu, QMessageBox,
+from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessageBox,
                                QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
 
-from .last_folder import remember, start_path
+from .last_folder import pick_file
 
 TextAt = Callable[[pg.ViewBox, QPointF], "str | None"]
 Rows = Callable[[], "tuple[list[str], list[Sequence]]"]
@@ -186,12 +186,10 @@ class PlotTools(QObject):
         self.menu.popup(global_pos)
 
     def export_dialog(self, suffix: str) -> Path | None:
-        path, _ = QFileDialog.getSaveFileName(self.widget, "Export plot",
-                                              start_path("export", f"{self.name}{suffix}"),
-                                              EXPORT_FORMATS[suffix])
+        path = pick_file(self.widget, "export", "Export plot", EXPORT_FORMATS[suffix], save=True,
+                         file_name=f"{self.name}{suffix}")
         if not path:
             return None
-        remember("export", path)
         try:
             return self.export(path if Path(path).suffix else path + suffix)
         except HookscopeError as exc:
