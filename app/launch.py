@@ -191,3 +191,4 @@ def gui_main(argv: list[str]) -> int:
     finally:
         win.shutdown()
         win.close()
+        win.deleteLater()   # an embedding app (or a test) keeps running: the window must go

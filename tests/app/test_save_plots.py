@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 import os
 import subprocess
 import sys
@@ -34,14 +35,14 @@ def test_save_plots_writes_each_panel_and_its_data_without_a_display(tmp_path):
     torch.manual_seed(0)
     lm = load_model("demo:cnn")
     r = compare(lm.module, lm.example_input, Plan(capture=("conv1", "fc"), clamp={"conv1": (-0.5, 0.5)}))
-    rows = list(csv.reader(open(out / "fc_call0_bars.csv")))
+    rows = list(csv.reader(Path(out / "fc_call0_bars.csv").read_text().splitlines()))
     assert rows[0] == ["unit", "value"]
     fc = r.captures["fc"][0].tensor.reshape(-1)
     assert [float(v) for _u, v in rows[1:]] == pytest.approx(fc.tolist(), abs=1e-6)
-    rows = list(csv.reader(open(out / "output.csv")))
+    rows = list(csv.reader(Path(out / "output.csv").read_text().splitlines()))
     assert [float(row[2]) for row in rows[1:]] == pytest.approx(
         torch.as_tensor(r.output_with).reshape(-1).tolist(), abs=1e-6)
-    hist = list(csv.reader(open(out / "conv1_call0_histogram.csv")))
+    hist = list(csv.reader(Path(out / "conv1_call0_histogram.csv").read_text().splitlines()))
     assert sum(float(row[3]) for row in hist[1:] if row[0] == "after") == 8 * 8 * 8
 
 

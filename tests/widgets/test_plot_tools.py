@@ -5,6 +5,7 @@ right-click exports PNG, SVG and CSV of the plotted data."""
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,13 +155,13 @@ def test_right_click_offers_export_and_each_format_writes_the_data(cnn_panel, tm
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in svg.read_bytes()[:2000]
     # The histogram's CSV holds the drawn counts, summing to the layer's size.
-    rows = list(csv.reader(open(p.hist_tools.export(tmp_path / "h.csv"))))
+    rows = list(csv.reader(Path(p.hist_tools.export(tmp_path / "h.csv")).read_text().splitlines()))
     assert rows[0] == ["series", "bin_low", "bin_high", "count"]
     rec = result.captures["conv1"][0]
     after = [r for r in rows[1:] if r[0] == "after"]
     assert sum(float(r[3]) for r in after) == rec.tensor.numel()
     # The feature maps' CSV: one row per value of the first sample, after and before.
-    rows = list(csv.reader(open(p.view_tools.export(tmp_path / "v.csv"))))
+    rows = list(csv.reader(Path(p.view_tools.export(tmp_path / "v.csv")).read_text().splitlines()))
     assert rows[0] == ["channel", "y", "x", "value", "before"]
     assert len(rows) - 1 == rec.tensor[0].numel()
     c, y, x, v, b = rows[1 + 37]
