@@ -45,7 +45,7 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     d = result.max_abs_diff
     # "|Δ| = 0.46" is one unit: word joiners and no-break spaces keep Qt from
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
-    text = (f"The intervention changed the output: largest change{_NB}|{_WJ}Δ{_WJ}|{_NB}={_NB}"
+    text = (f"The intervention changed the output: largest change{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}"
             f"{'∞' if math.isinf(d) else f'{d:.4g}'} (outputs differ).")
     if 1 < without.size <= MAX_BARS and np.isfinite(without).all() and np.isfinite(with_).all():
         a, b = int(np.argmax(without)), int(np.argmax(with_))

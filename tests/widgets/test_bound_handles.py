@@ -124,3 +124,21 @@ def test_both_bounds_of_exercise_1_are_on_the_first_screen(qtbot):
     assert p.lo_line.value() == -0.5 and p.hi_line.value() == 0.5
     assert _on_screen(p, p.lo_line) and _on_screen(p, p.hi_line)
     assert p.lo_line.label.isVisible() and p.hi_line.label.isVisible()
+
+
+@pytest.mark.parametrize("bounds", [None, (-0.05, 0.05), (-math.inf, 0.3)])
+def test_bound_labels_never_overlap_on_a_narrow_histogram(qtbot, bounds):
+    p = _Histogram(300)
+    qtbot.addWidget(p)
+    p.show()
+    qtbot.waitExposed(p)
+    rec = _record("demo:features", "fc1")
+    p.view.draw(rec)
+    p.view.set_bounds(bounds)
+    p.grab()
+    view = p.hist_widget.getPlotItem().getViewBox().sceneBoundingRect()
+    labels = [line.label for line in (p.lo_line, p.hi_line) if line.label.isVisible()]
+    assert len(labels) == 2
+    rects = [lab.sceneBoundingRect() for lab in labels]
+    assert all(view.contains(r) for r in rects)
+    assert not rects[0].intersects(rects[1])

@@ -112,4 +112,6 @@ def test_the_largest_change_never_breaks_inside_its_symbol(view):
             line.setLineWidth(width)
             lines.append(text[line.textStart(): line.textStart() + line.textLength()])
         layout.endLayout()
-        assert any("|\u2060Δ\u2060|" in ln for ln in lines), (width, lines)
+        # "|Δ| = 0.4628" stays on one line (wherever that line breaks)
+        assert any("Δ" in ln and ln.count("|") == 2 and "=" in ln and "0." in ln
+                   for ln in lines), (width, lines)
