@@ -173,6 +173,12 @@ def gui_main(argv: list[str]) -> int:
         raise HookscopeError("no display to open a window on (DISPLAY and WAYLAND_DISPLAY are "
                              "unset): run it in a desktop session, or use 'hookscope run ...' "
                              "or '--screenshot FILE' without one")
+    if has_display and not ns.screenshot:
+        from .system_check import check
+
+        status, message = check()   # Qt would abort naming the wrong library
+        if status:
+            raise HookscopeError(message.removeprefix("hookscope: "))
     from .qt_compat import guard_none_refcount
 
     guard_none_refcount()

@@ -70,7 +70,7 @@ def check(environ: dict | None = None, platform: str | None = None) -> tuple[int
     if not missing:
         return 0, ""
     return 1, ("hookscope: Qt's window plugin (xcb) cannot load: this system lacks "
-               f"{', '.join(missing)}. Install them with:\n\n    {apt_line(missing)}\n")
+               f"{', '.join(missing)}; install them with: {apt_line(missing)}")
 
 
 def main() -> int:

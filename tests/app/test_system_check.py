@@ -44,3 +44,17 @@ def test_the_real_plugin_is_found_and_checked_without_importing_qt():
     assert loaded.strip() == "[]"
     if sys.platform.startswith("linux"):
         assert int(n) >= 1 and any(f.name == "libqxcb.so" for f in xcb_plugin_files())
+
+
+def test_a_missing_library_is_one_line_naming_the_packages(tmp_path, monkeypatch):
+    from hookscope.app import system_check
+
+    ldd = tmp_path / "ldd"
+    ldd.write_text("#!/bin/sh\necho '\tlibxcb-icccm.so.4 => not found'\n")
+    ldd.chmod(ldd.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    status, message = system_check.check({"DISPLAY": ":0"}, "linux")
+    if not system_check.xcb_plugin_files():   # no xcb plugin in this PySide6 build
+        return
+    assert status == 1 and "\n" not in message
+    assert message.endswith("install them with: sudo apt-get install libxcb-icccm4")
