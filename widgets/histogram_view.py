@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QWidget
 
 from hookscope.core import CaptureRecord, TensorStats
+from hookscope.core.binning import histogram_in
 
 from .layer_tree_model import format_bound
 from .plot_style import index_axes, plain_axes, title_never_widens
@@ -51,14 +52,6 @@ def sample_scale(s: TensorStats) -> float:
     counted = float(np.asarray(s.hist_counts).sum())
     finite = s.count - s.nan_count - s.inf_count
     return finite / counted if counted > 0 and s.hist_is_sample else 1.0
-
-
-def histogram_in(t, edges: np.ndarray) -> np.ndarray:
-    """Counts of ``t``'s finite values in the bins ``edges`` (ends included)."""
-    v = t.detach().reshape(-1).float().numpy()
-    v = v[np.isfinite(v)]
-    counts, _ = np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)
-    return counts.astype(float)
 
 
 class HistogramView(QObject):

@@ -72,3 +72,4 @@ def test_global_hooks_are_listed_once_under_every_module():
     finally:
         handle.remove()
     assert not [h for h in list_hooks(model) if h.path == GLOBAL_PATH]
+
