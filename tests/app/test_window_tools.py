@@ -4,7 +4,7 @@ status bar, File → Export figure, View → Hooks and its leak warning."""
 from __future__ import annotations
 
 import pytest
-from mouse_events import hover, view_to_viewport
+from mouse_events import hover, line_point, view_to_viewport
 from PySide6.QtGui import QAction, QImage
 
 from hookscope.app.window_tools import export_figure, refresh_hooks
@@ -40,6 +40,11 @@ def test_activation_plots_get_the_room_at_any_window_size(make_window, qtbot, si
 def test_hovering_a_plot_reads_out_in_the_status_bar(window, qtbot):
     p = window.panel.panels()[("0", 0)]
     p.grab()
+    # The first screen shows both of exercise 1's bounds, as lines one can grab.
+    view = p.hist_widget.mapFromScene(p.hist_widget.getPlotItem().getViewBox().sceneBoundingRect())
+    for line, value in ((p.lo_line, -0.5), (p.hi_line, 0.5)):
+        assert line.value() == value and line.label.isVisible()
+        assert view.boundingRect().contains(line_point(p.hist_widget, line))
     edges, counts = p.hist_post.getData()
     vb = p.hist_widget.getPlotItem().getViewBox()
     i = int(counts.argmax())
