@@ -18,7 +18,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# On Linux with a display, first check Qt's xcb system libraries (prints the apt line if any is missing).
 demo: $(STAMP)
+	@$(PY) -m hookscope.app.system_check
 	$(VENV)/bin/hookscope
 
 test: $(STAMP)

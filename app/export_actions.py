@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QWidget
 
 from hookscope.core import HookscopeError, Session
 from hookscope.core.atomic_write import write_text
 from hookscope.core.export import save_captures, standalone_script
 from hookscope.core.session_file import SUFFIX, SessionSetup, read_session_file
+from hookscope.widgets.last_folder import pick_file
 
 SESSION_FILTER = f"Hookscope session (*{SUFFIX})"
 
@@ -34,8 +35,8 @@ class ActionUi:
 
 
 def _ask_save(ui: ActionUi, title: str, default: str, filters: str) -> str | None:
-    path, _ = QFileDialog.getSaveFileName(ui.parent, title, default, filters)
-    return path or None
+    # the dialog starts in the folder last used for an export, and remembers this one
+    return pick_file(ui.parent, "export", title, filters, save=True, file_name=default) or None
 
 
 def export_captures(session: Session, ui: ActionUi, path: str | None = None) -> Path | None:
@@ -102,7 +103,7 @@ def read_session(ui: ActionUi, path: str | None = None) -> SessionSetup | None:
     """File → Open session: a checked setup to open, or ``None`` (the error is shown,
     nothing changed)."""
     if path is None:
-        path, _ = QFileDialog.getOpenFileName(ui.parent, "Open session", "", SESSION_FILTER)
+        path = pick_file(ui.parent, "session", "Open session", SESSION_FILTER)
         if not path:
             return None
     try:

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-json", metavar="FILE", help="write the session (setup and results) as JSON")
     p.add_argument("--export-script", metavar="FILE",
                    help="write a plain-PyTorch script that reproduces this comparison with hooks")
+    p.add_argument("--save-plots", metavar="DIR",
+                   help="draw the window's plots into DIR: a PNG per captured layer call, CSVs "
+                        "of its data, output.png and activations.png (uses Qt, offscreen)")
     return p
 
 
@@ -56,6 +59,10 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     x = parse_input(opts.input or "", lm.example_input)
     plan = opts.plan()
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
+    if ns.save_plots:
+        from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
+
+        plots_folder(ns.save_plots)
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
@@ -70,6 +77,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         write_text(ns.export_script, script)
     if ns.save_session:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only)
+    if ns.save_plots:
+        save_plots(result, ns.save_plots)
     return 0
 
 

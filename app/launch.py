@@ -3,7 +3,8 @@
 ``create_window`` builds the window exactly as the command line would (for
 tests and for embedding; it needs a QApplication and starts no event loop).
 ``gui_main`` owns the QApplication and the event loop, and implements
-``--screenshot FILE``: run once, render the window at 1400×900 to a PNG, exit.
+``--screenshot FILE [--size WxH]``: run once, render the window (1400×900 unless
+told) to a PNG, exit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,37 @@ from .options import add_model_options, model_options
 DEFAULT_SPEC = "demo:clamp"
 SCREENSHOT_SIZE = (1400, 900)
 EXIT_USER_ERROR = 2
+INPUT_FORMS = """\
+inputs (--input X):
+  example                the model's own example input (the default)
+  [[1.0, 2.0, 3.0]]      a Python literal; a tuple literal gives several inputs
+  random:1x3x32x32       random values; add :seed=N, :dtype=D, :high=N (integers)
+  file.npy / file.pt     a NumPy array, or tensors saved with torch.save
+  digit.png              an image (png, jpg, bmp, gif, webp) shaped like the example
+                         input, grey or RGB; add :invert for dark ink on a light page
+
+models (SPEC):
+  demo:NAME              clamp, features, cnn, transformer
+  path/to/file.py:f      a factory function in a file (returns a module, optionally
+                         with an example input); --weights FILE for its state_dict
+  package.module:f       a factory in an importable package
+  model.pt2              a torch.export program
+
+Run without a window: hookscope run SPEC ... (hookscope run --help).
+"""
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``'1000x650'`` -> ``(1000, 650)``; a malformed size is a usage error."""
+    w, sep, h = text.lower().partition("x")
+    try:
+        size = (int(w), int(h))
+    except ValueError:
+        size = (0, 0)
+    if not sep or not (320 <= size[0] <= 8192 and 240 <= size[1] <= 8192):
+        raise argparse.ArgumentTypeError(f"{text!r}: write WIDTHxHEIGHT, e.g. 1000x650 "
+                                         "(320x240 to 8192x8192)")
+    return size
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,11 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hookscope",
         description="Open the Hookscope window. With no model, opens demo:clamp set up as "
                     "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
-                    "without a window.")
+                    "without a window.",
+        epilog=INPUT_FORMS, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(p, spec_required=False)
     p.add_argument("--live", action="store_true", help="start with Live mode on")
     p.add_argument("--screenshot", metavar="FILE",
-                   help="run once, save the window (1400x900) as a PNG to FILE and exit")
+                   help="run once, save the window as a PNG to FILE and exit")
+    p.add_argument("--size", metavar="WxH", type=parse_size, default=SCREENSHOT_SIZE,
+                   help="window size, e.g. 1000x650 (default 1400x900)")
     return p
 
 
@@ -114,11 +149,12 @@ def wait_idle(win, timeout_s: float = 300.0) -> bool:
             sig.disconnect(loop.quit)
 
 
-def save_screenshot(win, path: str, timeout_s: float = 300.0) -> int:
-    """Run once, render ``win`` at 1400×900 to ``path``; exit status (2 on a user error)."""
+def save_screenshot(win, path: str, timeout_s: float = 300.0,
+                    size: tuple[int, int] = SCREENSHOT_SIZE) -> int:
+    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error)."""
     from PySide6.QtWidgets import QApplication
 
-    win.resize(*SCREENSHOT_SIZE)
+    win.resize(*size)
     win.show()
     if not wait_idle(win, timeout_s):
         print("hookscope: error: the run did not finish in time; no screenshot", file=sys.stderr)
@@ -157,6 +193,12 @@ def gui_main(argv: list[str]) -> int:
         raise HookscopeError("no display to open a window on (DISPLAY and WAYLAND_DISPLAY are "
                              "unset): run it in a desktop session, or use 'hookscope run ...' "
                              "or '--screenshot FILE' without one")
+    if has_display and not ns.screenshot:
+        from .system_check import check
+
+        status, message = check()   # Qt would abort naming the wrong library
+        if status:
+            raise HookscopeError(message.removeprefix("hookscope: "))
     from .qt_compat import guard_none_refcount
 
     guard_none_refcount()
@@ -168,10 +210,11 @@ def gui_main(argv: list[str]) -> int:
     win = create_window(argv)
     try:
         if ns.screenshot:
-            return save_screenshot(win, ns.screenshot)
-        win.resize(*SCREENSHOT_SIZE)
+            return save_screenshot(win, ns.screenshot, size=ns.size)
+        win.resize(*ns.size)
         win.show()
         return int(app.exec())
     finally:
         win.shutdown()
         win.close()
+        win.deleteLater()   # an embedding app (or a test) keeps running: the window must go

@@ -25,7 +25,9 @@ from .open_dialog import OpenModelDialog
 from .qt_compat import guard_none_refcount
 from .recent import RecentModels
 from .session_reactions import SessionReactions
-from .window_layout import build_parts, fit_docks
+from .layout import arrange_docks
+from .window_layout import build_parts
+from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
@@ -77,6 +79,7 @@ class MainWindow(SessionReactions, QMainWindow):
              self.run_toolbar.toggleViewAction()])
         self._wire()
         self._restored = chrome.restore_layout(self)
+        install_window_tools(self)   # readouts, File → Export figure, View → Hooks
 
     def _wire(self) -> None:
         s = self.session
@@ -204,7 +207,12 @@ class MainWindow(SessionReactions, QMainWindow):
         if not self._sized:
             self._sized = True
             if not self._restored:
-                fit_docks(self, self.layer_dock, self.output_dock)
+                arrange_docks(self, force=True)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self._sized:  # the docks give way when the window crosses a layout width (app/layout.py)
+            arrange_docks(self, force=event.oldSize().width() <= 0 and not self._restored)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         chrome.save_layout(self)

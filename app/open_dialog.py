@@ -1,7 +1,8 @@
 """File → Open model…: a model spec typed or picked, and optional weights.
 
 The dialog only collects text; loading happens on the worker thread, and a
-bad spec comes back as the core's message in the error banner.
+bad spec comes back as the core's message in the error banner. Its file
+pickers start in the folder the last one ended in (QSettings).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import ast
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog,
-                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget)
 
 from hookscope.core import demo_names
 from hookscope.core.demo_models import DEMO_DESCRIPTIONS
+from hookscope.widgets.last_folder import pick_file
 
 
 def factory_names(path: str | Path) -> list[str]:
@@ -77,9 +79,9 @@ class OpenModelDialog(QDialog):
         form.addRow(buttons)
 
     def _browse_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Open model", "", "Models (*.py *.pt2 *.pt *.pth);;Python factory (*.py);;"
-                                    "torch.export program (*.pt2);;All files (*)")
+        path = pick_file(self, "model", "Open model",
+                         "Models (*.py *.pt2 *.pt *.pth);;Python factory (*.py);;"
+                         "torch.export program (*.pt2);;All files (*)")
         if path:
             self.set_model_file(path)
 
@@ -95,8 +97,8 @@ class OpenModelDialog(QDialog):
             self.spec_combo.setEditText(path)
 
     def _browse_weights(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Weights", "", "State dicts (*.pt *.pth *.safetensors);;All files (*)")
+        path = pick_file(self, "weights", "Weights",
+                         "State dicts (*.pt *.pth *.safetensors);;All files (*)")
         if path:
             self.weights_edit.setText(path)
 

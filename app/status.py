@@ -1,8 +1,12 @@
-"""The status bar's fields: device, forward time, capture overhead, capture memory, runs.
+"""The status bar's fields, in a user's words: device, forward time, what is
+captured and the memory it holds, runs; and the value under the cursor.
 
 Each field is its own label with an objectName so tests and scripts can read
-them (``statusDevice``, ``statusTime``, ``statusOverhead``, ``statusMemory``,
-``statusRuns``).
+them (``statusDevice``, ``statusTime``, ``statusMemory``, ``statusRuns``). The
+benchmark-style figures (baseline vs. hooked forward, the capture overhead as
+a median of recent runs) are in the forward time's tooltip, not in the bar:
+they are for someone measuring, and they are noisy (``make bench`` measures
+properly). The left of the bar shows what the cursor points at on a plot.
 """
 
 from __future__ import annotations
@@ -48,19 +52,30 @@ def overhead_text(base: float, inter: float, n: int) -> str:
     return f"capture overhead: {'+' if over >= 0 else '−'}{fmt_ms(abs(over))}{pct} ({runs})"
 
 
+def captured_text(result: RunResult) -> str:
+    """What the run captured, in words: how many layers, and the memory they hold."""
+    records = [r for recs in result.captures.values() for r in recs]
+    layers = sum(1 for recs in result.captures.values() if recs)
+    if not records:
+        return "nothing captured (tick layers in the Capture column)"
+    what = "1 layer" if layers == 1 else f"{layers} layers"
+    calls = f" ({len(records)} calls)" if len(records) > layers else ""
+    if all(r.tensor is None for r in records):
+        return f"captured {what}{calls}: statistics only"
+    return f"captured {what}{calls}: {human_bytes(result.captured_bytes)}"
+
+
 class StatusFields:
     """Owns the permanent labels in a QStatusBar and fills them from results."""
 
     def __init__(self, bar: QStatusBar) -> None:
         self.bar = bar
         self.device = self._label("statusDevice", "Device the last run used")
-        self.time = self._label("statusTime", "Forward time without interventions (baseline), "
-                                              "median of the recent runs")
-        self.overhead = self._label("statusOverhead",
-                                    "Extra time of the forward with hooks, captures and "
-                                    "interventions over the baseline forward: medians of the "
-                                    "recent runs; `make bench` measures it properly")
-        self.memory = self._label("statusMemory", "Memory held by the kept captures (CPU)")
+        self.time = self._label("statusTime", "How long one forward pass of the model takes")
+        self.overhead = ""   # the capture overhead in words (the time's tooltip)
+        self.memory = self._label("statusMemory", "The layers whose outputs were captured, and "
+                                                  "the memory the kept tensors hold (CPU)")
+        self._readout = ""
         self.runs = self._label("statusRuns", "Runs finished; runs skipped because a newer "
                                               "request replaced them while dragging")
         self.device.setText("device: –")
@@ -93,8 +108,12 @@ class StatusFields:
         n = len(self._inter)
         self.device.setText(f"device: {result.device}")
         self.time.setText(f"forward: {fmt_ms(base)}")
-        self.overhead.setText(overhead_text(base, inter, n))
-        self.memory.setText(f"captures hold: {human_bytes(result.captured_bytes)}")
+        self.overhead = overhead_text(base, inter, n)
+        runs = "the last run" if n == 1 else f"medians of the last {n} runs"
+        self.time.setToolTip(f"One forward pass without hooks: {fmt_ms(base)}; with the captures "
+                             f"and interventions: {fmt_ms(inter)} ({runs}).\n{self.overhead}.\n"
+                             "These are rough: `make bench` measures the overhead properly.")
+        self.memory.setText(captured_text(result))
 
     def show_counts(self, done: int, dropped: int, failed: int = 0) -> None:
         done, dropped, failed = (a - b for a, b in zip((done, dropped, failed), self._counts_from))
@@ -104,6 +123,14 @@ class StatusFields:
         if failed:
             parts.append(f"{failed} failed")
         self.runs.setText(", ".join(parts))
+
+    def show_readout(self, text: str) -> None:
+        """What the cursor points at on a plot, at the left of the bar ("" clears it)."""
+        if text:
+            self.bar.showMessage(text)
+        elif self.bar.currentMessage() == self._readout:
+            self.bar.clearMessage()
+        self._readout = text
 
     def show_busy(self, busy: bool) -> None:
         if busy:

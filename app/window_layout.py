@@ -70,10 +70,3 @@ def build_parts(win: QMainWindow, session: Session) -> Parts:
     win.setCentralWidget(centre)
     return Parts(run_bar, run_toolbar, tree, layer_dock, outputs, output_dock, banner, note,
                  panel, StatusFields(win.statusBar()))
-
-
-def fit_docks(win: QMainWindow, layer_dock: QDockWidget, output_dock: QDockWidget) -> None:
-    """Give the tree room for its edit columns and the plots the middle."""
-    w = max(win.width(), 900)
-    win.resizeDocks([layer_dock, output_dock], [int(w * 0.34), int(w * 0.24)],
-                    Qt.Orientation.Horizontal)

@@ -52,3 +52,66 @@ def window(make_window, qtbot):
     win = make_window([])
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
     return win
+
+
+# -- nothing outlives its test: widgets and threads ------------------------------
+# Every QThread a test starts is noted here, and must have stopped when the test's
+# fixtures are torn down; every top-level widget a test creates must be gone.
+import gc  # noqa: E402
+import weakref  # noqa: E402
+
+from PySide6.QtCore import QCoreApplication, QEvent, QThread  # noqa: E402
+
+_started_threads: list = []
+_qthread_start = QThread.start
+
+
+def _tracked_start(self, *args, **kwargs):
+    _started_threads.append(weakref.ref(self))
+    return _qthread_start(self, *args, **kwargs)
+
+
+QThread.start = _tracked_start
+
+
+def _top_level_widgets() -> dict[int, object]:
+    from PySide6.QtWidgets import QApplication, QMenu
+    from shiboken6 import getCppPointer, isValid
+
+    app = QApplication.instance()
+    if app is None:
+        return {}
+    # pyqtgraph makes hidden parentless helpers (a plot's menus and control panels) that
+    # die with the plot's Python object, not with its widget: only widgets a person could
+    # see, and our own, count.
+    return {getCppPointer(w)[0]: w for w in app.topLevelWidgets()
+            if isValid(w) and not isinstance(w, QMenu)
+            and (w.isVisible() or type(w).__module__.startswith("hookscope"))}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item._widgets_before = set(_top_level_widgets())
+    item._threads_before = len(_started_threads)
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
+    running = [t() for t in _started_threads[getattr(item, "_threads_before", 0):]]
+    running = [t for t in running if t is not None and t.isRunning()]
+    del _started_threads[getattr(item, "_threads_before", 0):]
+    if QCoreApplication.instance() is not None:
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        gc.collect()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    before = getattr(item, "_widgets_before", set())
+    left = [w for key, w in _top_level_widgets().items() if key not in before]
+    for w in left:   # clean up, so one leak does not fail every test after it
+        w.close()
+        w.deleteLater()
+    assert not running, f"{item.nodeid}: {len(running)} QThread(s) still running after the test"
+    assert not left, (f"{item.nodeid}: widgets outlived the test: "
+                      + ", ".join(f"{type(w).__name__}({w.objectName()!r}, holding "
+                                  f"{sorted({type(c).__name__ for c in w.children()})})" for w in left))

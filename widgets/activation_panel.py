@@ -11,12 +11,16 @@ the app to turn into plan edits.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from hookscope.core import RunResult
+from hookscope.core import HookscopeError, RunResult
 
-from .layer_plot import LayerPlot
+from .histogram_view import PLOT_HEIGHT
+from .layer_plot import STACK_BELOW, LayerPlot
+from .plot_tools import render_svg
 
 Key = tuple[str, int]
 
@@ -26,6 +30,7 @@ class ActivationPanel(QWidget):
 
     clampDragged = Signal(str, float, float)
     clampEdited = Signal(str, float, float)
+    readout = Signal(str)   # the value under the cursor on any panel ("" when none)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -61,6 +66,8 @@ class ActivationPanel(QWidget):
         self.scroll.verticalScrollBar().valueChanged.connect(self._flush_later)
         self._flush_timer = QTimer(self, singleShot=True, interval=0)
         self._flush_timer.timeout.connect(self.flush_visible)
+        self._heights_timer = QTimer(self, singleShot=True, interval=0)
+        self._heights_timer.timeout.connect(self._fit_heights)
 
     # -- public API ------------------------------------------------------------
     def show_result(self, result: RunResult) -> None:
@@ -88,6 +95,7 @@ class ActivationPanel(QWidget):
         self._order = keys
         if shown != self._shown:
             self._relayout(shown)
+            self._fit_heights()
             self._flush_later()  # new panels that the layout brings into view
         self.empty_label.setVisible(not shown)
         if self._selected is not None:
@@ -130,13 +138,51 @@ class ActivationPanel(QWidget):
             if p == path:
                 panel.set_bounds(bounds)
 
+    def export_figure(self, path: str | Path) -> Path:
+        """Every panel, as one figure: a PNG, or an SVG whose plots stay vector
+        drawings (File → Export figure). Panels scrolled away are drawn too."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in (".png", ".svg"):
+            raise HookscopeError(f"{path.name}: export the figure as .png or .svg")
+        if not self._shown:
+            raise HookscopeError("nothing to export yet: run the model first (Ctrl+R)")
+        for panel in self._panels.values():   # scrolled-away panels may not be drawn yet
+            if panel._stale and panel.record is not None:
+                panel._draw(panel.record)
+        content = self._content
+        if suffix == ".png":
+            ok = content.grab().save(str(path), "PNG")
+        else:
+            ok = render_svg(content, path, "Hookscope activations")
+        if not ok:
+            raise HookscopeError(f"cannot write {path}")
+        return path
+
     def flush_visible(self) -> int:
         """Draw the panels that came into view since their last record; returns how many."""
         return sum(panel.flush() for panel in self._panels.values())
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        self._fit_heights()
+        self._fit_heights_later()   # again once the panels have their new widths
         self._flush_later()
+
+    def _fit_heights(self) -> None:
+        """Let the panels share a tall viewport (no empty band below a few panels),
+        each plot no taller than ~0.7 of its width and never below its minimum."""
+        panels = [w for w in self._shown if isinstance(w, LayerPlot)]
+        if not panels:
+            return
+        notes = sum(w.sizeHint().height() for w in self._shown if not isinstance(w, LayerPlot))
+        spacing = self._column.spacing() * (len(self._shown) + 1) + 8
+        room = (self.scroll.viewport().height() - notes - spacing) / len(panels)
+        width = self.scroll.viewport().width() - 24   # a panel's width, before its layout ran
+        for p in panels:
+            rows = 2 if width < STACK_BELOW else 1
+            cap = max(PLOT_HEIGHT, 0.7 * (width if rows == 2 else width / 2))
+            p.set_plot_height(min(cap, (room - p.chrome_height()) / rows))
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
@@ -146,10 +192,16 @@ class ActivationPanel(QWidget):
     def _flush_later(self, *_args) -> None:
         self._flush_timer.start()
 
+    def _fit_heights_later(self) -> None:
+        self._heights_timer.start()
+
     def _new_panel(self, path: str, call: int) -> LayerPlot:
         panel = LayerPlot(path, call, self._content)
         panel.clampDragged.connect(lambda lo, hi, p=path: self.clampDragged.emit(p, lo, hi))
         panel.clampEdited.connect(lambda lo, hi, p=path: self.clampEdited.emit(p, lo, hi))
+        panel.stackingChanged.connect(self._fit_heights_later)
+        panel.readout.connect(lambda text, p=path, c=call: self.readout.emit(
+            f"{p} (call {c}) · {text}" if text else ""))
         self._panels[(path, call)] = panel
         return panel
 

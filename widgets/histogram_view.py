@@ -17,10 +17,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QWidget
 
-from hookscope.core import CaptureRecord
+from hookscope.core import CaptureRecord, TensorStats
+from hookscope.core.binning import histogram_in
 
 from .layer_tree_model import format_bound
-from .plot_style import index_axes, plain_axes
+from .plot_style import index_axes, plain_axes, title_never_widens
+from .plot_tools import PlotTools
 
 PRE_COLOUR = (150, 170, 200)    # values before the intervention: light, behind
 POST_COLOUR = (31, 119, 180)    # values the rest of the model saw
@@ -30,15 +32,26 @@ PLOT_HEIGHT = 190               # the minimum height of a panel's plots
 _PRE_HEADROOM = 1.6    # histogram height over the "before" peak: its shape stays readable
 _SPIKE_CAP = 8.0       # ... raised up to this many times that peak to show a clamp's spike
 _HEADROOM = 1.35       # histogram height over its peak: the bound labels sit above the bars
-_LABEL_TOP, _LABEL_LOW = 0.93, 0.8   # label heights (fraction of the plot), staggered if they'd meet
+_LABEL_TOP = 0.93     # a label's first height (fraction of the plot); place_labels refines it
+_X_PAD = 0.06          # view margin each side, as a fraction of the values' span
+_EDGE_PX = 7           # an open bound's handle sits this many pixels inside the view's edge
 
 
-def histogram_in(t, edges: np.ndarray) -> np.ndarray:
-    """Counts of ``t``'s finite values in the bins ``edges`` (ends included)."""
-    v = t.detach().reshape(-1).float().numpy()
-    v = v[np.isfinite(v)]
-    counts, _ = np.histogram(np.clip(v, edges[0], edges[-1]), bins=edges)
-    return counts.astype(float)
+def snap(v: float, span: float) -> float:
+    """A dragged bound rounded to a thousandth of the values' span: the tree,
+    the line's label and the plan then show the same short number."""
+    if not math.isfinite(v) or span <= 0:
+        return v
+    step = 10.0 ** math.floor(math.log10(span / 1000.0))
+    return float(f"{round(v / step) * step:.12g}")
+
+
+def sample_scale(s: TensorStats) -> float:
+    """How many values each counted one stands for: 1, or the sampling factor
+    when the core binned a strided sample of a large tensor."""
+    counted = float(np.asarray(s.hist_counts).sum())
+    finite = s.count - s.nan_count - s.inf_count
+    return finite / counted if counted > 0 and s.hist_is_sample else 1.0
 
 
 class HistogramView(QObject):
@@ -59,6 +72,9 @@ class HistogramView(QObject):
         self._quiet = False
         self._placed: tuple | None = None  # (bounds, data range) the lines were placed for
         self._note_placed: tuple | None = None  # (text, anchor, x, y) of the spike note
+        self._x_view: tuple[float, float] | None = None   # the x range set (None: not yet)
+        self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # "before"/"after": edges, counts
+        self.sampled = 1.0     # >1: counts scaled up from a sample of the values
 
         # Histogram: before (light) and after (solid), two draggable bounds.
         self.widget = pg.PlotWidget(parent, background="w", axisItems=index_axes("left"))
@@ -69,6 +85,7 @@ class HistogramView(QObject):
         hp.setLabel("left", "count")
         hp.getAxis("left").set_integer(True)  # no "1.5 values"
         hp.getViewBox().setMouseEnabled(x=False, y=False)
+        hp.getViewBox().enableAutoRange(x=False, y=False)   # both ranges are set by _fit
         self.hist_pre = pg.PlotDataItem(stepMode="center", fillLevel=0,
                                         brush=pg.mkBrush(*PRE_COLOUR, 150), pen=pg.mkPen(PRE_COLOUR))
         self.hist_post = pg.PlotDataItem(stepMode="center", fillLevel=0,
@@ -88,6 +105,10 @@ class HistogramView(QObject):
         self.spike_note.setZValue(3)
         self.spike_note.setVisible(False)
         hp.addItem(self.spike_note, ignoreBounds=True)
+        title_never_widens(hp)   # the "sampled" title must not widen a narrow plot
+        self._y_top = 1.0
+        self.tools = PlotTools(self.widget, "histogram", {hp.getViewBox(): (True, False)},
+                               self._text_at, self.rows, self.reset_view)
         # Labels pick their side by the room they have, which a resize or new range changes.
         hvb = hp.getViewBox()
         hvb.sigRangeChanged.connect(self.place_labels)
@@ -101,31 +122,28 @@ class HistogramView(QObject):
         if placed == self._placed and not (self.lo_line.moving or self.hi_line.moving):
             return  # already there: pens and labels re-made for nothing cost ~0.3 ms a panel
         self._placed = placed
-        lo_d, hi_d = self._data_range
-        span = max(hi_d - lo_d, 1e-6)
-        # Open or far-away ends sit just outside the data, where they can be grabbed.
-        far_lo, far_hi = lo_d - 0.05 * span, hi_d + 0.05 * span
         lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
+        x0, x1 = self._fit_x()
         self._quiet = True
         try:
             self.lo_line.setBounds((None, None))  # old limits must not clip the new values
             self.hi_line.setBounds((None, None))
-            for line, v, far, word in ((self.lo_line, lo, far_lo, "low"),
-                                       (self.hi_line, hi, far_hi, "high")):
-                beyond = (v < far) if word == "low" else (v > far)
-                off_scale = beyond and abs(v - far) > 2 * span
-                if not line.moving:  # never yank a line out from under the mouse
-                    line.setValue(far if off_scale else v)
+            for line, v, word in ((self.lo_line, lo, "low"), (self.hi_line, hi, "high")):
+                off_scale = math.isfinite(v) and not (x0 <= v <= x1)
                 open_end = math.isinf(v)
+                if not line.moving:  # never yank a line out from under the mouse
+                    line.setValue(self._edge(word) if open_end or off_scale else v)
                 colour = OPEN_BOUND_COLOUR if open_end else BOUND_COLOUR
                 line.setPen(pg.mkPen(colour, width=1.5,
-                                     style=Qt.PenStyle.DashLine if off_scale else Qt.PenStyle.SolidLine))
+                                     style=Qt.PenStyle.DashLine if off_scale or open_end
+                                     else Qt.PenStyle.SolidLine))
                 if open_end:
-                    line.label.setFormat(f"drag: {word} bound")
+                    line.label.setFormat(f"{word}: none")
+                    line.setToolTip(f"No {word} bound: drag this line to clamp the {word} end")
                 elif off_scale:
                     line.label.setFormat(f"{word} {format_bound(v)} (off scale)")
                 else:
-                    line.label.setFormat(f"{word} {{value:.3g}}")
+                    line.label.setFormat(f"{word} {format_bound(v)}")
             self._update_line_limits()
         finally:
             self._quiet = False
@@ -140,6 +158,7 @@ class HistogramView(QObject):
         (x0, x1), _ = vb.viewRange()
         width = vb.width() if vb.width() > 1 else 300.0
         scale = width / max(x1 - x0, 1e-12)
+        self._keep_handles_at_edges()
         spans = []
         for line, outside_left in ((self.lo_line, True), (self.hi_line, False)):
             px = (float(line.value()) - x0) * scale
@@ -157,12 +176,96 @@ class HistogramView(QObject):
                 line.label.updatePosition()
         (a0, a1), (b0, b1) = spans
         # A spike's "↑ N at bound" note has the top line: the labels go one line down.
-        down = _LABEL_TOP - _LABEL_LOW if self.spike_note.isVisible() else 0.0
-        high_pos = _LABEL_TOP - down
-        low_pos = (_LABEL_LOW if a0 < b1 and b0 < a1 else _LABEL_TOP) - down
+        # Heights in pixels (a label is ~22 px whatever the plot's height), as fractions.
+        height = vb.height() if vb.height() > 1 else 190.0
+        label_h = self.hi_line.label.textItem.boundingRect().height()
+        step = (label_h + 2) / height
+        top = 1.0 - (label_h / 2 + 2) / height
+        down = step if self.spike_note.isVisible() else 0.0
+        high_pos = top - down
+        low_pos = (top - step if a0 < b1 and b0 < a1 else top) - down
         for line, pos in ((self.lo_line, low_pos), (self.hi_line, high_pos)):
             if line.label.orthoPos != pos:
                 line.label.setPosition(pos)
+
+    def _fit_x(self) -> tuple[float, float]:
+        """The unzoomed x range: the values and every finite bound near them (up to
+        twice the values' span away), with a margin; set on the view unless the
+        user zoomed or is dragging. Returns the range."""
+        lo_d, hi_d = self._data_range
+        span = max(hi_d - lo_d, 1e-6)
+        a, b = lo_d, hi_d
+        for v in self.bounds or ():
+            if math.isfinite(v) and lo_d - 2 * span <= v <= hi_d + 2 * span:
+                a, b = min(a, v), max(b, v)
+        pad = _X_PAD * max(b - a, 1e-6)
+        view = (a - pad, b + pad)
+        dragging = self.lo_line.moving or self.hi_line.moving
+        if view != self._x_view and not self.tools.is_zoomed and not dragging:
+            self._x_view = view
+            self.widget.getPlotItem().getViewBox().setXRange(*view, padding=0)
+        return view
+
+    def _edge(self, word: str) -> float:
+        """Where an open (or off-scale) bound's handle sits: just inside the view's
+        left or right edge, at any plot width."""
+        vb = self.widget.getPlotItem().getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        inset = _EDGE_PX * (x1 - x0) / (vb.width() if vb.width() > 1 else 300.0)
+        return x0 + inset if word == "low" else x1 - inset
+
+    def _keep_handles_at_edges(self) -> None:
+        """After a resize or zoom, move open and off-scale handles back to the edges."""
+        lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
+        x0, x1 = self.widget.getPlotItem().getViewBox().viewRange()[0]
+        quiet, self._quiet = self._quiet, True
+        try:
+            for line, v, word in ((self.lo_line, lo, "low"), (self.hi_line, hi, "high")):
+                if line.moving or (math.isfinite(v) and x0 <= v <= x1):
+                    continue
+                edge = self._edge(word)
+                if abs(float(line.value()) - edge) > 1e-12 * max(1.0, abs(edge)):
+                    line.setBounds((None, None))
+                    line.setValue(edge)
+            self._update_line_limits()
+        finally:
+            self._quiet = quiet
+
+    def reset_view(self) -> None:
+        """Undo a zoom: the fitted x range and count axis again."""
+        self._x_view = None
+        self._fit_x()
+        self.widget.getPlotItem().getViewBox().setYRange(0, self._y_top, padding=0)
+
+    def _text_at(self, _vb: pg.ViewBox, point) -> str | None:
+        """The bin under the cursor: its range and how many values it holds."""
+        x = float(point.x())
+        parts = []
+        rng = None
+        for name in ("before", "after"):
+            if name not in self._series:
+                continue
+            edges, counts = self._series[name]
+            i = int(np.searchsorted(edges, x, side="right")) - 1
+            if 0 <= i < counts.size:
+                rng = (edges[i], edges[i + 1])
+                approx = "≈" if self.sampled > 1 else ""
+                parts.append(f"{name}: {approx}{counts[i]:,.0f}")
+        if rng is None:
+            return None
+        if len(parts) == 1:
+            parts = [parts[0].split(": ", 1)[1] + " values"]
+        return f"[{rng[0]:.4g}, {rng[1]:.4g})  " + " · ".join(parts)
+
+    def rows(self) -> tuple[list[str], list[list]]:
+        """The histograms as CSV rows: series, bin edges, count (scaled if sampled)."""
+        out = []
+        for name in ("before", "after"):
+            if name in self._series:
+                edges, counts = self._series[name]
+                out += [[name, float(edges[i]), float(edges[i + 1]), float(counts[i])]
+                        for i in range(counts.size)]
+        return ["series", "bin_low", "bin_high", "count"], out
 
     # -- drawing ---------------------------------------------------------------
     def draw(self, record: CaptureRecord) -> None:
@@ -170,6 +273,8 @@ class HistogramView(QObject):
         stats, pre = record.stats, record.pre_stats
         ranges = []
         peaks = {}
+        self._series = {}
+        scales = []
         for item, s in ((self.hist_post, stats), (self.hist_pre, pre)):
             if s is None or s.count == 0 or len(s.hist_edges) != len(s.hist_counts) + 1:
                 item.setData([0.0, 1.0], [0.0])
@@ -187,6 +292,14 @@ class HistogramView(QObject):
                 # other interventions.
                 edges = np.asarray(pre.hist_edges, dtype=float)
                 counts = histogram_in(record.tensor, edges)
+            else:
+                # A large tensor's counts are of a strided sample: scaled up to the
+                # full count (min/max/mean/std are exact), and the title says so.
+                factor = sample_scale(s)
+                if factor > 1:
+                    counts = counts * factor
+                    scales.append((factor, int(np.asarray(s.hist_counts).sum())))
+            self._series["after" if item is self.hist_post else "before"] = (edges, counts)
             item.setData(edges, counts)
             item.setVisible(True)
             ranges.append((float(edges[0]), float(edges[-1])))
@@ -195,6 +308,14 @@ class HistogramView(QObject):
                 peaks[item] = (float(counts[i]), 0.5 * float(edges[i] + edges[i + 1]))
         if ranges:
             self._data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+        self.sampled = max((f for f, _n in scales), default=1.0)
+        title = None
+        if scales:
+            n = min(n for _f, n in scales)
+            title = f"≈ counts, scaled up from a sample of {n:,} values"
+        if title != getattr(self, "_title", None):
+            self._title = title
+            self.widget.getPlotItem().setTitle(title, size="8pt", color="#666")
         self._fit(peaks.get(self.hist_pre), peaks.get(self.hist_post),
                   at_bound=record.intervention is not None and self.bounds is not None)
 
@@ -211,11 +332,10 @@ class HistogramView(QObject):
             if top > _SPIKE_CAP * base:
                 top = _SPIKE_CAP * base
                 note = post_peak
-            vb.enableAutoRange(x=True, y=False)
-            vb.setYRange(0, top, padding=0)
         else:
             top = _HEADROOM * max(post_peak[0] if post_peak else 1.0, 1.0)
-            vb.enableAutoRange(x=True, y=False)
+        self._y_top = top
+        if not self.tools.is_zoomed:
             vb.setYRange(0, top, padding=0)
         if self.spike_note.isVisible() != (note is not None):
             self.spike_note.setVisible(note is not None)
@@ -236,7 +356,7 @@ class HistogramView(QObject):
     def _bound_line(self, word: str) -> pg.InfiniteLine:
         line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=1.5),
                                hoverPen=pg.mkPen(BOUND_COLOUR, width=4),
-                               label=f"{word} {{value:.3g}}",
+                               label=f"{word}: none",
                                labelOpts={"position": _LABEL_TOP,
                                           "color": (60, 60, 60), "fill": (255, 255, 255, 200)})
         line.setToolTip(f"Drag to change the clamp's {word} bound")
@@ -254,14 +374,21 @@ class HistogramView(QObject):
             return
         self._placed = None  # the lines are no longer where set_bounds put them
         lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
+        lo_d, hi_d = self._data_range
+        line = self.lo_line if word == "low" else self.hi_line
+        v = snap(float(line.value()), hi_d - lo_d)
         if word == "low":
-            lo = min(float(self.lo_line.value()), hi)
+            lo = min(v, hi)
         else:
-            hi = max(float(self.hi_line.value()), lo)
+            hi = max(v, lo)
+        # The label shows the bound as the tree and the plan will: one precision.
+        line.label.setFormat(f"{word} {format_bound(lo if word == 'low' else hi)}")
+        line.setPen(pg.mkPen(BOUND_COLOUR, width=1.5))
+        if finished:
+            self.bounds = (lo, hi)   # before the labels: the handle is no longer "open"
         self._update_line_limits()
         self.place_labels()
         if finished:
-            self.bounds = (lo, hi)
             self.edited.emit(lo, hi)
         else:
             self.dragged.emit(lo, hi)

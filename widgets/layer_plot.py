@@ -17,14 +17,16 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QFrame, QLabel, QVBoxLayout, QWidget
 
-from hookscope.core import CaptureRecord, TensorStats
+from hookscope.core import CaptureRecord, HookscopeError, TensorStats
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
 from .layer_tree_model import format_bound, format_shape
+from .plot_readouts import DrawnImage, bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
+from .plot_tools import PlotTools
 from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
                              view_image, view_kind)
 
@@ -35,6 +37,9 @@ __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "La
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _BARS_TITLE = "light: before · dark: after"
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
+#: Narrower than this, a panel stacks its histogram above its view: side by side
+#: each would get less than ~300 px, too little to read or to drag a bound on.
+STACK_BELOW = 620
 
 
 def _fmt(v: float) -> str:
@@ -72,6 +77,8 @@ class LayerPlot(QFrame):
 
     clampDragged = Signal(float, float)
     clampEdited = Signal(float, float)
+    readout = Signal(str)   # what the cursor points at ("" when it left the plots)
+    stackingChanged = Signal()
 
     def __init__(self, path: str, call: int = 0, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -134,12 +141,21 @@ class LayerPlot(QFrame):
                                          pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
         self.separator.setVisible(False)
         vp.addItem(self.separator, ignoreBounds=True)
+        self._bars: tuple[np.ndarray, np.ndarray | None] | None = None   # (after, before) drawn
+        self._drawn: DrawnImage | None = None
+        name = f"{path or 'model'}-call{call}"
+        self.hist_tools = self.histogram.tools
+        self.hist_tools.name = f"{name}-histogram"
+        self.view_tools = PlotTools(self.view_widget, f"{name}-view", {vp.getViewBox(): (True, True)},
+                                    self._view_text, self._view_rows, self._reset_view)
+        for tools in (self.hist_tools, self.view_tools):
+            tools.readout.connect(self.readout)
         self.none_label = QLabel("Statistics only: this run did not keep the tensor, "
                                  "so there is nothing to draw beyond the histogram.", self)
         self.none_label.setWordWrap(True)
         self.none_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
 
-        row = QHBoxLayout()
+        row = self._row = QBoxLayout(QBoxLayout.Direction.LeftToRight)
         row.addWidget(self.hist_widget, 1)
         row.addWidget(self.view_widget, 1)
         row.addWidget(self.none_label, 1)
@@ -192,6 +208,11 @@ class LayerPlot(QFrame):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
+        direction = (QBoxLayout.Direction.TopToBottom if self.width() < STACK_BELOW
+                     else QBoxLayout.Direction.LeftToRight)
+        if self._row.direction() != direction:
+            self._row.setDirection(direction)
+            self.stackingChanged.emit()
         self._fit_title()
         # An image pooled for a much smaller view (e.g. before the first layout) is
         # drawn again at the new size, once the resizing settles.
@@ -213,6 +234,23 @@ class LayerPlot(QFrame):
 
     def bounds(self) -> tuple[float, float] | None:
         return self.histogram.bounds
+    def is_stacked(self) -> bool:
+        """The histogram sits above the view (a narrow panel), not beside it."""
+        return self._row.direction() == QBoxLayout.Direction.TopToBottom
+
+    def set_plot_height(self, height: int) -> None:
+        """Both plots' height (at least :data:`PLOT_HEIGHT`): the activation panel
+        lets its panels grow into a tall window instead of leaving it empty."""
+        height = max(PLOT_HEIGHT, int(height))
+        for w in (self.hist_widget, self.view_widget, self.none_label):
+            if w.minimumHeight() != height:
+                w.setMinimumHeight(height)
+
+    def chrome_height(self) -> int:
+        """The panel's height beyond its plots: title, statistics, margins."""
+        return (self.title.sizeHint().height() + self.stats_label.sizeHint().height()
+                + self.layout().spacing() * 2 + 10)
+
     def set_highlighted(self, on: bool) -> None:
         self._highlighted = on
         self.setStyleSheet("LayerPlot { border: 2px solid #1976d2; }" if on else "")
@@ -220,6 +258,35 @@ class LayerPlot(QFrame):
     @property
     def highlighted(self) -> bool:
         return self._highlighted
+
+    # -- readouts, export, zoom ----------------------------------------------------
+    def _view_text(self, _vb, point) -> str | None:
+        if self.view_kind == "bars" and self._bars is not None:
+            return bar_cell(point.x(), *self._bars)
+        if self.view_kind in ("heatmap", "feature_maps", "tokens") and self._drawn is not None:
+            return image_cell(self._drawn, point.x(), point.y())
+        return None
+
+    def _view_rows(self) -> tuple[list[str], list[list]]:
+        rec = self.record
+        if rec is None:
+            return ["note"], [["nothing drawn yet"]]
+        pre = rec.pre_tensor if rec.intervention else None
+        drawn = self._drawn.image if self._drawn is not None else None
+        return tensor_rows(rec.tensor, pre, self.view_kind, drawn)
+
+    def _reset_view(self) -> None:
+        """Undo a zoom of the shape view: its fitted range again."""
+        self._layout_key = None
+        self._bars_fit = None
+        if self.record is not None:
+            self._draw_view(self.record)
+
+    def export(self, path: str) -> str:
+        """The whole panel (title, both plots, statistics) as a PNG."""
+        if not self.grab().save(str(path), "PNG"):
+            raise HookscopeError(f"cannot write {path}")
+        return str(path)
 
     # -- drawing ---------------------------------------------------------------
     def _draw_view(self, record: CaptureRecord) -> None:
@@ -321,6 +388,7 @@ class LayerPlot(QFrame):
             pre = bars_values(pre_tensor)
             self.bars_pre.setOpts(x=x, height=pre, width=0.8)
             shown.append(pre)
+        self._bars = (post, shown[1] if pre_tensor is not None else None)
         lo, hi = 0.0, 0.0  # bars grow from zero
         for v in shown:
             v = v[np.isfinite(v)]
@@ -378,6 +446,8 @@ class LayerPlot(QFrame):
         sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
         self.image.setRect(QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
         self._drawn_size = (self.view_widget.width(), self.view_widget.height())
+        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
+                                 gap if pre is not None else 0, tuple(tensor.shape), kind)
         halves = None
         if pre is not None:
             n = pre.shape[1] * sx

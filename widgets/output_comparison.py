@@ -14,18 +14,21 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
 from hookscope.core.run import flat_array
 
+from .plot_readouts import bar_cell
 from .plot_style import index_axes, peak_envelope, plain_axes
+from .plot_tools import PlotTools
 
 MAX_BARS = 64
 WITHOUT_COLOUR = (31, 119, 180)   # blue
 WITH_COLOUR = (255, 127, 14)      # orange
 DIFF_COLOUR = (214, 39, 40)
+_NB, _WJ = "\u00a0", "\u2060"   # no-break space, word joiner
 
 
 def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
@@ -40,7 +43,9 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
         return (f"The intervention changed the output's shape ({without.size} values without, "
                 f"{with_.size} with).")
     d = result.max_abs_diff
-    text = (f"The intervention changed the output: largest change |Δ| = "
+    # "|Δ| = 0.46" is one unit: word joiners and no-break spaces keep Qt from
+    # breaking the line after a "|" (a break opportunity in Unicode's rules).
+    text = (f"The intervention changed the output: largest change{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}"
             f"{'∞' if math.isinf(d) else f'{d:.4g}'} (outputs differ).")
     if 1 < without.size <= MAX_BARS and np.isfinite(without).all() and np.isfinite(with_).all():
         a, b = int(np.argmax(without)), int(np.argmax(with_))
@@ -74,12 +79,19 @@ def _hex(rgb: tuple[int, int, int]) -> str:
 
 
 class OutputComparison(QWidget):
-    """Before/after view of a run's output (object name ``outputComparison``)."""
+    """Before/after view of a run's output (object name ``outputComparison``).
+
+    ``readout(str)`` says which output the cursor points at and its values;
+    :meth:`set_labels` names the outputs (class labels, tokens) in it.
+    """
+
+    readout = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("outputComparison")
         self.mode = "bars"
+        self.labels: list[str] | None = None
         self._without = np.zeros(0)
         self._with = np.zeros(0)
 
@@ -128,6 +140,10 @@ class OutputComparison(QWidget):
         self.diff_plot.addItem(self.line_diff)
         self.diff_plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen((120, 120, 120))))
         self._apply_mode("bars")
+        self.tools = PlotTools(self.graphics, "output", {self.plot.getViewBox(): (True, True),
+                                                         self.diff_plot.getViewBox(): (True, True)},
+                               self._text_at, self.rows, self.reset_view)
+        self.tools.readout.connect(self.readout)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -156,6 +172,38 @@ class OutputComparison(QWidget):
         self.plot.enableAutoRange()
         self.diff_plot.enableAutoRange()
         self.summary.setText(verdict(result, without, with_))
+
+    def set_labels(self, labels: list[str] | None) -> None:
+        """Names of the outputs (e.g. class labels) for the readout and the CSV."""
+        self.labels = list(labels) if labels else None
+
+    def reset_view(self) -> None:
+        self.plot.enableAutoRange()
+        self.diff_plot.enableAutoRange()
+
+    def _text_at(self, vb, point) -> str | None:
+        without, with_ = self._without, self._with
+        if not without.size and not with_.size:
+            return None
+        if vb is self.diff_plot.getViewBox():
+            i = int(round(point.x()))
+            m = min(without.size, with_.size)
+            if not 0 <= i < m:
+                return None
+            label = f" ({self.labels[i]})" if self.labels and i < len(self.labels) else ""
+            return f"output {i}{label}: with − without {with_[i] - without[i]:.4g}"
+        return bar_cell(point.x(), without, with_, self.labels, ("without", "with"), "output")
+
+    def rows(self) -> tuple[list[str], list[list]]:
+        """The outputs as CSV rows: index, label (if named), without, with."""
+        n = max(self._without.size, self._with.size)
+        get = lambda a, i: float(a[i]) if i < a.size else ""  # noqa: E731
+        if self.labels:
+            return (["index", "label", "without", "with"],
+                    [[i, self.labels[i] if i < len(self.labels) else "", get(self._without, i),
+                      get(self._with, i)] for i in range(n)])
+        return ["index", "without", "with"], [[i, get(self._without, i), get(self._with, i)]
+                                              for i in range(n)]
 
     def values(self) -> tuple[np.ndarray, np.ndarray]:
         """The flattened outputs shown: (without, with)."""

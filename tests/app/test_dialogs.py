@@ -69,3 +69,52 @@ def test_open_demo_menu_loads_with_its_starting_plan(window, qtbot):
         act.trigger()
     qtbot.waitUntil(lambda: window.is_idle() and window.last_result is not None, timeout=30_000)
     assert set(window.last_result.captures) == {"conv1", "relu1", "conv2", "fc"}
+
+
+def _answer_file_dialog(qtbot, file_path, seen: list) -> None:
+    """When the file dialog is up: note the folder it opened in, pick the file,
+    click its Open button."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog
+
+    dlg = QApplication.activeModalWidget()
+    assert isinstance(dlg, QFileDialog) and dlg.objectName() == "fileDialog"
+    seen.append(dlg.directory().absolutePath())
+    dlg.selectFile(str(file_path))
+    button = dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Open)
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
+def test_file_dialogs_start_in_the_folder_used_last(qtbot, tmp_path):
+    from PySide6.QtCore import Qt, QTimer
+
+    first, second = tmp_path / "models", tmp_path / "elsewhere"
+    first.mkdir()
+    second.mkdir()
+    (first / "net.py").write_text("def build():\n    pass\n")
+    (second / "w.pt").write_bytes(b"")
+    dlg = OpenModelDialog()
+    qtbot.addWidget(dlg)
+    dlg.show()
+    from PySide6.QtWidgets import QPushButton
+
+    browse = dlg.findChild(QPushButton, "specBrowse")
+    seen: list[str] = []
+    QTimer.singleShot(0, lambda: _answer_file_dialog(qtbot, first / "net.py", seen))
+    qtbot.mouseClick(browse, Qt.MouseButton.LeftButton)
+    assert dlg.spec() == f"{first / 'net.py'}:build"
+    # The next model dialog, even a new one, starts where that one ended.
+    dlg2 = OpenModelDialog()
+    qtbot.addWidget(dlg2)
+    dlg2.show()
+    QTimer.singleShot(0, lambda: _answer_file_dialog(qtbot, first / "net.py", seen))
+    qtbot.mouseClick(dlg2.findChild(type(browse), "specBrowse"), Qt.MouseButton.LeftButton)
+    assert seen[1] == str(first)
+    # Weights have their own folder.
+    QTimer.singleShot(0, lambda: _answer_file_dialog(qtbot, second / "w.pt", seen))
+    qtbot.mouseClick(dlg2.findChild(type(browse), "weightsBrowse"), Qt.MouseButton.LeftButton)
+    assert dlg2.weights() == str(second / "w.pt")
+    assert seen[2] != str(second)  # first time for weights: not the model folder's memory
+    QTimer.singleShot(0, lambda: _answer_file_dialog(qtbot, second / "w.pt", seen))
+    qtbot.mouseClick(dlg2.findChild(type(browse), "weightsBrowse"), Qt.MouseButton.LeftButton)
+    assert seen[3] == str(second)

@@ -37,8 +37,27 @@ def test_gui_main_screenshot_in_process(qapp, tmp_path):
     from hookscope.app.launch import gui_main
 
     out = tmp_path / "default.png"
-    assert gui_main(["--screenshot", str(out)]) == 0
-    assert QImage(str(out)).width() == 1400
+    assert gui_main(["--screenshot", str(out), "--size", "1000x650"]) == 0
+    img = QImage(str(out))
+    assert (img.width(), img.height()) == (1000, 650)
+
+
+def test_size_must_be_width_x_height(capsys):
+    import pytest
+
+    for bad in ("1000", "ax650", "10x10", "1000x650x2"):
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args(["--size", bad])
+        assert exc.value.code == 2
+        assert "WIDTHxHEIGHT" in capsys.readouterr().err
+    assert build_parser().parse_args(["--size", "2560X1440"]).size == (2560, 1440)
+
+
+def test_help_lists_every_input_form():
+    text = build_parser().format_help()
+    for form in ("example", "[[1.0, 2.0, 3.0]]", "random:1x3x32x32", "file.npy", "digit.png",
+                 ":invert", "demo:NAME", "model.pt2", "--size"):
+        assert form in text, form
 
 
 def test_create_window_reads_the_command_line(make_window, qtbot):

@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
+from mouse_events import drag_line
 from PySide6.QtWidgets import QApplication
 
 from hookscope.widgets.layer_tree_model import COL_HI, COL_LO
@@ -50,39 +51,54 @@ def test_burst_of_50_changes_runs_far_fewer_and_ends_on_the_last(gated, qtbot):
     assert win.panel.panels()[("lin", 0)].record is rec
 
 
+def _hist_panel(win, qtbot, path):
+    panel = win.panel.panels()[(path, 0)]
+    qtbot.waitExposed(panel)
+    panel.grab()   # painted once at its final size
+    return panel
+
+
 def test_dragging_a_bound_sets_the_tree_and_reruns_while_dragging(window, qtbot):
     window.set_live(True)
     qtbot.waitUntil(window.is_idle, timeout=30_000)
     first = window.last_result
-    # a drag: several intermediate positions, then the release
-    for hi in (0.45, 0.4, 0.35):
-        window.panel.clampDragged.emit("0", -0.3, hi)
-    with qtbot.waitSignal(window.resultShown, timeout=30_000):
-        window.panel.clampDragged.emit("0", -0.3, 0.3)
+    panel = _hist_panel(window, qtbot, "0")
+    steps = []
+    window.panel.clampDragged.connect(lambda *a: steps.append(a))
+    # A real drag of the high bound from 0.5 down to ~0.3: press, moves, release.
+    with qtbot.waitSignal(window.panel.clampEdited, timeout=30_000) as sig:
+        drag_line(panel.hist_widget, panel.hi_line, 0.3)
+    _, lo, hi = sig.args
+    assert lo == -0.5 and hi == pytest.approx(0.3, abs=0.05)
+    assert len(steps) >= 3                      # every step of the drag was reported
     model = window.tree.model
-    assert float(model.data(model.index_for_path("0", COL_LO))) == -0.3
-    assert float(model.data(model.index_for_path("0", COL_HI))) == 0.3
+    assert float(model.data(model.index_for_path("0", COL_LO))) == -0.5
+    assert float(model.data(model.index_for_path("0", COL_HI))) == hi
     qtbot.waitUntil(lambda: window.is_idle()
-                    and window.last_result.plan.clamp["0"] == (-0.3, 0.3), timeout=30_000)
+                    and window.last_result.plan.clamp["0"] == (-0.5, hi), timeout=30_000)
     r = window.last_result
     assert r is not first
     panel = window.panel.panels()[("0", 0)]
     assert panel.record is r.captures["0"][0]
-    assert math.isclose(panel.record.stats.max, 0.3, rel_tol=1e-6)
-    assert panel.bounds() == (-0.3, 0.3)
+    assert math.isclose(panel.record.stats.max, hi, rel_tol=1e-6)
+    assert panel.bounds() == (-0.5, hi)
     without, with_ = window.outputs.values()
     assert not (with_ == first.output_with.reshape(-1).numpy()).all()
 
 
 def test_drag_without_live_changes_clamp_but_does_not_run(window, qtbot):
     done = window.worker.runs_done
-    window.panel.clampEdited.emit("0", -0.2, 0.2)
+    panel = _hist_panel(window, qtbot, "0")
+    with qtbot.waitSignal(window.panel.clampEdited) as sig:
+        drag_line(panel.hist_widget, panel.lo_line, -0.2)
+    lo = sig.args[1]
+    assert lo == pytest.approx(-0.2, abs=0.05)
     QApplication.processEvents()
     assert window.is_idle() and window.worker.runs_done == done
-    assert dict(window.tree.model.plan().clamp) == {"0": (-0.2, 0.2)}
+    assert dict(window.tree.model.plan().clamp) == {"0": (lo, 0.5)}
     with qtbot.waitSignal(window.resultShown, timeout=30_000):
         window.request_run()
-    assert window.last_result.plan.clamp["0"] == (-0.2, 0.2)
+    assert window.last_result.plan.clamp["0"] == (lo, 0.5)
 
 
 def test_ticking_a_layer_in_live_mode_runs(window, qtbot):
@@ -119,14 +135,19 @@ def test_cnn_drag_on_conv1_changes_feature_maps_and_scores(make_window, qtbot):
     before = win.last_result
     relu_before = win.panel.panels()[("relu1", 0)].record.tensor.clone()
     _, scores_before = win.outputs.values()
-    # conv1 has no clamp yet: its lines are open ends; the user drags the high one down
-    win.panel.clampDragged.emit("conv1", -math.inf, 0.2)
-    qtbot.waitUntil(lambda: win.is_idle() and win.last_result is not before, timeout=30_000)
+    # conv1 has no clamp yet: its lines are open ends at the plot's edges; the user
+    # drags the high one in with the mouse.
+    panel = _hist_panel(win, qtbot, "conv1")
+    with qtbot.waitSignal(win.panel.clampEdited, timeout=30_000) as sig:
+        drag_line(panel.hist_widget, panel.hi_line, 0.2)
+    _, lo, hi = sig.args
+    assert lo == -math.inf and hi == pytest.approx(0.2, abs=0.06)
+    qtbot.waitUntil(lambda: win.is_idle() and win.last_result is not before
+                    and win.last_result.plan.clamp.get("conv1") == (lo, hi), timeout=30_000)
     r = win.last_result
-    assert r.plan.clamp["conv1"] == (-math.inf, 0.2)
     model = win.tree.model
-    assert float(model.data(model.index_for_path("conv1", COL_HI))) == 0.2
-    assert win.panel.panels()[("conv1", 0)].record.stats.max <= 0.2 + 1e-6
+    assert float(model.data(model.index_for_path("conv1", COL_HI))) == hi
+    assert win.panel.panels()[("conv1", 0)].record.stats.max <= hi + 1e-6
     relu_after = win.panel.panels()[("relu1", 0)].record.tensor
     assert not (relu_after == relu_before).all()          # feature maps downstream changed
     _, scores_after = win.outputs.values()

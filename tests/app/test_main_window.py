@@ -180,14 +180,19 @@ def test_menus_and_shortcuts(window, qtbot):
     assert window.layer_dock.isHidden()
 
 
-def test_status_bar_shows_device_time_overhead_memory_runs(window):
+def test_status_bar_shows_device_time_memory_runs_in_words(window):
     bar = window.statusBar()
     text = {w.objectName(): w.text() for w in bar.findChildren(QWidget) if w.objectName().startswith("status")}
+    assert set(text) == {"statusDevice", "statusTime", "statusMemory", "statusRuns"}
     assert text["statusDevice"] == "device: cpu"
     assert text["statusTime"].startswith("forward: ")
-    assert text["statusOverhead"].startswith("capture overhead: ")
-    assert text["statusMemory"] == f"captures hold: {window.last_result.captured_bytes} B"
+    # Exercise 1 captures layer 0: four float32 values.
+    assert text["statusMemory"] == f"captured 1 layer: {window.last_result.captured_bytes} B"
     assert text["statusRuns"].startswith("runs: 1")
+    # The benchmark figures are in the tooltip, not in the bar.
+    tip = window.status.time.toolTip()
+    assert "capture overhead" in tip and "make bench" in tip
+    assert not any("overhead" in t for t in text.values())
 
 
 def test_selecting_a_layer_selects_its_panel(make_window, qtbot):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from mouse_events import drag_line
 
 from hookscope.core import Plan, compare, load_model
 from hookscope.widgets.activation_panel import ActivationPanel
@@ -81,40 +82,35 @@ def test_clamped_feature_maps_show_before_and_after(panel):
     assert p.hist_pre.isVisible() and p.hist_post.isVisible()
 
 
-def _drag(line, value, qtbot, signal):
-    with qtbot.waitSignal(signal) as sig:
-        line.setValue(value)
-        line.sigPositionChanged.emit(line)
-    return sig
-
-
 def test_dragging_a_bound_line_emits_clamp_signals(panel, qtbot):
+    panel.show()
     panel.show_result(_run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
     p = panel.panels()[("conv1", 0)]
-    with qtbot.waitSignal(panel.clampDragged) as sig:
-        p.hi_line.setValue(0.25)
-        p.hi_line.sigPositionChanged.emit(p.hi_line)
-    assert sig.args[0] == "conv1"
-    assert sig.args[1:] == pytest.approx([-0.5, 0.25])
+    qtbot.waitExposed(p)
+    dragged = []
+    panel.clampDragged.connect(lambda *args: dragged.append(args))
     with qtbot.waitSignal(panel.clampEdited) as sig:
-        p.hi_line.sigPositionChangeFinished.emit(p.hi_line)
-    assert sig.args[0] == "conv1" and sig.args[1:] == pytest.approx([-0.5, 0.25])
+        drag_line(p.hist_widget, p.hi_line, 0.25)
+    assert dragged and all(a[0] == "conv1" and a[1] == -0.5 for a in dragged)
+    assert sig.args[0] == "conv1"
+    assert sig.args[1] == -0.5 and sig.args[2] == pytest.approx(0.25, abs=0.05)
+    hi = sig.args[2]
     # Low cannot pass high.
-    with qtbot.waitSignal(panel.clampDragged) as sig:
-        p.lo_line.setValue(3.0)
-        p.lo_line.sigPositionChanged.emit(p.lo_line)
-    lo, hi = sig.args[1:]
-    assert lo <= hi == pytest.approx(0.25)
+    with qtbot.waitSignal(panel.clampEdited) as sig:
+        drag_line(p.hist_widget, p.lo_line, 3.0)
+    lo, hi2 = sig.args[1:]
+    assert lo <= hi2 == hi
 
 
 def test_dragging_an_unclamped_layer_keeps_the_other_end_open(panel, qtbot):
+    panel.show()
     panel.show_result(_run("demo:features", ["fc1"]))
     p = panel.panels()[("fc1", 0)]
+    qtbot.waitExposed(p)
     with qtbot.waitSignal(panel.clampEdited) as sig:
-        p.lo_line.setValue(-0.1)
-        p.lo_line.sigPositionChangeFinished.emit(p.lo_line)
+        drag_line(p.hist_widget, p.lo_line, -0.1)
     assert sig.args[0] == "fc1"
-    assert sig.args[1] == pytest.approx(-0.1) and sig.args[2] == math.inf
+    assert sig.args[1] == pytest.approx(-0.1, abs=0.1) and sig.args[2] == math.inf
 
 
 def test_set_clamp_lines_is_quiet(panel, qtbot):

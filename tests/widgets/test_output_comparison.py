@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mouse_events import hover, view_to_viewport
+
 from hookscope.core import Plan, compare, load_model
 from hookscope.core.run import flat_floats
 from hookscope.widgets.output_comparison import OutputComparison
@@ -14,6 +16,9 @@ from hookscope.widgets.output_comparison import OutputComparison
 def view(qtbot):
     w = OutputComparison()
     qtbot.addWidget(w)
+    w.resize(420, 500)
+    w.show()
+    qtbot.waitExposed(w)
     return w
 
 
@@ -47,7 +52,7 @@ def test_transformer_output_uses_lines(view):
     without, with_ = view.values()
     assert without.size == 12 * 16
     np.testing.assert_array_equal(with_, flat_floats(r.output_with))
-    assert view.diff_plot.isVisible() or not view.isVisible()
+    assert view.diff_plot.isVisible()
     # And back to bars for a small output, with the same items.
     bars = view.bars_with
     view.show_result(_run("demo:cnn", Plan(clamp={"conv1": (-0.5, 0.5)})))
@@ -73,3 +78,40 @@ def test_identical_outputs_explained_from_the_captures():
     text = say(Plan(capture=["bn1"], clamp={"bn1": (-0.05, float("inf"))}))
     assert "although the clamp changed" in text and "bn1" in text and "absorbed" in text
     assert "Tick the clamped layer" in say(Plan(clamp={"conv1": (-100, 100)}))
+
+
+def test_hovering_an_output_bar_reads_its_index_label_and_values(view, qtbot):
+    r = _run("demo:clamp", Plan(clamp={"0": (-0.5, 0.5)}))
+    view.show_result(r)
+    view.set_labels(["cat", "dog"])
+    view.graphics.grab()   # a paint applies the auto range
+    without, with_ = flat_floats(r.output_without), flat_floats(r.output_with)
+    vb = view.plot.getViewBox()
+    with qtbot.waitSignal(view.readout) as sig:
+        hover(view.graphics, view_to_viewport(view.graphics, vb, 1.0, with_[1] / 2))
+    assert sig.args[0] == f"output 1 (dog): without {without[1]:.4g} · with {with_[1]:.4g}"
+    assert view.tools.label.isVisible() and view.tools.label.textItem.toPlainText() == sig.args[0]
+    header, rows = view.rows()
+    assert header == ["index", "label", "without", "with"]
+    assert rows[1] == [1, "dog", pytest.approx(without[1]), pytest.approx(with_[1])]
+
+
+def test_the_largest_change_never_breaks_inside_its_symbol(view):
+    from PySide6.QtGui import QTextLayout, QTextOption
+
+    view.show_result(_run("demo:clamp", Plan(clamp={"0": (-0.5, 0.5)})))
+    text = view.summary.text()
+    for width in range(150, 420, 7):   # every width a dock might give the label
+        layout = QTextLayout(text, view.summary.font())
+        option = QTextOption()
+        option.setWrapMode(QTextOption.WrapMode.WordWrap)
+        layout.setTextOption(option)
+        layout.beginLayout()
+        lines = []
+        while (line := layout.createLine()).isValid():
+            line.setLineWidth(width)
+            lines.append(text[line.textStart(): line.textStart() + line.textLength()])
+        layout.endLayout()
+        # "|Δ| = 0.4628" stays on one line (wherever that line breaks)
+        assert any("Δ" in ln and ln.count("|") == 2 and "=" in ln and "0." in ln
+                   for ln in lines), (width, lines)

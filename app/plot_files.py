@@ -1,0 +1,85 @@
+"""``hookscope run ... --save-plots DIR``: the window's plots as files, no window.
+
+Draws the same widgets the window shows (an activation panel per captured
+layer call, the output comparison) on Qt's offscreen platform and writes, for
+each layer call, a PNG of its panel and CSVs of its histogram and view, then
+``output.png``/``output.csv`` and ``activations.png`` (every panel in one
+figure). Qt is imported here only, when the option is given, so a plain
+``hookscope run`` stays Qt-free and starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from hookscope.core import HookscopeError, RunResult
+
+PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "model"
+
+
+def plots_folder(folder: str | Path) -> Path:
+    """``folder``, created if needed; a HookscopeError if it cannot be."""
+    path = Path(folder).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HookscopeError(f"--save-plots {folder}: cannot create the folder "
+                             f"({exc.strerror or exc})") from exc
+    return path
+
+
+def _app():
+    """The running QApplication, or a new one on the offscreen platform (a
+    headless run opens no window, with or without a display)."""
+    if "PySide6.QtWidgets" not in __import__("sys").modules:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from .qt_compat import guard_none_refcount
+
+    guard_none_refcount()
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.instance() or QApplication(["hookscope"])
+
+
+def save_plots(result: RunResult, folder: str | Path) -> list[Path]:
+    """Write ``result``'s plots into ``folder``; returns the files written."""
+    out = plots_folder(folder)
+    app = _app()
+    from hookscope.widgets.activation_panel import ActivationPanel
+    from hookscope.widgets.output_comparison import OutputComparison
+
+    panel, outputs = ActivationPanel(), OutputComparison()
+    written: list[Path] = []
+    try:
+        rows = max(1, len(result.captures))
+        panel.resize(PANEL_WIDTH + 30, min(rows * 360 + 40, 30000))
+        outputs.resize(700, 480)
+        panel.show()
+        outputs.show()
+        panel.show_result(result)
+        outputs.show_result(result)
+        for _ in range(3):   # layouts settle, panels scrolled away draw (flush)
+            app.processEvents()
+        panel.flush_visible()
+        for (path, call), p in panel.panels().items():
+            stem = f"{_safe(path)}_call{call}"
+            written.append(Path(p.export(str(out / f"{stem}.png"))))
+            written.append(p.hist_tools.export(out / f"{stem}_histogram.csv"))
+            if p.view_kind != "none":
+                written.append(p.view_tools.export(out / f"{stem}_{p.view_kind}.csv"))
+        written.append(outputs.tools.export(out / "output.png"))
+        written.append(outputs.tools.export(out / "output.csv"))
+        if panel.panels():
+            written.append(panel.export_figure(out / "activations.png"))
+    finally:
+        for w in (panel, outputs):
+            w.close()
+            w.deleteLater()
+        app.processEvents()
+    return written

@@ -1,0 +1,97 @@
+"""The window's daily tools, attached in one call: readouts in the status bar,
+File → Export figure, and View → Hooks with its leak warning.
+
+Kept out of main_window.py (wiring only): :func:`install_window_tools` takes
+the built window, adds its actions and docks, and connects the signals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMenu
+
+from hookscope.core import HookscopeError
+from hookscope.core.hook_inventory import list_hooks
+from hookscope.widgets.hooks_view import HooksView
+from hookscope.widgets.last_folder import pick_file
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
+
+
+def _menu(win: "MainWindow", title: str) -> QMenu | None:
+    for act in win.menuBar().actions():
+        if act.menu() is not None and act.text().replace("&", "") == title:
+            return act.menu()
+    return None
+
+
+def install_window_tools(win: "MainWindow") -> None:
+    """Add the readouts, File → Export figure and View → Hooks to ``win``."""
+    win.panel.readout.connect(win.status.show_readout)
+    win.outputs.readout.connect(win.status.show_readout)
+
+    export = QAction("Export &figure…", win)
+    export.setObjectName("actionExportFigure")
+    export.setShortcut(QKeySequence("Ctrl+Shift+E"))
+    export.setStatusTip("Save every activation panel as one PNG or SVG figure")
+    export.triggered.connect(lambda: export_figure(win))
+    file_menu = _menu(win, "File")
+    if file_menu is not None:
+        after = win.findChild(QAction, "actionExportScript")
+        actions = file_menu.actions()
+        i = actions.index(after) + 1 if after in actions else len(actions)
+        file_menu.insertAction(actions[i] if i < len(actions) else None, export)
+    win.addAction(export)
+
+    win.hooks_view = HooksView()
+    win.hooks_dock = QDockWidget("Hooks", win, objectName="hooksDock")
+    win.hooks_dock.setWidget(win.hooks_view)
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, win.hooks_dock)
+    win.hooks_dock.hide()   # View → Hooks shows it
+    toggle = win.hooks_dock.toggleViewAction()
+    toggle.setObjectName("actionViewHooks")
+    view_menu = _menu(win, "View")
+    if view_menu is not None:
+        view_menu.addAction(toggle)
+    win.resultShown.connect(lambda _result: refresh_hooks(win))
+    win.modelLoaded.connect(lambda _spec: refresh_hooks(win))
+
+
+def refresh_hooks(win: "MainWindow") -> bool:
+    """List the hooks on the open model; warn in the banner if Hookscope left one.
+
+    Only when nothing is in flight: during a run Hookscope's hooks are meant to
+    be there. Returns whether the list was refreshed.
+    """
+    if win.loaded is None or not win.is_idle():
+        return False
+    hooks = list_hooks(win.loaded.module)
+    win.hooks_view.show_hooks(hooks)
+    ours = [h for h in hooks if h.is_hookscope]
+    if ours:
+        where = ", ".join(sorted({h.path or "(the model)" for h in ours})[:4])
+        win.show_error(f"Hookscope left {len(ours)} hook{'s' if len(ours) != 1 else ''} on the "
+                       f"model after its run (on {where}): a bug, please report it. View → Hooks "
+                       "lists them; reopen the model to get rid of them.")
+    return True
+
+
+def export_figure(win: "MainWindow", path: str | None = None) -> Path | None:
+    """File → Export figure: every activation panel as one PNG or SVG."""
+    if path is None:
+        path = pick_file(win, "export", "Export figure", "PNG image (*.png);;SVG drawing (*.svg)",
+                         save=True, file_name="activations.png")
+        if not path:
+            return None
+    try:
+        written = win.panel.export_figure(path)
+    except HookscopeError as exc:
+        win.show_error(str(exc))
+        return None
+    win.statusBar().showMessage(f"figure saved to {written}", 5000)
+    return written

@@ -1,0 +1,104 @@
+"""The window as a daily tool: layout at small and large sizes, readouts in the
+status bar, File → Export figure, View → Hooks and its leak warning."""
+
+from __future__ import annotations
+
+import pytest
+from mouse_events import hover, line_point, view_to_viewport
+from PySide6.QtGui import QAction, QImage
+
+from hookscope.app.window_tools import export_figure, refresh_hooks
+from hookscope.core import HookSession, Plan
+
+
+def _ready(qtbot, win):
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    for p in win.panel.panels().values():
+        p.grab()
+
+
+@pytest.mark.parametrize("size", [(1000, 650), (2560, 1440)])
+def test_activation_plots_get_the_room_at_any_window_size(make_window, qtbot, size):
+    win = make_window(["demo:cnn"])
+    win.resize(*size)
+    _ready(qtbot, win)
+    qtbot.waitUntil(lambda: win.panel.panels()[("conv1", 0)].hist_widget.width() >= 290)
+    p = win.panel.panels()[("conv1", 0)]
+    # Side by side, each plot at least ~300 px wide, and nothing cut off at the right.
+    assert not p.is_stacked()
+    assert p.hist_widget.width() >= 290 and p.view_widget.width() >= 290
+    assert p.geometry().right() <= win.panel.scroll.viewport().width()
+    for dock in (win.layer_dock, win.output_dock):
+        assert dock.isVisible() and dock.width() >= 240
+    if size[0] >= 2000:
+        # The extra width goes to the plots, and the panels fill the column's height.
+        assert win.layer_dock.width() <= 600 and win.output_dock.width() <= 600
+        viewport = win.panel.scroll.viewport().height()
+        qtbot.waitUntil(lambda: win.panel._content.sizeHint().height() >= 0.85 * viewport)
+
+
+def test_hovering_a_plot_reads_out_in_the_status_bar(window, qtbot):
+    p = window.panel.panels()[("0", 0)]
+    p.grab()
+    # The first screen shows both of exercise 1's bounds, as lines one can grab.
+    view = p.hist_widget.mapFromScene(p.hist_widget.getPlotItem().getViewBox().sceneBoundingRect())
+    for line, value in ((p.lo_line, -0.5), (p.hi_line, 0.5)):
+        assert line.value() == value and line.label.isVisible()
+        assert view.boundingRect().contains(line_point(p.hist_widget, line))
+    edges, counts = p.hist_post.getData()
+    vb = p.hist_widget.getPlotItem().getViewBox()
+    i = int(counts.argmax())
+    hover(p.hist_widget, view_to_viewport(p.hist_widget, vb, 0.5 * (edges[i] + edges[i + 1]),
+                                          0.5 * counts[i]))
+    message = window.statusBar().currentMessage()
+    assert message.startswith("0 (call 0) · [") and f"after: {counts[i]:,.0f}" in message
+
+
+def test_file_menu_exports_the_activations_as_one_figure(window, tmp_path):
+    act = window.findChild(QAction, "actionExportFigure")
+    file_actions = [a.objectName() for a in window.menuBar().actions()[0].menu().actions()]
+    assert file_actions.index("actionExportFigure") == file_actions.index("actionExportScript") + 1
+    assert act.shortcut().toString() == "Ctrl+Shift+E"
+    out = export_figure(window, str(tmp_path / "fig.png"))
+    img = QImage(str(out))
+    panel = window.panel.panels()[("0", 0)]
+    assert img.width() >= panel.width() and img.height() >= panel.height()
+    assert export_figure(window, str(tmp_path / "fig.txt")) is None
+    assert ".png or .svg" in window.error_text()
+
+
+def test_hooks_view_lists_the_users_hooks_and_warns_of_a_leaked_one(make_window, qtbot, tmp_path):
+    f = tmp_path / "hooked.py"
+    f.write_text("import torch\n\n"
+                 "def log_shape(module, args, output):\n    return None\n\n"
+                 "def make():\n"
+                 "    torch.manual_seed(0)\n"
+                 "    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())\n"
+                 "    m[0].register_forward_hook(log_shape)\n"
+                 "    return m, torch.ones(1, 3)\n")
+    win = make_window([f"{f}:make", "--capture", "0,1", "--clamp", "0=-0.5:0.5"])
+    _ready(qtbot, win)
+    toggle = win.findChild(QAction, "actionViewHooks")
+    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
+    assert toggle in view_menu.actions() and not win.hooks_dock.isVisible()
+    toggle.trigger()
+    assert win.hooks_dock.isVisible()
+    table = win.hooks_view.table
+    rows = [[table.topLevelItem(i).text(c) for c in range(5)] for i in range(table.topLevelItemCount())]
+    line = f.read_text().splitlines().index("def log_shape(module, args, output):") + 1
+    assert rows == [["0", "forward hook", "log_shape", f"hooked.py:{line}", "yours"]]
+    assert "Hookscope's hooks were all removed" in win.hooks_view.summary.text()
+    assert win.banner.isHidden()
+    # A Hookscope hook left on the model after a run: listed in red, and the banner says so.
+    session = HookSession(Plan(capture=("1",)).resolve(win.loaded.module))
+    session.__enter__()
+    try:
+        assert refresh_hooks(win)
+        whose = [table.topLevelItem(i).text(4) for i in range(table.topLevelItemCount())]
+        assert whose.count("Hookscope (left over!)") == 1
+        assert "Hookscope left 1 hook on the model" in win.error_text() and "(on 1)" in win.error_text()
+        assert "outlived its run" in win.hooks_view.summary.text()
+    finally:
+        session.remove()
+    assert refresh_hooks(win)
+    assert table.topLevelItemCount() == 1

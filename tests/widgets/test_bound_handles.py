@@ -1,0 +1,144 @@
+"""Clamp bound handles are on screen and grabbable at any plot width, and real
+mouse drags on them (press, move, release at the line's screen position) edit
+the clamp."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from mouse_events import drag_line, line_point
+
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from hookscope.core import Plan, compare, load_model
+from hookscope.widgets.histogram_view import HistogramView
+from hookscope.widgets.activation_panel import ActivationPanel
+from hookscope.widgets.layer_plot import LayerPlot
+
+
+def _record(spec: str, path: str, clamp=None):
+    lm = load_model(spec)
+    plan = Plan(capture=(path,), clamp={path: clamp} if clamp else {})
+    return compare(lm.module, lm.example_input, plan).captures[path][0]
+
+
+def _shown_plot(qtbot, width: int) -> LayerPlot:
+    p = LayerPlot("fc1")
+    qtbot.addWidget(p)
+    p.resize(width, 320)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+class _Histogram(QWidget):
+    """A bare HistogramView whose plot is ``width`` pixels wide."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.view = HistogramView(self)
+        self.hist_widget = self.view.widget
+        self.lo_line, self.hi_line = self.view.lo_line, self.view.hi_line
+        QVBoxLayout(self).addWidget(self.hist_widget)
+        self.layout().setContentsMargins(0, 0, 0, 0)
+        self.resize(width, 260)
+
+    def bounds(self):
+        return self.view.bounds
+
+
+def _on_screen(p, line) -> bool:
+    """The line is inside the histogram's visible view, at least 3 px from its edges."""
+    pt = line_point(p.hist_widget, line)
+    rect = p.hist_widget.mapFromScene(line.getViewBox().sceneBoundingRect()).boundingRect()
+    return rect.left() + 3 <= pt.x() <= rect.right() - 3
+
+
+@pytest.mark.parametrize("width", [400, 2560])
+def test_open_bounds_sit_at_the_edges_and_a_real_drag_sets_one(qtbot, width):
+    p = _Histogram(width)
+    qtbot.addWidget(p)
+    p.show()
+    qtbot.waitExposed(p)
+    rec = _record("demo:features", "fc1")
+    p.view.draw(rec)
+    p.view.set_bounds(None)
+    assert p.hist_widget.width() == width
+    for line in (p.lo_line, p.hi_line):
+        assert _on_screen(p, line)
+    stats = rec.stats
+    target = stats.min + 0.3 * (stats.max - stats.min)
+    with qtbot.waitSignal(p.view.edited) as sig:
+        drag_line(p.hist_widget, p.lo_line, target)
+    lo, hi = sig.args
+    span = stats.max - stats.min
+    assert lo == pytest.approx(target, abs=0.03 * span)   # a pixel or two of mouse slack
+    assert hi == math.inf                                  # the other end stays open
+    assert p.bounds() == (lo, hi)
+    assert p.lo_line.value() == pytest.approx(lo, abs=0.01 * span)   # the line stayed put
+    # The high handle is still on screen and can be dragged below the data's max.
+    target_hi = stats.min + 0.8 * span
+    with qtbot.waitSignal(p.view.edited) as sig:
+        drag_line(p.hist_widget, p.hi_line, target_hi)
+    assert sig.args[0] == lo and sig.args[1] == pytest.approx(target_hi, abs=0.03 * span)
+
+
+def test_a_drag_reports_every_step_and_low_never_passes_high(qtbot):
+    p = _shown_plot(qtbot, 700)
+    rec = _record("demo:cnn", "conv1", (-0.5, 0.5))
+    p.update_record(rec, (-0.5, 0.5))
+    steps = []
+    p.clampDragged.connect(lambda lo, hi: steps.append((lo, hi)))
+    with qtbot.waitSignal(p.clampEdited) as sig:
+        drag_line(p.hist_widget, p.hi_line, 0.25)
+    assert len(steps) >= 3 and all(lo == -0.5 for lo, _ in steps)
+    assert sig.args[0] == -0.5 and sig.args[1] == pytest.approx(0.25, abs=0.05)
+    hi = sig.args[1]
+    with qtbot.waitSignal(p.clampEdited) as sig:
+        drag_line(p.hist_widget, p.lo_line, 3.0)    # far past the high bound
+    lo2, hi2 = sig.args
+    assert lo2 <= hi2 == hi
+
+
+def test_a_dragged_bound_has_one_short_precision(qtbot):
+    p = _shown_plot(qtbot, 700)
+    p.update_record(_record("demo:cnn", "conv1", (-0.5, 0.5)), (-0.5, 0.5))
+    with qtbot.waitSignal(p.clampEdited) as sig:
+        drag_line(p.hist_widget, p.hi_line, 0.2345678)
+    hi = sig.args[1]
+    assert len(f"{hi:g}".lstrip("-").replace(".", "").lstrip("0")) <= 4   # e.g. 0.235, not 0.2345678
+    assert p.hi_line.label.format == f"high {hi:g}"
+
+
+def test_both_bounds_of_exercise_1_are_on_the_first_screen(qtbot):
+    panel = ActivationPanel()
+    qtbot.addWidget(panel)
+    panel.resize(600, 500)
+    panel.show()
+    lm = load_model("demo:clamp")
+    panel.show_result(compare(lm.module, lm.example_input,
+                              Plan(capture=("0",), clamp={"0": (-0.5, 0.5)})))
+    p = panel.panels()[("0", 0)]
+    qtbot.waitExposed(p)
+    assert p.lo_line.value() == -0.5 and p.hi_line.value() == 0.5
+    assert _on_screen(p, p.lo_line) and _on_screen(p, p.hi_line)
+    assert p.lo_line.label.isVisible() and p.hi_line.label.isVisible()
+
+
+@pytest.mark.parametrize("bounds", [None, (-0.05, 0.05), (-math.inf, 0.3)])
+def test_bound_labels_never_overlap_on_a_narrow_histogram(qtbot, bounds):
+    p = _Histogram(300)
+    qtbot.addWidget(p)
+    p.show()
+    qtbot.waitExposed(p)
+    rec = _record("demo:features", "fc1")
+    p.view.draw(rec)
+    p.view.set_bounds(bounds)
+    p.grab()
+    view = p.hist_widget.getPlotItem().getViewBox().sceneBoundingRect()
+    labels = [line.label for line in (p.lo_line, p.hi_line) if line.label.isVisible()]
+    assert len(labels) == 2
+    rects = [lab.sceneBoundingRect() for lab in labels]
+    assert all(view.contains(r) for r in rects)
+    assert not rects[0].intersects(rects[1])

@@ -1,0 +1,225 @@
+"""What every plot of the app does with the mouse: scroll, zoom, read out, export.
+
+:class:`PlotTools` is attached to one pyqtgraph widget and gives it
+
+- **wheel**: a plain wheel scrolls the panel list the plot sits in (the
+  nearest scroll area around it), never the plot; Ctrl+wheel zooms the view
+  box under the cursor, and a visible "Reset view" button (``resetView``)
+  appears in the plot's corner until it is pressed;
+- **hover readout**: the value under the cursor, in a small box next to it and
+  as :attr:`PlotTools.readout` (the window shows it in its status bar);
+- **right-click → Export**: PNG, SVG, or the plot's data as CSV.
+
+The plot owner passes what only it knows: the text for a point
+(``text_at(view_box, point)``), the data rows (``rows()``), and how to undo a
+zoom (``reset()``).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtGui import QPainter, QWheelEvent
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessageBox,
+                               QToolButton, QWidget)
+
+from hookscope.core import HookscopeError
+
+from .last_folder import pick_file
+
+TextAt = Callable[[pg.ViewBox, QPointF], "str | None"]
+Rows = Callable[[], "tuple[list[str], list[Sequence]]"]
+ZOOM_STEP = 0.85   # view span per wheel notch (120 units) with Ctrl held
+EXPORT_FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)",
+                  ".csv": "The plotted data as CSV (*.csv)"}
+
+
+def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
+    """Draw ``widget`` into an SVG file: pyqtgraph's items stay vector paths
+    (pyqtgraph's own SVG exporter cannot parse the paths Qt 6 writes)."""
+    gen = QSvgGenerator()
+    gen.setFileName(str(path))
+    gen.setSize(widget.size())
+    gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
+    gen.setTitle(title)
+    painter = QPainter(gen)
+    try:
+        QWidget.render(widget, painter, QPoint(0, 0))   # not QGraphicsView.render: the whole widget
+    finally:
+        ok = painter.end()
+    return bool(ok)
+
+
+class PlotTools(QObject):
+    """Wheel, zoom, readout and export for ``widget`` (a PlotWidget or a
+    GraphicsLayoutWidget). ``boxes`` maps each view box to the axes Ctrl+wheel
+    zooms, e.g. ``{vb: (True, False)}`` for "x only"."""
+
+    readout = Signal(str)
+    zoomed = Signal(bool)
+
+    def __init__(self, widget: pg.GraphicsView, name: str, boxes: dict[pg.ViewBox, tuple[bool, bool]],
+                 text_at: TextAt, rows: Rows, reset: Callable[[], None]) -> None:
+        super().__init__(widget)
+        self.widget, self.name, self.boxes = widget, name, boxes
+        self._text_at, self._rows, self._reset = text_at, rows, reset
+        self.is_zoomed = False
+        self.text = ""      # the readout shown now ("" when the cursor is elsewhere)
+        self.menu: QMenu | None = None
+        self.label = pg.TextItem("", color=(30, 30, 30), fill=(255, 255, 230, 235),
+                                 border=pg.mkPen((160, 160, 160)), anchor=(0, 1))
+        self.label.setZValue(100)
+        self.label.setVisible(False)
+        self._label_box: pg.ViewBox | None = None
+        self.reset_button = QToolButton(widget)
+        self.reset_button.setObjectName("resetView")
+        self.reset_button.setText("Reset view")
+        self.reset_button.setToolTip("Undo the Ctrl+wheel zoom")
+        self.reset_button.setAutoRaise(False)
+        self.reset_button.hide()
+        self.reset_button.clicked.connect(self.reset_view)
+        for vb in boxes:
+            vb.setMenuEnabled(False)
+        widget.viewport().installEventFilter(self)
+        widget.scene().sigMouseMoved.connect(self._moved)
+
+    # -- zoom --------------------------------------------------------------------
+    def reset_view(self) -> None:
+        self._set_zoomed(False)
+        self._reset()
+
+    def _set_zoomed(self, on: bool) -> None:
+        self.is_zoomed = on
+        self.reset_button.setVisible(on)
+        if on:
+            self.reset_button.adjustSize()
+            self.reset_button.move(self.widget.width() - self.reset_button.width() - 4, 4)
+            self.reset_button.raise_()
+        self.zoomed.emit(on)
+
+    def _box_at(self, scene_pos: QPointF) -> pg.ViewBox | None:
+        for vb in self.boxes:
+            if vb.isVisible() and vb.sceneBoundingRect().contains(scene_pos):
+                return vb
+        return None
+
+    def _zoom(self, event: QWheelEvent) -> None:
+        scene_pos = self.widget.mapToScene(event.position().toPoint())
+        vb = self._box_at(scene_pos)
+        if vb is None:
+            return
+        zx, zy = self.boxes[vb]
+        f = ZOOM_STEP ** (event.angleDelta().y() / 120.0)
+        vb.scaleBy(x=f if zx else 1.0, y=f if zy else 1.0, center=vb.mapSceneToView(scene_pos))
+        self._set_zoomed(True)
+
+    def _scroll_owner(self) -> QAbstractScrollArea | None:
+        w = self.widget.parentWidget()
+        while w is not None and not isinstance(w, QAbstractScrollArea):
+            w = w.parentWidget()
+        return w
+
+    # -- events ------------------------------------------------------------------
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        kind = event.type()
+        if kind == QEvent.Type.Wheel:
+            if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+                self._zoom(event)
+            else:
+                area = self._scroll_owner()   # the panel list scrolls, the plot stays
+                if area is not None:
+                    QApplication.sendEvent(area.verticalScrollBar(), event)
+            return True
+        if kind == QEvent.Type.Leave:
+            self._show("", None, None)
+        elif kind == QEvent.Type.ContextMenu:
+            self._context_menu(event.globalPos())
+            return True
+        return False
+
+    # -- readout -----------------------------------------------------------------
+    def _moved(self, scene_pos: QPointF) -> None:
+        vb = self._box_at(scene_pos)
+        text = self._text_at(vb, vb.mapSceneToView(scene_pos)) if vb is not None else None
+        self._show(text or "", vb, scene_pos)
+
+    def _show(self, text: str, vb: pg.ViewBox | None, scene_pos: QPointF | None) -> None:
+        if text and vb is not None and scene_pos is not None:
+            if self._label_box is not vb:
+                if self._label_box is not None:
+                    self._label_box.removeItem(self.label)
+                vb.addItem(self.label, ignoreBounds=True)
+                self._label_box = vb
+            rect = vb.sceneBoundingRect()
+            # Beside the cursor, flipped so the box stays inside the plot.
+            right = scene_pos.x() > rect.center().x()
+            low = scene_pos.y() < rect.center().y()
+            self.label.setAnchor((1.05 if right else -0.05, -0.1 if low else 1.1))
+            self.label.setText(text)
+            self.label.setPos(vb.mapSceneToView(scene_pos))
+            self.label.setVisible(True)
+        else:
+            self.label.setVisible(False)
+        if text != self.text:
+            self.text = text
+            self.readout.emit(text)
+
+    # -- export --------------------------------------------------------------------
+    def _context_menu(self, global_pos) -> None:
+        if self.menu is None:
+            self.menu = QMenu(self.widget)
+            self.menu.setObjectName("plotMenu")
+            for suffix, label in ((".png", "Export as PNG…"), (".svg", "Export as SVG…"),
+                                  (".csv", "Export data as CSV…")):
+                act = self.menu.addAction(label)
+                act.setObjectName(f"export{suffix[1:].upper()}")
+                act.triggered.connect(lambda _=False, s=suffix: self.export_dialog(s))
+            self.menu.addSeparator()
+            reset = self.menu.addAction("Reset view")
+            reset.setObjectName("menuResetView")
+            reset.triggered.connect(self.reset_view)
+        self.menu.popup(global_pos)
+
+    def export_dialog(self, suffix: str) -> Path | None:
+        path = pick_file(self.widget, "export", "Export plot", EXPORT_FORMATS[suffix], save=True,
+                         file_name=f"{self.name}{suffix}")
+        if not path:
+            return None
+        try:
+            return self.export(path if Path(path).suffix else path + suffix)
+        except HookscopeError as exc:
+            QMessageBox.warning(self.widget, "Export plot", str(exc))
+            return None
+
+    def export(self, path: str | Path) -> Path:
+        """Write the plot to ``path``: PNG, SVG, or its data as CSV, by suffix."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in EXPORT_FORMATS:
+            raise HookscopeError(f"{path.name}: export a plot to .png, .svg or .csv")
+        try:
+            self._write(path, suffix)
+        except OSError as exc:
+            raise HookscopeError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        return path
+
+    def _write(self, path: Path, suffix: str) -> None:
+        if suffix == ".csv":
+            header, rows = self._rows()
+            with path.open("w", newline="", encoding="utf-8") as f:
+                writer = csv.writer(f)
+                writer.writerow(header)
+                writer.writerows(rows)
+        elif suffix == ".svg":
+            self.label.setVisible(False)
+            if not render_svg(self.widget, path, self.name):
+                raise OSError(f"cannot write {path}")
+        elif suffix == ".png":
+            self.label.setVisible(False)   # the readout box is not part of the figure
+            if not self.widget.grab().save(str(path), "PNG"):
+                raise OSError(f"cannot write {path}")
