@@ -45,11 +45,15 @@ def test_gui_main_screenshot_in_process(qapp, tmp_path):
 def test_size_must_be_width_x_height(capsys):
     import pytest
 
+    from hookscope.app.arg_parser import UsageError
+    from hookscope.app.cli import main as cli_main
+
     for bad in ("1000", "ax650", "10x10", "1000x650x2"):
-        with pytest.raises(SystemExit) as exc:
+        with pytest.raises(UsageError, match="WIDTHxHEIGHT"):  # one line, status 2 in main()
             build_parser().parse_args(["--size", bad])
-        assert exc.value.code == 2
-        assert "WIDTHxHEIGHT" in capsys.readouterr().err
+        assert cli_main(["--size", bad]) == 2
+        err = capsys.readouterr().err
+        assert "WIDTHxHEIGHT" in err and len(err.strip().splitlines()) == 1
     assert build_parser().parse_args(["--size", "2560X1440"]).size == (2560, 1440)
 
 
