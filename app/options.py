@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from hookscope.core import Plan, PlanError
 
+from .scale_options import add_scale_options
+
 TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module). Unpickling runs code "
               "stored in the file, so this is off unless you pass this flag for a file you "
               "trust; prefer a .pt2 export or file.py:factory with --weights")
@@ -33,6 +35,7 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
     p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
+    add_scale_options(p)  # --device-map, --max-memory, --offload, --memory-budget, --ray
 
 
 def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:

@@ -1,0 +1,99 @@
+"""Command-line options for going beyond one machine, shared by ``hookscope run`` and the window.
+
+``--device-map``/``--max-memory``/``--offload`` hand the model to accelerate
+(:mod:`hookscope.core.dispatch`); ``--memory-budget`` bounds the captured
+tensors kept (:mod:`hookscope.core.capture_budget`); ``--ray`` runs the model
+in a Ray actor (:mod:`hookscope.core.remote_ray`). No Qt here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from hookscope.core import LoadedModel, Plan, compare, load_model, parse_input
+from hookscope.core.dispatch import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
+
+DEFAULT_RAY_BUDGET = "64MiB"
+
+
+def add_scale_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("beyond one machine")
+    g.add_argument("--device-map", choices=DEVICE_MAPS, default=None,
+                   help="spread the model over the GPUs, the CPU and disk with accelerate")
+    g.add_argument("--max-memory", metavar="DEV=SIZE,...", default=None,
+                   help="memory each device may hold for the model, e.g. 0=20GiB,cpu=30GiB "
+                        "(implies --device-map auto)")
+    g.add_argument("--offload", metavar="DIR", default=None,
+                   help="folder for the weights that fit nowhere else (disk offload)")
+    g.add_argument("--memory-budget", metavar="SIZE", default=None,
+                   help="keep captured tensors only while they fit in SIZE, else statistics "
+                        "only (default with a device map: half the free memory)")
+    g.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run the model in a Ray actor: local (start Ray here), auto (join the "
+                        "running cluster) or ray://HOST:PORT")
+    g.add_argument("--ray-budget", metavar="SIZE", default=DEFAULT_RAY_BUDGET,
+                   help=f"most bytes of captured tensors one remote run sends back "
+                        f"(default {DEFAULT_RAY_BUDGET}; statistics always come)")
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    dispatch: DeviceMapOptions
+    memory_budget: int | None = None
+    ray: str | None = None
+    ray_budget: int = parse_size(DEFAULT_RAY_BUDGET)
+
+
+def scale_options(ns: argparse.Namespace) -> ScaleOptions:
+    return ScaleOptions(
+        device_map_options(ns.device_map, ns.max_memory, ns.offload),
+        parse_size(ns.memory_budget) if ns.memory_budget else None,
+        ns.ray,
+        parse_size(ns.ray_budget),
+    )
+
+
+def load_scaled(opts: Any, scale: ScaleOptions) -> tuple[LoadedModel | None, Any]:
+    """The model and its input, placed by accelerate when a device map is asked for;
+    ``(None, None)`` with ``--ray`` (the model loads on the remote side)."""
+    if scale.ray:
+        return None, None
+    if scale.dispatch.active:
+        from hookscope.core.dispatch import load_dispatched
+
+        lm = load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
+    else:
+        lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+    return lm, parse_input(opts.input or "", lm.example_input)
+
+
+def fit_to_budget(lm: LoadedModel | None, x: Any, plan: Plan, scale: ScaleOptions,
+                  err: TextIO | None = None) -> Plan:
+    """Statistics-only, with a note on ``err``, when the kept captures would pass the
+    memory budget (checked for a device-mapped model, or when a budget is given)."""
+    if lm is None or not (scale.dispatch.active or scale.memory_budget is not None):
+        return plan
+    from hookscope.core.capture_budget import fit_plan_to_budget
+
+    decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
+    if decision.note:
+        print(f"hookscope: note: {decision.note}", file=err or sys.stderr)
+    return decision.plan
+
+
+def compare_scaled(lm: LoadedModel | None, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,
+                   err: TextIO | None = None):
+    """One comparison here, or in a Ray actor with ``--ray`` (bytes moved noted on ``err``)."""
+    if not scale.ray:
+        assert lm is not None
+        return compare(lm.module, x, plan, opts.device)
+    from hookscope.core.remote_ray import remote_compare
+
+    result, transfer = remote_compare(scale.ray, opts.spec, opts.weights, opts.input or "", plan,
+                                      opts.device, trust_pickle=opts.trust_pickle,
+                                      dispatch=scale.dispatch, byte_budget=scale.ray_budget)
+    print(f"hookscope: note: {transfer.describe()}", file=err or sys.stderr)
+    return result
