@@ -1,0 +1,408 @@
+"""The runner: where models are loaded and forwards run, one request at a time.
+
+Nothing here imports Qt. The window, the CLI and a notebook hand requests to
+a runner and get answers back as :data:`RunnerEvent` objects passed to one
+``listener`` callable. The listener is called in the runner's own thread; a
+front end that needs the answer on another thread (the window's GUI thread)
+relays it from there (``hookscope.app.worker``).
+
+The runner interface (stable; a remote runner, e.g. a Ray actor, implements it)
+------------------------------------------------------------------------------
+``runner = SomeRunner(listener)``
+    ``listener(event)`` receives every answer, in the runner's thread.
+``runner.submit(request) -> int``
+    Queue a :class:`LoadRequest` or :class:`RunRequest`; returns its request
+    id (ids only grow). The newest request wins: a run request replaces the
+    run waiting to start, and the run in flight stops at its next layer
+    (answered :class:`Cancelled`); a load request also drops the waiting run,
+    which belongs to the model it replaces. A replaced request is answered by
+    nothing at all (``counts.dropped`` counts it).
+``runner.cancel() -> bool``
+    Drop what waits and stop the run in flight at its next layer; whether
+    there was anything to stop.
+``runner.close(timeout_s=1.0) -> bool``
+    Stop taking requests, stop the run in flight at its next layer, detach the
+    listener (nothing is answered after close) and wait at most ``timeout_s``
+    for the thread; whether it ended in time. Never raises; idempotent. A
+    forward stuck inside one layer cannot be interrupted: the thread is a
+    daemon, so it never keeps the process alive or aborts it.
+``runner.counts`` (:class:`Counts`), ``runner.in_flight`` (request id or ``None``).
+
+Answers, for each request that is not replaced: :class:`Started`, then any
+number of :class:`Progress`, then exactly one of :class:`Loaded`,
+:class:`Finished`, :class:`Failed`, :class:`Cancelled`. A run request with
+``observe_tree`` sends :class:`Observed` (the layers' output shapes) before
+its final answer. Whatever a model throws, ``KeyboardInterrupt``,
+``SystemExit`` and other ``BaseException`` included, comes back as
+:class:`Failed` with a message, and the runner takes the next request.
+
+A run request names its model by the :class:`~hookscope.core.LoadedModel`
+its runner's :class:`Loaded` answer carried; a remote runner may answer with
+a stand-in whose module lives on the remote side.
+
+:class:`LocalRunner` is the in-process implementation: one daemon thread,
+baseline reuse while only the plan changes (keyed on the input's values),
+and progress counted at the same per-layer stop points where a run may stop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Union
+
+import torch
+
+from .errors import Cancelled as CancelledError
+from .errors import HookscopeError
+from .inputs import parse_input
+from .interventions import map_tensors, tensor_leaves
+from .plan import Plan
+from .sources import LoadedModel, load_model
+from .tree import TreeNode, module_tree
+
+
+# -- requests ----------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadRequest:
+    """Load a model from a spec (a user factory may be slow: never on the GUI thread)."""
+
+    spec: str
+    weights: str | None = None
+    trust_pickle: bool = False
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One comparison: baseline and intervened forward of ``input_text`` on ``model``.
+
+    ``observe_tree``: also record every module's output shape and call count
+    first (answered by :class:`Observed`). ``train``: run the module in train
+    mode instead of eval mode.
+    """
+
+    model: LoadedModel
+    input_text: str
+    plan: Plan
+    device: str = "cpu"
+    observe_tree: bool = False
+    train: bool = False
+
+
+Request = Union[LoadRequest, RunRequest]
+
+
+# -- answers -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Started:
+    request_id: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    """``done`` of ``total`` layer calls of this request's forwards, ``elapsed_s`` since it started.
+
+    ``total`` is an estimate until the model's first observe pass has
+    counted its layer calls; ``done`` never exceeds it.
+    """
+
+    request_id: int
+    done: int
+    total: int
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A load's answer: the model and its tree (output shapes not yet known)."""
+
+    request_id: int
+    model: LoadedModel
+    tree: TreeNode
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A fresh tree with output shapes and call counts (the caller's tree is never touched)."""
+
+    request_id: int
+    tree: TreeNode
+
+
+@dataclass(frozen=True)
+class Finished:
+    request_id: int
+    result: Any  # RunResult
+
+
+@dataclass(frozen=True)
+class Failed:
+    """``message`` for a person; ``error`` the exception itself where the runner
+    is in-process (a remote runner sends ``None``)."""
+
+    request_id: int
+    message: str
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    request_id: int
+
+
+RunnerEvent = Union[Started, Progress, Loaded, Observed, Finished, Failed, Cancelled]
+Listener = Callable[[RunnerEvent], None]
+FINAL = (Loaded, Finished, Failed, Cancelled)
+
+
+@dataclass
+class Counts:
+    """Requests answered so far, by outcome (``dropped``: replaced or cancelled runs)."""
+
+    runs_done: int = 0
+    runs_failed: int = 0
+    dropped: int = 0
+    loads_done: int = 0
+
+
+class Runner(Protocol):
+    """The interface every runner implements (see the module docstring)."""
+
+    counts: Counts
+
+    def submit(self, request: Request) -> int: ...
+    def cancel(self) -> bool: ...
+    def close(self, timeout_s: float = 1.0) -> bool: ...
+    @property
+    def in_flight(self) -> int | None: ...
+
+
+# -- helpers -----------------------------------------------------------------
+def same_values(a: Any, b: Any) -> bool:
+    """Two (nested) inputs with the same tensors, value for value."""
+    la, lb = tensor_leaves(a), tensor_leaves(b)
+    return ([k for k, _ in la] == [k for k, _ in lb]
+            and all(x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+                    for (_, x), (_, y) in zip(la, lb)))
+
+
+def error_message(exc: BaseException) -> str:
+    """The text shown to a person for anything a request raised."""
+    if isinstance(exc, HookscopeError):
+        return str(exc)
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, a custom BaseException
+        detail = f": {exc}" if str(exc) else ""
+        return (f"the model raised {type(exc).__name__}{detail}; that run was stopped and its "
+                "hooks removed. Fix the model's code, or run again")
+    return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def leaf_count(module: torch.nn.Module) -> int:
+    return sum(1 for m in module.modules() if next(m.children(), None) is None)
+
+
+class _Job:
+    """One request on its way through the thread."""
+
+    def __init__(self, rid: int, request: Request) -> None:
+        self.rid = rid
+        self.request = request
+        self.stop = False
+        self.t0 = 0.0
+        self.done = 0
+        self.total = 1
+        self.last_progress = 0.0
+
+
+class LocalRunner:
+    """The in-process runner: one daemon thread, newest request wins.
+
+    ``progress_every_s``: the least time between two :class:`Progress`
+    answers of one request (0: one per layer call, for tests).
+    """
+
+    def __init__(self, listener: Listener | None = None, progress_every_s: float = 0.1) -> None:
+        self._listener = listener
+        self._progress_every = progress_every_s
+        self._ids = itertools.count(1)
+        self._cv = threading.Condition()
+        self._pending_run: _Job | None = None
+        self._pending_load: _Job | None = None
+        self._current: _Job | None = None
+        self._closing = False
+        self.counts = Counts()
+        # The last comparison's baseline and what it was computed for: while only
+        # the plan's values change (a dragged bound), the baseline is reused.
+        self._baseline: tuple[tuple, Any, Any] | None = None
+        # Leaf-module calls of one forward, per module, learned by its observe pass.
+        self._calls: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
+        self._thread = threading.Thread(target=self._loop, name="hookscope-runner", daemon=True)
+        self._thread.start()
+
+    # -- the interface (any thread) ---------------------------------------------
+    def submit(self, request: Request) -> int:
+        job = _Job(next(self._ids), request)
+        with self._cv:
+            if self._closing:
+                self.counts.dropped += 1
+                return job.rid
+            if self._pending_run is not None:
+                self.counts.dropped += 1
+                self._pending_run = None
+            if isinstance(request, LoadRequest):
+                if self._pending_load is not None:
+                    self._pending_load = None
+                self._pending_load = job
+            else:
+                self._pending_run = job
+            if self._current is not None:
+                self._current.stop = True  # newest wins: the run in flight is stale
+            self._cv.notify()
+        return job.rid
+
+    def cancel(self) -> bool:
+        with self._cv:
+            waiting = [j for j in (self._pending_run, self._pending_load) if j is not None]
+            self.counts.dropped += sum(isinstance(j.request, RunRequest) for j in waiting)
+            self._pending_run = self._pending_load = None
+            current = self._current
+            if current is not None:
+                current.stop = True
+        return bool(waiting) or current is not None
+
+    def close(self, timeout_s: float = 1.0) -> bool:
+        with self._cv:
+            self._closing = True
+            self._listener = None
+            self._pending_run = self._pending_load = None
+            if self._current is not None:
+                self._current.stop = True
+            self._cv.notify()
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    @property
+    def in_flight(self) -> int | None:
+        job = self._current
+        return job.rid if job is not None else None
+
+    @property
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- the thread ----------------------------------------------------------
+    def _emit(self, event: RunnerEvent) -> None:
+        listener = self._listener
+        if listener is None:
+            return
+        try:
+            listener(event)
+        except BaseException:  # noqa: BLE001 - a listener's bug must not end the thread
+            traceback.print_exc()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._closing and self._pending_load is None and self._pending_run is None:
+                    self._cv.wait()
+                if self._closing:
+                    self._current = None
+                    return
+                job = self._pending_load or self._pending_run
+                if job is self._pending_load:
+                    self._pending_load = None
+                else:
+                    self._pending_run = None
+                self._current = job
+            try:
+                self._do(job)
+            finally:
+                with self._cv:
+                    self._current = None
+
+    def _do(self, job: _Job) -> None:
+        job.t0 = time.perf_counter()
+        self._emit(Started(job.rid))
+        try:
+            if isinstance(job.request, LoadRequest):
+                event: RunnerEvent = self._load(job, job.request)
+            else:
+                event = self._run(job, job.request)
+        except CancelledError:
+            with self._cv:
+                self.counts.dropped += 1
+            event = Cancelled(job.rid)
+        except BaseException as exc:  # noqa: BLE001 - whatever a model throws is a message
+            if isinstance(exc, Exception) and not isinstance(exc, HookscopeError):
+                traceback.print_exception(exc)  # a bug: keep its traceback for the terminal
+            with self._cv:
+                if isinstance(job.request, RunRequest):
+                    self.counts.runs_failed += 1
+            event = Failed(job.rid, error_message(exc), exc)
+        self._emit(event)
+
+    def _load(self, job: _Job, req: LoadRequest) -> RunnerEvent:
+        lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
+        tree = module_tree(lm.module)
+        with self._cv:
+            self.counts.loads_done += 1
+        return Loaded(job.rid, lm, tree)
+
+    def _run(self, job: _Job, req: RunRequest) -> RunnerEvent:
+        from .devices import resolve_device
+        from .hooks import resolve_records
+        from .run import compare, place_module, stop_points, to_device
+        from .tree import observe
+
+        module = req.model.module
+        inputs = parse_input(req.input_text, req.model.example_input)
+        if module.training != req.train:
+            module.train(req.train)
+        key = (weakref.ref(module), req.device)
+        baseline = None
+        if self._baseline and self._baseline[0] == key and same_values(self._baseline[1], inputs):
+            baseline = self._baseline[2]
+        per_pass = self._calls.get(module) or leaf_count(module)
+        job.total = per_pass * (int(req.observe_tree) + int(baseline is None) + 1)
+        stop = lambda: self._tick(job)  # noqa: E731 - a stop point is a progress point too
+        if req.observe_tree:
+            # Observing first doubles as a warm-up, so the first comparison of a
+            # model reports honest timings (no one-time set-up in the baseline).
+            dev = resolve_device(req.device)
+            place_module(module, dev)
+            before = job.done
+            with stop_points(module, stop):
+                tree = observe(module, to_device(inputs, dev))
+            self._calls[module] = max(1, job.done - before)
+            job.total = job.done + self._calls[module] * (int(baseline is None) + 1)
+            self._emit(Observed(job.rid, tree))
+        result = compare(module, inputs, req.plan, req.device, baseline=baseline, should_stop=stop)
+        self._baseline = ((key, map_tensors(lambda t: t.detach().clone(), inputs), result.baseline)
+                          if result.baseline is not None else None)
+        # The core summarises CPU-kept captures on first read; read them here,
+        # so histograms are never computed on the GUI thread.
+        resolve_records(result.captures)
+        with self._cv:
+            self.counts.runs_done += 1
+        return Finished(job.rid, result)
+
+    def _tick(self, job: _Job) -> bool:
+        """A stop point: count one layer call, report progress now and then, and
+        say whether the request should stop here."""
+        job.done += 1
+        if job.done > job.total:
+            job.total = job.done
+        now = time.perf_counter()
+        if now - job.last_progress >= self._progress_every:
+            job.last_progress = now
+            self._emit(Progress(job.rid, job.done, job.total, now - job.t0))
+        return job.stop or self._closing
+
+
+__all__ = ["LoadRequest", "RunRequest", "Request", "Started", "Progress", "Loaded", "Observed",
+           "Finished", "Failed", "Cancelled", "RunnerEvent", "Listener", "Counts", "Runner",
+           "LocalRunner", "same_values", "error_message", "FINAL"]
