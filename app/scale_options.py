@@ -56,6 +56,22 @@ def scale_options(ns: argparse.Namespace) -> ScaleOptions:
     )
 
 
+def runner_factory_for(scale: ScaleOptions, device: str = "cpu"):
+    """The runner a session (window or notebook) should use for these options:
+    a Ray runner with ``--ray``, a local runner that loads through accelerate with a
+    device map, or ``None`` for the plain local runner. ``factory(listener) -> runner``."""
+    if scale.ray:
+        from hookscope.core.remote_ray import make_runner
+
+        return make_runner(scale.ray, device=device, dispatch=scale.dispatch,
+                           byte_budget=scale.ray_budget)
+    if scale.dispatch.active:
+        from hookscope.core.dispatch import dispatching_runner
+
+        return dispatching_runner(scale.dispatch)
+    return None
+
+
 def load_scaled(opts: Any, scale: ScaleOptions) -> tuple[LoadedModel | None, Any]:
     """The model and its input, placed by accelerate when a device map is asked for;
     ``(None, None)`` with ``--ray`` (the model loads on the remote side)."""

@@ -312,3 +312,20 @@ def _load_in_place(module: nn.Module, path: str) -> None:
         set_module_tensor_to_device(module, name, "cpu", value=value)
     if any(t.device.type == "meta" for t in module.state_dict().values()):
         raise SpecError(f"weights {Path(path).name} left some of the model's tensors empty")
+
+
+def dispatching_runner(opts: DeviceMapOptions):
+    """A runner factory (``factory(listener) -> runner``) whose loads go through
+    :func:`load_dispatched`: the session's local runner for a model that needs a device map."""
+    from .runner import Loaded, LocalRunner
+    from .tree import module_tree
+
+    class DispatchingRunner(LocalRunner):
+        def _load(self, job, req):  # the one step that differs from the local runner
+            lm = load_dispatched(req.spec, req.weights, opts, req.trust_pickle)
+            tree = module_tree(lm.module)
+            with self._cv:
+                self.counts.loads_done += 1
+            return Loaded(job.rid, lm, tree)
+
+    return lambda listener=None: DispatchingRunner(listener)

@@ -187,3 +187,32 @@ def test_device_map_auto_on_cuda(tmp_path):
     got = compare(lm.module, lm.example_input, plan)
     ref = compare(mem.module, mem.example_input, plan)
     assert torch.allclose(got.output_with, ref.output_with, atol=1e-5)
+
+
+def test_the_dispatching_runner_answers_as_the_local_runner_on_the_in_memory_model(tmp_path):
+    import queue
+
+    from hookscope.core.dispatch import dispatching_runner
+    from hookscope.core.runner import Finished, Loaded, LoadRequest, LocalRunner, RunRequest
+
+    weights = save_weights(tmp_path, ".safetensors")
+    answers = {"split": queue.Queue(), "mem": queue.Queue()}
+    split = dispatching_runner(device_map_options("auto", TIGHT, str(tmp_path / "off")))(
+        lambda ev: isinstance(ev, (Loaded, Finished)) and answers["split"].put(ev))
+    mem = LocalRunner(lambda ev: isinstance(ev, (Loaded, Finished)) and answers["mem"].put(ev))
+    try:
+        got, ref = [], []
+        for runner, q, out in ((split, answers["split"], got), (mem, answers["mem"], ref)):
+            runner.submit(LoadRequest(SPEC, weights))
+            loaded = q.get(timeout=60)
+            out.append(loaded)
+        dmap = got[0].model.module.hf_device_map
+        assert got[0].tree.find(next(k for k, v in dmap.items() if v == "disk")).device == "disk"
+        plan = plan_over_both(dmap)
+        for runner, q, out in ((split, answers["split"], got), (mem, answers["mem"], ref)):
+            runner.submit(RunRequest(out[0].model, "example", plan, observe_tree=True))
+            out.append(q.get(timeout=60))
+        assert_same_results(got[1].result, ref[1].result)
+    finally:
+        split.close()
+        mem.close()

@@ -22,6 +22,7 @@ from hookscope.core.runner import (Cancelled, Failed, Finished, Loaded, LoadRequ
                                    Observed, RunRequest)
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'hookscope[ray]')")
+pytestmark = pytest.mark.ray
 
 from hookscope.core.remote_ray import RayRunner, RemoteModel, connect  # noqa: E402
 
