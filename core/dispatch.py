@@ -25,6 +25,7 @@ accelerate is imported only here and only when a device map is asked for.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import tempfile
@@ -164,6 +165,9 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
                           f"{len(disk)} part(s) ({', '.join(disk[:4])}) would go to disk. Pass --offload DIR "
                           "for their weights, or raise --max-memory.")
     folder = _fresh_offload_folder(module, opts.offload) if disk else None
+    quiet = logging.getLogger("accelerate")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its notes ("some parameters are on the meta device") are expected here
     try:
         if weights and Path(weights).suffix == ".safetensors":
             _check_file_fits(module, _safetensors_shapes(weights), weights)
@@ -176,6 +180,8 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
     except (ValueError, RuntimeError, OSError) as exc:
         raise DeviceError(f"accelerate could not place the model ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
+    finally:
+        quiet.setLevel(level)
     module.hf_device_map = dict(dm)  # also set when everything went to one device
     return module
 
@@ -190,6 +196,10 @@ def load_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions,
     from .sources import load_model
 
     acc = require("accelerate", "scale", "--device-map")
+    if spec.strip().startswith("hf:"):
+        lm = _load_hf_dispatched(spec, weights, opts)
+        if lm is not None:
+            return lm
     if weights:
         try:
             with acc.init_empty_weights():
@@ -203,6 +213,26 @@ def load_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions,
         lm = load_model(spec, None, trust_pickle)
     dispatch(lm.module, opts, weights)
     lm.weights = weights
+    lm.module.eval()
+    return lm
+
+
+def _load_hf_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions):
+    """An ``hf:`` spec placed by ``from_pretrained(device_map=...)`` itself, never whole in
+    memory, where the ``hf:`` adapter takes ``from_pretrained`` keywords; else ``None``
+    (the model is then loaded whole and dispatched like any other)."""
+    import inspect
+
+    try:
+        from .source_hf import load_hf  # the hf: adapter, where this build has it
+    except ImportError:
+        return None
+    params = inspect.signature(load_hf).parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    if weights:
+        raise SpecError("an hf: model carries its own weights; drop --weights")
+    lm = load_hf(spec, **from_pretrained_kwargs(opts))
     lm.module.eval()
     return lm
 

@@ -322,6 +322,11 @@ class RayRunner:
         return job.rid if job is not None else None
 
     @property
+    def is_alive(self) -> bool:
+        """The runner's own thread is alive (it ends at :meth:`close`)."""
+        return self._thread.is_alive()
+
+    @property
     def actor(self) -> Any:
         """The Ray actor handle holding the model (``None`` before the first load)."""
         return self._actor

@@ -216,3 +216,22 @@ def test_the_dispatching_runner_answers_as_the_local_runner_on_the_in_memory_mod
     finally:
         split.close()
         mem.close()
+
+
+def test_a_patch_lands_on_a_block_whose_weights_are_on_disk(tmp_path):
+    import hookscope.core as core
+
+    if not hasattr(core, "Patch"):
+        pytest.skip("this build has no Patch intervention yet (it comes with the interventions family)")
+    weights = save_weights(tmp_path, ".safetensors")
+    mem = load_model(SPEC, weights)
+    lm = load_dispatched(SPEC, weights, device_map_options("auto", TIGHT, str(tmp_path / "off")))
+    block = max(k for k, v in lm.module.hf_device_map.items() if v == "disk" and k.isdigit())
+    src = torch.randn(4, scale_models.WIDTH, generator=torch.Generator().manual_seed(5))
+    plan = Plan(capture=(block, "6"), interventions={block: core.Patch(src)})
+    got = compare(lm.module, lm.example_input, plan)
+    ref = compare(mem.module, mem.example_input, plan)
+    assert torch.equal(got.output_with, ref.output_with) and got.outputs_differ
+    with torch.inference_mode():  # by hand: the block's output on the source input
+        expected = mem.module[: int(block) + 1](src)
+    assert torch.equal(got.captures[block][0].tensor, expected)
