@@ -59,25 +59,29 @@ def default_budget() -> int:
 def kept_bytes(module: nn.Module, inputs: Any, plan: Plan) -> int:
     """Bytes a plan's kept captures would take, from one forward that keeps nothing.
 
-    Counts what :class:`~hookscope.core.hooks.HookSession` keeps: each call's
-    first tensor leaf of every captured layer, twice where the layer also
-    has an intervention (the values before it are kept as well).
+    Counts what a comparison keeps per call of every captured layer: its
+    first tensor leaf, once more where the layer has an intervention (the
+    values before it), and once more where records also keep the baseline
+    run's value of the same call.
     """
+    from .hooks import CaptureRecord
     from .run import call_model, own_copy
 
     layers = plan.resolve(module)
+    baseline_copy = int("baseline_tensor" in CaptureRecord.__slots__)
     total = 0
 
-    def counter(doubled: bool):
+    def counter(copies: int):
         def hook(_m: nn.Module, _a: Any, out: Any) -> None:
             nonlocal total
             leaves = tensor_leaves(out)
             if leaves:
                 t = leaves[0][1]
-                total += t.element_size() * t.numel() * (2 if doubled else 1)
+                total += t.element_size() * t.numel() * copies
         return hook
 
-    handles = [lp.module.register_forward_hook(counter(lp.intervention is not None))
+    handles = [lp.module.register_forward_hook(
+                   counter(1 + int(lp.intervention is not None) + baseline_copy))
                for lp in layers.values() if lp.capture]
     try:
         with torch.inference_mode():

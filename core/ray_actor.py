@@ -27,7 +27,13 @@ from typing import Any
 import torch
 
 from .errors import Cancelled
+from .hooks import CaptureRecord
 from .runner import error_message, leaf_count, same_values
+
+
+# What a capture record keeps: its tensors, and the summaries computed from them.
+_TENSORS = [n for n in ("tensor", "pre_tensor", "baseline_tensor") if n in CaptureRecord.__slots__]
+_SUMMARIES = [n for n in ("stats", "pre_stats", "baseline_stats") if hasattr(CaptureRecord, n)]
 
 
 def strip_tensors(captures: dict, wanted: list[str] | None, budget: int) -> tuple[list[str], int]:
@@ -48,7 +54,10 @@ def strip_tensors(captures: dict, wanted: list[str] | None, budget: int) -> tupl
     for path, recs in captures.items():
         for rec in recs:
             if id(rec) not in keep and rec.nbytes:
-                rec.tensor = rec.pre_tensor = None
+                for name in _SUMMARIES:  # summarise before the values go
+                    getattr(rec, name)
+                for name in _TENSORS:
+                    setattr(rec, name, None)
                 if path not in withheld:
                     withheld.append(path)
     return withheld, used
