@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError
+from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core.run import flat_floats
 
 from .options import add_model_options, model_options
-from .scale_options import compare_scaled, fit_to_budget, load_scaled, scale_options
+from .scale_options import compare_scaled, load_scaled, scale_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,8 +42,9 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     ns = build_parser().parse_args(argv)
     opts = model_options(ns)
     scale = scale_options(ns)
-    lm, x = load_scaled(opts, scale)  # (None, None) with --ray: the model loads remotely
-    plan = fit_to_budget(lm, x, opts.plan(), scale)
+    lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
+    x = parse_input(opts.input or "", lm.example_input)
+    plan = opts.plan()
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)

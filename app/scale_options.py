@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from hookscope.core import LoadedModel, Plan, compare, load_model, parse_input
+from hookscope.core import LoadedModel, Plan, compare, load_model
 from hookscope.core.dispatch import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
 
 DEFAULT_RAY_BUDGET = "64MiB"
@@ -72,44 +72,51 @@ def runner_factory_for(scale: ScaleOptions, device: str = "cpu"):
     return None
 
 
-def load_scaled(opts: Any, scale: ScaleOptions) -> tuple[LoadedModel | None, Any]:
-    """The model and its input, placed by accelerate when a device map is asked for;
-    ``(None, None)`` with ``--ray`` (the model loads on the remote side)."""
+def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
+    """The model, placed by accelerate when a device map is asked for; with ``--ray``
+    a stand-in for the model loaded in a Ray actor (its example input is real)."""
     if scale.ray:
-        return None, None
+        from hookscope.core.remote_ray import RemoteModelSession
+
+        session = RemoteModelSession(scale.ray, device=opts.device, dispatch=scale.dispatch,
+                                     byte_budget=scale.ray_budget)
+        try:
+            lm = session.load(opts.spec, opts.weights, opts.trust_pickle)
+        except BaseException:
+            session.close()
+            raise
+        lm.module.session = session  # the stand-in keeps its actor's session until the run
+        return lm
     if scale.dispatch.active:
         from hookscope.core.dispatch import load_dispatched
 
-        lm = load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
-    else:
-        lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
-    return lm, parse_input(opts.input or "", lm.example_input)
+        return load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
+    return load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
 
 
-def fit_to_budget(lm: LoadedModel | None, x: Any, plan: Plan, scale: ScaleOptions,
-                  err: TextIO | None = None) -> Plan:
-    """Statistics-only, with a note on ``err``, when the kept captures would pass the
-    memory budget (checked for a device-mapped model, or when a budget is given)."""
-    if lm is None or not (scale.dispatch.active or scale.memory_budget is not None):
-        return plan
-    from hookscope.core.capture_budget import fit_plan_to_budget
-
-    decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
-    if decision.note:
-        print(f"hookscope: note: {decision.note}", file=err or sys.stderr)
-    return decision.plan
-
-
-def compare_scaled(lm: LoadedModel | None, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,
+def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,
                    err: TextIO | None = None):
-    """One comparison here, or in a Ray actor with ``--ray`` (bytes moved noted on ``err``)."""
-    if not scale.ray:
-        assert lm is not None
-        return compare(lm.module, x, plan, opts.device)
-    from hookscope.core.remote_ray import remote_compare
+    """One comparison, here or in the model's Ray actor (bytes moved noted on ``err``).
 
-    result, transfer = remote_compare(scale.ray, opts.spec, opts.weights, opts.input or "", plan,
-                                      opts.device, trust_pickle=opts.trust_pickle,
-                                      dispatch=scale.dispatch, byte_budget=scale.ray_budget)
-    print(f"hookscope: note: {transfer.describe()}", file=err or sys.stderr)
-    return result
+    With a device map or a ``--memory-budget``, statistics only (with a note) when
+    the kept captures would pass the budget.
+    """
+    from hookscope.core.remote_ray import RemoteModel
+
+    err = err or sys.stderr
+    if isinstance(lm.module, RemoteModel):
+        session = lm.module.session
+        try:
+            result = session.run(lm, opts.input or "example", plan, opts.device)
+            print(f"hookscope: note: {session.last_transfer.describe()}", file=err)
+            return result
+        finally:
+            session.close()
+    if scale.dispatch.active or scale.memory_budget is not None:
+        from hookscope.core.capture_budget import fit_plan_to_budget
+
+        decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
+        if decision.note:
+            print(f"hookscope: note: {decision.note}", file=err)
+        plan = decision.plan
+    return compare(lm.module, x, plan, opts.device)

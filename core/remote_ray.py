@@ -91,6 +91,7 @@ class RemoteModel(nn.Module):
         super().__init__()
         self.host_key = host_key
         self.serial = serial
+        self.session: Any = None  # a RemoteModelSession that drives it, where one does
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise HookscopeError("this model lives in a Ray actor: run it through its runner "
@@ -506,44 +507,71 @@ def make_runner(address: str, **options: Any) -> Callable[[Listener], RayRunner]
     return lambda listener: RayRunner(listener, address, **options)
 
 
-def remote_compare(address: str, spec: str, weights: str | None, input_text: str, plan: Any,
-                   device: str = "cpu", *, trust_pickle: bool = False, dispatch: Any = None,
-                   byte_budget: int = DEFAULT_BYTE_BUDGET, timeout_s: float | None = None):
-    """Load ``spec`` in a Ray actor, run one comparison there; ``(RunResult, Transfer)``.
+class RemoteModelSession:
+    """A :class:`RayRunner` driven step by step, waiting for each answer (scripts, the CLI).
 
-    The CLI's ``hookscope run --ray``. Raises :class:`HookscopeError` with the
-    message a local run would give, or a :class:`RemoteError`.
+    ``load`` returns the stand-in :class:`~hookscope.core.LoadedModel`;
+    ``run`` one comparison on it. Failures raise :class:`HookscopeError` with
+    the message a local run would give, or a :class:`RemoteError`.
     """
-    answers: dict[int, RunnerEvent] = {}
-    done = threading.Condition()
 
-    def listen(ev: RunnerEvent) -> None:
+    def __init__(self, address: str, *, device: str = "cpu", dispatch: Any = None,
+                 byte_budget: int = DEFAULT_BYTE_BUDGET, timeout_s: float | None = None) -> None:
+        self._answers: dict[int, RunnerEvent] = {}
+        self._done = threading.Condition()
+        self._timeout = timeout_s
+        self.runner = RayRunner(self._listen, address, device=device, byte_budget=byte_budget,
+                                dispatch=dispatch)
+
+    def _listen(self, ev: RunnerEvent) -> None:
         if isinstance(ev, (Loaded, Finished, Failed, Cancelled)):
-            with done:
-                answers[ev.request_id] = ev
-                done.notify_all()
+            with self._done:
+                self._answers[ev.request_id] = ev
+                self._done.notify_all()
 
-    def wait(rid: int) -> RunnerEvent:
-        with done:
-            if not done.wait_for(lambda: rid in answers, timeout_s):
-                raise RemoteError(f"no answer from Ray within {timeout_s} s")
-        ev = answers[rid]
+    def _wait(self, rid: int) -> RunnerEvent:
+        with self._done:
+            if not self._done.wait_for(lambda: rid in self._answers, self._timeout):
+                raise RemoteError(f"no answer from Ray within {self._timeout} s")
+        ev = self._answers.pop(rid)
         if isinstance(ev, Failed):
             if isinstance(ev.error, HookscopeError):
                 raise ev.error
             raise HookscopeError(ev.message)
+        if isinstance(ev, Cancelled):
+            raise RemoteError("the remote run was cancelled")
         return ev
 
-    runner = RayRunner(listen, address, device=device, byte_budget=byte_budget, dispatch=dispatch)
+    def load(self, spec: str, weights: str | None = None, trust_pickle: bool = False) -> LoadedModel:
+        ev = self._wait(self.runner.submit(LoadRequest(spec, weights, trust_pickle)))
+        assert isinstance(ev, Loaded)
+        return ev.model
+
+    def run(self, model: LoadedModel, input_text: str, plan: Any, device: str = "cpu"):
+        ev = self._wait(self.runner.submit(RunRequest(model, input_text or "example", plan, device)))
+        assert isinstance(ev, Finished)
+        return ev.result
+
+    @property
+    def last_transfer(self) -> Transfer | None:
+        return self.runner.last_transfer
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def remote_compare(address: str, spec: str, weights: str | None, input_text: str, plan: Any,
+                   device: str = "cpu", *, trust_pickle: bool = False, dispatch: Any = None,
+                   byte_budget: int = DEFAULT_BYTE_BUDGET, timeout_s: float | None = None):
+    """Load ``spec`` in a Ray actor, run one comparison there; ``(RunResult, Transfer)``."""
+    session = RemoteModelSession(address, device=device, dispatch=dispatch,
+                                 byte_budget=byte_budget, timeout_s=timeout_s)
     try:
-        loaded = wait(runner.submit(LoadRequest(spec, weights, trust_pickle)))
-        assert isinstance(loaded, Loaded)
-        finished = wait(runner.submit(RunRequest(loaded.model, input_text or "example", plan, device)))
-        assert isinstance(finished, Finished)
-        return finished.result, runner.last_transfer
+        model = session.load(spec, weights, trust_pickle)
+        return session.run(model, input_text, plan, device), session.last_transfer
     finally:
-        runner.close()
+        session.close()
 
 
 __all__ = ["RayRunner", "RemoteModel", "RemoteError", "Transfer", "check_address", "connect", "make_runner",
-           "remote_compare", "remote_spec", "spec_folder", "DEFAULT_BYTE_BUDGET"]
+           "remote_compare", "RemoteModelSession", "remote_spec", "spec_folder", "DEFAULT_BYTE_BUDGET"]
