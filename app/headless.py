@@ -16,7 +16,6 @@ from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core.run import flat_floats
 
 from .options import add_model_options, model_options
-from .scale_options import compare_scaled, load_scaled, scale_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +40,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
     opts = model_options(ns)
+    from .scale_options import compare_scaled, load_scaled, scale_options
+
     scale = scale_options(ns)
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     x = parse_input(opts.input or "", lm.example_input)
