@@ -30,6 +30,7 @@ where the actor runs.
 from __future__ import annotations
 
 import itertools
+import logging
 import pickle
 import socket
 import threading
@@ -120,7 +121,9 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S, working_dir: str
         _joined = _shipped = None  # Ray was shut down: nothing of an earlier join holds
         if address.startswith("ray://"):
             _probe(address, timeout_s)
-        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False, **init_kwargs}
+        # Ray's own start-up notes (signal handlers, tokens) are not the user's business here.
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
+                                  "logging_level": logging.ERROR, **init_kwargs}
         if address == "local":
             kwargs.setdefault("include_dashboard", False)
         else:
@@ -150,7 +153,8 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S, working_dir: str
                               "that the cluster is up (ray status), or use --ray local")
         if outcome[0] is not None:
             exc = outcome[0]
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = (str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip()
+                     else type(exc).__name__)
             hint = (" Start one with 'ray start --head', or use --ray local."
                     if address == "auto" else "")
             raise RemoteError(f"cannot join Ray at {address}: {first}.{hint}") from exc
