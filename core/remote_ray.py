@@ -47,6 +47,7 @@ from .extras import require
 from .inputs import parse_input
 from .runner import (Cancelled, Counts, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
                      Progress, Request, RunnerEvent, RunRequest, Started, same_values)
+from .ray_actor import dumps
 from .sources import LoadedModel
 
 #: Bytes of captured tensors one run may send back unless told otherwise.
@@ -470,7 +471,7 @@ class RayRunner:
         if self._input is not None and same_values(self._input[1], inputs):
             input_id, blob, ref = self._input[0], None, None
         else:
-            blob = pickle.dumps(inputs)
+            blob = dumps(inputs)
             input_id = next(self._input_ids)
             ref = self._ray.put(blob)
         plan_bytes = len(pickle.dumps(req.plan))
