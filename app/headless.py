@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, compare, load_model, parse_input
+from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core import atomic_write, json_safe
 from hookscope.core.errors import ForwardError
@@ -55,7 +55,10 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         raise HookscopeError("no model given: name a model spec (demo:NAME, file.py:factory, "
                              "model.pt2) or a session file with --session FILE")
     opts = model_options(ns)
-    lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+    from .scale_options import compare_scaled, load_scaled, scale_options
+
+    scale = scale_options(ns)
+    lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     x = parse_input(opts.input or "", lm.example_input)
     plan = opts.plan()
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
@@ -66,7 +69,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
-        result = compare(lm.module, x, plan, opts.device)
+        result = compare_scaled(lm, x, plan, opts, scale)
     (print_json if ns.json else print_table)(result, out)
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)

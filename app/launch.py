@@ -94,7 +94,14 @@ def create_window(argv: list[str]):
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan
         errors.append(str(exc))
         opts, plan, stats_only = None, None, ns.stats_only
-    win = MainWindow(stats_only=stats_only)
+    factory = None
+    try:
+        from .scale_options import runner_factory_for, scale_options
+
+        factory = runner_factory_for(scale_options(ns), ns.device)
+    except HookscopeError as exc:  # Ray missing or not answering: the local runner, and say so
+        errors.append(f"{exc}; running locally instead")
+    win = MainWindow(stats_only=stats_only, runner_factory=factory)
     spec = ns.spec or DEFAULT_SPEC
     if plan is None:
         plan = default_plan(spec)

@@ -10,6 +10,7 @@ session's events, which all arrive on the GUI thread at one place
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent
@@ -46,7 +47,8 @@ class MainWindow(SessionReactions, QMainWindow):
     errorShown = Signal(str)
     idle = Signal()
 
-    def __init__(self, recent: RecentModels | None = None, stats_only: bool = False) -> None:
+    def __init__(self, recent: RecentModels | None = None, stats_only: bool = False,
+                 runner_factory: Callable | None = None) -> None:
         super().__init__()
         self.setObjectName("mainWindow")
         self.setWindowTitle("Hookscope")
@@ -54,7 +56,9 @@ class MainWindow(SessionReactions, QMainWindow):
         self.recent = recent or RecentModels()
         self._sticky_error = False
         self._sized = False
-        self.worker = ForwardWorker(self)
+        # runner_factory: a Ray or accelerate runner (hookscope SPEC --ray/--device-map);
+        # the window cannot tell it from the local one.
+        self.worker = ForwardWorker(self, runner_factory) if runner_factory else ForwardWorker(self)
         self.session = self.worker.session
         self.session.set_options(stats_only=stats_only)
         self.ui = files.ActionUi(self, self.show_error, lambda m: self.statusBar().showMessage(m, 5000))

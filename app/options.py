@@ -14,6 +14,8 @@ from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
 from hookscope.core.budget import set_max_input_bytes
 from hookscope.core.intervention_registry import parse_intervention, syntax_help
 
+from .scale_options import add_scale_options
+
 TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module), or a .pt2 whose "
               "archive holds pickled entries. Unpickling runs code "
               "stored in the file, so this is off unless you pass this flag for a file you "
@@ -47,6 +49,7 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
     p.add_argument("--max-input-bytes", metavar="SIZE", default=None,
                    help="input memory budget, e.g. 8G (default 4G or $HOOKSCOPE_MAX_INPUT_BYTES)")
+    add_scale_options(p)  # --device-map, --max-memory, --offload, --memory-budget, --ray
 
 
 def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:

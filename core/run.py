@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from .devices import resolve_device, synchronize
+from .dispatch import is_dispatched
 from .errors import Cancelled, ForwardError, HookscopeError
 from .hooks import CaptureRecord, HookSession, resolve_records
 from .interventions import Clamp
@@ -187,7 +188,10 @@ def place_module(module: nn.Module, dev: torch.device) -> None:
 
     ``nn.Module.to`` walks every submodule even when nothing moves; in Live
     mode on a small model that walk would cost more than the forward.
+    A model placed by accelerate (:mod:`.dispatch`) stays where it is.
     """
+    if is_dispatched(module):
+        return
     first = next(itertools.chain(module.parameters(), module.buffers()), None)
     if first is None or first.device != dev:
         module.to(dev)

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from torch import nn
 
+from .dispatch import layer_devices
 from .interventions import tensor_leaves
 
 
@@ -25,7 +26,9 @@ class TreeNode:
     ``path`` is what plans use (``""`` is the root). ``params`` counts the
     module's own parameters and those below it, each shared parameter once.
     ``alias_of`` is set on the second and later places of a shared module.
-    ``output_shape``/``calls`` are filled by :func:`observe`.
+    ``output_shape``/``calls`` are filled by :func:`observe`. ``device`` is
+    where the layer lives (``'cuda:0'``, ``'cpu'``, ``'disk'`` for weights
+    offloaded by accelerate; several, comma-separated, for a module spread out).
     """
 
     path: str
@@ -37,6 +40,7 @@ class TreeNode:
     alias_of: str | None = None
     output_shape: tuple[int, ...] | None = None
     calls: int = 0
+    device: str | None = None
 
     @property
     def is_leaf(self) -> bool:
@@ -55,7 +59,7 @@ class TreeNode:
         return {"path": self.path, "type": self.type_name, "params": self.params,
                 "aliases": self.aliases, "alias_of": self.alias_of,
                 "output_shape": list(self.output_shape) if self.output_shape else None,
-                "calls": self.calls, "children": [c.to_dict() for c in self.children]}
+                "calls": self.calls, "device": self.device, "children": [c.to_dict() for c in self.children]}
 
 
 def _param_count(m: nn.Module) -> int:
@@ -93,6 +97,9 @@ def module_tree(module: nn.Module) -> TreeNode:
             build(cn, child)
 
     build(root, module)
+    devices = layer_devices(module)
+    for n in root.walk():
+        n.device = devices.get(n.alias_of or n.path)
     return root
 
 

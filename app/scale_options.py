@@ -1,0 +1,122 @@
+"""Command-line options for going beyond one machine, shared by ``hookscope run`` and the window.
+
+``--device-map``/``--max-memory``/``--offload`` hand the model to accelerate
+(:mod:`hookscope.core.dispatch`); ``--memory-budget`` bounds the captured
+tensors kept (:mod:`hookscope.core.capture_budget`); ``--ray`` runs the model
+in a Ray actor (:mod:`hookscope.core.remote_ray`). No Qt here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from hookscope.core import LoadedModel, Plan, compare, load_model
+from hookscope.core.dispatch import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
+
+DEFAULT_RAY_BUDGET = "64MiB"
+
+
+def add_scale_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("beyond one machine")
+    g.add_argument("--device-map", choices=DEVICE_MAPS, default=None,
+                   help="spread the model over the GPUs, the CPU and disk with accelerate")
+    g.add_argument("--max-memory", metavar="DEV=SIZE,...", default=None,
+                   help="memory each device may hold for the model, e.g. 0=20GiB,cpu=30GiB "
+                        "(implies --device-map auto)")
+    g.add_argument("--offload", metavar="DIR", default=None,
+                   help="folder for the weights that fit nowhere else (disk offload)")
+    g.add_argument("--memory-budget", metavar="SIZE", default=None,
+                   help="keep captured tensors only while they fit in SIZE, else statistics "
+                        "only (default with a device map: half the free memory)")
+    g.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run the model in a Ray actor: local (start Ray here), auto (join the "
+                        "running cluster) or ray://HOST:PORT")
+    g.add_argument("--ray-budget", metavar="SIZE", default=DEFAULT_RAY_BUDGET,
+                   help=f"most bytes of captured tensors one remote run sends back "
+                        f"(default {DEFAULT_RAY_BUDGET}; statistics always come)")
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    dispatch: DeviceMapOptions
+    memory_budget: int | None = None
+    ray: str | None = None
+    ray_budget: int = parse_size(DEFAULT_RAY_BUDGET)
+
+
+def scale_options(ns: argparse.Namespace) -> ScaleOptions:
+    return ScaleOptions(
+        device_map_options(ns.device_map, ns.max_memory, ns.offload),
+        parse_size(ns.memory_budget) if ns.memory_budget else None,
+        ns.ray,
+        parse_size(ns.ray_budget),
+    )
+
+
+def runner_factory_for(scale: ScaleOptions, device: str = "cpu"):
+    """The runner a session (window or notebook) should use for these options:
+    a Ray runner with ``--ray``, a local runner that loads through accelerate with a
+    device map, or ``None`` for the plain local runner. ``factory(listener) -> runner``."""
+    if scale.ray:
+        from hookscope.core.remote_ray import make_runner
+
+        return make_runner(scale.ray, device=device, dispatch=scale.dispatch,
+                           byte_budget=scale.ray_budget)
+    if scale.dispatch.active:
+        from hookscope.core.dispatch import dispatching_runner
+
+        return dispatching_runner(scale.dispatch)
+    return None
+
+
+def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
+    """The model, placed by accelerate when a device map is asked for; with ``--ray``
+    a stand-in for the model loaded in a Ray actor (its example input is real)."""
+    if scale.ray:
+        from hookscope.core.remote_ray import RemoteModelSession
+
+        session = RemoteModelSession(scale.ray, device=opts.device, dispatch=scale.dispatch,
+                                     byte_budget=scale.ray_budget)
+        try:
+            lm = session.load(opts.spec, opts.weights, opts.trust_pickle)
+        except BaseException:
+            session.close()
+            raise
+        lm.module.session = session  # the stand-in keeps its actor's session until the run
+        return lm
+    if scale.dispatch.active:
+        from hookscope.core.dispatch import load_dispatched
+
+        return load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
+    return load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+
+
+def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,
+                   err: TextIO | None = None):
+    """One comparison, here or in the model's Ray actor (bytes moved noted on ``err``).
+
+    With a device map or a ``--memory-budget``, statistics only (with a note) when
+    the kept captures would pass the budget.
+    """
+    from hookscope.core.remote_ray import RemoteModel
+
+    err = err or sys.stderr
+    if isinstance(lm.module, RemoteModel):
+        session = lm.module.session
+        try:
+            result = session.run(lm, opts.input or "example", plan, opts.device)
+            print(f"hookscope: note: {session.last_transfer.describe()}", file=err)
+            return result
+        finally:
+            session.close()
+    if scale.dispatch.active or scale.memory_budget is not None:
+        from hookscope.core.capture_budget import fit_plan_to_budget
+
+        decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
+        if decision.note:
+            print(f"hookscope: note: {decision.note}", file=err)
+        plan = decision.plan
+    return compare(lm.module, x, plan, opts.device)

@@ -1,0 +1,202 @@
+"""The remote side of :mod:`.remote_ray`: the object a Ray actor holds, with the model in it.
+
+:class:`ModelHost` is a plain class; :mod:`.remote_ray` turns it into a
+threaded Ray actor (``max_concurrency`` > 1), so :meth:`ModelHost.cancel`
+and :meth:`ModelHost.progress` are answered while :meth:`ModelHost.run` is
+busy in another thread of the same actor. A run stops at its next layer
+once its request id is in the cancelled set: the stop points are the same
+per-layer pre-hooks the local runner uses (``run.stop_points``).
+
+What goes back over the wire is pickled here, so its size is exactly the
+bytes moved: statistics of every capture always; captured tensors only for
+the layers asked for (all captured layers when none are named), in plan
+order, while they fit the run's byte budget; the outputs. Everything a
+request raises comes back as the message the local runner would show
+(``runner.error_message``), never as a remote traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import socket
+import threading
+import time
+from typing import Any
+
+import torch
+
+from .errors import Cancelled
+from .hooks import CaptureRecord
+from .runner import error_message, leaf_count, same_values
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles CPU tensors as numpy arrays: torch's own tensor pickling writes a
+    small archive per storage, about 0.5 ms each, most of a Live step's cost."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if (type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided
+                and obj.dtype in _NUMPY_DTYPES and not obj.requires_grad):
+            return torch.from_numpy, (obj.detach().resolve_conj().resolve_neg().numpy(),)
+        return NotImplemented
+
+
+_NUMPY_DTYPES = {torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
+                 torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128}
+
+
+def dumps(obj: Any) -> bytes:
+    """``pickle.dumps`` with CPU tensors as numpy arrays (read back by plain ``pickle.loads``)."""
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+# What a capture record keeps: its tensors, and the summaries computed from them.
+_TENSORS = [n for n in ("tensor", "pre_tensor", "baseline_tensor") if n in CaptureRecord.__slots__]
+_SUMMARIES = [n for n in ("stats", "pre_stats", "baseline_stats") if hasattr(CaptureRecord, n)]
+
+
+def strip_tensors(captures: dict, wanted: list[str] | None, budget: int) -> tuple[list[str], int]:
+    """Drop kept tensors beyond ``budget`` bytes (and of layers not ``wanted``), in place.
+
+    Returns the layers whose tensors were withheld and the bytes of those kept.
+    Statistics are untouched (computed before this).
+    """
+    order = [p for p in (wanted or list(captures)) if p in captures]
+    keep: set[int] = set()
+    used = 0
+    for path in order:
+        for rec in captures[path]:
+            if rec.nbytes and used + rec.nbytes <= budget:
+                keep.add(id(rec))
+                used += rec.nbytes
+    withheld = []
+    for path, recs in captures.items():
+        for rec in recs:
+            if id(rec) not in keep and rec.nbytes:
+                for name in _SUMMARIES:  # summarise before the values go
+                    getattr(rec, name)
+                for name in _TENSORS:
+                    setattr(rec, name, None)
+                if path not in withheld:
+                    withheld.append(path)
+    return withheld, used
+
+
+class ModelHost:
+    """One model, loaded and run inside a Ray actor (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lm: Any = None
+        self._serial = 0
+        self._cancelled: set[int] = set()
+        self._lock = threading.Lock()
+        self._progress: tuple[int, int, int, float] = (0, 0, 1, 0.0)
+        self._input: tuple[int, Any] | None = None  # (input id, value): sent once, kept here
+        self._baseline: tuple[tuple, Any, Any] | None = None
+        self._calls: dict[int, int] = {}
+
+    # -- quick calls (answered while a run is busy) -----------------------------
+    def ping(self) -> dict:
+        return {"host": socket.gethostname(), "pid": os.getpid(), "torch": torch.__version__,
+                "cuda": torch.cuda.is_available(), "cwd": os.getcwd()}
+
+    def cancel(self, rid: int) -> None:
+        with self._lock:
+            self._cancelled.add(rid)
+
+    def progress(self) -> tuple[int, int, int, float]:
+        """``(request id, done, total, elapsed_s)`` of the run in flight (or the last one)."""
+        return self._progress
+
+    # -- loading -----------------------------------------------------------------
+    def load(self, rid: int, spec: str, weights: str | None, trust_pickle: bool,
+             dispatch: Any = None) -> tuple:
+        """``('loaded', serial, blob)`` with the pickled (example input, kind,
+        description, tree); or ``('failed', message)``."""
+        from .sources import load_model
+        from .tree import module_tree
+
+        try:
+            if dispatch is not None and dispatch.active:
+                from .dispatch import load_dispatched
+
+                lm = load_dispatched(spec, weights, dispatch, trust_pickle)
+            else:
+                lm = load_model(spec, weights, trust_pickle=trust_pickle)
+            tree = module_tree(lm.module)
+            blob = dumps((lm.example_input, lm.kind, lm.description, tree))
+        except BaseException as exc:  # noqa: BLE001 - every failure is a message
+            return ("failed", error_message(exc))
+        self._lm = lm
+        self._serial += 1
+        self._baseline = None
+        self._calls.clear()
+        return ("loaded", self._serial, blob)
+
+    # -- running -----------------------------------------------------------------
+    def run(self, rid: int, serial: int, input_id: int, input_blob: bytes | None, plan: Any,
+            device: str, observe: bool, train: bool, wanted: list[str] | None,
+            budget: int) -> tuple:
+        """One comparison; ``('finished', blob)``, ``('failed', message)`` or ``('cancelled',)``.
+
+        ``input_blob`` is ``None`` when this host already holds input ``input_id``.
+        """
+        try:
+            return self._run(rid, serial, input_id, input_blob, plan, device, observe, train,
+                             wanted, budget)
+        except Cancelled:
+            return ("cancelled",)
+        except BaseException as exc:  # noqa: BLE001 - whatever a model throws is a message
+            return ("failed", error_message(exc))
+        finally:
+            with self._lock:
+                self._cancelled.discard(rid)
+
+    def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget):
+        from .devices import resolve_device
+        from .hooks import resolve_records
+        from .run import compare, place_module, stop_points, to_device
+        from .tree import observe as observe_tree
+
+        if self._lm is None or serial != self._serial:
+            return ("failed", "the remote model was replaced or is gone: open the model again")
+        if input_blob is not None:
+            self._input = (input_id, pickle.loads(input_blob))
+        if self._input is None or self._input[0] != input_id:
+            return ("failed", "internal error: the remote side lost the input; run again")
+        inputs = self._input[1]
+        module = self._lm.module
+        if module.training != train:
+            module.train(train)
+        t0 = time.perf_counter()
+        state = {"done": 0, "total": 1}
+
+        def stop() -> bool:
+            state["done"] += 1
+            state["total"] = max(state["total"], state["done"])
+            self._progress = (rid, state["done"], state["total"], time.perf_counter() - t0)
+            return rid in self._cancelled
+
+        key = (self._serial, input_id, device)
+        baseline = None
+        if self._baseline and self._baseline[0] == key and same_values(self._baseline[1], inputs):
+            baseline = self._baseline[2]
+        per_pass = self._calls.get(self._serial) or leaf_count(module)
+        state["total"] = per_pass * (int(observe) + int(baseline is None) + 1)
+        tree = None
+        if observe:
+            dev = resolve_device(device)
+            place_module(module, dev)
+            with stop_points(module, stop):
+                tree = observe_tree(module, to_device(inputs, dev))
+            self._calls[self._serial] = max(1, state["done"])
+        result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop)
+        self._baseline = (key, inputs, result.baseline) if result.baseline is not None else None
+        resolve_records(result.captures)
+        withheld, kept = strip_tensors(result.captures, wanted, budget)
+        blob = dumps((tree, result, withheld, kept))
+        return ("finished", blob)
