@@ -27,7 +27,10 @@ from torch import nn
 
 from .devices import resolve_device, synchronize
 from .errors import Cancelled, ForwardError, HookscopeError
+from .forward_state import (AUTOGRAD_MESSAGE, grad_mode_for, mark_needs_grad, needs_autograd,
+                            restore, snapshot)
 from .hooks import CaptureRecord, HookSession, resolve_records
+from .call_args import CallArgs
 from .interventions import map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
 
@@ -163,17 +166,21 @@ def call_model(module: nn.Module, inputs: Any) -> Any:
         return module(*inputs)
     if isinstance(inputs, dict):
         return module(**inputs)
+    if isinstance(inputs, CallArgs):  # positional and keyword inputs together
+        return module(*inputs.args, **inputs.kwargs)
     return module(inputs)
 
 
 def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> Any:
     """Call the model; its own errors come back as :class:`ForwardError`."""
     try:
-        with grad_mode():
+        with grad_mode_for(module, grad_mode)():
             return call_model(module, inputs)
     except HookscopeError:
         raise
     except Exception as exc:  # the model's own error, made readable
+        if needs_autograd(exc) and mark_needs_grad(module):  # its forward differentiates
+            return forward(module, inputs, grad_mode)
         raise ForwardError(forward_error_message(module, inputs, exc)) from exc
 
 
@@ -181,6 +188,8 @@ def forward_error_message(module: nn.Module, inputs: Any, exc: Exception) -> str
     shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
                        for _, t in tensor_leaves(inputs)) or "no tensors"
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if needs_autograd(exc):
+        return f"{AUTOGRAD_MESSAGE} ({type(exc).__name__}: {first})"
     return (f"the model's forward failed on the input ({shapes}): {type(exc).__name__}: {first}. "
             "Check that the input's shape and dtype are what the model expects.")
 
@@ -204,6 +213,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     t0 = time.perf_counter()
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
+    start = snapshot(module)  # a re-run starts where the first run did
     out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev)
     recaptured: tuple[str, ...] = ()
     if stale:
@@ -211,6 +221,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         victims = _INPLACE_VICTIMS.setdefault(module, set())
         victims |= stale
         recaptured = tuple(sorted(stale))
+        restore(module, start)
         out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev)
     output = map_tensors(lambda t: t.detach().cpu(), out)
     total = (time.perf_counter() - t0) * 1e3
@@ -295,6 +306,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     t0 = time.perf_counter()
     hooked = frozenset(layers)
     stoppable = should_stop is not None
+    start = snapshot(module)  # both forwards start from the same RNG state and buffers
     reused = (baseline is not None and baseline.device == str(dev) and baseline.hooked == hooked
               and baseline.stoppable == stoppable)
     with stop_points(module, should_stop):
@@ -307,7 +319,11 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
                 base_ms = (time.perf_counter() - tb) * 1e3
             baseline = Baseline(map_tensors(lambda t: t.detach().cpu(), base), base_ms, str(dev),
                                 hooked, stoppable)
-        res = _run_resolved(module, x, layers, plan.keep_tensors, dev)
+            restore(module, start)
+        try:
+            res = _run_resolved(module, x, layers, plan.keep_tensors, dev)
+        finally:
+            restore(module, start)  # the comparison leaves the model as it found it
     assert baseline is not None
     differ, max_diff = output_difference(baseline.output, res.output)
     total = (time.perf_counter() - t0) * 1e3

@@ -1,0 +1,4 @@
+"""placeholder"""
+def demo_meaning(name):
+    from .meaning import OutputMeaning
+    return OutputMeaning()
