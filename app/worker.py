@@ -30,6 +30,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from hookscope.core import (Baseline, Cancelled, HookscopeError, LoadedModel, Plan, TreeNode,
                             compare, load_model, observe, parse_input, resolve_device)
 from hookscope.core.hooks import resolve_records
+from hookscope.core.meaning import meaning_of
 from hookscope.core.interventions import map_tensors, tensor_leaves
 from hookscope.core.run import place_module, to_device
 
@@ -195,7 +196,7 @@ class _Runner(QObject):
 
     def _run(self, req: RunRequest) -> None:
         try:
-            inputs = parse_input(req.input_text, req.example)
+            inputs = parse_input(req.input_text, req.example, meaning_of(req.module).codec)
             if req.observe_tree:
                 # Observing first doubles as a warm-up, so the first comparison of a
                 # model reports honest timings (no one-time set-up in the baseline).

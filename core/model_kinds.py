@@ -20,6 +20,7 @@ from torch import nn
 
 from .errors import SpecError
 from .interventions import map_tensors
+from .meaning import remember_meaning
 
 COMPILED_NOTE = ("torch.compile'd model: Hookscope hooks the original module (_orig_mod), "
                  "which runs eagerly, so every hook fires")
@@ -76,3 +77,5 @@ def prepare_loaded(lm: Any) -> None:
             prepare_loaded(lm)
     if has_lazy(lm.module):
         materialise(lm.module, lm.example_input, lm.spec)
+    lm.meaning.notes = list(dict.fromkeys(lm.meaning.notes + lm.notes))
+    remember_meaning(lm.module, lm.meaning)

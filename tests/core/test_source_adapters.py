@@ -53,6 +53,22 @@ def test_text_models_load_with_their_tokenizer_and_clamp_like_a_hook(saved, name
     assert not compare(lm.module, ex, Plan()).outputs_differ
 
 
+def test_text_input_through_the_hf_tokenizer(saved):
+    from transformers import AutoTokenizer
+
+    from hookscope.core import parse_input
+
+    lm = load_model(f"hf:{saved['gpt2']}")
+    x = parse_input("text:a cat sat on the log", lm.example_input, lm.meaning.codec)
+    want = AutoTokenizer.from_pretrained(saved["gpt2"])("a cat sat on the log", return_tensors="pt")
+    assert set(x) == set(lm.example_input)
+    assert torch.equal(x["input_ids"], want["input_ids"])
+    r = compare(lm.module, x, Plan())
+    assert r.output_with["logits"].shape[:2] == want["input_ids"].shape
+    strings = lm.meaning.codec.token_strings(x["input_ids"][0].tolist())
+    assert "".join(strings).replace("·", " ") == "a cat sat on the log"
+
+
 def test_vit_classifier_gets_an_image_of_its_size_and_its_labels(saved):
     lm = load_model(f"hf:{saved['vit']}")
     assert lm.meaning.kind == CLASSES and lm.meaning.labels == ["cat", "dog", "fox"]
