@@ -41,6 +41,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     ns = build_parser().parse_args(argv)
     opts = model_options(ns)
     lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+    lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
     x = parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
     plan = opts.plan()
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward

@@ -19,12 +19,15 @@ TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module). Unpicklin
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("spec", nargs=None if spec_required else "?",
-                   help="model: demo:NAME (clamp, features, cnn, transformer), "
-                        "path/to/file.py:factory, package.module:factory, or model.pt2")
+                   help="model: demo:NAME (clamp, features, cnn, transformer, lm), "
+                        "path/to/file.py:factory, package.module:factory, hf:NAME_OR_DIR, "
+                        "torchvision:NAME[:pretrained], timm:NAME[:pretrained], or model.pt2")
     p.add_argument("--weights", metavar="FILE", help="state_dict (.pt/.pth/.safetensors) for a factory's model")
     p.add_argument("--input", metavar="X", default=None,
                    help="input: a literal like [[1.0, 2.0, 3.0]], random:1x3x32x32[:seed=N], "
-                        "a .npy/.pt file, or 'example' (default)")
+                        "a .npy/.pt/.safetensors file, text:PROMPT (models with a tokenizer), "
+                        "keywords {\"input_ids\": [[1, 2]]}, positional + keywords "
+                        "([[1, 2]], {\"attention_mask\": [[1, 1]]}), or 'example' (default)")
     p.add_argument("--capture", metavar="P1,P2", action="append", default=[],
                    help="layer paths to capture, comma-separated (repeatable)")
     p.add_argument("--clamp", metavar="P=LO:HI", action="append", default=[],
@@ -33,6 +36,9 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
     p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
+    p.add_argument("--train", action="store_true",
+                   help="run the model in train mode (dropout, BatchNorm batch statistics); both "
+                        "forwards still start from the same RNG state and buffers. Default: eval")
 
 
 def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:
@@ -65,6 +71,7 @@ class ModelOptions:
     device: str = "cpu"
     stats_only: bool = False
     trust_pickle: bool = False
+    train: bool = False
 
     def plan(self) -> Plan:
         return Plan(capture=tuple(self.capture), clamp=dict(self.clamp), keep_tensors=not self.stats_only)
@@ -74,4 +81,4 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
     capture = [p.strip() for chunk in ns.capture for p in chunk.split(",") if p.strip()]
     clamp = dict(parse_clamp(c) for c in ns.clamp)
     return ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle)
+                        ns.stats_only, ns.trust_pickle, ns.train)

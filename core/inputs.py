@@ -60,7 +60,8 @@ def parse_input(text: str, example: Any = None, codec: Any = None) -> Any:
     Raises :class:`InputError` with what to write instead when ``text`` cannot
     be understood.
     """
-    text = (text or "").strip()
+    raw = text or ""
+    text = raw.strip()
     if text in ("", "example"):
         if example is None:
             raise InputError("this model has no example input (its factory returned only a module): "
@@ -69,8 +70,8 @@ def parse_input(text: str, example: Any = None, codec: Any = None) -> Any:
         return map_tensors(lambda t: t.clone(), example)
     if text.startswith("random:") or text == "random":
         return _parse_random(text, example)
-    if text.startswith("text:"):
-        return parse_text(text, example, codec)
+    if text.startswith("text:"):  # a prompt keeps its trailing spaces: they are tokens
+        return parse_text(raw.lstrip(), example, codec)
     if is_structured_literal(text):
         return parse_structured(text, example)
     # Files first: "./x.npy" starts like a number but is a path.

@@ -18,22 +18,26 @@ def readable(piece: str) -> str:
 
 
 class CharCodec:
-    """One token per character of ``alphabet``; unknown characters map to ``unknown``."""
+    """One token per character of ``alphabet``; unknown characters map to ``unknown``.
 
-    def __init__(self, alphabet: str, unknown: str = "?") -> None:
+    ``lower``: text is lower-cased first (an alphabet without capitals).
+    """
+
+    def __init__(self, alphabet: str, unknown: str = "?", lower: bool = False) -> None:
         if unknown not in alphabet:
             raise ValueError("the unknown character must be in the alphabet")
         self.alphabet = alphabet
         self.name = f"characters ({len(alphabet)})"
         self._index = {c: i for i, c in enumerate(alphabet)}
         self._unknown = self._index[unknown]
+        self.lower = lower
 
     @property
     def vocab_size(self) -> int:
         return len(self.alphabet)
 
     def encode(self, text: str) -> list[int]:
-        return [self._index.get(c, self._unknown) for c in text]
+        return [self._index.get(c, self._unknown) for c in (text.lower() if self.lower else text)]
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self.alphabet[int(i)] if 0 <= int(i) < len(self.alphabet) else "?"
