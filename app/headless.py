@@ -15,6 +15,7 @@ from hookscope.core import HookscopeError, compare, load_model, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core.run import flat_floats
 
+from . import output_report
 from .options import add_model_options, model_options
 
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "print outputs, captures and timings.")
     add_model_options(p, spec_required=True)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--full-output", action="store_true", help=output_report.FULL_OUTPUT_HELP)
     p.add_argument("--save-captures", metavar="FILE",
                    help="write the captured tensors to FILE (.npz or .safetensors)")
     p.add_argument("--save-json", metavar="FILE", help="write the session (setup and results) as JSON")
@@ -48,7 +50,11 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     result = compare(lm.module, x, plan, opts.device)
-    (print_json if ns.json else print_table)(result, out)
+    if ns.json:  # compact: the output by meaning; every value only when small or asked for
+        output_report.print_json(result, out, lm.meaning, x, ns.full_output)
+    else:
+        print_table(result, out)
+        output_report.print_meaning(result, out, lm.meaning, x)
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:

@@ -35,12 +35,13 @@ def tokenizer(kind: str = "bpe"):
                                    mask_token="[MASK]" if kind == "wordpiece" else None)
 
 
-def gpt2(folder: Path, layers: int = 2, width: int = 32) -> Path:
+def gpt2(folder: Path, layers: int = 2, width: int = 32, vocab_size: int | None = None) -> Path:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     tok = tokenizer()
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=2, vocab_size=len(tok), n_positions=64,
+    cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=2, vocab_size=vocab_size or len(tok),
+                     n_positions=64,
                      bos_token_id=0, eos_token_id=0)
     GPT2LMHeadModel(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)

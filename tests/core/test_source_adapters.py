@@ -130,3 +130,23 @@ def test_timm_model_random_weights_example_from_its_data_config():
     cfg = timm.data.resolve_data_config({}, model=lm.module)
     assert tuple(lm.example_input.shape[1:]) == tuple(cfg["input_size"])
     assert not compare(lm.module, lm.example_input, Plan()).outputs_differ
+
+
+def test_gpt2_json_is_compact_unless_full_output_is_asked(tmp_path, capsys, saved):
+    import json
+
+    from hookscope.app.cli import main
+
+    folder = hf_models.gpt2(tmp_path / "wide", layers=1, width=8, vocab_size=50257)
+    args = ["run", f"hf:{folder}", "--clamp", "transformer.h.0.mlp=-0.001:0.001", "--json"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    data = json.loads(text)
+    assert len(text) < 60_000 and "output_with" not in data and not data["full_output"]
+    out = data["output"]
+    assert out["kind"] == TOKENS and out["vocab"] == 50257 and out["positions"]
+    small = ["run", f"hf:{saved['gpt2']}", "--json"]  # 9 positions x 300 tokens
+    assert main(small) == 0 and "output_with" not in json.loads(capsys.readouterr().out)
+    assert main(small + ["--full-output"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert len(full["output_with"]) == full["output"]["positions_total"] * full["output"]["vocab"]
