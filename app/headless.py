@@ -13,6 +13,7 @@ from typing import TextIO
 
 from hookscope.core import HookscopeError, compare, load_model, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
+from hookscope.core.path_patterns import expand_plan
 from hookscope.core.run import flat_floats
 
 from . import output_report
@@ -45,7 +46,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     lm = load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
     lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
     x = parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
-    plan = opts.plan()
+    plan = expand_plan(opts.plan(), lm.module)  # wildcards (h.*.mlp) to real layer paths
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
     if ns.export_script:  # checked before the run, so a bad plan is reported once
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)

@@ -29,9 +29,11 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
                         "keywords {\"input_ids\": [[1, 2]]}, positional + keywords "
                         "([[1, 2]], {\"attention_mask\": [[1, 1]]}), or 'example' (default)")
     p.add_argument("--capture", metavar="P1,P2", action="append", default=[],
-                   help="layer paths to capture, comma-separated (repeatable)")
+                   help="layer paths to capture, comma-separated (repeatable); wildcards "
+                        "match repeated blocks: 'h.*.mlp', 'layer*.0.conv1', 'encoder.**.attn'")
     p.add_argument("--clamp", metavar="P=LO:HI", action="append", default=[],
-                   help="clamp layer P's output to [LO, HI] (repeatable)")
+                   help="clamp layer P's output to [LO, HI] (repeatable; P may be a wildcard "
+                        "pattern like 'h.*.mlp')")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
