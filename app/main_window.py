@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QDialog, QDockWidget, QLabel, QMainWindow, QMessa
                                QVBoxLayout, QWidget)
 
 from hookscope.core import LoadedModel, Plan, RunResult, TreeNode
+from hookscope.core.outputs import inputs_for_display
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_tree_view import LayerTreeWidget
 from hookscope.widgets.output_comparison import OutputComparison
@@ -320,7 +321,9 @@ class MainWindow(QMainWindow):
             return
         self.last_result = result
         self.panel.show_result(result)
-        self.outputs.show_result(result)
+        lm = self.loaded  # the output by meaning, with the input's tokens where cheap to know
+        self.outputs.show_result(result, lm.meaning if lm else None, inputs_for_display(
+            self.run_bar.input_text(), lm.example_input, lm.meaning.codec) if lm else None)
         self._sync_clamp_lines()
         self.status.show_result(result)
         self._show_counts()

@@ -220,3 +220,20 @@ def summary_lines(desc: dict[str, Any]) -> list[str]:
             lines.append(f"{leaf['name']:<24} shape {leaf['shape']}  changed "
                          f"{leaf.get('changed_values', '-')}  max |diff| {leaf.get('max_abs_diff', '-')}")
     return lines + [f"note: {n}" for n in desc.get("notes", [])]
+
+
+def inputs_for_display(text: str, example: Any, codec: Any = None) -> Any:
+    """The input behind ``text`` when knowing it is cheap (the example, a ``text:`` prompt,
+    a literal), for showing input tokens; ``None`` for files and anything that fails."""
+    from .errors import HookscopeError
+    from .inputs import parse_input
+
+    t = (text or "").strip()
+    if t in ("", "example"):
+        return example
+    if t.startswith(("text:", "[", "{", "(")):
+        try:
+            return parse_input(text, example, codec)
+        except HookscopeError:
+            return None
+    return None
