@@ -12,6 +12,7 @@ and return a list of dicts (boxes, labels, scores).
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -64,7 +65,9 @@ def load_torchvision(spec: str) -> Any:
                             "':pretrained' for random weights")
         model = builder(weights=weights)
     else:
-        kwargs = {"weights_backbone": None} if "weights_backbone" in builder.__code__.co_varnames else {}
+        # detectors would fetch backbone weights by default: none, nothing is downloaded
+        params = inspect.signature(builder).parameters
+        kwargs = {"weights_backbone": None} if "weights_backbone" in params else {}
         model = builder(weights=None, **kwargs)
         notes.append(RANDOM_NOTE)
     meta = dict(weights.meta) if weights is not None else {}

@@ -103,3 +103,16 @@ def test_comparison_leaves_buffers_and_rng_as_found():
     buf = counter.count
     compare(counter, torch.randn(2, 4), Plan())
     assert counter.count is buf and float(counter.count) == 0.0
+
+
+def test_observing_the_tree_leaves_buffers_and_rng_as_found():
+    from hookscope.core import observe
+
+    model = bn_net()
+    x = torch.randn(5, 4)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    rng = torch.get_rng_state()
+    tree = observe(model, x)
+    assert tree.find("1").output_shape == (5, 8)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert torch.equal(torch.get_rng_state(), rng)
