@@ -17,8 +17,9 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (QDialog, QDockWidget, QLabel, QMainWindow, QMessageBox, QToolBar,
                                QVBoxLayout, QWidget)
 
-from hookscope.core import LoadedModel, Plan, RunResult, TreeNode
+from hookscope.core import LoadedModel, Plan, PlanError, RunResult, TreeNode
 from hookscope.core.outputs import inputs_for_display
+from hookscope.core.path_patterns import expand_plan
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_tree_view import LayerTreeWidget
 from hookscope.widgets.output_comparison import OutputComparison
@@ -287,6 +288,11 @@ class MainWindow(QMainWindow):
         self._observed_key = None
         plan, input_text = self._load_setup
         self.tree.model.set_tree(payload.tree)
+        try:  # wildcards of the command line (--capture 'h.*.mlp') to this model's paths
+            plan = expand_plan(plan, payload.model.module) if plan else plan
+        except PlanError as exc:
+            self.show_error(str(exc))
+            plan = None
         self.tree.model.set_plan(plan or Plan())
         has_example = payload.model.example_input is not None
         self.run_bar.set_input_text(input_text or ("example" if has_example else ""))

@@ -141,7 +141,7 @@ class OutputComparison(QWidget):
         # the output by meaning (top classes, next tokens, leaves), when there is one
         self.meaning_view = OutputMeaningView(self)
         self.meaning_view.hide()
-        layout.addWidget(self.meaning_view, 1)
+        layout.addWidget(self.meaning_view, 2)  # for classes and tokens it says more than the plot
 
     # -- public API ------------------------------------------------------------
     def show_result(self, result: RunResult, meaning: OutputMeaning | None = None,

@@ -78,9 +78,11 @@ class OutputMeaningView(QWidget):
         self.table = QTableWidget(0, 4, self)
         self.table.setObjectName("outputMeaningTable")
         self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)  # one line per position; scroll sideways for more
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setStretchLastSection(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)

@@ -16,3 +16,9 @@ def test_demo_lm_with_a_text_input_lists_its_tokens_and_next_tokens(make_window,
     x = parse_input(f"text:{prompt}", lm.example_input, codec)
     top = codec.token_strings([int(lm.module(x)[0, -1].argmax())])[0]
     assert cells[-1][2].split()[0] == top
+
+
+def test_command_line_wildcards_tick_every_matching_layer(make_window, qtbot):
+    win = make_window(["demo:lm", "--capture", "blocks.*.attn.probs"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    assert set(win.last_result.captures) == {"blocks.0.attn.probs", "blocks.1.attn.probs"}
