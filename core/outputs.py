@@ -48,7 +48,7 @@ def describe_outputs(without: Any, with_: Any, meaning: OutputMeaning | None = N
             return tokens(a, b, meaning, token_ids(inputs), top_k)
         if meaning.kind == CLASSES and a.dim() == 2:
             return classes(a, b, meaning, top_k)
-    return leaves(without, with_, top_k)
+    return {**leaves(without, with_, top_k), "notes": list(meaning.notes)}
 
 
 def _probs(logits: torch.Tensor) -> torch.Tensor:

@@ -150,3 +150,15 @@ def test_gpt2_json_is_compact_unless_full_output_is_asked(tmp_path, capsys, save
     assert main(small + ["--full-output"]) == 0
     full = json.loads(capsys.readouterr().out)
     assert len(full["output_with"]) == full["output"]["positions_total"] * full["output"]["vocab"]
+
+
+def test_vit_output_reads_as_its_labelled_classes(saved):
+    from hookscope.core.outputs import describe_outputs
+
+    lm = load_model(f"hf:{saved['vit']}")
+    r = compare(lm.module, lm.example_input, Plan(clamp={"classifier": (-1e-3, 1e-3)}))
+    d = describe_outputs(r.output_without, r.output_with, lm.meaning, lm.example_input)
+    p = torch.softmax(r.output_without["logits"][0].double(), -1)
+    assert d["kind"] == CLASSES
+    assert d["rows"][0]["top_without"][0]["label"] == ["cat", "dog", "fox"][int(p.argmax())]
+    assert abs(d["rows"][0]["top_without"][0]["prob"] - float(p.max())) < 1e-4
