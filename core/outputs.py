@@ -231,9 +231,35 @@ def inputs_for_display(text: str, example: Any, codec: Any = None) -> Any:
     t = (text or "").strip()
     if t in ("", "example"):
         return example
-    if t.startswith(("text:", "[", "{", "(")):
+    from .inputs import IMAGE_SUFFIXES
+
+    if t.startswith(("text:", "[", "{", "(")) or t.lower().removesuffix(":invert").endswith(
+            IMAGE_SUFFIXES):
         try:
             return parse_input(text, example, codec)
         except HookscopeError:
             return None
     return None
+
+
+def input_image(inputs: Any) -> "Any | None":
+    """The first image of an image input as ``H x W x C`` uint8 (C = 1 or 3), for a thumbnail.
+
+    Values are stretched to 0-255 over their own range, so a normalised input
+    (ImageNet mean/std) still looks like the picture. ``None`` when the input
+    is not an image batch (``N x C x H x W`` with C in 1, 3; ``pixel_values``;
+    or a detector's list of ``C x H x W`` images).
+    """
+    import numpy as np
+
+    if isinstance(inputs, dict):
+        inputs = inputs.get("pixel_values")
+    if isinstance(inputs, list) and inputs and isinstance(inputs[0], torch.Tensor):
+        inputs = inputs[0].unsqueeze(0)
+    if not (isinstance(inputs, torch.Tensor) and inputs.dim() == 4 and inputs.is_floating_point()
+            and inputs.shape[1] in (1, 3) and min(inputs.shape[2:]) >= 4):
+        return None
+    img = inputs[0].detach().float().cpu()
+    lo, hi = float(img.min()), float(img.max())
+    img = (img - lo) / (hi - lo) if hi > lo else torch.zeros_like(img)
+    return np.ascontiguousarray((img.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8))

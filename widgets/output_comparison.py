@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
 from hookscope.core.meaning import GENERIC, OutputMeaning
-from hookscope.core.outputs import describe_outputs
+from hookscope.core.outputs import describe_outputs, input_image
 from hookscope.core.run import flat_array
 
 from .output_meaning import OutputMeaningView
@@ -170,6 +170,7 @@ class OutputComparison(QWidget):
         if meaningful or n > MAX_BARS:
             self.meaning_view.show_description(
                 describe_outputs(result.output_without, result.output_with, meaning, inputs))
+            self.meaning_view.show_input_image(input_image(inputs))
         self.meaning_view.setVisible(meaningful or n > MAX_BARS)
 
     def values(self) -> tuple[np.ndarray, np.ndarray]:

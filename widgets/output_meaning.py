@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QImage, QPixmap
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
 
 from hookscope.core.meaning import CLASSES, DETECTIONS, TOKENS
 
@@ -83,12 +84,36 @@ class OutputMeaningView(QWidget):
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(False)
+        # the input the numbers belong to: the picture a classifier saw
+        self.thumbnail = QLabel(self)
+        self.thumbnail.setObjectName("inputThumbnail")
+        self.thumbnail.setToolTip("The input image (values stretched to their own range)")
+        self.thumbnail.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.notes)
-        layout.addWidget(self.table, 1)
+        row = QHBoxLayout()
+        row.addWidget(self.thumbnail, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.table, 1)
+        layout.addLayout(row, 1)
         self.notes.hide()
+
+    def show_input_image(self, image: Any) -> None:
+        """An ``H x W x C`` uint8 array as a thumbnail (``None`` hides it)."""
+        if image is None:
+            self.thumbnail.hide()
+            return
+        h, w, c = image.shape
+        fmt = QImage.Format.Format_Grayscale8 if c == 1 else QImage.Format.Format_RGB888
+        self._image_bytes = image.tobytes()  # QImage does not own the buffer
+        qimg = QImage(self._image_bytes, w, h, w * c, fmt)
+        side = 96
+        self.thumbnail.setPixmap(QPixmap.fromImage(qimg).scaled(
+            side, side, Qt.AspectRatioMode.KeepAspectRatio,
+            Qt.TransformationMode.FastTransformation if max(h, w) < side
+            else Qt.TransformationMode.SmoothTransformation))
+        self.thumbnail.show()
 
     def show_description(self, desc: dict[str, Any]) -> None:
         title, headers, rows = rows_for(desc)

@@ -53,3 +53,19 @@ def test_large_generic_output_lists_each_leaf_by_name(qtbot):
     assert w.meaning_view.isVisible() and cells[0][0] == "output"
     assert cells[0][2] == str(int((r.output_with != r.output_without).sum()))
     assert torch.is_tensor(r.output_with)
+
+
+def test_classifier_shows_its_input_image_beside_the_classes(qtbot):
+    lm, w, _ = _shown(qtbot, "demo:cnn", Plan(clamp={"conv1": (-0.05, 0.05)}))
+    thumb = w.meaning_view.thumbnail
+    assert thumb.isVisible()
+    img = thumb.pixmap().toImage()
+    x = lm.example_input[0, 0]
+    # the brightest input pixel is drawn white, the darkest black (stretched to its range)
+    side = img.width() / x.shape[1]
+    hi = divmod(int(x.argmax()), x.shape[1])
+    lo = divmod(int(x.argmin()), x.shape[1])
+    at = lambda rc: img.pixelColor(int((rc[1] + 0.5) * side), int((rc[0] + 0.5) * side)).lightness()
+    assert at(hi) == 255 and at(lo) == 0
+    _, w2, _ = _shown(qtbot, "demo:lm", Plan())
+    assert not w2.meaning_view.thumbnail.isVisible()
