@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QDialog, QDockWidget, QLabel, QMainWindow, QMessa
                                QVBoxLayout, QWidget)
 
 from hookscope.core import LoadedModel, Plan, PlanError, RunResult, TreeNode
-from hookscope.core.outputs import inputs_for_display
+from hookscope.core.outputs import input_token_strings, inputs_for_display
 from hookscope.core.path_patterns import expand_plan
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_tree_view import LayerTreeWidget
@@ -326,10 +326,12 @@ class MainWindow(QMainWindow):
         if rid < self._valid_from or self._closing:
             return
         self.last_result = result
-        self.panel.show_result(result)
         lm = self.loaded  # the output by meaning, with the input's tokens where cheap to know
-        self.outputs.show_result(result, lm.meaning if lm else None, inputs_for_display(
-            self.run_bar.input_text(), lm.example_input, lm.meaning.codec) if lm else None)
+        shown_input = inputs_for_display(self.run_bar.input_text(), lm.example_input,
+                                         lm.meaning.codec) if lm else None
+        self.panel.set_token_labels(input_token_strings(shown_input, lm.meaning if lm else None))
+        self.panel.show_result(result)
+        self.outputs.show_result(result, lm.meaning if lm else None, shown_input)
         self._sync_clamp_lines()
         self.status.show_result(result)
         self._show_counts()

@@ -263,3 +263,11 @@ def input_image(inputs: Any) -> "Any | None":
     lo, hi = float(img.min()), float(img.max())
     img = (img - lo) / (hi - lo) if hi > lo else torch.zeros_like(img)
     return np.ascontiguousarray((img.permute(1, 2, 0).numpy() * 255).round().astype(np.uint8))
+
+
+def input_token_strings(inputs: Any, meaning: OutputMeaning | None) -> list[str] | None:
+    """The first sequence's token strings of a token input, when the model has a tokenizer."""
+    ids = token_ids(inputs)
+    if ids is None or meaning is None or meaning.codec is None or ids.shape[0] < 1:
+        return None
+    return meaning.codec.token_strings(ids[0].tolist())

@@ -22,3 +22,18 @@ def test_command_line_wildcards_tick_every_matching_layer(make_window, qtbot):
     win = make_window(["demo:lm", "--capture", "blocks.*.attn.probs"])
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
     assert set(win.last_result.captures) == {"blocks.0.attn.probs", "blocks.1.attn.probs"}
+
+
+def test_token_views_name_their_rows_by_the_input_tokens(make_window, qtbot):
+    prompt = "the pig sat on the "
+    win = make_window(["demo:lm", "--input", f"text:{prompt}", "--capture", "blocks.0.mlp,blocks.0.attn.probs"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    panels = {path: p for (path, _), p in win.panel.panels().items()}
+    codec = load_model("demo:lm").meaning.codec
+    want = codec.token_strings(codec.encode(prompt))
+    tokens_view = panels["blocks.0.mlp"]
+    assert tokens_view.view_kind == "tokens"
+    ticks = tokens_view.view_widget.getPlotItem().getAxis("left")._tickLevels
+    assert [s for _, s in ticks[0]] == want
+    # the attention pattern is not a token x feature map: its axes keep numbers
+    assert panels["blocks.0.attn.probs"].view_widget.getPlotItem().getAxis("left")._tickLevels is None
