@@ -38,15 +38,14 @@ class ForwardState:
 
 def snapshot(module: nn.Module) -> ForwardState:
     """Record the RNG states and a copy of every buffer of ``module``."""
-    cuda = None
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        cuda = torch.cuda.get_rng_state_all()
+    # cheap when there is little to record: this runs twice per comparison (Live mode)
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    found = [(owner, name, buf) for owner in module.modules()
+             for name, buf in owner._buffers.items() if buf is not None]
     bufs = []
-    with torch.no_grad():
-        for owner in module.modules():
-            for name, buf in owner._buffers.items():
-                if buf is not None:
-                    bufs.append((owner, name, buf, buf.clone()))
+    if found:
+        with torch.no_grad():
+            bufs = [(owner, name, buf, buf.clone()) for owner, name, buf in found]
     return ForwardState(torch.get_rng_state(), cuda, bufs)
 
 
@@ -59,6 +58,8 @@ def restore(module: nn.Module, state: ForwardState) -> None:
     torch.set_rng_state(state.cpu_rng)
     if state.cuda_rng is not None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
+    if not state.buffers:
+        return
     with torch.no_grad():
         for owner, name, buf, saved in state.buffers:
             if owner._buffers.get(name) is not buf:
