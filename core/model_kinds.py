@@ -79,3 +79,24 @@ def prepare_loaded(lm: Any) -> None:
         materialise(lm.module, lm.example_input, lm.spec)
     lm.meaning.notes = list(dict.fromkeys(lm.meaning.notes + lm.notes))
     remember_meaning(lm.module, lm.meaning)
+
+
+def refuse_torchscript_file(spec: str) -> None:
+    """Refuse a ``.pt`` file that is a TorchScript archive (``torch.jit.save``), before any
+    unpickling: it holds a compiled graph, which hooks cannot see."""
+    import zipfile
+    from pathlib import Path
+
+    path = Path(spec).expanduser()
+    if not path.is_file() or not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return  # the loader says what is wrong with it
+    if any(n.split("/", 1)[-1].startswith(("code/", "constants.pkl")) for n in names):
+        raise SpecError(f"{path.name} is a TorchScript archive (torch.jit.save): hooks cannot be "
+                        "attached to a scripted or traced graph. Give Hookscope the eager module "
+                        "(a factory returning the nn.Module, with --weights) or a torch.export "
+                        ".pt2 file")

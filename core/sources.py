@@ -34,7 +34,7 @@ from .demo_lm import demo_meaning
 from .demo_models import DEMO_DESCRIPTIONS, DEMOS
 from .errors import SpecError
 from .meaning import OutputMeaning
-from .model_kinds import prepare_loaded
+from .model_kinds import prepare_loaded, refuse_torchscript_file
 from .source_adapters import ADAPTER_PREFIXES, load_adapter
 from .weights import apply_weights
 
@@ -69,6 +69,7 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
     elif spec.endswith(".pt2"):
         lm = _load_exported(spec)
     elif spec.endswith((".pt", ".pth")):
+        refuse_torchscript_file(spec)  # a clear word for torch.jit.save files, trusted or not
         lm = _load_pickle(spec, trust_pickle)
     elif ":" in spec:
         lm = _load_factory(spec)

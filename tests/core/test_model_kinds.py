@@ -67,6 +67,19 @@ def test_torchscript_is_refused_with_what_to_do(spec, name):
         load_model(spec(name))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("trust", [False, True])
+def test_torchscript_file_is_refused_before_unpickling(tmp_path, trust):
+    f = tmp_path / "scripted.pt"
+    torch.jit.script(nn.Sequential(nn.Linear(3, 4))).save(str(f))
+    with pytest.raises(SpecError, match="TorchScript archive.*\\.pt2"):
+        load_model(str(f), trust_pickle=trust)
+    plain = tmp_path / "module.pt"
+    torch.save(nn.Linear(2, 2), plain)  # a full pickle: still the trust question, not this one
+    with pytest.raises(SpecError, match="full pickle"):
+        load_model(str(plain))
+
+
 def test_compiled_model_that_already_ran_is_hooked_through_its_original(spec):
     lm = load_model(spec("compiled_and_run"))
     assert "_orig_mod" in lm.description and lm.notes
