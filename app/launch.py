@@ -64,6 +64,7 @@ def create_window(argv: list[str]):
             raise HookscopeError(f"device {ns.device!r} is not in this machine's list; using CPU")
     except HookscopeError as exc:
         errors.append(str(exc))
+    win.train_mode = ns.train
     win.load(spec, ns.weights, ns.input, plan, ns.trust_pickle)
     if ns.live:
         win.set_live(True)

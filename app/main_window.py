@@ -61,6 +61,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.setWindowTitle("Hookscope")
         self.stats_only = stats_only
+        self.train_mode = False  # --train: models run in train mode (loaded in eval)
         self.recent = recent or RecentModels()
         self.loaded: LoadedModel | None = None
         self.last_result: RunResult | None = None
@@ -285,6 +286,7 @@ class MainWindow(QMainWindow):
         self._load_id = None
         self._valid_from = rid
         self.loaded = payload.model
+        self.loaded.module.train(self.train_mode)  # no run is in flight: the load just finished
         self._observed_key = None
         plan, input_text = self._load_setup
         self.tree.model.set_tree(payload.tree)

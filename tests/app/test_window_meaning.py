@@ -37,3 +37,17 @@ def test_token_views_name_their_rows_by_the_input_tokens(make_window, qtbot):
     assert [s for _, s in ticks[0]] == want
     # the attention pattern is not a token x feature map: its axes keep numbers
     assert panels["blocks.0.attn.probs"].view_widget.getPlotItem().getAxis("left")._tickLevels is None
+
+
+def test_train_flag_runs_dropout_in_train_mode_with_no_false_difference(make_window, qtbot, tmp_path):
+    f = tmp_path / "drop.py"
+    f.write_text("import torch\nfrom torch import nn\n\ndef make():\n    torch.manual_seed(0)\n"
+                 "    return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2)), "
+                 "torch.ones(3, 4)\n")
+    win = make_window([f"{f}:make", "--train", "--capture", "1"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    assert win.loaded.module.training
+    r = win.last_result
+    assert not r.outputs_differ
+    kept = r.captures["1"][0].tensor
+    assert bool((kept == 0).any())  # dropout did drop: train mode really ran
