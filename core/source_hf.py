@@ -111,10 +111,16 @@ def _example(tf, model, config, where: str, codec: HFCodec | None) -> tuple[Any,
     if codec is not None:
         enc = codec.encode_batch(DEFAULT_PROMPT)
         enc = {k: v for k, v in enc.items() if isinstance(v, torch.Tensor)}
-        return enc, tuple(enc)
-    vocab = int(getattr(config, "vocab_size", 2) or 2)
-    ids = torch.randint(0, vocab, (1, 8), generator=torch.Generator().manual_seed(0))
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, ("input_ids", "attention_mask")
+    else:
+        vocab = int(getattr(config, "vocab_size", 2) or 2)
+        ids = torch.randint(0, vocab, (1, 8), generator=torch.Generator().manual_seed(0))
+        enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if getattr(config, "is_encoder_decoder", False):
+        # an encoder-decoder (T5, BART) also needs the decoder's start: one step of output
+        start = next((t for t in (getattr(config, "decoder_start_token_id", None),
+                                  getattr(config, "pad_token_id", None)) if t is not None), 0)
+        enc["decoder_input_ids"] = torch.tensor([[int(start)]])
+    return enc, tuple(enc)
 
 
 def _pixel_values(tf, config, where: str) -> torch.Tensor:

@@ -84,3 +84,16 @@ def vit(folder: Path) -> Path:
                     id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)})
     ViTForImageClassification(cfg).save_pretrained(folder)
     return folder
+
+
+def t5(folder: Path) -> Path:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    tok = tokenizer()
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=1,
+                   num_decoder_layers=1, num_heads=2, decoder_start_token_id=1, pad_token_id=1,
+                   eos_token_id=0)
+    T5ForConditionalGeneration(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

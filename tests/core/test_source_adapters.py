@@ -17,7 +17,7 @@ import hf_models  # noqa: E402  (tests/core is on sys.path)
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
-    return {name: getattr(hf_models, name)(root / name) for name in ("gpt2", "bert", "llama", "vit")}
+    return {name: getattr(hf_models, name)(root / name) for name in ("gpt2", "bert", "llama", "vit", "t5")}
 
 
 def hand_clamped(model, layer, lo, hi, kwargs):
@@ -162,3 +162,11 @@ def test_vit_output_reads_as_its_labelled_classes(saved):
     assert d["kind"] == CLASSES
     assert d["rows"][0]["top_without"][0]["label"] == ["cat", "dog", "fox"][int(p.argmax())]
     assert abs(d["rows"][0]["top_without"][0]["prob"] - float(p.max())) < 1e-4
+
+
+def test_encoder_decoder_gets_a_decoder_start_and_reads_as_tokens(saved):
+    lm = load_model(f"hf:{saved['t5']}")
+    ex = lm.example_input
+    assert ex["decoder_input_ids"].tolist() == [[lm.module.config.decoder_start_token_id]]
+    r = compare(lm.module, ex, Plan(clamp={"encoder.final_layer_norm": (-1e-3, 1e-3)}))
+    assert r.outputs_differ and r.output_with["logits"].shape[:2] == (1, 1)
