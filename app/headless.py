@@ -59,8 +59,9 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:
-        write_text(ns.save_json, json.dumps(session_dict(result, opts.spec, plan, opts.input or "",
-                                                         opts.weights), indent=1))
+        session = session_dict(result, opts.spec, plan, opts.input or "", opts.weights)
+        write_text(ns.save_json, json.dumps(output_report.json_dict(  # compact, as --json
+            result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
     return 0

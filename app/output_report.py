@@ -27,9 +27,11 @@ def output_values(value: Any) -> int:
     return sum(t.numel() for _, t in tensor_leaves(value))
 
 
-def json_dict(result: Any, meaning: OutputMeaning, inputs: Any, full: bool) -> dict[str, Any]:
-    """The ``--json`` object: the run's own, with ``output`` by meaning; compact unless ``full``."""
-    data = result.to_json_dict()
+def json_dict(result: Any, meaning: OutputMeaning, inputs: Any, full: bool,
+              data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``--json`` object (or ``data``, e.g. a session file's, which holds the run's own):
+    with ``output`` by meaning; compact unless ``full``."""
+    data = result.to_json_dict() if data is None else data
     data["output"] = describe_outputs(result.output_without, result.output_with, meaning, inputs)
     n = output_values(result.output_with)
     if n > FULL_OUTPUT_LIMIT and not full:

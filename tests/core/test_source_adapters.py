@@ -138,8 +138,12 @@ def test_gpt2_json_is_compact_unless_full_output_is_asked(tmp_path, capsys, save
     from hookscope.app.cli import main
 
     folder = hf_models.gpt2(tmp_path / "wide", layers=1, width=8, vocab_size=50257)
+    session = tmp_path / "session.json"
     args = ["run", f"hf:{folder}", "--clamp", "transformer.h.0.mlp=-0.001:0.001", "--json"]
-    assert main(args) == 0
+    assert main(args + ["--save-json", str(session)]) == 0
+    saved_session = json.loads(session.read_text())
+    assert "output_with" not in saved_session and saved_session["spec"] == f"hf:{folder}"
+    assert session.stat().st_size < 120_000
     text = capsys.readouterr().out
     data = json.loads(text)
     assert len(text) < 60_000 and "output_with" not in data and not data["full_output"]
