@@ -19,6 +19,7 @@ DEFAULT_PLANS: dict[str, Plan] = {
     "cnn": Plan(capture=("conv1", "relu1", "conv2", "fc")),
     "transformer": Plan(capture=("embed", "encoder.layers.0.self_attn", "encoder.layers.1.linear1",
                                  "head")),
+    "lm": Plan(capture=("blocks.0.attn.probs", "blocks.1.attn.probs", "blocks.1.mlp")),
 }
 
 NOTES: dict[str, str] = {
@@ -34,6 +35,9 @@ NOTES: dict[str, str] = {
             "and drag its bounds in Live mode to watch the feature maps and the class scores move."),
     "transformer": ("<b>Tiny transformer.</b> " + DEMO_DESCRIPTIONS.get("transformer", "")
                     + " Each captured layer shows a heat map per token."),
+    "lm": ("<b>Tiny language model.</b> " + DEMO_DESCRIPTIONS.get("lm", "") + " Type "
+           "<code>text:the dog sat on the </code> as input; the table under the output lists "
+           "each position's next characters without and with the clamp."),
 }
 
 

@@ -14,12 +14,14 @@ from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core import atomic_write, json_safe
 from hookscope.core.errors import ForwardError
+from hookscope.core.path_patterns import expand_plan
 from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
 from hookscope.core.user_text import is_dir
 from hookscope.core.verdict import output_verdict
 
 from .arg_parser import OneLineParser
+from . import output_report
 from .options import add_model_options, model_options
 from .session_cli import add_session_options, run_session_command, save_session_of
 
@@ -31,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_options(p, spec_required=False)
     add_session_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--full-output", action="store_true", help=output_report.FULL_OUTPUT_HELP)
     p.add_argument("--save-captures", metavar="FILE",
                    help="write the captured tensors to FILE (.npz or .safetensors)")
     p.add_argument("--save-json", metavar="FILE", help="write the session (setup and results) as JSON")
@@ -59,8 +62,11 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
 
     scale = scale_options(ns)
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
-    x = parse_input(opts.input or "", lm.example_input)
-    plan = opts.plan()
+    if not scale.ray:  # a Ray actor's model is set up remotely
+        lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
+    x = parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
+    # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
+    plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
     if ns.save_plots:
         from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
@@ -70,12 +76,17 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
         result = compare_scaled(lm, x, plan, opts, scale)
-    (print_json if ns.json else print_table)(result, out)
+    if ns.json:  # compact: the output by meaning; every value only when small or asked for
+        output_report.print_json(result, out, lm.meaning, x, ns.full_output)
+    else:
+        print_table(result, out)
+        output_report.print_meaning(result, out, lm.meaning, x)
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:
-        write_text(ns.save_json, json_safe.dumps(session_dict(result, opts.spec, plan, opts.input or "",
-                                                         opts.weights), indent=1))
+        session = session_dict(result, opts.spec, plan, opts.input or "", opts.weights)
+        write_text(ns.save_json, json_safe.dumps(output_report.json_dict(  # compact, as --json
+            result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
     if ns.save_session:

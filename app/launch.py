@@ -111,6 +111,7 @@ def create_window(argv: list[str]):
             raise HookscopeError(f"device {ns.device!r} is not in this machine's list; using CPU")
     except HookscopeError as exc:
         errors.append(str(exc))
+    win.session.set_options(train=ns.train)  # loaded in eval; --train runs in train mode
     if spec.endswith(".json"):  # ``hookscope FILE.hookscope.json``: a saved session
         try:
             win.session.open_setup(read_session_file(spec))

@@ -24,17 +24,21 @@ TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module), or a .pt2
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("spec", nargs=None if spec_required else "?",
-                   help="model: demo:NAME (clamp, features, cnn, transformer), "
-                        "path/to/file.py:factory, package.module:factory, or model.pt2")
+                   help="model: demo:NAME (clamp, features, cnn, transformer, lm), "
+                        "path/to/file.py:factory, package.module:factory, hf:NAME_OR_DIR, "
+                        "torchvision:NAME[:pretrained], timm:NAME[:pretrained], or model.pt2")
     p.add_argument("--weights", metavar="FILE", help="state_dict (.pt/.pth/.safetensors) for a factory's model")
     p.add_argument("--input", metavar="X", default=None,
                    help="input: a literal like [[1.0, 2.0, 3.0]], random:1x3x32x32[:seed=N], "
-                        "a .npy/.pt file, or 'example' (default)")
+                        "a .npy/.pt/.safetensors file, text:PROMPT (models with a tokenizer), "
+                        "keywords {\"input_ids\": [[1, 2]]}, positional + keywords "
+                        "([[1, 2]], {\"attention_mask\": [[1, 1]]}), or 'example' (default)")
     p.add_argument("--capture", metavar="P1,P2", action="append", default=[],
-                   help="layer paths to capture, comma-separated (repeatable)")
+                   help="layer paths to capture, comma-separated (repeatable); wildcards "
+                        "match repeated blocks: 'h.*.mlp', 'layer*.0.conv1', 'encoder.**.attn'")
     p.add_argument("--clamp", metavar="P=LO:HI", action="append", default=[],
                    help="clamp layer P's output to [LO, HI] (repeatable; shorthand for "
-                        "--intervene P=clamp:LO:HI)")
+                        "--intervene P=clamp:LO:HI; P may be a wildcard pattern like 'h.*.mlp')")
     p.add_argument("--intervene", metavar="P=KIND[:ARGS]", action="append", default=[],
                    help="change layer P's output (repeatable, one per layer). Kinds: "
                         + syntax_help().replace("%", "%%"))
@@ -50,6 +54,9 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--max-input-bytes", metavar="SIZE", default=None,
                    help="input memory budget, e.g. 8G (default 4G or $HOOKSCOPE_MAX_INPUT_BYTES)")
     add_scale_options(p)  # --device-map, --max-memory, --offload, --memory-budget, --ray
+    p.add_argument("--train", action="store_true",
+                   help="run the model in train mode (dropout, BatchNorm batch statistics); both "
+                        "forwards still start from the same RNG state and buffers. Default: eval")
 
 
 def parse_clamp(text: str) -> tuple[str, tuple[float, float]]:
@@ -106,6 +113,7 @@ class ModelOptions:
     stats_only: bool = False
     trust_pickle: bool = False
     interventions: dict[str, Intervention] = field(default_factory=dict)
+    train: bool = False
 
     def plan(self) -> Plan:
         return Plan(capture=tuple(self.capture), clamp=dict(self.clamp),
@@ -126,6 +134,6 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
                             "a layer takes one")
         interventions[path] = iv
     opts = ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle, interventions)
+                        ns.stats_only, ns.trust_pickle, interventions, ns.train)
     opts.plan()  # a clash between --clamp and --intervene is reported here, once
     return opts

@@ -122,7 +122,10 @@ class RunBar(QWidget):
         return bool(flags & Qt.ItemFlag.ItemIsEnabled)
 
     def input_text(self) -> str:
-        return self.input_edit.text().strip() or "example"
+        text = self.input_edit.text()
+        if text.lstrip().startswith("text:"):  # a prompt's trailing spaces are tokens
+            return text.lstrip()
+        return text.strip() or "example"
 
     def set_input_text(self, text: str) -> None:
         self.input_edit.setText(text)

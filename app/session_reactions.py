@@ -10,6 +10,7 @@ no widget keeps its own copy of a bound, the device, Live or statistics-only.
 from __future__ import annotations
 
 from hookscope.core import SessionEvent
+from hookscope.core.outputs import input_token_strings, inputs_for_display
 
 from .demo_setup import note_for
 
@@ -72,8 +73,12 @@ class SessionReactions:
 
     def _on_result(self, ev: SessionEvent) -> None:
         result = ev.value
+        lm = self.session.model  # the output by meaning, with the input's tokens where cheap to know
+        shown = (inputs_for_display(self.session.input_text, lm.example_input, lm.meaning.codec)
+                 if lm is not None else None)
+        self.panel.set_token_labels(input_token_strings(shown, lm.meaning if lm else None))
         self.panel.show_result(result)
-        self.outputs.show_result(result)
+        self.outputs.show_result(result, lm.meaning if lm else None, shown)
         self._sync_clamp_lines()
         self.status.show_result(result)
         self._clear_transient_error()

@@ -11,6 +11,8 @@ returns ``(module_in_eval_mode, example_input)``:
   with one shipped test image.
 - ``transformer``: :class:`TinyTransformer`, a 2-layer encoder trained to sort
   a sequence of tokens, with one shipped unsorted sequence.
+- ``lm``: :class:`~.demo_lm.TinyLM`, a character-level language model with its
+  own tokenizer (:mod:`.demo_lm`, trained by ``resources/train_lm.py``).
 
 The weights and samples live in ``hookscope.resources`` and are produced by
 ``python resources/train_demos.py``.
@@ -26,6 +28,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 from torch import nn
+
+from .demo_lm import LM_DESCRIPTION, lm_demo
 
 __all__ = [
     "DEMOS",
@@ -211,6 +215,7 @@ DEMOS: dict[str, Callable[[], tuple[nn.Module, Any]]] = {
     "features": features_demo,
     "cnn": cnn_demo,
     "transformer": transformer_demo,
+    "lm": lm_demo,
 }
 
 DEMO_DESCRIPTIONS: dict[str, str] = {
@@ -218,4 +223,5 @@ DEMO_DESCRIPTIONS: dict[str, str] = {
     "features": "A seeded five-layer MLP (fc1, relu1, fc2, relu2, fc3): capture the three Linear outputs in one pass.",
     "cnn": "A small CNN trained on 8x8 handwritten digits, shown one test digit it classifies correctly.",
     "transformer": "A two-layer transformer trained to sort 12 tokens: each position outputs the sorted token at that place.",
+    "lm": LM_DESCRIPTION,
 }

@@ -135,13 +135,15 @@ SOURCE_OF = {source_of}  # layer -> index into SOURCE_INPUTS
 
 loaded = load_model(SPEC, weights=WEIGHTS)
 model = loaded.module.eval().to(DEVICE)
-x = parse_input(INPUT, loaded.example_input)
+x = parse_input(INPUT, loaded.example_input, loaded.meaning.codec)
 layers = dict(model.named_modules(remove_duplicate=False))
 
 
 def call(model, x):
     if isinstance(x, dict):
         return model(**x)
+    if dataclasses.is_dataclass(x):  # positional and keyword inputs together (CallArgs)
+        return model(*x.args, **x.kwargs)
     return model(*x) if isinstance(x, tuple) else model(x)
 
 

@@ -8,6 +8,10 @@
 ``file.npy``           a NumPy array (no pickles)
 ``file.pt``            a tensor, or a tuple/list/dict of tensors
                        (``torch.load(weights_only=True)``)
+``{"input_ids": ...}``  keyword inputs; ``(x, {"mask": ...})`` positional
+                       and keyword together; ``text:PROMPT`` through the
+                       model's tokenizer; ``file.safetensors`` named tensors
+                       (:mod:`.inputs_structured`)
 ``digit.png``          an image (PNG, JPEG, BMP, GIF, WebP, TIFF only), values in [0, 1],
                        shaped like the example input (N x C x H x W):
                        grey or RGB to match C, resized to H x W; append
@@ -30,6 +34,8 @@ import torch
 from .budget import check_input_size
 from .errors import InputError
 from .input_checks import check_npy, check_torch_file, open_image
+from .inputs_structured import (is_structured, is_structured_literal, load_safetensors_input,
+                                parse_structured, parse_text, random_like)
 from .interventions import map_tensors, tensor_leaves
 from .user_text import is_file, shown, user_path
 
@@ -49,13 +55,16 @@ def _example_dtype(example: Any) -> torch.dtype | None:
     return leaves[0][1].dtype if leaves else None
 
 
-def parse_input(text: str, example: Any = None) -> Any:
-    """Turn an input spec into a tensor (or a tuple of tensors).
+def parse_input(text: str, example: Any = None, codec: Any = None) -> Any:
+    """Turn an input spec into a tensor (or a tuple of tensors, a dict of keywords, CallArgs).
+
+    ``codec``: the model's tokenizer (:class:`~.meaning.TextCodec`), for ``text:`` inputs.
 
     Raises :class:`InputError` with what to write instead when ``text`` cannot
     be understood.
     """
-    text = (text or "").strip()
+    raw = text or ""
+    text = raw.strip()
     if text in ("", "example"):
         if example is None:
             raise InputError("this model has no example input (its factory returned only a module): "
@@ -64,10 +73,16 @@ def parse_input(text: str, example: Any = None) -> Any:
         return map_tensors(lambda t: t.clone(), example)
     if text.startswith("random:") or text == "random":
         return _parse_random(text, example)
+    if text.startswith("text:"):  # a prompt keeps its trailing spaces: they are tokens
+        return parse_text(raw.lstrip(), example, codec)
+    if is_structured_literal(text):
+        return parse_structured(text, example)
     # Files first: "./x.npy" starts like a number but is a path.
     path = user_path(text)
     if path.suffix in (".npy", ".pt", ".pth"):
         return _load_file(path)
+    if path.suffix == ".safetensors":
+        return load_safetensors_input(path)
     invert = text.endswith(":invert")
     image = user_path(text.removesuffix(":invert"))
     if image.suffix.lower() in IMAGE_SUFFIXES:
@@ -102,14 +117,17 @@ def _parse_literal(text: str, example: Any) -> Any:
 
 def _parse_random(text: str, example: Any) -> torch.Tensor:
     parts = text.split(":")
-    if len(parts) < 2 or not parts[1]:
+    structured = example is not None and is_structured(example)
+    if structured and (len(parts) < 2 or not parts[1] or "=" in parts[1]):
+        parts.insert(1, "")  # a dict/tuple example gives every leaf its own shape
+    elif len(parts) < 2 or not parts[1]:
         raise InputError("random input needs a shape, e.g. random:1x3x32x32")
     try:
-        shape = tuple(int(s) for s in parts[1].lower().split("x"))
+        shape = tuple(int(s) for s in parts[1].lower().split("x")) if parts[1] else None
     except ValueError as exc:
         raise InputError(f"bad shape {shown(parts[1])} in {shown(text)}: write sizes joined by 'x', "
                          "e.g. random:1x3x32x32") from exc
-    if any(s <= 0 for s in shape):
+    if shape is not None and any(s <= 0 for s in shape):
         raise InputError(f"bad shape {shown(parts[1])}: every size must be positive")
     opts: dict[str, str] = {}
     for p in parts[2:]:
@@ -135,6 +153,8 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
         g = torch.Generator().manual_seed(seed)
     except (RuntimeError, ValueError, OverflowError) as exc:
         raise InputError(f"seed {seed} is out of range: use a seed below 2**63") from exc
+    if structured:  # every key of a dict example (attention_mask too), each its own kind
+        return random_like(text, example, seed, shape, _DTYPES.get(opts.get("dtype", "")), high)
     numel = 1
     for n in shape:
         numel *= n

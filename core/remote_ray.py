@@ -467,7 +467,7 @@ class RayRunner:
                 or stand_in.serial != self._serial or self._actor is None):
             raise RemoteError("the model's Ray actor is gone or holds another model: open the "
                               "model again")
-        inputs = parse_input(req.input_text, req.model.example_input)
+        inputs = parse_input(req.input_text, req.model.example_input, req.model.meaning.codec)
         if self._input is not None and same_values(self._input[1], inputs):
             input_id, blob, ref = self._input[0], None, None
         else:

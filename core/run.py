@@ -28,7 +28,10 @@ from torch import nn
 from .devices import resolve_device, synchronize
 from .dispatch import is_dispatched
 from .errors import Cancelled, ForwardError, HookscopeError
+from .forward_state import (AUTOGRAD_MESSAGE, grad_mode_for, mark_needs_grad, needs_autograd,
+                            restore, snapshot)
 from .hooks import CaptureRecord, HookSession, resolve_records
+from .call_args import CallArgs
 from .interventions import Clamp
 from .nested import map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
@@ -203,17 +206,21 @@ def call_model(module: nn.Module, inputs: Any) -> Any:
         return module(*inputs)
     if isinstance(inputs, dict):
         return module(**inputs)
+    if isinstance(inputs, CallArgs):  # positional and keyword inputs together
+        return module(*inputs.args, **inputs.kwargs)
     return module(inputs)
 
 
 def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> Any:
     """Call the model; its own errors come back as :class:`ForwardError`."""
     try:
-        with grad_mode():
+        with grad_mode_for(module, grad_mode)():
             return call_model(module, inputs)
     except HookscopeError:
         raise
     except Exception as exc:  # the model's own error, made readable
+        if needs_autograd(exc) and mark_needs_grad(module):  # its forward differentiates
+            return forward(module, inputs, grad_mode)
         raise ForwardError(forward_error_message(module, inputs, exc)) from exc
 
 
@@ -221,6 +228,8 @@ def forward_error_message(module: nn.Module, inputs: Any, exc: Exception) -> str
     shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
                        for _, t in tensor_leaves(inputs)) or "no tensors"
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if needs_autograd(exc):
+        return f"{AUTOGRAD_MESSAGE} ({type(exc).__name__}: {first})"
     return (f"the model's forward failed on the input ({shapes}): {type(exc).__name__}: {first}. "
             "Check that the input's shape and dtype are what the model expects.")
 
@@ -249,6 +258,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
     extra = dict(sources=sources, baseline=baseline)
+    start = snapshot(module)  # a re-run starts where the first run did
     # Captured layers never watched before: watch them for in-place writes in this
     # same forward (core/inplace_victims.py) instead of paying a second one.
     learn = keep and not set(layers) <= _GUARDED.get(module, set())
@@ -262,6 +272,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         # guard, the version counters find the victims (at the cost of a second forward);
         # a model error raises again here.
         _GUARDED.setdefault(module, set()).update(layers)
+        restore(module, start)
         out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev, **extra)
     recaptured: tuple[str, ...] = ()
     if stale:
@@ -269,6 +280,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         victims = _INPLACE_VICTIMS.setdefault(module, set())
         victims |= stale
         recaptured = tuple(sorted(stale))
+        restore(module, start)
         out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev, **extra)
     output = map_tensors(lambda t: t.detach().cpu(), out)
     total = (time.perf_counter() - t0) * 1e3
@@ -381,6 +393,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     reused = baseline is not None and baseline.fits(str(dev), hooked, captured, plan.keep_tensors,
                                                       stoppable)
     timings: dict[str, float] = {}
+    start = snapshot(module)  # every forward of the comparison starts from the same RNG state and buffers
     with stop_points(module, should_stop):
         if not reused:
             # The same layers captured, nothing changed; the intervened-only layers carry
@@ -390,13 +403,18 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
             baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,
                                 captures=b.captures, captured=captured,
                                 keep_tensors=plan.keep_tensors)
+            restore(module, start)
         assert baseline is not None
         sources = None
         if groups:
             ts = time.perf_counter()
             sources = source_outputs(module, layers, groups, cache=baseline.sources)
             timings["source"] = (time.perf_counter() - ts) * 1e3
-        res = _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline.captures)
+            restore(module, start)
+        try:
+            res = _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline.captures)
+        finally:
+            restore(module, start)  # the comparison leaves the model as it found it
     differ, max_diff = output_difference(baseline.output, res.output)
     total = (time.perf_counter() - t0) * 1e3
     timings = {"baseline": baseline.ms, "intervened": res.forward_ms,

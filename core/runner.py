@@ -359,7 +359,7 @@ class LocalRunner:
         from .tree import observe
 
         module = req.model.module
-        inputs = parse_input(req.input_text, req.model.example_input)
+        inputs = parse_input(req.input_text, req.model.example_input, req.model.meaning.codec)
         if module.training != req.train:
             module.train(req.train)
         key = (weakref.ref(module), req.device)

@@ -35,6 +35,7 @@ from .devices import resolve_device
 from .errors import Cancelled as CancelledError
 from .errors import ForwardError, HookscopeError
 from .interventions import Intervention
+from .path_patterns import expand_plan
 from .plan import Plan
 from .plan_edits import PlanHistory, intervention_for, plan_with
 from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
@@ -464,7 +465,12 @@ class Session:
         self.model, self.tree = ev.model, ev.tree
         self.trust_pickle = setup.trust_pickle
         self.last_result = self.last_error = None
-        self.plan = setup.plan or Plan()
+        self.plan = Plan()
+        if setup.plan is not None:
+            try:  # wildcards of a command line (--capture 'h.*.mlp') to this model's paths
+                self.plan = expand_plan(setup.plan, ev.model.module)
+            except HookscopeError as exc:
+                self._emit("error", str(exc), ev.request_id)
         self.history.clear()
         if setup.input_text is not None:
             self.input_text = setup.input_text.strip() or "example"

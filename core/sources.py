@@ -6,6 +6,9 @@
 ``package.module:factory``      a factory in an importable module
 ``model.pt2``                   a ``torch.export`` program, unflattened so the
                                 original module paths exist and hooks fire
+``hf:NAME_OR_DIR``              a Hugging Face model (:mod:`.source_hf`)
+``torchvision:NAME``            a torchvision model (:mod:`.source_vision`)
+``timm:NAME``                   a timm model (:mod:`.source_vision`)
 ``model.pt`` (trusted only)     a fully pickled module: runs code from the file,
                                 so only with ``trust_pickle=True``
 ==============================  ===========================================
@@ -20,22 +23,26 @@ import importlib
 import importlib.util
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from .demo_lm import demo_meaning
 from .demo_models import DEMO_DESCRIPTIONS, DEMOS
 from .errors import SpecError
 from .user_code import user_code
 from .user_text import is_file, shown, user_path
 from .exported_load import load_exported_program, quiet_torch_export
+from .meaning import OutputMeaning
+from .model_kinds import prepare_loaded, refuse_torchscript_file
+from .source_adapters import ADAPTER_PREFIXES, load_adapter
 from .weights import apply_weights
 
 SPEC_HELP = ("use demo:NAME, path/to/file.py:factory, package.module:factory, "
-             "or a torch.export .pt2 file")
+             "hf:NAME_OR_DIR, torchvision:NAME, timm:NAME, or a torch.export .pt2 file")
 
 
 @dataclass
@@ -48,6 +55,9 @@ class LoadedModel:
     kind: str
     description: str = ""
     weights: str | None = None
+    # what the outputs mean (class labels, a tokenizer, boxes) and notes (random weights...)
+    meaning: OutputMeaning = field(default_factory=OutputMeaning)
+    notes: list[str] = field(default_factory=list)
 
 
 def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False) -> LoadedModel:
@@ -57,9 +67,12 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
         raise SpecError("no model given: " + SPEC_HELP)
     if spec.startswith("demo:"):
         lm = _load_demo(spec)
+    elif spec.startswith(ADAPTER_PREFIXES):
+        lm = load_adapter(spec)
     elif spec.endswith(".pt2"):
         lm = _load_exported(spec, trust_pickle)
     elif spec.endswith((".pt", ".pth")):
+        refuse_torchscript_file(spec)  # a clear word for torch.jit.save files, trusted or not
         lm = _load_pickle(spec, trust_pickle)
     elif ":" in spec:
         lm = _load_factory(spec)
@@ -68,6 +81,7 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
                         "function in the file that returns the model")
     else:
         raise SpecError(f"cannot tell what model {shown(spec)} is: " + SPEC_HELP)
+    prepare_loaded(lm)  # TorchScript refused, torch.compile unwrapped, lazy modules materialised
     if weights:
         if lm.kind in ("export",):
             raise SpecError("an exported .pt2 program carries its own weights; drop --weights")
@@ -87,7 +101,8 @@ def _load_demo(spec: str) -> LoadedModel:
         raise SpecError(f"unknown demo {shown(name)}: choose one of "
                         + ", ".join(f"demo:{n}" for n in DEMOS))
     module, example = DEMOS[name]()
-    return LoadedModel(module, example, spec, "demo", DEMO_DESCRIPTIONS.get(name, ""))
+    return LoadedModel(module, example, spec, "demo", DEMO_DESCRIPTIONS.get(name, ""),
+                       meaning=demo_meaning(name))
 
 
 def _load_exported(spec: str, trust: bool = False) -> LoadedModel:

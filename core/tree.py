@@ -110,9 +110,11 @@ def observe(module: nn.Module, inputs: Any, tree: TreeNode | None = None) -> Tre
     The forward runs on whatever device the module and inputs already are;
     hooks are removed before returning, also when the forward raises.
     """
+    from .forward_state import restore, snapshot
     from .run import forward
 
     tree = tree or module_tree(module)
+    start = snapshot(module)  # looking leaves no trace: RNG and buffers as they were
     seen: dict[int, list] = {}
     handles = []
 
@@ -132,6 +134,7 @@ def observe(module: nn.Module, inputs: Any, tree: TreeNode | None = None) -> Tre
     finally:
         for h in handles:
             h.remove()
+        restore(module, start)
     by_path = dict(module.named_modules(remove_duplicate=False))
     for node in tree.walk():
         target = by_path.get(node.alias_of or node.path)

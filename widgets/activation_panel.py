@@ -36,6 +36,7 @@ class ActivationPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("activationPanel")
         self._panels: dict[Key, LayerPlot] = {}
+        self._token_labels: list[str] | None = None  # the input's tokens, for token axes
         self._order: list[Key] = []
         self._notes: dict[str, QLabel] = {}   # captured layers that did not run
         self._shown: list[QWidget] = []       # the column's widgets, in order
@@ -70,6 +71,12 @@ class ActivationPanel(QWidget):
         self._heights_timer.timeout.connect(self._fit_heights)
 
     # -- public API ------------------------------------------------------------
+    def set_token_labels(self, labels: list[str] | None) -> None:
+        """The input's token strings for every tokens view (now and for new panels)."""
+        self._token_labels = labels
+        for panel in self._panels.values():
+            panel.set_token_labels(labels)
+
     def show_result(self, result: RunResult) -> None:
         """Show ``result``'s captures, reusing the panels of keys seen before."""
         clamps = dict(result.plan.clamp) if result.plan is not None else {}
@@ -197,6 +204,7 @@ class ActivationPanel(QWidget):
 
     def _new_panel(self, path: str, call: int) -> LayerPlot:
         panel = LayerPlot(path, call, self._content)
+        panel.set_token_labels(self._token_labels)
         panel.clampDragged.connect(lambda lo, hi, p=path: self.clampDragged.emit(p, lo, hi))
         panel.clampEdited.connect(lambda lo, hi, p=path: self.clampEdited.emit(p, lo, hi))
         panel.stackingChanged.connect(self._fit_heights_later)

@@ -87,6 +87,7 @@ class LayerPlot(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.view_kind = "none"
         self.record: CaptureRecord | None = None
+        self._token_labels: list[str] | None = None  # token strings for a tokens view's rows
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
@@ -309,6 +310,24 @@ class LayerPlot(QFrame):
             self._bars_fit = None
         if extent is not None:
             self._fit_bars(*extent)
+        self._apply_token_labels()
+
+    def set_token_labels(self, labels: list[str] | None) -> None:
+        """The input's token strings, shown on a tokens view's token axis (``None``: numbers)."""
+        if labels != self._token_labels:
+            self._token_labels = labels
+            self._apply_token_labels()
+
+    def _apply_token_labels(self) -> None:
+        axis = self.view_widget.getPlotItem().getAxis("left")
+        t = self.record.tensor if self.record is not None else None
+        labels = self._token_labels
+        if (labels and self.view_kind == "tokens" and t is not None and t.dim() == 3
+                and t.shape[1] == len(labels)):
+            step = max(1, -(-len(labels) // 40))  # at most ~40 labels: they stay readable
+            axis.setTicks([[(i + 0.5, labels[i]) for i in range(0, len(labels), step)]])
+        else:
+            axis.setTicks(None)
 
     _layout_key: tuple | None = None
 

@@ -13,6 +13,8 @@ from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersi
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout,
                                QWidget)
 
+from hookscope.core.path_patterns import is_pattern, matches
+
 from .intervention_editor import InterventionDelegate
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_INTERVENTION, COL_LAYER, COL_LO,
                                COL_PARAMS, COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
@@ -24,7 +26,8 @@ _WIDTHS = {COL_LAYER: 150, COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CAL
 
 
 class LayerFilterProxy(QSortFilterProxyModel):
-    """Keeps rows whose path or type contains the filter text (any case)."""
+    """Keeps rows whose path or type contains the filter text (any case), or, when the
+    text has a wildcard (``h.*.mlp``), rows whose path fits it as a layer pattern."""
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -50,6 +53,8 @@ class LayerFilterProxy(QSortFilterProxyModel):
         idx = src.index(source_row, COL_LAYER, source_parent)
         path = str(src.data(idx, PATH_ROLE) or "").lower()
         type_name = str(src.data(idx.siblingAtColumn(COL_TYPE)) or "").lower()
+        if is_pattern(self._needle):  # h.*.mlp, layer*.0.conv1: the same patterns as --capture
+            return matches(self._needle, path)
         return self._needle in path or self._needle in type_name
 
 
@@ -80,6 +85,9 @@ class LayerTreeWidget(QWidget):
         self.view.setModel(self.proxy)
         self.view.setAlternatingRowColors(True)
         self.view.setUniformRowHeights(True)
+        # long names keep both ends (encoder_la...yer_11 reads better cut in the middle);
+        # the full path is the Layer cell's tooltip
+        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked

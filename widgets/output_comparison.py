@@ -11,6 +11,7 @@ recomputed here but the difference curve.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,9 +19,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
+from hookscope.core.meaning import GENERIC, OutputMeaning
+from hookscope.core.outputs import describe_outputs, input_image
 from hookscope.core.run import flat_array
 
 from .plot_readouts import bar_cell
+from .output_meaning import OutputMeaningView
 from .plot_style import index_axes, peak_envelope, plain_axes
 from .plot_tools import PlotTools
 
@@ -150,10 +154,16 @@ class OutputComparison(QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(self.legend)
         layout.addWidget(self.graphics, 1)
+        # the output by meaning (top classes, next tokens, leaves), when there is one
+        self.meaning_view = OutputMeaningView(self)
+        self.meaning_view.hide()
+        layout.addWidget(self.meaning_view, 2)  # for classes and tokens it says more than the plot
 
     # -- public API ------------------------------------------------------------
-    def show_result(self, result: RunResult) -> None:
-        """Draw ``result``'s outputs and say what changed."""
+    def show_result(self, result: RunResult, meaning: OutputMeaning | None = None,
+                    inputs: Any = None) -> None:
+        """Draw ``result``'s outputs and say what changed; with a ``meaning`` (or a large
+        output) also the table of what it means."""
         without = flat_array(result.output_without)
         with_ = flat_array(result.output_with)
         self._without, self._with = without, with_
@@ -172,6 +182,12 @@ class OutputComparison(QWidget):
         self.plot.enableAutoRange()
         self.diff_plot.enableAutoRange()
         self.summary.setText(verdict(result, without, with_))
+        meaningful = meaning is not None and meaning.kind != GENERIC
+        if meaningful or n > MAX_BARS:
+            self.meaning_view.show_description(
+                describe_outputs(result.output_without, result.output_with, meaning, inputs))
+            self.meaning_view.show_input_image(input_image(inputs))
+        self.meaning_view.setVisible(meaningful or n > MAX_BARS)
 
     def set_labels(self, labels: list[str] | None) -> None:
         """Names of the outputs (e.g. class labels) for the readout and the CSV."""

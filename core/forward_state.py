@@ -1,0 +1,103 @@
+"""The state a forward starts from, so both forwards of a comparison start from the same one.
+
+A forward can read and change state outside its inputs: the random number
+generators (dropout, ``torch.rand`` in ``forward``) and the module's buffers
+(BatchNorm's running statistics in train mode, a step counter). If the
+baseline forward advanced them, the intervened forward would start elsewhere
+and an empty plan would show a difference the plan did not make.
+
+:func:`snapshot` records the RNG states (CPU and every initialised CUDA
+device) and every buffer; :func:`restore` puts them back, so the intervened
+forward (and a comparison's re-run) starts exactly where the baseline did,
+and a comparison leaves the model as it found it.
+
+Forwards that need autograd (``torch.autograd.grad`` inside ``forward``)
+fail under ``inference_mode``; such a module is remembered here
+(:func:`mark_needs_grad`) and later forwards of it run with grad enabled.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+@dataclass
+class ForwardState:
+    """RNG states and buffers of one moment (see :func:`snapshot`)."""
+
+    cpu_rng: torch.Tensor
+    cuda_rng: list[torch.Tensor] | None
+    # owner module, buffer name, the buffer object, a copy of its values
+    buffers: list[tuple[nn.Module, str, torch.Tensor, torch.Tensor]]
+
+
+def snapshot(module: nn.Module) -> ForwardState:
+    """Record the RNG states and a copy of every buffer of ``module``."""
+    # cheap when there is little to record: this runs twice per comparison (Live mode)
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    found = [(owner, name, buf) for owner in module.modules()
+             for name, buf in owner._buffers.items() if buf is not None]
+    bufs = []
+    if found:
+        with torch.no_grad():
+            bufs = [(owner, name, buf, buf.clone()) for owner, name, buf in found]
+    return ForwardState(torch.get_rng_state(), cuda, bufs)
+
+
+def restore(module: nn.Module, state: ForwardState) -> None:
+    """Put ``module``'s buffers and the RNGs back as :func:`snapshot` found them.
+
+    A buffer changed in place gets its values back; one the forward replaced
+    (``self.count = self.count + 1``) gets its original tensor object back.
+    """
+    torch.set_rng_state(state.cpu_rng)
+    if state.cuda_rng is not None:
+        torch.cuda.set_rng_state_all(state.cuda_rng)
+    if not state.buffers:
+        return
+    with torch.no_grad():
+        for owner, name, buf, saved in state.buffers:
+            if owner._buffers.get(name) is not buf:
+                owner._buffers[name] = buf
+            # always copied: an in-place update under inference_mode does not bump _version
+            if buf.is_inference():  # made under inference_mode: only writable there
+                with torch.inference_mode():
+                    buf.copy_(saved)
+            else:
+                buf.copy_(saved)
+
+
+_NEEDS_GRAD: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
+
+
+def mark_needs_grad(module: nn.Module) -> bool:
+    """Remember that ``module``'s forward needs autograd; False if it was known already."""
+    if module in _NEEDS_GRAD:
+        return False
+    _NEEDS_GRAD.add(module)
+    return True
+
+
+def grad_mode_for(module: nn.Module, grad_mode: Callable) -> Callable:
+    """``torch.enable_grad`` for a module that needs autograd, else ``grad_mode``."""
+    return torch.enable_grad if module in _NEEDS_GRAD else grad_mode
+
+
+AUTOGRAD_HINTS = ("does not require grad", "inference tensor", "inference mode",
+                  "does not have a grad_fn", "One of the differentiated Tensors")
+
+
+def needs_autograd(exc: BaseException) -> bool:
+    """Whether a forward's error says it needed autograd (``torch.autograd.grad``, ``backward``)."""
+    return isinstance(exc, RuntimeError) and any(h in str(exc) for h in AUTOGRAD_HINTS)
+
+
+AUTOGRAD_MESSAGE = ("the model's forward needs autograd (it calls torch.autograd.grad or "
+                    ".backward() inside forward) and failed even with gradients enabled: "
+                    "make sure the tensors it differentiates require grad "
+                    "(e.g. x.requires_grad_() inside forward)")

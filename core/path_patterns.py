@@ -1,0 +1,83 @@
+"""Layer path patterns: ``h.*.mlp``, ``layer*.0.conv1``, ``encoder.**.attn`` -> real paths.
+
+Big models repeat blocks (``h.0`` ... ``h.11``); typing each path is
+tedious. A pattern is split on dots; each piece is matched against the same
+piece of a path with shell wildcards (``*``, ``?``, ``[...]``, not crossing a
+dot), and a ``**`` piece matches any number of pieces (including none).
+A path with no wildcard is returned as it is, so an unknown plain path still
+gets the plan's "did you mean" message. :func:`expand_plan` rewrites a
+:class:`~.plan.Plan`'s capture list, clamps and other interventions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fnmatch import fnmatchcase
+from typing import Iterable
+
+from torch import nn
+
+from .errors import PlanError
+from .plan import Plan
+
+WILDCARDS = "*?["
+
+
+def is_pattern(path: str) -> bool:
+    return any(c in path for c in WILDCARDS)
+
+
+def _match(pieces: list[str], parts: list[str]) -> bool:
+    if not pieces:
+        return not parts
+    head, rest = pieces[0], pieces[1:]
+    if head == "**":
+        return any(_match(rest, parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatchcase(parts[0], head) and _match(rest, parts[1:])
+
+
+def matches(pattern: str, path: str) -> bool:
+    """Whether layer ``path`` fits ``pattern`` (see the module docstring)."""
+    return _match(pattern.split("."), path.split(".") if path else [])
+
+
+def expand_paths(pattern: str, module: nn.Module | Iterable[str]) -> list[str]:
+    """The paths of ``module`` (or of a list of paths) that fit ``pattern``, in model order.
+
+    Raises :class:`PlanError` when a pattern matches nothing.
+    """
+    if not is_pattern(pattern):
+        return [pattern]
+    paths = ([p for p, _ in module.named_modules() if p] if isinstance(module, nn.Module)
+             else list(module))
+    found = [p for p in paths if matches(pattern, p)]
+    if not found:
+        example = next((p for p in paths if "." in p), paths[0] if paths else "")
+        raise PlanError(f"layer pattern {pattern!r} matches no layer: '*' stands for one name "
+                        f"between dots ('**' for any number), e.g. a path here is {example!r}")
+    return found
+
+
+def expand_plan(plan: Plan, module: nn.Module) -> Plan:
+    """``plan`` with every wildcard path replaced by the layers it matches.
+
+    A clamp or intervention given by a pattern applies to each match; an
+    explicit path given as well keeps its own setting.
+    """
+    if not any(is_pattern(p) for p in plan.paths()):
+        return plan
+    paths = [p for p, _ in module.named_modules() if p]
+
+    def spread(mapping):
+        out: dict = {}
+        for key, value in mapping.items():  # patterns first, so exact paths win
+            if is_pattern(key):
+                for p in expand_paths(key, paths):
+                    out[p] = value
+        out.update({k: v for k, v in mapping.items() if not is_pattern(k)})
+        return out
+
+    capture = [p for c in plan.capture for p in expand_paths(c, paths)]
+    # plan.interventions holds the clamps too (plan.clamp is a view of them)
+    return dataclasses.replace(plan, capture=tuple(capture), clamp={},
+                               interventions=spread(plan.interventions))

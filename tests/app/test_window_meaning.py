@@ -1,0 +1,53 @@
+"""The window shows a language model's output by meaning: next tokens of the typed text."""
+
+from hookscope.core import load_model, parse_input
+
+
+def test_demo_lm_with_a_text_input_lists_its_tokens_and_next_tokens(make_window, qtbot):
+    prompt = "the owl sat on the "
+    win = make_window(["demo:lm", "--input", f"text:{prompt}", "--clamp", "blocks.1.mlp=-0.05:0.05"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    view = win.outputs.meaning_view
+    assert view.isVisible()
+    lm = load_model("demo:lm")
+    codec = lm.meaning.codec
+    cells = view.cell_texts()
+    assert [c[1] for c in cells] == codec.token_strings(codec.encode(prompt))
+    x = parse_input(f"text:{prompt}", lm.example_input, codec)
+    top = codec.token_strings([int(lm.module(x)[0, -1].argmax())])[0]
+    assert cells[-1][2].split()[0] == top
+
+
+def test_command_line_wildcards_tick_every_matching_layer(make_window, qtbot):
+    win = make_window(["demo:lm", "--capture", "blocks.*.attn.probs"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    assert set(win.last_result.captures) == {"blocks.0.attn.probs", "blocks.1.attn.probs"}
+
+
+def test_token_views_name_their_rows_by_the_input_tokens(make_window, qtbot):
+    prompt = "the pig sat on the "
+    win = make_window(["demo:lm", "--input", f"text:{prompt}", "--capture", "blocks.0.mlp,blocks.0.attn.probs"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    panels = {path: p for (path, _), p in win.panel.panels().items()}
+    codec = load_model("demo:lm").meaning.codec
+    want = codec.token_strings(codec.encode(prompt))
+    tokens_view = panels["blocks.0.mlp"]
+    assert tokens_view.view_kind == "tokens"
+    ticks = tokens_view.view_widget.getPlotItem().getAxis("left")._tickLevels
+    assert [s for _, s in ticks[0]] == want
+    # the attention pattern is not a token x feature map: its axes keep numbers
+    assert panels["blocks.0.attn.probs"].view_widget.getPlotItem().getAxis("left")._tickLevels is None
+
+
+def test_train_flag_runs_dropout_in_train_mode_with_no_false_difference(make_window, qtbot, tmp_path):
+    f = tmp_path / "drop.py"
+    f.write_text("import torch\nfrom torch import nn\n\ndef make():\n    torch.manual_seed(0)\n"
+                 "    return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2)), "
+                 "torch.ones(3, 4)\n")
+    win = make_window([f"{f}:make", "--train", "--capture", "1"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    assert win.loaded.module.training
+    r = win.last_result
+    assert not r.outputs_differ
+    kept = r.captures["1"][0].tensor
+    assert bool((kept == 0).any())  # dropout did drop: train mode really ran

@@ -1,0 +1,71 @@
+"""The output by meaning in the window: top classes, next tokens per position, leaves."""
+
+from __future__ import annotations
+
+import torch
+
+from hookscope.core import Plan, compare, load_model
+from hookscope.widgets.output_comparison import OutputComparison
+
+
+def _shown(qtbot, spec, plan, inputs=None, meaning=True):
+    lm = load_model(spec)
+    w = OutputComparison()
+    qtbot.addWidget(w)
+    x = lm.example_input if inputs is None else inputs
+    r = compare(lm.module, x, plan)
+    w.show_result(r, lm.meaning if meaning else None, x)
+    w.resize(700, 600)
+    w.show()
+    qtbot.waitExposed(w)
+    return lm, w, r
+
+
+def test_language_model_rows_show_input_tokens_and_next_tokens(qtbot):
+    lm, w, r = _shown(qtbot, "demo:lm", Plan(clamp={"blocks.0.mlp": (-0.02, 0.02)}))
+    view = w.meaning_view
+    assert view.isVisible()
+    cells = view.cell_texts()
+    codec = lm.meaning.codec
+    assert [c[1] for c in cells] == codec.token_strings(lm.example_input[0].tolist())
+    top = codec.token_strings([int(r.output_without[0, -1].argmax())])[0]
+    assert cells[-1][2].startswith(top + " ")
+    changed = (r.output_without[0].argmax(-1) != r.output_with[0].argmax(-1)).nonzero().flatten()
+    assert f"changed at {len(changed)} of {lm.example_input.shape[1]}" in view.title.text()
+
+
+def test_classifier_rows_rank_labels_without_and_with(qtbot):
+    _, w, r = _shown(qtbot, "demo:cnn", Plan(clamp={"conv1": (-0.05, 0.05)}))
+    cells = w.meaning_view.cell_texts()
+    assert cells[0][2].split()[0] == str(int(r.output_without.argmax()))
+    assert cells[0][3].split()[0] == str(int(r.output_with.argmax()))
+    assert len(cells) == 5
+
+
+def test_small_generic_output_keeps_the_bars_only(qtbot):
+    _, w, _ = _shown(qtbot, "demo:clamp", Plan(clamp={"0": (-0.5, 0.5)}))
+    assert not w.meaning_view.isVisible()
+
+
+def test_large_generic_output_lists_each_leaf_by_name(qtbot):
+    _, w, r = _shown(qtbot, "demo:transformer", Plan(clamp={"embed": (-0.05, 0.05)}), meaning=False)
+    cells = w.meaning_view.cell_texts()
+    assert w.meaning_view.isVisible() and cells[0][0] == "output"
+    assert cells[0][2] == str(int((r.output_with != r.output_without).sum()))
+    assert torch.is_tensor(r.output_with)
+
+
+def test_classifier_shows_its_input_image_beside_the_classes(qtbot):
+    lm, w, _ = _shown(qtbot, "demo:cnn", Plan(clamp={"conv1": (-0.05, 0.05)}))
+    thumb = w.meaning_view.thumbnail
+    assert thumb.isVisible()
+    img = thumb.pixmap().toImage()
+    x = lm.example_input[0, 0]
+    # the brightest input pixel is drawn white, the darkest black (stretched to its range)
+    side = img.width() / x.shape[1]
+    hi = divmod(int(x.argmax()), x.shape[1])
+    lo = divmod(int(x.argmin()), x.shape[1])
+    at = lambda rc: img.pixelColor(int((rc[1] + 0.5) * side), int((rc[0] + 0.5) * side)).lightness()
+    assert at(hi) == 255 and at(lo) == 0
+    _, w2, _ = _shown(qtbot, "demo:lm", Plan())
+    assert not w2.meaning_view.thumbnail.isVisible()

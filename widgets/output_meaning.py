@@ -1,0 +1,140 @@
+"""The model's output read by what it means, as a table beside the before/after plot.
+
+:class:`OutputMeaningView` shows :func:`hookscope.core.outputs.describe_outputs`:
+the top-k classes with labels and probabilities without and with the plan,
+or, for a language model, each position's input token and top next tokens
+(rows where the top token changed are marked), or detections per image, or
+each output leaf by name with its largest change. It computes nothing of its
+own: the numbers are the core's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor, QImage, QPixmap
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from hookscope.core.meaning import CLASSES, DETECTIONS, TOKENS
+
+CHANGED = QColor(255, 235, 200)  # light orange: this row's top answer changed
+
+
+def _tops(top: list[dict[str, Any]], n: int = 3) -> str:
+    return ", ".join(f"{t['label']} {t['prob']:.3f}" for t in top[:n])
+
+
+def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str], bool]]]:
+    """(title, headers, [(cells, changed)]) of a description: what the table shows."""
+    kind = desc.get("kind")
+    if kind == CLASSES:
+        rows = []
+        for r, row in enumerate(desc["rows"]):
+            for i in range(max(len(row["top_without"]), len(row["top_with"]))):
+                a = row["top_without"][i] if i < len(row["top_without"]) else None
+                b = row["top_with"][i] if i < len(row["top_with"]) else None
+                rows.append(([str(r) if i == 0 else "", str(i + 1),
+                              f"{a['label']}  {a['prob']:.3f}" if a else "",
+                              f"{b['label']}  {b['prob']:.3f}" if b else ""],
+                             i == 0 and row["top_changed"]))
+        return ("Top classes", ["row", "rank", "without", "with"], rows)
+    if kind == TOKENS:
+        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"]),
+                  _tops(p["top_without"]), _tops(p["top_with"])], p["top_changed"])
+                for p in desc["positions"]]
+        n = len(desc["changed_positions"])
+        title = (f"{desc['predicts'].capitalize()}: the top token changed at {n} of "
+                 f"{desc['positions_total']} positions")
+        return (title, ["pos", "token", "without", "with"], rows)
+    if kind == DETECTIONS:
+        rows = []
+        for i, img in enumerate(desc["images"]):
+            for j in range(max(len(img["top_without"]), len(img["top_with"]))):
+                a = img["top_without"][j] if j < len(img["top_without"]) else None
+                b = img["top_with"][j] if j < len(img["top_with"]) else None
+                cell = lambda d: f"{d['label']} {d['score']:.2f} {d['box']}" if d else ""
+                rows.append(([str(i) if j == 0 else "", str(j + 1), cell(a), cell(b)], False))
+        return ("Detections (highest scores)", ["image", "rank", "without", "with"], rows)
+    rows = [([leaf["name"], "×".join(map(str, leaf["shape"] or [])),
+              str(leaf.get("changed_values", "")), str(leaf.get("max_abs_diff", ""))],
+             bool(leaf.get("changed_values")))
+            for leaf in desc.get("leaves", [])]
+    return ("Output leaves", ["leaf", "shape", "values changed", "max |Δ|"], rows)
+
+
+class OutputMeaningView(QWidget):
+    """Table of the output by meaning (object name ``outputMeaning``)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("outputMeaning")
+        self.title = QLabel(self)
+        self.title.setObjectName("outputMeaningTitle")
+        self.notes = QLabel(self)
+        self.notes.setObjectName("outputMeaningNotes")
+        self.notes.setWordWrap(True)
+        self.notes.setStyleSheet("color: #a15c00;")
+        self.table = QTableWidget(0, 4, self)
+        self.table.setObjectName("outputMeaningTable")
+        self.table.verticalHeader().hide()
+        self.table.setWordWrap(False)  # one line per position; scroll sideways for more
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(False)
+        # the input the numbers belong to: the picture a classifier saw
+        self.thumbnail = QLabel(self)
+        self.thumbnail.setObjectName("inputThumbnail")
+        self.thumbnail.setToolTip("The input image (values stretched to their own range)")
+        self.thumbnail.hide()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.title)
+        layout.addWidget(self.notes)
+        row = QHBoxLayout()
+        row.addWidget(self.thumbnail, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.table, 1)
+        layout.addLayout(row, 1)
+        self.notes.hide()
+
+    def show_input_image(self, image: Any) -> None:
+        """An ``H x W x C`` uint8 array as a thumbnail (``None`` hides it)."""
+        if image is None:
+            self.thumbnail.hide()
+            return
+        h, w, c = image.shape
+        fmt = QImage.Format.Format_Grayscale8 if c == 1 else QImage.Format.Format_RGB888
+        self._image_bytes = image.tobytes()  # QImage does not own the buffer
+        qimg = QImage(self._image_bytes, w, h, w * c, fmt)
+        side = 96
+        self.thumbnail.setPixmap(QPixmap.fromImage(qimg).scaled(
+            side, side, Qt.AspectRatioMode.KeepAspectRatio,
+            Qt.TransformationMode.FastTransformation if max(h, w) < side
+            else Qt.TransformationMode.SmoothTransformation))
+        self.thumbnail.show()
+
+    def show_description(self, desc: dict[str, Any]) -> None:
+        title, headers, rows = rows_for(desc)
+        self.title.setText(title)
+        notes = desc.get("notes") or []
+        self.notes.setText("\n".join(notes))
+        self.notes.setVisible(bool(notes))
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        self.table.setRowCount(len(rows))
+        for r, (cells, changed) in enumerate(rows):
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+                if changed:
+                    item.setBackground(QBrush(CHANGED))
+                self.table.setItem(r, c, item)
+        if desc.get("kind") == TOKENS and rows:
+            self.table.scrollToBottom()  # where the prompt ends: the next token
+
+    def cell_texts(self) -> list[list[str]]:
+        """What the table shows, row by row (for tests and copy)."""
+        return [[self.table.item(r, c).text() for c in range(self.table.columnCount())]
+                for r in range(self.table.rowCount())]
