@@ -96,22 +96,27 @@ def pytest_runtest_setup(item):
     yield
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item, nextitem):
-    yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
-    running = [t() for t in _started_threads[getattr(item, "_threads_before", 0):]]
+def leaks(widgets_before: set, threads_before: int) -> list[str]:
+    """What outlived a test: QThreads it started that still run, top-level widgets
+    it made that still exist (after deferred deletes). Cleans them up."""
+    running = [t() for t in _started_threads[threads_before:]]
     running = [t for t in running if t is not None and t.isRunning()]
-    del _started_threads[getattr(item, "_threads_before", 0):]
+    del _started_threads[threads_before:]
     if QCoreApplication.instance() is not None:
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         gc.collect()
         QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    before = getattr(item, "_widgets_before", set())
-    left = [w for key, w in _top_level_widgets().items() if key not in before]
+    left = [w for key, w in _top_level_widgets().items() if key not in widgets_before]
+    out = [f"{len(running)} QThread(s) still running"] if running else []
+    out += [f"widget {type(w).__name__}({w.objectName()!r}) outlived the test" for w in left]
     for w in left:   # clean up, so one leak does not fail every test after it
         w.close()
         w.deleteLater()
-    assert not running, f"{item.nodeid}: {len(running)} QThread(s) still running after the test"
-    assert not left, (f"{item.nodeid}: widgets outlived the test: "
-                      + ", ".join(f"{type(w).__name__}({w.objectName()!r}, holding "
-                                  f"{sorted({type(c).__name__ for c in w.children()})})" for w in left))
+    return out
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
+    found = leaks(getattr(item, "_widgets_before", set()), getattr(item, "_threads_before", 0))
+    assert not found, f"{item.nodeid}: " + "; ".join(found)
