@@ -30,16 +30,29 @@ class NoHookscope(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, NoHookscope())
-sys.argv = sys.argv[1:]
-runpy.run_path(sys.argv[0], run_name="__main__")
+# One interpreter runs every script given (torch is imported once): each one's stdout
+# goes to SCRIPT.out, its exit status (0, or the exception) to SCRIPT.rc.
+import contextlib, traceback
+for script in sys.argv[1:]:
+    with open(script + ".out", "w") as out, contextlib.redirect_stdout(out):
+        try:
+            runpy.run_path(script, run_name="__main__")
+            rc = "0"
+        except BaseException:
+            rc = traceback.format_exc()
+    with open(script + ".rc", "w") as f:
+        f.write(rc)
 '''
 
 STAT_KEYS = ("min", "max", "mean", "std", "nan_count", "inf_count")
 
 
-def run_torch_only(path, cwd):
-    return subprocess.run([sys.executable, "-c", BLOCKER, str(path)], capture_output=True,
-                          text=True, timeout=120, cwd=cwd)
+def run_torch_only(paths, cwd):
+    """Run each script in ONE fresh interpreter where hookscope cannot be imported;
+    returns ``{path: (rc text, stdout)}``."""
+    subprocess.run([sys.executable, "-c", BLOCKER, *map(str, paths)], capture_output=True,
+                   text=True, timeout=240, cwd=cwd, check=True)
+    return {p: (open(f"{p}.rc").read(), open(f"{p}.out").read()) for p in paths}
 
 
 def close(a, b):
@@ -48,62 +61,6 @@ def close(a, b):
     if isinstance(a, float) and math.isnan(a):
         return isinstance(b, float) and math.isnan(b)
     return a == pytest.approx(b, rel=1e-5, abs=1e-6)
-
-
-def assert_matches_compare(tmp_path, spec, plan, **kw):
-    """Export, run torch-only, and compare every printed number with compare()'s."""
-    lm = load_model(spec)
-    r = compare(lm.module, lm.example_input, plan)
-    script = tmp_path / "repro.py"
-    script.write_text(standalone_script(spec, plan, **kw))
-    out = run_torch_only(script, tmp_path)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.strip().splitlines()
-    got = json.loads(lines[-1])
-    np.testing.assert_allclose(got["output_without"], flat_array(r.output_without), atol=2e-6)
-    np.testing.assert_allclose(got["output_with"], flat_array(r.output_with), atol=2e-6)
-    assert got["outputs_differ"] is r.outputs_differ
-    assert got["max_abs_diff"] == pytest.approx(r.max_abs_diff, rel=1e-5, abs=1e-6)
-    assert set(got["stats"]) == set(r.captures)
-    for path, recs in r.captures.items():
-        assert len(got["stats"][path]) == len(recs)
-        for mine, rec in zip(got["stats"][path], recs):
-            want = record_json(rec)
-            assert mine["shape"] == want["shape"]
-            for k in STAT_KEYS:
-                assert close(mine[k], want[k]), (path, k, mine[k], want[k])
-                assert close(mine["baseline"][k], want["baseline"][k]), (path, "baseline", k)
-            assert mine.get("intervention") == want.get("intervention")
-            assert close(mine.get("fraction_changed"), want.get("fraction_changed")), path
-    table = "\n".join(lines[:-1])
-    for path in r.captures:  # the human-readable table names every captured layer
-        assert any(line.split()[0] == path for line in table.splitlines()[1:])
-    return got, script.read_text(), r
-
-
-def test_the_blocker_blocks_hookscope(tmp_path):
-    probe = tmp_path / "probe.py"
-    probe.write_text("import hookscope\n")
-    out = run_torch_only(probe, tmp_path)
-    assert out.returncode != 0 and "No module named 'hookscope'" in out.stderr
-
-
-def test_exercise_one_script_needs_torch_alone(tmp_path):
-    plan = Plan(capture=["0", "1"], clamp={CLAMP_LAYER: CLAMP_RANGE})
-    got, text, r = assert_matches_compare(tmp_path, "demo:clamp", plan)
-    assert "hookscope" not in text.replace("Hookscope", "").lower().replace("hookscope_", "")
-    assert got["stats"]["0"][0]["fraction_changed"] == pytest.approx(
-        r.captures["0"][0].stats.fraction_changed)
-    assert "finally:" in text and "h.remove()" in text  # the pattern it teaches
-
-
-def test_cnn_with_a_clamp_a_patch_and_a_mean_ablation(tmp_path):
-    src = "random:1x1x8x8:seed=4"
-    plan = Plan(capture=["conv1", "bn1", "conv2", "fc"], interventions={
-        "conv1": Clamp(-0.3, 0.3), "conv2": Patch(src), "pool1": MeanAblate(reference="random:4x1x8x8:seed=5")})
-    got, text, _ = assert_matches_compare(tmp_path, "demo:cnn", plan)
-    assert "class DigitsCNN(nn.Module)" in text and "def patch_leaf(" in text
-    assert got["stats"]["conv2"][0]["fraction_changed"] > 0
 
 
 FACTORY = '''
@@ -127,33 +84,109 @@ def make():
 '''
 
 
-def test_file_factory_script_imports_the_file_by_path(tmp_path):
-    (tmp_path / "two.py").write_text(FACTORY)
-    spec = f"{tmp_path / 'two.py'}:make"
-    plan = Plan(capture=["a", "b"], clamp={"a": (float("-inf"), 0.1)})
-    got, text, r = assert_matches_compare(tmp_path, spec, plan)
-    assert len(got["stats"]["a"]) == 2 == len(r.captures["a"])
-    assert "import_file(" in text
-
-
-def test_weights_and_a_typed_input_travel_with_the_script(tmp_path):
+def _cases(folder):
+    """name -> (spec, plan, standalone_script keywords, (module, input) for compare)."""
     import torch
 
-    (tmp_path / "two.py").write_text(FACTORY)
-    spec = f"{tmp_path / 'two.py'}:make"
-    module = load_model(spec).module
+    (folder / "two.py").write_text(FACTORY)
+    factory = f"{folder / 'two.py'}:make"
     torch.manual_seed(11)
-    state = {k: torch.randn_like(v) for k, v in module.state_dict().items()}
-    torch.save(state, tmp_path / "w.pt")
-    lm = load_model(spec, weights=str(tmp_path / "w.pt"))
-    x = torch.tensor([[1.0, -2.0, 3.0, 0.5]])
-    plan = Plan(capture=["b"], clamp={"a": (-0.2, 0.2)})
-    r = compare(lm.module, x, plan)
-    script = tmp_path / "repro.py"
-    script.write_text(standalone_script(spec, plan, "[[1.0, -2.0, 3.0, 0.5]]",
-                                        weights=str(tmp_path / "w.pt")))
-    out = run_torch_only(script, tmp_path)
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    np.testing.assert_allclose(got["output_with"], flat_array(r.output_with), atol=2e-6)
+    state = {k: torch.randn_like(v) for k, v in load_model(factory).module.state_dict().items()}
+    torch.save(state, folder / "w.pt")
+    src = "random:1x1x8x8:seed=4"
+
+    def example(spec, **kw):
+        lm = load_model(spec, **kw)
+        return lm.module, lm.example_input
+
+    weighted = load_model(factory, weights=str(folder / "w.pt")).module
+    return {
+        "exercise1": ("demo:clamp", Plan(capture=["0", "1"], clamp={CLAMP_LAYER: CLAMP_RANGE}), {},
+                      example("demo:clamp")),
+        "cnn": ("demo:cnn", Plan(capture=["conv1", "bn1", "conv2", "fc"], interventions={
+            "conv1": Clamp(-0.3, 0.3), "conv2": Patch(src),
+            "pool1": MeanAblate(reference="random:4x1x8x8:seed=5")}), {}, example("demo:cnn")),
+        "factory": (factory, Plan(capture=["a", "b"], clamp={"a": (float("-inf"), 0.1)}), {},
+                    example(factory)),
+        "weights": (factory, Plan(capture=["a", "b"], clamp={"a": (-0.2, 0.2)}),
+                    {"input_text": "[[1.0, -2.0, 3.0, 0.5]]", "weights": str(folder / "w.pt")},
+                    (weighted, torch.tensor([[1.0, -2.0, 3.0, 0.5]]))),
+    }
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """Every case exported, all run in one torch-only interpreter: name -> (JSON, table, text, compare())."""
+    folder = tmp_path_factory.mktemp("torch_only")
+    cases = _cases(folder)
+    scripts = {}
+    for name, (spec, plan, kw, _) in cases.items():
+        scripts[name] = folder / f"{name}.py"
+        scripts[name].write_text(standalone_script(spec, plan, **kw))
+    outputs = run_torch_only(list(scripts.values()), folder)
+    done = {}
+    for name, (spec, plan, kw, (module, x)) in cases.items():
+        rc, stdout = outputs[scripts[name]]
+        assert rc == "0", f"{name}: {rc}"
+        lines = stdout.strip().splitlines()
+        done[name] = (json.loads(lines[-1]), lines[:-1], scripts[name].read_text(),
+                      compare(module, x, plan))
+    return done
+
+
+@pytest.mark.parametrize("name", ["exercise1", "cnn", "factory", "weights"])
+def test_script_prints_what_compare_gives(ran, name):
+    got, table, _, r = ran[name]
     np.testing.assert_allclose(got["output_without"], flat_array(r.output_without), atol=2e-6)
+    np.testing.assert_allclose(got["output_with"], flat_array(r.output_with), atol=2e-6)
+    assert got["outputs_differ"] is r.outputs_differ
+    assert got["max_abs_diff"] == pytest.approx(r.max_abs_diff, rel=1e-5, abs=1e-6)
+    assert set(got["stats"]) == set(r.captures)
+    for path, recs in r.captures.items():
+        assert len(got["stats"][path]) == len(recs)
+        for mine, rec in zip(got["stats"][path], recs):
+            want = record_json(rec)
+            assert mine["shape"] == want["shape"]
+            for k in STAT_KEYS:
+                assert close(mine[k], want[k]), (path, k, mine[k], want[k])
+                assert close(mine["baseline"][k], want["baseline"][k]), (path, "baseline", k)
+            assert mine.get("intervention") == want.get("intervention")
+            assert close(mine.get("fraction_changed"), want.get("fraction_changed")), path
+    for path in r.captures:  # the human-readable table names every captured layer
+        assert any(line.split()[0] == path for line in table[1:])
+
+
+def test_the_blocker_blocks_hookscope(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import hookscope\n")
+    rc, _ = run_torch_only([probe], tmp_path)[probe]
+    assert "No module named 'hookscope'" in rc
+
+
+def test_exercise_one_script_is_plain_torch(ran):
+    got, _, text, r = ran["exercise1"]
+    code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    assert not any("import hookscope" in line or "from hookscope" in line for line in code)
+    assert got["stats"]["0"][0]["fraction_changed"] == pytest.approx(
+        r.captures["0"][0].stats.fraction_changed) and r.captures["0"][0].stats.fraction_changed > 0
+    assert "finally:" in text and "h.remove()" in text  # the pattern it teaches
+
+
+def test_cnn_script_writes_the_architecture_and_every_kind(ran):
+    got, _, text, _ = ran["cnn"]
+    assert "class DigitsCNN(nn.Module)" in text
+    for fn in ("clamp_leaf", "patch_leaf", "mean_leaf"):
+        assert f"def {fn}(" in text
+    assert got["stats"]["conv2"][0]["fraction_changed"] > 0
+
+
+def test_factory_script_imports_the_file_and_records_every_call(ran):
+    got, _, text, r = ran["factory"]
+    assert "import_file(" in text
+    assert len(got["stats"]["a"]) == 2 == len(r.captures["a"])
+
+
+def test_weights_and_a_typed_input_travel_with_the_script(ran):
+    got, _, text, r = ran["weights"]
+    assert "read_state_dict(" in text and "weights_only=True" in text
+    assert got["outputs_differ"] is True
