@@ -112,20 +112,36 @@ def record_stats(name, call_index, rec, base):
     return d
 
 
-def print_table(stats):
-    """The statistics as a table: each captured call, intervened run then baseline."""
-    cols = ("min", "max", "mean", "std", "nan_count", "inf_count")
-    print(f"{'layer':<24} {'call':>4} {'run':<10} {'shape':<18}"
-          + "".join(f"{c.replace('_count', ''):>13}" for c in cols) + f" {'changed':>8}")
+def print_table(stats, a, b, differ, max_abs_diff):
+    """The outputs, then one row per captured call of the intervened run and, when the
+    plan changes anything, one below it for the same call in the baseline run
+    (the table `hookscope run` prints)."""
+    fmt = lambda vs: "[" + ", ".join(f"{v:.4f}" for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
+    print(f"device          {DEVICE}")
+    print(f"output without  {fmt(a)}")
+    print(f"output with     {fmt(b)}")
+    print(f"outputs differ  {'yes' if differ else 'no'}   max |diff| {max_abs_diff:.6g}")
+    if not stats:
+        return
+    print("\\n{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}".format(
+        "layer", "call", "run", "shape", "min", "max", "mean", "std", "note"))
+    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}"
     for name, recs in stats.items():
         for i, d in enumerate(recs):
-            rows = [("intervened" if name in INTERVENE else "with", d)]
-            if "baseline" in d:
-                rows.append(("baseline", d["baseline"]))
-            for run, r in rows:
-                changed = f"{r['fraction_changed']:8.2%}" if r.get("fraction_changed") is not None else ""
-                print(f"{name or '<root>':<24} {i:>4} {run:<10} {str(tuple(d['shape'])):<18}"
-                      + "".join(f"{r[c]:>13.6g}" for c in cols) + f" {changed:>8}")
+            note = d.get("intervention", "")
+            if note and d.get("fraction_changed") is not None:
+                note += f", {100 * d['fraction_changed']:.1f}% changed"
+            if d["nan_count"] or d["inf_count"]:  # min..std cover the finite values only
+                note += f"{', ' if note else ''}{d['nan_count']} NaN, {d['inf_count']} Inf"
+            shape = "x".join(map(str, d["shape"])) or "scalar"
+            print(row.format(name, i, "with" if INTERVENE else "", shape, d["min"], d["max"],
+                             d["mean"], d["std"], note))
+            base = d.get("baseline")
+            if INTERVENE and base is not None:
+                note = f"{base['nan_count']} NaN, {base['inf_count']} Inf" if (
+                    base["nan_count"] or base["inf_count"]) else ""
+                print(row.format("", "", "without", "", base["min"], base["max"], base["mean"],
+                                 base["std"], note))
 '''
 
 SCRIPT = Template('''"""Exported by Hookscope: a baseline forward, then one with forward hooks.
@@ -258,11 +274,10 @@ output_with = forward(hooks)
 
 stats = {name: [record_stats(name, i, rec, baseline.get(name)) for i, rec in enumerate(captures[name])]
          for name in CAPTURE if name in captures}
-print_table(stats)
-
 a = torch.cat([t.detach().double().flatten().cpu() for _, t in leaves(output_without)] or [torch.zeros(0)])
 b = torch.cat([t.detach().double().flatten().cpu() for _, t in leaves(output_with)] or [torch.zeros(0)])
 differ, max_abs_diff = outputs_compared(output_without, output_with)
+print_table(stats, a.tolist(), b.tolist(), differ, max_abs_diff)
 print(json.dumps({
     "output_without": [round(v, 6) for v in a.tolist()],
     "output_with": [round(v, 6) for v in b.tolist()],

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pytest
 
+from hookscope.app.cli import main
 from hookscope.core import Clamp, MeanAblate, Patch, Plan, compare, load_model
 from hookscope.core.exercises import CLAMP_LAYER, CLAMP_RANGE
 from hookscope.core.export import standalone_script
@@ -153,7 +154,7 @@ def test_script_prints_what_compare_gives(ran, name):
             assert mine.get("intervention") == want.get("intervention")
             assert close(mine.get("fraction_changed"), want.get("fraction_changed")), path
     for path in r.captures:  # the human-readable table names every captured layer
-        assert any(line.split()[0] == path for line in table[1:])
+        assert any(line.split()[:1] == [path] for line in table)
 
 
 def test_the_blocker_blocks_hookscope(tmp_path):
@@ -190,3 +191,25 @@ def test_weights_and_a_typed_input_travel_with_the_script(ran):
     got, _, text, r = ran["weights"]
     assert "read_state_dict(" in text and "weights_only=True" in text
     assert got["outputs_differ"] is True
+
+
+def _from_header(text):
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("layer "))
+    return [line for line in lines[start:] if line.strip() and not line.startswith("{")]
+
+
+def test_script_table_is_the_cli_table(tmp_path, capsys):
+    lo, hi = CLAMP_RANGE
+    code = main(["run", "demo:clamp", "--capture", "0,1", "--clamp", f"{CLAMP_LAYER}={lo}:{hi}"])
+    cli = capsys.readouterr().out
+    assert code == 0
+    script = tmp_path / "ex1.py"
+    plan = Plan(capture=["0", "1"], clamp={CLAMP_LAYER: CLAMP_RANGE})
+    script.write_text(standalone_script("demo:clamp", plan))
+    rc, out = run_torch_only([script], tmp_path)[script]
+    assert rc == "0", rc
+    assert _from_header(out) == _from_header(cli)
+    for key in ("output without", "output with", "outputs differ"):
+        assert next(x for x in out.splitlines() if x.startswith(key)) == \
+            next(x for x in cli.splitlines() if x.startswith(key))
