@@ -70,8 +70,14 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
     return atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
+#: Payloads (weights, input, source inputs) above this size go to a sidecar file when
+#: the caller names one: a 2 MiB payload is ~2.7 MB of base64 text in the script.
+INLINE_PAYLOAD_BYTES = 2 << 20
+
+
 def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
-                      device: str = "cpu", trust_pickle: bool = False) -> str:
+                      device: str = "cpu", trust_pickle: bool = False,
+                      sidecar: str | Path | None = None) -> str:
     """A runnable Python script that reproduces this comparison with plain PyTorch hooks.
 
     It needs torch alone (no Hookscope import): the model is written as
@@ -87,6 +93,12 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     layer and call, the statistics the window shows (shape, min, max, mean,
     std, NaN/Inf counts, fraction changed; intervened run and baseline), then
     one JSON line with the outputs and those statistics.
+
+    ``sidecar``: where the script will be written, for payloads above
+    :data:`INLINE_PAYLOAD_BYTES`: they are then saved (``torch.save``) to
+    ``Path(sidecar).with_suffix(".pt")`` and the script loads that file from
+    beside itself. Without it, or for smaller payloads (every demo), the
+    script is one self-contained file.
     """
     from .inputs import parse_input
     from .script_model import model_section
@@ -122,7 +134,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     what = " and the model's weights" if "state_dict" in extra else ""
     return SCRIPT.substitute(
         spec=repr(spec), device=repr(device), capture=repr(list(plan.capture)),
-        source_of=repr(source_of), payload=_payload_literal(payload),
+        source_of=repr(source_of), payload_load=_payload_load(payload, sidecar),
         payload_what=f", the source inputs{what}",
         model=model_src.rstrip("\n") + "\n", helpers=HELPERS.strip("\n") + "\n", stats=STATS,
         functions=functions or "# (no interventions)\n", intervene=intervene,
@@ -138,8 +150,9 @@ def _cpu(value: Any) -> Any:
     return map_tensors(lambda t: t.detach().cpu().contiguous().clone(), value)
 
 
-def _payload_literal(payload: dict[str, Any]) -> str:
-    """``payload`` saved with torch.save, as a parenthesised base64 string literal of short lines."""
+def _payload_load(payload: dict[str, Any], sidecar: str | Path | None) -> str:
+    """The script's expression that loads ``payload``: from a base64 literal of short lines,
+    or, when it is large and a ``sidecar`` script path is given, from a ``.pt`` beside it."""
     import base64
     import io
 
@@ -147,9 +160,21 @@ def _payload_literal(payload: dict[str, Any]) -> str:
 
     buf = io.BytesIO()
     torch.save(payload, buf)
-    text = base64.b64encode(buf.getvalue()).decode("ascii")
+    data = buf.getvalue()
+    if sidecar is not None and len(data) > INLINE_PAYLOAD_BYTES:
+        target = Path(sidecar).expanduser().with_suffix(".pt")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HookscopeError(f"cannot create the folder {target.parent}: "
+                                 f"{exc.strerror or exc}") from exc
+        atomic_write(target, lambda tmp: Path(tmp).write_bytes(data))
+        return ("torch.load(__import__('pathlib').Path(__file__).with_name("
+                f"{target.name!r}), weights_only=True)  # written beside this script")
+    text = base64.b64encode(data).decode("ascii")
     lines = [text[i:i + 96] for i in range(0, len(text), 96)] or [""]
-    return "(\n" + "".join(f"    {line!r}\n" for line in lines) + ")"
+    literal = "(\n" + "".join(f"    {line!r}\n" for line in lines) + ")"
+    return f"torch.load(io.BytesIO(base64.b64decode({literal})), weights_only=True)"
 
 
 def session_dict(result: Any, spec: str, plan: Plan, input_text: str = "",

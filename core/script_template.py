@@ -172,7 +172,7 @@ SOURCE_OF = $source_of  # layer -> index into PAYLOAD["sources"] (inputs a patch
 
 # The input$payload_what, saved with torch.save and
 # read back with weights_only=True (tensors and plain containers, never code).
-PAYLOAD = torch.load(io.BytesIO(base64.b64decode($payload)), weights_only=True)
+PAYLOAD = $payload_load
 x = PAYLOAD["input"]
 SOURCE_INPUTS = PAYLOAD["sources"]
 

@@ -85,6 +85,17 @@ def make():
 '''
 
 
+BIG = '''
+import torch
+
+
+def make():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 2, 1))
+'''
+BIG_INPUT = "random:4x3x256x256:seed=1"  # 3 MiB: more than a script should carry inline
+
+
 def _cases(folder):
     """name -> (spec, plan, standalone_script keywords, (module, input) for compare)."""
     import torch
@@ -101,6 +112,9 @@ def _cases(folder):
         return lm.module, lm.example_input
 
     weighted = load_model(factory, weights=str(folder / "w.pt")).module
+    (folder / "big.py").write_text(BIG)
+    big = f"{folder / 'big.py'}:make"
+    from hookscope.core import parse_input
     return {
         "exercise1": ("demo:clamp", Plan(capture=["0", "1"], clamp={CLAMP_LAYER: CLAMP_RANGE}), {},
                       example("demo:clamp")),
@@ -112,6 +126,9 @@ def _cases(folder):
         "weights": (factory, Plan(capture=["a", "b"], clamp={"a": (-0.2, 0.2)}),
                     {"input_text": "[[1.0, -2.0, 3.0, 0.5]]", "weights": str(folder / "w.pt")},
                     (weighted, torch.tensor([[1.0, -2.0, 3.0, 0.5]]))),
+        "sidecar": (big, Plan(capture=["0"], clamp={"0": (-0.5, 0.5)}),
+                    {"input_text": BIG_INPUT, "sidecar": folder / "sidecar.py"},
+                    (load_model(big).module, parse_input(BIG_INPUT))),
     }
 
 
@@ -135,7 +152,7 @@ def ran(tmp_path_factory):
     return done
 
 
-@pytest.mark.parametrize("name", ["exercise1", "cnn", "factory", "weights"])
+@pytest.mark.parametrize("name", ["exercise1", "cnn", "factory", "weights", "sidecar"])
 def test_script_prints_what_compare_gives(ran, name):
     got, table, _, r = ran[name]
     np.testing.assert_allclose(got["output_without"], flat_array(r.output_without), atol=2e-6)
@@ -155,6 +172,15 @@ def test_script_prints_what_compare_gives(ran, name):
             assert close(mine.get("fraction_changed"), want.get("fraction_changed")), path
     for path in r.captures:  # the human-readable table names every captured layer
         assert any(line.split()[:1] == [path] for line in table)
+
+
+def test_a_large_input_goes_beside_the_script(ran, tmp_path):
+    from hookscope.core.export import INLINE_PAYLOAD_BYTES
+
+    _, _, text, _ = ran["sidecar"]
+    assert "with_name('sidecar.pt')" in text and len(text) < INLINE_PAYLOAD_BYTES / 10
+    small = ran["exercise1"][2]
+    assert "b64decode(" in small and "with_name(" not in small  # a demo stays one file
 
 
 def test_the_blocker_blocks_hookscope(tmp_path):
