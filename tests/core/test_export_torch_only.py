@@ -91,7 +91,7 @@ import torch
 
 def make():
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 2, 1))
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 2, 1), torch.nn.AdaptiveAvgPool2d(1))
 '''
 BIG_INPUT = "random:4x3x256x256:seed=1"  # 3 MiB: more than a script should carry inline
 
