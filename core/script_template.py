@@ -115,15 +115,17 @@ def record_stats(name, call_index, rec, base):
 def print_table(stats, a, b, differ, max_abs_diff):
     """The outputs, then one row per captured call of the intervened run and, when the
     plan changes anything, one below it for the same call in the baseline run
-    (the table `hookscope run` prints)."""
+    (the table `hookscope run` prints). On stderr: stdout carries only the JSON line,
+    so `python this_file.py > numbers.json` keeps the numbers and still shows the table."""
+    say = functools.partial(print, file=sys.stderr)
     fmt = lambda vs: "[" + ", ".join(f"{v:.4f}" for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
-    print(f"device          {DEVICE}")
-    print(f"output without  {fmt(a)}")
-    print(f"output with     {fmt(b)}")
-    print(f"outputs differ  {'yes' if differ else 'no'}   max |diff| {max_abs_diff:.6g}")
+    say(f"device          {DEVICE}")
+    say(f"output without  {fmt(a)}")
+    say(f"output with     {fmt(b)}")
+    say(f"outputs differ  {'yes' if differ else 'no'}   max |diff| {max_abs_diff:.6g}")
     if not stats:
         return
-    print("\\n{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}".format(
+    say("\\n{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}".format(
         "layer", "call", "run", "shape", "min", "max", "mean", "std", "note"))
     row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}"
     for name, recs in stats.items():
@@ -134,13 +136,13 @@ def print_table(stats, a, b, differ, max_abs_diff):
             if d["nan_count"] or d["inf_count"]:  # min..std cover the finite values only
                 note += f"{', ' if note else ''}{d['nan_count']} NaN, {d['inf_count']} Inf"
             shape = "x".join(map(str, d["shape"])) or "scalar"
-            print(row.format(name, i, "with" if INTERVENE else "", shape, d["min"], d["max"],
+            say(row.format(name, i, "with" if INTERVENE else "", shape, d["min"], d["max"],
                              d["mean"], d["std"], note))
             base = d.get("baseline")
             if INTERVENE and base is not None:
                 note = f"{base['nan_count']} NaN, {base['inf_count']} Inf" if (
                     base["nan_count"] or base["inf_count"]) else ""
-                print(row.format("", "", "without", "", base["min"], base["max"], base["mean"],
+                say(row.format("", "", "without", "", base["min"], base["max"], base["mean"],
                                  base["std"], note))
 '''
 
@@ -150,7 +152,8 @@ Plain PyTorch only: the model, the input, every intervention and the statistics
 are written out below, so it runs where Hookscope is not installed.
 Run it with: python this_file.py
 It prints each captured layer's statistics (the intervened run and the baseline,
-as Hookscope's window shows them), then the numbers as one JSON line.
+as Hookscope's window and `hookscope run` show them) on stderr, and the numbers
+as one JSON line on stdout.
 """
 from __future__ import annotations
 
@@ -160,6 +163,7 @@ import functools
 import io
 import json
 import math
+import sys
 from collections import OrderedDict
 
 import torch

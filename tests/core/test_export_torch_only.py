@@ -32,10 +32,11 @@ class NoHookscope(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoHookscope())
 # One interpreter runs every script given (torch is imported once): each one's stdout
-# goes to SCRIPT.out, its exit status (0, or the exception) to SCRIPT.rc.
+# goes to SCRIPT.out, its stderr to SCRIPT.err, its exit status (0, or the exception) to SCRIPT.rc.
 import contextlib, traceback
 for script in sys.argv[1:]:
-    with open(script + ".out", "w") as out, contextlib.redirect_stdout(out):
+    with open(script + ".out", "w") as out, open(script + ".err", "w") as err, \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             runpy.run_path(script, run_name="__main__")
             rc = "0"
@@ -50,10 +51,11 @@ STAT_KEYS = ("min", "max", "mean", "std", "nan_count", "inf_count")
 
 def run_torch_only(paths, cwd):
     """Run each script in ONE fresh interpreter where hookscope cannot be imported;
-    returns ``{path: (rc text, stdout)}``."""
+    returns ``{path: (rc text, stdout, stderr)}``."""
     subprocess.run([sys.executable, "-c", BLOCKER, *map(str, paths)], capture_output=True,
                    text=True, timeout=240, cwd=cwd, check=True)
-    return {p: (open(f"{p}.rc").read(), open(f"{p}.out").read()) for p in paths}
+    return {p: (open(f"{p}.rc").read(), open(f"{p}.out").read(), open(f"{p}.err").read())
+            for p in paths}
 
 
 def close(a, b):
@@ -144,10 +146,9 @@ def ran(tmp_path_factory):
     outputs = run_torch_only(list(scripts.values()), folder)
     done = {}
     for name, (spec, plan, kw, (module, x)) in cases.items():
-        rc, stdout = outputs[scripts[name]]
+        rc, stdout, stderr = outputs[scripts[name]]
         assert rc == "0", f"{name}: {rc}"
-        lines = stdout.strip().splitlines()
-        done[name] = (json.loads(lines[-1]), lines[:-1], scripts[name].read_text(),
+        done[name] = (json.loads(stdout), stderr.splitlines(), scripts[name].read_text(),
                       compare(module, x, plan))
     return done
 
@@ -186,7 +187,7 @@ def test_a_large_input_goes_beside_the_script(ran, tmp_path):
 def test_the_blocker_blocks_hookscope(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("import hookscope\n")
-    rc, _ = run_torch_only([probe], tmp_path)[probe]
+    rc, _, _ = run_torch_only([probe], tmp_path)[probe]
     assert "No module named 'hookscope'" in rc
 
 
