@@ -111,8 +111,11 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
             raise HookscopeError(f"the script export cannot write the {iv.name} intervention on "
                                  f"layer {path!r}: its kind gives no plain-torch form (leaf_function)")
         kinds.setdefault(iv.name, type(iv))
-    loaded = load_model(spec, weights=weights, trust_pickle=trust_pickle)
-    x = _cpu(parse_input(input_text, loaded.example_input))
+    # A pickled module is not unpickled here (the script does that, for a file its user
+    # trusts); it has no example input, so the input must be typed.
+    pickled = spec.strip().endswith((".pt", ".pth")) and not trust_pickle
+    loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle)
+    x = _cpu(parse_input(input_text, None if loaded is None else loaded.example_input))
     sources: list[Any] = []
     source_keys: list[Any] = []
     source_of: dict[str, int] = {}
