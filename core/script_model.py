@@ -128,13 +128,16 @@ def demo_section(spec: str, module: nn.Module, probe: Any = None) -> str:
             + src + "model.load_state_dict(PAYLOAD['state_dict'])\n")
 
 
-def _construct(m: nn.Module) -> str:
+def _construct(m: nn.Module, indent: str = "") -> str:
+    """Python that builds ``m`` (a custom class by its no-argument constructor), one child a line."""
     cls = type(m)
     if not cls.__module__.startswith("torch."):
         return f"{cls.__name__}()"
     if cls is nn.Sequential:
-        items = ", ".join(f"({name!r}, {_construct(child)})" for name, child in m.named_children())
-        return f"nn.Sequential(OrderedDict([{items}]))"
+        inner = indent + "    "
+        items = "".join(f"{inner}({name!r}, {_construct(child, inner)}),\n"
+                        for name, child in m.named_children())
+        return f"nn.Sequential(OrderedDict([\n{items}{indent}]))"
     if getattr(nn, cls.__name__, None) is cls and not list(m.children()):
         return f"nn.{cls.__name__}({m.extra_repr()})"
     raise HookscopeError(f"{cls.__name__} has no plain constructor to write")

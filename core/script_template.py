@@ -92,7 +92,7 @@ def summary(t):
 
 def fraction_changed(before, after):
     """The fraction of values an intervention changed (NaN beside NaN is unchanged)."""
-    if before.shape != after.shape:
+    if before is None or before.shape != after.shape:
         return None
     diff = torch.ne(before, after.to(before.device))
     if before.is_floating_point() or before.is_complex():
