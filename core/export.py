@@ -4,15 +4,15 @@
   ``.safetensors`` under keys ``"<layer path>#<call>"`` (and
   ``"<layer path>#<call>:before"`` for the value before an intervention).
 * :func:`standalone_script` writes the current comparison as a script that
-  uses nothing of Hookscope but :func:`~hookscope.core.load_model` to build
-  the model: the hooks are written out in plain PyTorch, in the form the two
-  exercises teach (one hook factory per layer, every handle removed in
-  ``finally``), and it prints the same numbers as a JSON line.
+  needs torch alone: the model (:mod:`.script_model`), the input, the hooks,
+  every intervention and the statistics are written out in plain PyTorch
+  (:mod:`.script_template`), in the form the two exercises teach (one hook
+  factory per layer, every handle removed in ``finally``); it prints the
+  statistics the window shows and the same numbers as a JSON line.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ import numpy as np
 from .atomic_write import atomic_write
 from .errors import HookscopeError
 from .hooks import CaptureRecord
-from .intervention_base import py_literal
 from .plan import Plan
+from .script_template import HELPERS, SCRIPT, STATS
 
 CAPTURE_FORMATS = (".npz", ".safetensors")
 
@@ -70,15 +70,40 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
     return atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
+#: Payloads (weights, input, source inputs) above this size go to a sidecar file when
+#: the caller names one: a 2 MiB payload is ~2.7 MB of base64 text in the script.
+INLINE_PAYLOAD_BYTES = 2 << 20
+
+
 def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
-                      device: str = "cpu") -> str:
+                      device: str = "cpu", trust_pickle: bool = False,
+                      sidecar: str | Path | None = None) -> str:
     """A runnable Python script that reproduces this comparison with plain PyTorch hooks.
 
-    Every intervention is written out in plain torch: its kind's ``leaf_function``
-    (from the registry, so a newly registered kind exports too) and a
-    ``functools.partial`` of it with the parameters. A patch's source forward
-    (and a reference mean's) runs first, once per distinct input, as in Hookscope.
+    It needs torch alone (no Hookscope import): the model is written as
+    :mod:`~hookscope.core.script_model` says (a demo's architecture as source
+    and its weights embedded; a factory imported from its file or module; a
+    ``.pt2`` loaded with ``torch.export``), and the input and every source
+    input are embedded as tensors, in one base64 ``torch.save`` payload read
+    back with ``weights_only=True``. Every intervention is written out in plain
+    torch: its kind's ``leaf_function`` (from the registry, so a newly
+    registered kind exports too) and a ``functools.partial`` of it with the
+    parameters. A patch's source forward (and a reference mean's) runs first,
+    once per distinct input, as in Hookscope. The script prints, per captured
+    layer and call, the statistics the window shows (shape, min, max, mean,
+    std, NaN/Inf counts, fraction changed; intervened run and baseline), then
+    one JSON line with the outputs and those statistics.
+
+    ``sidecar``: where the script will be written, for payloads above
+    :data:`INLINE_PAYLOAD_BYTES`: they are then saved (``torch.save``) to
+    ``Path(sidecar).with_suffix(".pt")`` and the script loads that file from
+    beside itself. Without it, or for smaller payloads (every demo), the
+    script is one self-contained file.
     """
+    from .inputs import parse_input
+    from .script_model import model_section
+    from .sources import load_model
+
     interventions = plan.all_interventions()
     kinds: dict[str, type] = {}
     for path, iv in interventions.items():
@@ -86,6 +111,12 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
             raise HookscopeError(f"the script export cannot write the {iv.name} intervention on "
                                  f"layer {path!r}: its kind gives no plain-torch form (leaf_function)")
         kinds.setdefault(iv.name, type(iv))
+    # A pickled module is not unpickled here (the script does that, for a file its user
+    # trusts); it has no example input, so the input must be typed.
+    pickled = spec.strip().endswith((".pt", ".pth")) and not trust_pickle
+    loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle)
+    codec = None if loaded is None else loaded.meaning.codec
+    x = _cpu(parse_input(input_text, None if loaded is None else loaded.example_input, codec))
     sources: list[Any] = []
     source_keys: list[Any] = []
     source_of: dict[str, int] = {}
@@ -96,170 +127,62 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         key = iv.source_key()
         if key not in source_keys:
             source_keys.append(key)
-            sources.append(src)
+            sources.append(_cpu(parse_input(src, x) if isinstance(src, str) else src))
         source_of[path] = source_keys.index(key)
-    functions = "\n".join(cls.leaf_function.strip("\n") + "\n" for cls in kinds.values())
+    model_src, extra = model_section(spec, loaded, weights, probe=x)
+    payload = {"input": x, "sources": sources, **extra}
+    functions = "\n".join(cls.leaf_function.strip("\n") + "\n\n" for cls in kinds.values())
     intervene = "".join(f"    {path!r}: {iv.to_torch_source()},  # {iv.describe()}\n"
                         for path, iv in interventions.items())
     every_leaf = {p for p, iv in interventions.items() if iv.leaf_kinds == "all"}
-    return _SCRIPT.format(
-        spec=repr(spec), weights=repr(weights), input_text=repr(input_text or ""),
-        device=repr(device), capture=repr(list(plan.capture)),
-        functions=functions or "# (no interventions)\n",
-        intervene=intervene, every_leaf=repr(every_leaf) if every_leaf else "set()",
-        sources="[" + ", ".join(py_literal(s) for s in sources) + "]", source_of=repr(source_of),
+    what = " and the model's weights" if "state_dict" in extra else ""
+    return SCRIPT.substitute(
+        spec=repr(spec), device=repr(device), capture=repr(list(plan.capture)),
+        source_of=repr(source_of), payload_load=_payload_load(payload, sidecar),
+        payload_what=f", the source inputs{what}",
+        model=model_src.rstrip("\n") + "\n", helpers=HELPERS.strip("\n") + "\n", stats=STATS,
+        functions=functions or "# (no interventions)\n", intervene=intervene,
+        describe=repr({p: iv.describe() for p, iv in interventions.items()}),
+        every_leaf=repr(every_leaf) if every_leaf else "set()",
     )
 
 
-_SCRIPT = '''"""Exported by Hookscope: a baseline forward, then one with forward hooks.
+def _cpu(value: Any) -> Any:
+    """``value`` with every tensor detached, on the CPU and contiguous (for torch.save)."""
+    from .nested import map_tensors
 
-Only the model and the input come from Hookscope (load_model, parse_input); the
-hooks and every intervention are plain PyTorch. Run it with: python this_file.py
-"""
-import dataclasses
-import functools
-import json
-import math
+    from .call_args import CallArgs
 
-import torch
-
-from hookscope.core import load_model, parse_input
-
-SPEC = {spec}
-WEIGHTS = {weights}
-INPUT = {input_text}  # "" means the model's example input
-DEVICE = {device}
-CAPTURE = {capture}  # layers whose outputs are recorded
-SOURCE_INPUTS = {sources}  # inputs whose activations patch (or mean-ablate) a layer
-SOURCE_OF = {source_of}  # layer -> index into SOURCE_INPUTS
-
-loaded = load_model(SPEC, weights=WEIGHTS)
-model = loaded.module.eval().to(DEVICE)
-x = parse_input(INPUT, loaded.example_input, loaded.meaning.codec)
-layers = dict(model.named_modules(remove_duplicate=False))
+    if isinstance(value, CallArgs):  # plain containers: the script loads with weights_only=True
+        value = {"__args__": tuple(value.args), "__kwargs__": dict(value.kwargs)}
+    return map_tensors(lambda t: t.detach().cpu().contiguous().clone(), value)
 
 
-def call(model, x):
-    if isinstance(x, dict):
-        return model(**x)
-    if dataclasses.is_dataclass(x):  # positional and keyword inputs together (CallArgs)
-        return model(*x.args, **x.kwargs)
-    return model(*x) if isinstance(x, tuple) else model(x)
+def _payload_load(payload: dict[str, Any], sidecar: str | Path | None) -> str:
+    """The script's expression that loads ``payload``: from a base64 literal of short lines,
+    or, when it is large and a ``sidecar`` script path is given, from a ``.pt`` beside it."""
+    import base64
+    import io
 
+    import torch
 
-def map_tensors(fn, value, key=""):
-    """fn(tensor, key) applied to every tensor in a (possibly nested) output; the structure is kept."""
-    if isinstance(value, torch.Tensor):
-        return fn(value, key)
-    if isinstance(value, tuple):
-        items = [map_tensors(fn, v, f"{{key}}[{{i}}]") for i, v in enumerate(value)]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    if isinstance(value, list):
-        return [map_tensors(fn, v, f"{{key}}[{{i}}]") for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return type(value)((k, map_tensors(fn, v, f"{{key}}[{{k!r}}]")) for k, v in value.items())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{{f.name: map_tensors(fn, getattr(value, f.name),
-                                                                 f"{{key}}.{{f.name}}")
-                                              for f in dataclasses.fields(value) if f.init}})
-    return value
-
-
-def leaves(value):
-    """Every tensor in a (possibly nested) output, in order, with its key."""
-    found = []
-    map_tensors(lambda t, k: found.append((k, t)) or t, value)
-    return found
-
-
-# -- the interventions: each changes one tensor of a layer's output ---------------
-{functions}
-
-INTERVENE = {{  # layer -> the change to each tensor of its output
-{intervene}}}
-EVERY_LEAF = {every_leaf}  # layers whose bool/complex tensors change too (others keep them)
-
-
-def make_intervention_hook(change, every_leaf, sources=None):
-    # A factory gives each hook its own change: no late binding from a loop variable.
-    calls = [0]
-
-    def hook(module, inputs, output):
-        n = calls[0]
-        calls[0] += 1
-        src = dict(leaves(sources[n])) if sources is not None and n < len(sources) else {{}}
-
-        def one(t, key):
-            if not every_leaf and (t.dtype == torch.bool or t.is_complex()):
-                return t
-            return change(t, module, src.get(key))
-        return map_tensors(one, output)
-    return hook
-
-
-def make_capture_hook(name, store):
-    def hook(module, inputs, output):
-        found = leaves(output)
-        if found:
-            # clone(): a later in-place op (ReLU(inplace=True), x += y) must not change it
-            store.setdefault(name, []).append(found[0][1].detach().clone())
-    return hook
-
-
-def make_recorder(store):
-    def hook(module, inputs, output):
-        store.append(map_tensors(lambda t, k: t.detach().clone(), output))
-    return hook
-
-
-def to_device(value):
-    return map_tensors(lambda t, k: t.to(DEVICE), value)
-
-
-with torch.inference_mode():
-    output_without = call(model, to_device(x))
-
-# The source forwards: one per source input, recording the layers that need it.
-source_outputs = {{}}
-for i, source in enumerate(SOURCE_INPUTS):
-    sx = parse_input(source, x) if isinstance(source, str) else source
-    names = [name for name, j in SOURCE_OF.items() if j == i]
-    handles = []
-    try:
-        for name in names:
-            source_outputs[name] = []
-            handles.append(layers[name].register_forward_hook(make_recorder(source_outputs[name])))
-        with torch.inference_mode():
-            call(model, to_device(sx))
-    finally:
-        for h in handles:
-            h.remove()
-
-captures = {{}}
-handles = []
-try:
-    # Intervention hooks first, so a captured layer records the changed value.
-    for name, change in INTERVENE.items():
-        hook = make_intervention_hook(change, name in EVERY_LEAF, source_outputs.get(name))
-        handles.append(layers[name].register_forward_hook(hook))
-    for name in CAPTURE:
-        handles.append(layers[name].register_forward_hook(make_capture_hook(name, captures)))
-    with torch.inference_mode():
-        output_with = call(model, to_device(x))
-finally:
-    for h in handles:  # every hook removed, whatever happened
-        h.remove()
-
-a = torch.cat([t.detach().double().flatten().cpu() for _, t in leaves(output_without)])
-b = torch.cat([t.detach().double().flatten().cpu() for _, t in leaves(output_with)])
-print(json.dumps({{
-    "output_without": [round(v, 6) for v in a.tolist()],
-    "output_with": [round(v, 6) for v in b.tolist()],
-    "outputs_differ": not torch.equal(a, b),
-    "max_abs_diff": float((a - b).abs().max()),
-    "captures": {{n: [list(t.shape) for t in ts] for n, ts in captures.items()}},
-}}))
-'''
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    data = buf.getvalue()
+    if sidecar is not None and len(data) > INLINE_PAYLOAD_BYTES:
+        target = Path(sidecar).expanduser().with_suffix(".pt")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HookscopeError(f"cannot create the folder {target.parent}: "
+                                 f"{exc.strerror or exc}") from exc
+        atomic_write(target, lambda tmp: Path(tmp).write_bytes(data))
+        return ("torch.load(__import__('pathlib').Path(__file__).with_name("
+                f"{target.name!r}), weights_only=True)  # written beside this script")
+    text = base64.b64encode(data).decode("ascii")
+    lines = [text[i:i + 96] for i in range(0, len(text), 96)] or [""]
+    literal = "(\n" + "".join(f"    {line!r}\n" for line in lines) + ")"
+    return f"torch.load(io.BytesIO(base64.b64decode({literal})), weights_only=True)"
 
 
 def session_dict(result: Any, spec: str, plan: Plan, input_text: str = "",
