@@ -35,7 +35,7 @@ CASES = [
     ("size", ["demo:clamp", "--input", "random:2x2:dtype=int:high=99999999999999999999"], 2, "cannot make random input"),
     ("text", ["demo:clamp", "--input"], 2, "argument --input: expected one argument (see hookscope run --help)"),
     ("text", ["demo:clamp", "--no-such-flag"], 2, "unrecognized arguments: --no-such-flag"),
-    ("text", [], 2, "the following arguments are required: spec"),
+    ("text", [], 2, "no model given: name a model spec"),
     ("text", [LONG + ".py:make"], 2, "(5003 characters)"),
     ("text", [LONG + ".pt2"], 2, "does not exist"),
     ("text", ["demo:clamp", "--input", LONG + ".npy"], 2, "(5004 characters)"),
