@@ -150,14 +150,17 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
         row = {"case": case.name, "title": case.title, "model": name, "note": case.note}
         row.update(results[case.name].summary())
         try:
-            if case.check is not None:
+            if row.get("error"):
+                pass
+            elif case.check is not None:
                 if case.prepare:
                     case.prepare()
                 row["correct"], row["check_note"] = case.check(case.fn())
         except Exception as exc:  # one failing case must not sink the table
             row["error"] = f"{type(exc).__name__}: {exc}"
         t = case.target
-        if t is not None and t.kind == "floor" and t.floor in results:
+        if (t is not None and t.kind == "floor" and t.floor in results
+                and not row.get("error") and not results[t.floor].error):
             row["floor_case"] = t.floor
             row["floor_ratio"] = results[t.floor].summary()["ratio"]
             row.update(round_deltas(results[case.name], results[t.floor]))

@@ -33,12 +33,15 @@ class Paired:
 
     plain_ms: list[float] = field(default_factory=list)
     case_ms: list[float] = field(default_factory=list)
+    error: str = ""   # the case failed during warm-up and was not timed
 
     @property
     def ratios(self) -> list[float]:
         return [c / p for p, c in zip(self.plain_ms, self.case_ms)]
 
     def summary(self) -> dict:
+        if self.error:
+            return {"error": self.error}
         r = sorted(self.ratios)
         q = statistics.quantiles(r, n=4) if len(r) >= 2 else [r[0], r[0], r[0]]
         return {
@@ -148,18 +151,25 @@ def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
     slower while oneDNN builds kernels).
     """
     rng = random.Random(seed)
+    failed: dict[str, str] = {}
     for name, c in cases.items():
         t0 = time.perf_counter()
         prep = c.prepare or (lambda: None)
         done = 0
-        while done < 2 or (time.perf_counter() - t0 < warm_s and done < 50):
-            clock(c.plain, device)
-            prep()
-            clock(c.fn, device)
-            done += 1
+        try:
+            while done < 2 or (time.perf_counter() - t0 < warm_s and done < 50):
+                clock(c.plain, device)
+                prep()
+                clock(c.fn, device)
+                done += 1
+        except Exception as exc:  # one failing case (e.g. a peer's API) must not sink the rest
+            failed[name] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
         if progress:
-            progress(f"warm {name} {time.perf_counter() - t0:.1f} s")
+            progress(f"warm {name} {time.perf_counter() - t0:.1f} s"
+                     + (f" FAILED {failed[name]}" if name in failed else ""))
+    cases = {n: c for n, c in cases.items() if n not in failed}
     out = {name: Paired() for name in cases}
+    out.update((n, Paired(error=e)) for n, e in failed.items())
     gc.collect()
     gc_was = gc.isenabled()
     gc.disable()  # a collection landing in one side of a pair would skew that ratio

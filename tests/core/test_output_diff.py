@@ -9,6 +9,7 @@ import torch
 
 from hookscope.core.output_diff import _exact, output_difference
 
+
 def reference(a, b):
     return _exact(a, b)
 
