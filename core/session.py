@@ -53,6 +53,13 @@ class Options:
     live: bool = False
 
 
+def tidy_input_text(text: str | None) -> str:
+    """The input text as typed, less surrounding blanks, except a prompt's trailing
+    spaces (``text:the dog sat on the ``): those are tokens."""
+    text = (text or "").lstrip()
+    return text if text.startswith("text:") else (text.rstrip() or "example")
+
+
 @dataclass(frozen=True)
 class SessionEvent:
     """One change. ``kind`` and ``value``:
@@ -288,7 +295,7 @@ class Session:
     def set_input(self, text: str) -> bool:
         """Use ``text`` as the input from now on; whether it changed (in Live mode a
         change has already queued a run)."""
-        text = (text or "").strip() or "example"
+        text = tidy_input_text(text)
         if text == self.input_text:
             return False
         self.input_text = text
@@ -473,7 +480,7 @@ class Session:
                 self._emit("error", str(exc), ev.request_id)
         self.history.clear()
         if setup.input_text is not None:
-            self.input_text = setup.input_text.strip() or "example"
+            self.input_text = tidy_input_text(setup.input_text)
         elif ev.model.example_input is not None:
             self.input_text = "example"
         else:
