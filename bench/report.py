@@ -22,7 +22,7 @@ def judge(row: dict, target: Target | None, plain_peak: float | None) -> None:
     row["met"] = row["miss"] = row["mem_met"] = row["mem_limit_mib"] = None
     if target is None or row.get("error"):
         return
-    if (target.kind == "ratio" and row.get("ratio") is not None
+    if (target.kind in ("ratio", "floor") and row.get("ratio") is not None
             and (row.get("plain_median_ms") or 0.0) < FIXED_COST_REGIME_MS):
         # A forward of microseconds is all fixed cost: the ratio targets are for real
         # models; here the absolute times (and compare() on demo:clamp) are what count.

@@ -22,6 +22,8 @@ the tensor) is caught afterwards by the version counter check in
 
 from __future__ import annotations
 
+import sys
+import weakref
 from typing import Any
 
 import torch
@@ -113,3 +115,24 @@ class GuardedSession(HookSession):
             kept = getattr(rec, slot)
             if kept is not None and kept[1] is not None:  # not already a copy
                 self.guard.watch(rec, slot)
+
+
+# The first dispatch mode of a process imports torch._dynamo (about 2 s here), which
+# is more than the second forward the version-counter fallback costs on a small
+# model. So small models learn their victims the old way (a second forward only when
+# a capture was overwritten), and the guard is used once torch._dynamo is loaded
+# anyway or the model is big enough that a forward costs more than that import.
+GUARD_FROM_PARAMS = 5_000_000
+_WORTH: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
+
+
+def worth_guarding(module: torch.nn.Module) -> bool:
+    """Whether learning this model's in-place victims under the guard is cheaper than a
+    possible second forward."""
+    if "torch._dynamo" in sys.modules:
+        return True
+    got = _WORTH.get(module)
+    if got is None:
+        got = sum(p.numel() for p in module.parameters()) >= GUARD_FROM_PARAMS
+        _WORTH[module] = got
+    return got

@@ -16,7 +16,7 @@ Like :mod:`hookscope.core.stats`, work on an accelerator stays on the device
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -113,3 +113,25 @@ def fraction(count: torch.Tensor | float | None, n: int) -> float | None:
     if count is None:
         return None
     return float(count) / n if n else 0.0
+
+
+def reference_of(record: Any) -> tuple[torch.Tensor | None, TensorStats | None, str]:
+    """What a view compares a captured call with, and what to call it.
+
+    For the intervened layer: its own output before its intervention
+    (``"before"``). For any other captured layer: the same call in the
+    baseline run (``"without"``), when the interventions upstream changed it;
+    ``(None, None, "")`` when they did not, so an unchanged layer is drawn once.
+    """
+    if record.intervention:
+        return record.pre_tensor, record.pre_stats, "before"
+    base_t, base_s = record.baseline_tensor, record.baseline_stats
+    if base_t is not None and record.tensor is not None:
+        if base_t.shape == record.tensor.shape and torch.equal(base_t, record.tensor):
+            return None, None, ""
+        return base_t, base_s, "without"
+    s = record.stats
+    if base_s is not None and s is not None and (base_s.min, base_s.max, base_s.mean, base_s.std) \
+            != (s.min, s.max, s.mean, s.std):
+        return None, base_s, "without"
+    return None, None, ""

@@ -31,6 +31,7 @@ from .errors import Cancelled, ForwardError, HookscopeError
 from .forward_state import (AUTOGRAD_MESSAGE, grad_mode_for, mark_needs_grad, needs_autograd,
                             restore, snapshot)
 from .hooks import CaptureRecord, HookSession, resolve_records
+from .inplace_victims import worth_guarding
 from .call_args import CallArgs
 from .interventions import Clamp
 from .nested import map_tensors, tensor_leaves
@@ -261,7 +262,8 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     start = snapshot(module)  # a re-run starts where the first run did
     # Captured layers never watched before: watch them for in-place writes in this
     # same forward (core/inplace_victims.py) instead of paying a second one.
-    learn = keep and not set(layers) <= _GUARDED.get(module, set())
+    learn = (keep and not set(layers) <= _GUARDED.get(module, set())
+             and worth_guarding(module))
     try:
         out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known,
                                                               dev, learn, **extra)

@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QWidget
 
+from hookscope.core.record_stats import reference_of
 from hookscope.core import CaptureRecord, TensorStats
 from hookscope.core.binning import histogram_in
 
@@ -270,7 +271,8 @@ class HistogramView(QObject):
     # -- drawing ---------------------------------------------------------------
     def draw(self, record: CaptureRecord) -> None:
         """Show ``record``'s histograms (before and after) and fit the count axis."""
-        stats, pre = record.stats, record.pre_stats
+        # light: before the layer's own intervention, or the run without any (core's reference_of)
+        stats, pre = record.stats, reference_of(record)[1]
         ranges = []
         peaks = {}
         self._series = {}

@@ -20,6 +20,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, HookscopeError, TensorStats
+from hookscope.core.record_stats import reference_of
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
@@ -46,17 +47,20 @@ def _fmt(v: float) -> str:
     return format_bound(v) if math.isinf(v) else f"{v:.4g}"
 
 
-def stats_text(stats: TensorStats | None, pre: TensorStats | None = None) -> str:
+def stats_text(stats: TensorStats | None, pre: TensorStats | None = None,
+               pre_label: str = "before", kind: str = "the intervention") -> str:
     """The statistics line of a panel, in plain words."""
     if stats is None:
         return "No statistics (the layer did not produce a tensor)."
     parts = [f"min {_fmt(stats.min)}", f"max {_fmt(stats.max)}", f"mean {_fmt(stats.mean)}",
              f"std {_fmt(stats.std)}"]
     text = " · ".join(parts)
-    if stats.fraction_clamped is not None:
-        text += f"<br>clamp changed {100 * stats.fraction_clamped:.1f}% of the {stats.count:,} values"
+    if stats.fraction_changed is not None:
+        text += (f"<br>{kind} changed {100 * stats.fraction_changed:.1f}% of the "
+                 f"{stats.count:,} values")
     if pre is not None:
-        text += f"<br>before: min {_fmt(pre.min)} · max {_fmt(pre.max)} · mean {_fmt(pre.mean)}"
+        name = "without the interventions" if pre_label == "without" else pre_label
+        text += f"<br>{name}: min {_fmt(pre.min)} · max {_fmt(pre.max)} · mean {_fmt(pre.mean)}"
     bad = []
     if stats.nan_count:
         bad.append(f"{stats.nan_count:,} NaN")
@@ -142,6 +146,7 @@ class LayerPlot(QFrame):
                                          pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
         self.separator.setVisible(False)
         vp.addItem(self.separator, ignoreBounds=True)
+        self._ref_label = "before"  # what the light series is: "before" its intervention or "without" any
         self._bars: tuple[np.ndarray, np.ndarray | None] | None = None   # (after, before) drawn
         self._drawn: DrawnImage | None = None
         name = f"{path or 'model'}-call{call}"
@@ -187,7 +192,10 @@ class LayerPlot(QFrame):
             extra = f" · first {MAX_CHANNELS} of {shape[1]} channels"
         self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
                            f"{format_shape(shape)}{what}{extra}")
-        self.stats_label.setText(stats_text(stats, record.pre_stats))
+        _, ref_stats, self._ref_label = reference_of(record)
+        iv = record.intervention_obj
+        self.stats_label.setText(stats_text(stats, ref_stats, self._ref_label,
+                                            iv.name if iv is not None else "the intervention"))
         self.histogram.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         if self.is_scrolled_away():
             # Drawn when scrolled into view (flush): a result's update then costs
@@ -272,7 +280,7 @@ class LayerPlot(QFrame):
         rec = self.record
         if rec is None:
             return ["note"], [["nothing drawn yet"]]
-        pre = rec.pre_tensor if rec.intervention else None
+        pre = reference_of(rec)[0]
         drawn = self._drawn.image if self._drawn is not None else None
         return tensor_rows(rec.tensor, pre, self.view_kind, drawn)
 
@@ -293,7 +301,7 @@ class LayerPlot(QFrame):
     def _draw_view(self, record: CaptureRecord) -> None:
         kind = self.view_kind
         is_image = kind in ("heatmap", "feature_maps", "tokens")
-        pre_t = record.pre_tensor if record.intervention else None
+        pre_t = reference_of(record)[0]  # before its own intervention, or the run without any
         extent = halves = None
         if kind == "bars":
             size, extent = self._draw_bars(record.tensor, pre_t)
@@ -303,10 +311,10 @@ class LayerPlot(QFrame):
             size = None
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
-        layout_key = (kind, pre_t is not None, size, halves)
+        layout_key = (kind, pre_t is not None, self._ref_label, size, halves)
         if layout_key != self._layout_key:
             self._layout_key = layout_key
-            self._configure_view(kind, record.intervention if pre_t is not None else None, halves)
+            self._configure_view(kind, self._ref_label if pre_t is not None else None, halves)
             self._bars_fit = None
         if extent is not None:
             self._fit_bars(*extent)
@@ -331,11 +339,13 @@ class LayerPlot(QFrame):
 
     _layout_key: tuple | None = None
 
-    def _configure_view(self, kind: str, intervention: str | None,
+    def _configure_view(self, kind: str, compared: str | None,
                         halves: tuple[float, float, float, float] | None = None) -> None:
         """Axes, titles and range for a kind of picture; ``halves`` is
         ``(units per half, start of the after half, its end, separator x)`` for a
-        before | after image."""
+        before | after image; ``compared`` names the light series ("before" or
+        "without"), ``None`` when the layer is drawn once."""
+        intervention = compared
         is_image = kind in ("heatmap", "feature_maps", "tokens")
         self.view_widget.setVisible(kind != "none")
         self.none_label.setVisible(kind == "none")
@@ -345,7 +355,9 @@ class LayerPlot(QFrame):
         vp = plain_axes(self.view_widget.getPlotItem())
         vb = vp.getViewBox()
         # An image's halves are named on its top axis; bars say which shade is which.
-        self._view_title = None if intervention is None or is_image else _BARS_TITLE
+        self._view_title = (None if intervention is None or is_image else
+                            "light: without · dark: with the interventions"
+                            if intervention == "without" else _BARS_TITLE)
         self._title_form = None
         self._fit_title()
         vb.invertY(is_image)
@@ -357,7 +369,8 @@ class LayerPlot(QFrame):
         if two:
             n, offset, end, sep = halves
             # "before" and "after" centred over their halves, the ticks below restart at 0.
-            top.setTicks([[(n / 2, "before"), ((offset + end) / 2, "after")]])
+            names = ("without", "with") if self._ref_label == "without" else ("before", "after")
+            top.setTicks([[(n / 2, names[0]), ((offset + end) / 2, names[1])]])
             top.setStyle(tickLength=0, showValues=True)
             top.setTextPen(pg.mkPen((60, 60, 60)))
             self.separator.setValue(sep)

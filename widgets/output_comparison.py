@@ -10,7 +10,6 @@ recomputed here but the difference curve.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -22,6 +21,7 @@ from hookscope.core import RunResult
 from hookscope.core.meaning import GENERIC, OutputMeaning
 from hookscope.core.outputs import describe_outputs, input_image
 from hookscope.core.run import flat_array
+from hookscope.core.verdict import output_verdict
 
 from .plot_readouts import bar_cell
 from .output_meaning import OutputMeaningView
@@ -36,46 +36,12 @@ _NB, _WJ = "\u00a0", "\u2060"   # no-break space, word joiner
 
 
 def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
-    """One sentence a learner understands: did the plan change the output?"""
-    plan = result.plan
-    changes = bool(plan is not None and (plan.clamp or plan.interventions))
-    if not result.outputs_differ:
-        if not changes:
-            return "Outputs are identical: the plan only captured, it did not change anything."
-        return identical_despite_intervention(result)
-    if without.shape != with_.shape:
-        return (f"The intervention changed the output's shape ({without.size} values without, "
-                f"{with_.size} with).")
-    d = result.max_abs_diff
+    """One sentence a learner understands: did the plan change the output? (core's
+    :func:`~hookscope.core.verdict.output_verdict`, the CLI's words, for every kind)."""
     # "|Δ| = 0.46" is one unit: word joiners and no-break spaces keep Qt from
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
-    text = (f"The intervention changed the output: largest change{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}"
-            f"{'∞' if math.isinf(d) else f'{d:.4g}'} (outputs differ).")
-    if 1 < without.size <= MAX_BARS and np.isfinite(without).all() and np.isfinite(with_).all():
-        a, b = int(np.argmax(without)), int(np.argmax(with_))
-        text += (f" The largest output is still #{a}." if a == b else
-                 f" The largest output moved from #{a} to #{b}.")
-    return text
-
-
-def identical_despite_intervention(result: RunResult) -> str:
-    """Why a plan that intervenes left the output unchanged, from what was captured."""
-    changed, untouched = [], []
-    for path, recs in result.captures.items():
-        for r in recs:
-            if r.intervention and r.stats is not None and r.stats.fraction_clamped is not None:
-                (changed if r.stats.fraction_clamped > 0 else untouched).append(
-                    (path, r.stats.fraction_clamped))
-    if changed:
-        parts = ", ".join(f"{100 * f:.3g}% of {p}'s values" for p, f in changed[:3])
-        return (f"Outputs are identical, although the clamp changed {parts}: later layers "
-                "absorbed the change (e.g. a ReLU or max-pool that ignores those values).")
-    if untouched:
-        names = ", ".join(p for p, _ in untouched[:3])
-        return (f"Outputs are identical: no value of {names} lay outside the clamp's bounds, "
-                "so the clamp changed nothing. Narrow the range to see an effect.")
-    return ("Outputs are identical: either no value reached the clamp's bounds, or later layers "
-            "absorbed the change. Tick the clamped layer's Capture box to see which.")
+    return output_verdict(result).replace(
+        "|Δ| = ", f"{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}")
 
 
 def _hex(rgb: tuple[int, int, int]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -44,7 +45,16 @@ def fresh():
     return InPlace().eval()
 
 
-def test_first_run_copies_only_the_victims_in_one_forward():
+@pytest.fixture
+def guard_every_model(monkeypatch):
+    """The guard as a big model gets it (small ones fall back to version counters)."""
+    import hookscope.core.inplace_victims as iv
+
+    monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
+    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
+
+
+def test_first_run_copies_only_the_victims_in_one_forward(guard_every_model):
     m = fresh()
     x = torch.randn(5, 4)
     paths = ["lin", "bn", "relu", "lin2", "lin3"]
@@ -62,7 +72,7 @@ def test_first_run_copies_only_the_victims_in_one_forward():
         assert copied == {"bn", "lin2", "lin3"}, attempt
 
 
-def test_a_newly_captured_layer_is_watched_on_its_first_run():
+def test_a_newly_captured_layer_is_watched_on_its_first_run(guard_every_model):
     m = fresh()
     x = torch.randn(5, 4)
     ref = clone_reference(m, x, ["lin", "lin2"])
@@ -92,3 +102,22 @@ def test_guard_copies_before_the_write_and_only_watched_memory():
     assert rec.copied and guard.victims == {"a"}
     assert torch.equal(rec.kept[0], torch.arange(6.0))
     assert t[2] == 20.0
+
+
+def test_a_small_model_learns_without_the_guard_and_stays_correct(monkeypatch):
+    """Below GUARD_FROM_PARAMS (and with torch._dynamo not yet imported) the first run
+    finds its victims by version counter: a second forward, the same right values."""
+    import sys
+
+    import hookscope.core.inplace_victims as iv
+
+    monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)
+    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
+    m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))
+    assert not iv.worth_guarding(m)
+    x = torch.randn(4, 3)
+    res = run(m, x, Plan(capture=["0"]))
+    with torch.no_grad():
+        want = m[0](x)
+    assert torch.equal(res.captures["0"][0].tensor, want)  # not the ReLU'd values
+    assert res.recaptured == ("0",)
