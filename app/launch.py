@@ -162,8 +162,12 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error)."""
     from PySide6.QtWidgets import QApplication
 
+    from .layout import arrange_docks
+
+    win.remember_layout = False  # a screenshot neither uses nor overwrites the user's layout
     win.resize(*size)
     win.show()
+    arrange_docks(win, force=True)  # the docks as a window of this size gets them
     if not wait_idle(win, timeout_s):
         print("hookscope: error: the run did not finish in time; no screenshot", file=sys.stderr)
         return 1

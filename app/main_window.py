@@ -55,6 +55,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self.setAcceptDrops(True)
         self.recent = recent or RecentModels()
         self._sticky_error = False
+        self.remember_layout = True  # geometry and docks saved at close (QSettings)
         self._sized = False
         # runner_factory: a Ray or accelerate runner (hookscope SPEC --ray/--device-map);
         # the window cannot tell it from the local one.
@@ -219,7 +220,8 @@ class MainWindow(SessionReactions, QMainWindow):
             arrange_docks(self, force=event.oldSize().width() <= 0 and not self._restored)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        chrome.save_layout(self)
+        if self.remember_layout:
+            chrome.save_layout(self)
         self.hide()  # gone at once for the user; the run in flight stops at its next layer
         self.shutdown()
         super().closeEvent(event)
