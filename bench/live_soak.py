@@ -101,7 +101,7 @@ class SoakFigures:
 
 
 def targets(lo: float, hi: float, n: int) -> list[float]:
-    """``n`` view x positions inside ``[lo, hi]``'s upper part, never twice the same in a row."""
+    """``n`` view x positions in the upper part of ``[lo, hi]``, never twice the same in a row."""
     span = hi - lo
     fractions = (0.9, 0.55, 0.8, 0.45, 0.7, 0.6, 0.85, 0.5)
     return [lo + fractions[i % len(fractions)] * span for i in range(n)]
@@ -132,12 +132,16 @@ def soak_drags(win, changes: int, pump, settle, pause_every: int = PAUSE_EVERY,
     win.panel.clampEdited.connect(seen)
     w = win.worker
     done0, dropped0, failed0 = w.runs_done, w.runs_dropped, w.runs_failed
-    drags = max(1, -(-changes // (MOVES_PER_DRAG + 1)))  # each drag: its moves and its release
+    # Each drag makes up to MOVES_PER_DRAG changes (two moves may land on one pixel);
+    # drag on until ``changes`` were made.
+    xs = targets(pre.min, pre.max, 8)
+    drags = 0
     half_called = False
-    for i, to_x in enumerate(targets(pre.min, pre.max, drags)):
-        drag_line(widget, line, to_x)
+    while sent[0] < changes and drags < 3 * changes:
+        drag_line(widget, line, xs[drags % len(xs)])
+        drags += 1
         pump()
-        if (i + 1) % pause_every == 0:
+        if drags % pause_every == 0:
             settle()
         if on_half is not None and not half_called and sent[0] >= changes // 2:
             half_called = True
@@ -204,8 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     heap0 = tracemalloc.get_traced_memory()[0] if ns.tracemalloc else 0
     rss0 = rss_mib()
     t0 = time.perf_counter()
+    half: dict[str, float] = {}
+
+    def on_half() -> None:
+        _wait(app, win.is_idle, 600)
+        gc.collect()
+        half["rss"] = rss_mib()
+        half["heap"] = tracemalloc.get_traced_memory()[0] if ns.tracemalloc else 0
+
     figs = soak_drags(win, ns.changes, pump=app.processEvents,
-                      settle=lambda: _wait(app, win.is_idle, 600))
+                      settle=lambda: _wait(app, win.is_idle, 600), on_half=on_half)
     wall = time.perf_counter() - t0
     gc.collect()
     rss1 = rss_mib()
@@ -219,10 +231,13 @@ def main(argv: list[str] | None = None) -> int:
           f"mouse drags, {wall:.1f} s")
     print(f"runs finished {figs.runs_done}, dropped as stale {figs.runs_dropped}, "
           f"failed {figs.runs_failed}")
-    print(f"memory (RSS) before {rss0:.1f} MiB, after {rss1:.1f} MiB ({rss1 - rss0:+.1f} MiB)")
+    print(f"memory (RSS) before {rss0:.1f} MiB, half-way {half['rss']:.1f} MiB, after {rss1:.1f} MiB "
+          f"({rss1 - rss0:+.1f} MiB in all, {rss1 - half['rss']:+.1f} MiB over the second half)")
     if ns.tracemalloc:
-        print(f"Python heap (tracemalloc) {heap0 / 2**20:.2f} -> {heap1 / 2**20:.2f} MiB "
-              f"({(heap1 - heap0) / 2**20:+.2f} MiB)")
+        mib = 2**20
+        print(f"Python heap (tracemalloc) before {heap0 / mib:.2f}, half-way {half['heap'] / mib:.2f}, "
+              f"after {heap1 / mib:.2f} MiB ({(heap1 - half['heap']) / mib:+.2f} MiB over the "
+              "second half)")
     print(f"final plot shows the last bound ({figs.last_hi:.4g}): {'yes' if final_ok else 'NO'}")
     win.shutdown()
     return 0 if final_ok else 1

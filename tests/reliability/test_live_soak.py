@@ -67,7 +67,7 @@ def test_a_live_soak_of_mouse_drags_ends_on_the_last_bound_and_leaks_nothing(mak
         tracemalloc.stop()
     rss_growth = rss_mib() - marks["rss"]
 
-    assert figs.changes >= CHANGES * 3 // 4, figs   # a few hundred changes reached the session
+    assert figs.changes >= CHANGES, figs   # a few hundred changes reached the session
     assert figs.runs_failed == 0 and figs.runs_done >= 1, figs
     assert heap_growth < HEAP_GROWTH_LIMIT, f"Python heap grew {heap_growth / 1024:.0f} KiB"
     assert rss_growth < RSS_GROWTH_LIMIT_MIB, f"resident set grew {rss_growth:.1f} MiB"

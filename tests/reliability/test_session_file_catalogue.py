@@ -1,10 +1,12 @@
 """Catalogue rows for session files: each damaged ``*.hookscope.json`` a person could end up
 with, the one clear error it must give (a SessionFileError naming the file, chained from
-the cause), found by the property tests in test_session_file_properties.py."""
+the cause), found by the property tests in test_session_file_properties.py; and a failed
+``Session.load``/``Session.open_file`` that left its runner thread alive (found by hand)."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -51,3 +53,22 @@ def test_damaged_session_files_say_why(case, tmp_path):
         assert msg.startswith("bad.hookscope.json") and words in msg, msg
         assert "\n" not in msg and any(isinstance(e, cause) for e in _causes(info.value))
         assert isinstance(info.value, HookscopeError)
+
+
+def _runner_threads() -> int:
+    return sum(t.name == "hookscope-runner" and t.is_alive() for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("open_it", [
+    lambda p: Session.open_file(p),
+    lambda p: Session.load("demo:nope"),
+    lambda p: Session.load("demo:cnn", device="no-such-device"),
+], ids=["open_file", "load-unknown-demo", "load-unknown-device"])
+def test_a_failed_load_or_open_leaves_no_runner_thread(open_it, tmp_path):
+    path = tmp_path / "nope.hookscope.json"
+    path.write_text(HEAD + '"model": {"spec": "demo:nope"}}', encoding="utf-8")
+    before = _runner_threads()
+    for _ in range(3):  # before the fix: one live runner thread more per call, until a gc
+        with pytest.raises(HookscopeError):
+            open_it(path)
+    assert _runner_threads() == before
