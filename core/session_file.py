@@ -273,6 +273,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     if bad:
         raise SessionFileError(f"options {', '.join(sorted(bad))}: unknown, or not true/false")
     view = _get(d, "view", dict, "session", {})
+    _get(view, "selected", str, "view", None)  # a layer path: the window looks it up by it
     from .plan_edits import plan_with
 
     try:
