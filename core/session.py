@@ -158,11 +158,15 @@ class Session:
              trust_pickle: bool = False, timeout_s: float | None = None) -> "Session":
         """A session with ``spec`` loaded (waits for it); raises what the load raised."""
         s = cls()
-        s.set_device(device)
-        rid = s._waited(lambda: s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                             input_text=input_text, options=options,
-                                             run_after=False))
-        s._wait(rid, timeout_s)
+        try:
+            s.set_device(device)
+            rid = s._waited(lambda: s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                                 input_text=input_text, options=options,
+                                                 run_after=False))
+            s._wait(rid, timeout_s)
+        except BaseException:
+            s.close()  # nobody gets this session: its runner thread must not outlive the call
+            raise
         return s
 
     @classmethod
@@ -181,8 +185,11 @@ class Session:
 
         setup = read_session_file(path)
         s = cls()
-        rid = s._waited(lambda: s.open_setup(setup, run_after=False))
-        s._wait(rid, timeout_s)
+        try:
+            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False)), timeout_s)
+        except BaseException:
+            s.close()  # as in load(): no runner thread left behind by a failed open
+            raise
         return s
 
     def save(self, path: str | Path) -> Path:

@@ -143,7 +143,7 @@ def intervention_from_dict(d: Any, where: str) -> Intervention:
                 value = tuple(value)
             params[name] = value
         return cls(**params)
-    except (TypeError, ValueError, HookscopeError) as exc:
+    except (TypeError, ValueError, ArithmeticError, HookscopeError) as exc:  # 1e999 as an int: OverflowError
         raise SessionFileError(f"{where}: {exc}") from exc
 
 
@@ -158,7 +158,10 @@ def _rel(path: str, base: Path) -> str:
 
 
 def _abs(path: str, base: Path) -> str:
-    p = Path(path).expanduser()
+    try:  # "~nobody/x.pt" names a user who is not there; a NUL names no file at all
+        p = Path(path).expanduser()
+    except (RuntimeError, ValueError) as exc:
+        raise SessionFileError(f"the path {_short(path)} names no file: {exc}") from exc
     return str(p if p.is_absolute() else base / p)
 
 
@@ -270,6 +273,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     if bad:
         raise SessionFileError(f"options {', '.join(sorted(bad))}: unknown, or not true/false")
     view = _get(d, "view", dict, "session", {})
+    _get(view, "selected", str, "view", None)  # a layer path: the window looks it up by it
     from .plan_edits import plan_with
 
     try:
@@ -305,6 +309,9 @@ def read_session_file(path: str | Path) -> SessionSetup:
                                f"{exc.lineno}, column {exc.colno} ({exc.msg})") from exc
     except RecursionError as exc:
         raise SessionFileError(f"{name} is not a Hookscope session file: nested too deep") from exc
+    except ValueError as exc:  # a number of more than 4,300 digits: Python refuses to read it
+        raise SessionFileError(f"{name} is not a Hookscope session file: it holds a number "
+                               "too long to read (more than 4,300 digits)") from exc
     try:
         return setup_from_dict(d, path.resolve().parent)
     except SessionFileError as exc:

@@ -1,0 +1,247 @@
+"""A Live soak of the window: many bound changes made with the mouse, then a look at what is left.
+
+The window opens on ``demo:cnn`` with Live on (clicked, as a person would);
+the high bound line of ``conv1``'s histogram is dragged back and forth with
+real mouse events at its on-screen position (press, moves with the button
+held, release), each move one bound change and so one Live request. At the
+end it waits until idle and prints what the runner did (runs finished,
+dropped as stale, failed), memory before and after (resident set, and the
+Python heap when ``--tracemalloc`` is on), and whether the final plot shows
+the last bound.
+
+    python -m bench.live_soak --changes 1000
+
+``soak_drags`` (the driver) is shared with the test suite's short soak
+(tests/reliability/test_live_soak.py), which asserts on the same figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import sys
+import time
+import tracemalloc
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+LAYER = "conv1"
+MOVES_PER_DRAG = 5          # mouse moves with the button held: one bound change each
+PAUSE_EVERY = 4             # drags between two rests of the hand
+WINDOW_ARGS = ["demo:cnn", "--capture", "conv1,relu1,fc"]
+
+
+# -- real mouse events on a pyqtgraph line ----------------------------------------
+def _send(vp, kind, pos, button, buttons) -> None:
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtWidgets import QApplication
+
+    ev = QMouseEvent(kind, QPointF(pos), QPointF(vp.mapToGlobal(pos)), button, buttons,
+                     Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(vp, ev)
+
+
+@contextmanager
+def _no_rate_limit():
+    """pyqtgraph drops mouse moves less than 10 ms apart (a hand is never that fast;
+    a script is): lifted while the script moves the mouse."""
+    import pyqtgraph as pg
+
+    old = pg.getConfigOption("mouseRateLimit")
+    pg.setConfigOption("mouseRateLimit", 0)
+    try:
+        yield
+    finally:
+        pg.setConfigOption("mouseRateLimit", old)
+
+
+def line_pixel(widget, line, x: float | None = None, height: float = 0.35):
+    """The viewport pixel of the vertical ``line`` (or of the view x ``x``), ``height`` up its view."""
+    from PySide6.QtCore import QPointF
+
+    vb = line.getViewBox()
+    _, (y0, y1) = vb.viewRange()
+    at = QPointF(float(line.value()) if x is None else x, y0 + height * (y1 - y0))
+    return widget.mapFromScene(vb.mapViewToScene(at))
+
+
+def drag_line(widget, line, to_x: float, steps: int = MOVES_PER_DRAG) -> None:
+    """Drag ``line`` with the left button from where it is to the view x ``to_x``:
+    a press on it, ``steps`` moves with the button held, a release (QTest.mouseMove
+    carries no button state, and pyqtgraph drags only on moves that do)."""
+    from PySide6.QtCore import QEvent, QPoint, Qt
+
+    vp = widget.viewport()
+    start = line_pixel(widget, line)
+    end = QPoint(line_pixel(widget, line, to_x).x(), start.y())
+    left, none = Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton
+    with _no_rate_limit():
+        _send(vp, QEvent.Type.MouseMove, start, none, none)      # hover onto the line
+        _send(vp, QEvent.Type.MouseButtonPress, start, left, left)
+        for i in range(1, steps + 1):
+            p = start + (end - start) * (i / steps)
+            _send(vp, QEvent.Type.MouseMove, p, none, left)
+        _send(vp, QEvent.Type.MouseButtonRelease, end, left, none)
+
+
+# -- the soak ---------------------------------------------------------------------
+@dataclass
+class SoakFigures:
+    """What a soak did: bound changes sent, and the runner's counts over the soak."""
+
+    changes: int = 0
+    drags: int = 0
+    runs_done: int = 0
+    runs_dropped: int = 0
+    runs_failed: int = 0
+    last_hi: float = float("nan")
+
+
+def targets(lo: float, hi: float, n: int) -> list[float]:
+    """``n`` view x positions in the upper part of ``[lo, hi]``, never twice the same in a row."""
+    span = hi - lo
+    fractions = (0.9, 0.55, 0.8, 0.45, 0.7, 0.6, 0.85, 0.5)
+    return [lo + fractions[i % len(fractions)] * span for i in range(n)]
+
+
+def soak_drags(win, changes: int, pump, settle, pause_every: int = PAUSE_EVERY,
+               on_half=None) -> SoakFigures:
+    """Drag ``LAYER``'s high bound line until about ``changes`` bound changes were sent.
+
+    ``pump()`` runs pending events (results arrive, the plot redraws) between
+    drags; every ``pause_every`` drags the hand rests: ``settle()`` waits until
+    the window is idle, so some runs finish and show while most are dropped as
+    stale (without rests every run is replaced before it ends). ``on_half()``
+    is called once half the changes are made (a test starts its memory count
+    there). The counts are read after the last drag's run has finished.
+    """
+    panel = win.panel.panels()[(LAYER, 0)]
+    widget, line = panel.hist_widget, panel.hi_line
+    pre = panel.record.pre_stats or panel.record.stats  # before any clamp: the values as they are
+    sent = [0, math.nan]  # changes seen leaving the panel, the last high bound
+
+    def seen(path: str, _lo: float, hi: float) -> None:
+        if path == LAYER and hi != sent[1]:  # a release where the last move was is no change
+            sent[0] += 1
+            sent[1] = hi
+
+    win.panel.clampDragged.connect(seen)
+    win.panel.clampEdited.connect(seen)
+    w = win.worker
+    done0, dropped0, failed0 = w.runs_done, w.runs_dropped, w.runs_failed
+    # Each drag makes up to MOVES_PER_DRAG changes (two moves may land on one pixel);
+    # drag on until ``changes`` were made.
+    xs = targets(pre.min, pre.max, 8)
+    drags = 0
+    half_called = False
+    while sent[0] < changes and drags < 3 * changes:
+        drag_line(widget, line, xs[drags % len(xs)])
+        drags += 1
+        pump()
+        if drags % pause_every == 0:
+            settle()
+        if on_half is not None and not half_called and sent[0] >= changes // 2:
+            half_called = True
+            on_half()
+    settle()
+    win.panel.clampDragged.disconnect(seen)
+    win.panel.clampEdited.disconnect(seen)
+    return SoakFigures(changes=sent[0], drags=drags, runs_done=w.runs_done - done0,
+                       runs_dropped=w.runs_dropped - dropped0, runs_failed=w.runs_failed - failed0,
+                       last_hi=sent[1])
+
+
+def rss_mib() -> float:
+    """This process's resident set, MiB (Linux /proc; 0 where there is none)."""
+    try:
+        with open("/proc/self/status") as f:
+            for row in f:
+                if row.startswith("VmRSS:"):
+                    return int(row.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _wait(app, cond, timeout_s: float = 120.0) -> bool:
+    from PySide6.QtTest import QTest
+
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        QTest.qWait(5)
+    app.processEvents()
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.live_soak", description=__doc__.split("\n")[0])
+    ap.add_argument("--changes", type=int, default=1000, help="bound changes to make (default 1000)")
+    ap.add_argument("--tracemalloc", action="store_true",
+                    help="also count the Python heap (slower: every allocation is traced)")
+    ns = ap.parse_args(argv)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    from hookscope.app import create_window
+    from hookscope.app.qt_compat import guard_none_refcount
+
+    guard_none_refcount()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    win = create_window(WINDOW_ARGS)
+    win.resize(1200, 800)
+    win.show()
+    if not _wait(app, lambda: win.last_result is not None and win.is_idle()):
+        print("the first result never came", file=sys.stderr)
+        return 1
+    QTest.mouseClick(win.run_bar.live_toggle, Qt.MouseButton.LeftButton)
+    _wait(app, win.is_idle)
+    gc.collect()
+    if ns.tracemalloc:
+        tracemalloc.start()
+    heap0 = tracemalloc.get_traced_memory()[0] if ns.tracemalloc else 0
+    rss0 = rss_mib()
+    t0 = time.perf_counter()
+    half: dict[str, float] = {}
+
+    def on_half() -> None:
+        _wait(app, win.is_idle, 600)
+        gc.collect()
+        half["rss"] = rss_mib()
+        half["heap"] = tracemalloc.get_traced_memory()[0] if ns.tracemalloc else 0
+
+    figs = soak_drags(win, ns.changes, pump=app.processEvents,
+                      settle=lambda: _wait(app, win.is_idle, 600), on_half=on_half)
+    wall = time.perf_counter() - t0
+    gc.collect()
+    rss1 = rss_mib()
+    heap1 = tracemalloc.get_traced_memory()[0] if ns.tracemalloc else 0
+    r = win.last_result
+    rec = r.captures[LAYER][0]
+    shown = win.panel.panels()[(LAYER, 0)]
+    final_ok = (r.plan.clamp[LAYER][1] == figs.last_hi and float(shown.hi_line.value()) == figs.last_hi
+                and shown.record is rec and rec.stats.max <= figs.last_hi + 1e-6)
+    print(f"live soak on {' '.join(WINDOW_ARGS)}: {figs.changes} bound changes in {figs.drags} "
+          f"mouse drags, {wall:.1f} s")
+    print(f"runs finished {figs.runs_done}, dropped as stale {figs.runs_dropped}, "
+          f"failed {figs.runs_failed}")
+    print(f"memory (RSS) before {rss0:.1f} MiB, half-way {half['rss']:.1f} MiB, after {rss1:.1f} MiB "
+          f"({rss1 - rss0:+.1f} MiB in all, {rss1 - half['rss']:+.1f} MiB over the second half)")
+    if ns.tracemalloc:
+        mib = 2**20
+        print(f"Python heap (tracemalloc) before {heap0 / mib:.2f}, half-way {half['heap'] / mib:.2f}, "
+              f"after {heap1 / mib:.2f} MiB ({(heap1 - half['heap']) / mib:+.2f} MiB over the "
+              "second half)")
+    print(f"final plot shows the last bound ({figs.last_hi:.4g}): {'yes' if final_ok else 'NO'}")
+    win.shutdown()
+    return 0 if final_ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
