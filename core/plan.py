@@ -121,8 +121,6 @@ class Plan:
     @classmethod
     def from_dict(cls, data: Any) -> "Plan":
         """The plan :meth:`to_dict` wrote (an older ``"clamp": {path: [lo, hi]}`` is read too)."""
-        from .intervention_registry import from_dict
-
         if not isinstance(data, dict):
             raise PlanError(f"a plan must be an object with 'capture' and 'interventions', got {data!r}")
         ivs = data.get("interventions") or {}
@@ -132,7 +130,7 @@ class Plan:
                  for p, b in (data.get("clamp") or {}).items()}
         return cls(capture=tuple(data.get("capture") or ()), clamp=clamp,
                    keep_tensors=bool(data.get("keep_tensors", True)),
-                   interventions={p: from_dict(d) for p, d in ivs.items()})
+                   interventions={p: _intervention_at(p, d) for p, d in ivs.items()})
 
     # -- checking against a model ---------------------------------------------
     def resolve(self, module: nn.Module) -> dict[str, "LayerPlan"]:
@@ -161,6 +159,16 @@ class Plan:
                                     "different interventions; give it one")
                 lp.intervention = interventions[path]
         return out
+
+
+def _intervention_at(path: str, data: Any) -> Intervention:
+    """The intervention ``data`` describes, an error naming the layer otherwise."""
+    from .intervention_registry import from_dict
+
+    try:
+        return from_dict(data)
+    except PlanError as exc:
+        raise PlanError(f"layer {path!r}: {exc}") from exc
 
 
 def _clamp_of(path: str, bounds: Any) -> Clamp:
