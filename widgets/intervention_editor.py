@@ -115,9 +115,10 @@ class InterventionEditor(QWidget):
             for spec in specs:
                 self._add_param(spec)
         self._shown = kind
+        values = iv.values() if iv is not None else {}
         for name, (how, w) in self._params.items():
-            if iv is not None:
-                self._set_widget(how, w, getattr(iv, name))
+            if name in values:
+                self._set_widget(how, w, values[name])
 
     _shown = NONE
 
