@@ -21,7 +21,7 @@ import numpy as np
 from .atomic_write import atomic_write
 from .errors import HookscopeError
 from .hooks import CaptureRecord
-from .intervention_base import py_literal
+from .intervention_base import Intervention, py_literal
 from .plan import Plan
 
 CAPTURE_FORMATS = (".npz", ".safetensors")
@@ -80,7 +80,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     (and a reference mean's) runs first, once per distinct input, as in Hookscope.
     """
     interventions = plan.all_interventions()
-    kinds: dict[str, type] = {}
+    kinds: dict[str, type[Intervention]] = {}
     for path, iv in interventions.items():
         if not iv.leaf_function:
             raise HookscopeError(f"the script export cannot write the {iv.name} intervention on "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from torch import nn
 
@@ -43,7 +43,7 @@ class Plan:
         ``clamp`` shorthand's included.
     """
 
-    capture: tuple[str, ...] = ()
+    capture: Sequence[str] = ()  # any sequence of paths; a tuple once built
     clamp: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     keep_tensors: bool = True
     interventions: Mapping[str, Intervention] = field(default_factory=dict)
@@ -126,7 +126,7 @@ class Plan:
         ivs = data.get("interventions") or {}
         if not isinstance(ivs, dict):
             raise PlanError("a plan's 'interventions' must map layer paths to interventions")
-        clamp = {p: tuple(None if v is None else float(v) for v in b)
+        clamp: dict[str, Any] = {p: tuple(None if v is None else float(v) for v in b)
                  for p, b in (data.get("clamp") or {}).items()}
         return cls(capture=tuple(data.get("capture") or ()), clamp=clamp,
                    keep_tensors=bool(data.get("keep_tensors", True)),
