@@ -7,7 +7,7 @@ One JSON object::
      "input": {"text": "digits.npy", "file": true},
      "device": "cpu",
      "plan": {"capture": ["conv1", "fc"], "keep_tensors": true,
-              "interventions": {"conv2": {"kind": "zero"}, "conv1": {"kind": "clamp", "lo": "-inf", "hi": 0.5}}},
+              "interventions": {"conv2": {"kind": "zero"}, "conv1": {"kind": "clamp", "lo": null, "hi": 0.5}}},
      "options": {"stats_only": false, "train": false, "live": false},
      "view": {"selected": "conv1"}}
 
