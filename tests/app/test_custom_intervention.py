@@ -131,3 +131,5 @@ def test_custom_kind_is_chosen_and_stepped_in_the_trees_editor(shift_kind, make_
                     == Shift(by), timeout=30_000)  # Live: the steps re-ran the model
     torch.testing.assert_close(win.last_result.output_with, by_hand(load_model("demo:features"), by))
     assert model.index_for_path("fc1", COL_INTERVENTION).data() == Shift(by).describe()
+    qtbot.keyClick(view.focusWidget() or spin, Qt.Key.Key_Return)  # the editing session ends
+    qtbot.waitUntil(lambda: view.findChild(InterventionEditor) is None)

@@ -188,6 +188,8 @@ def test_a_noise_std_stepped_with_the_mouse_in_the_cell_editor_reruns_live(make_
     finally:
         h.remove()
     torch.testing.assert_close(win.last_result.output_with, want, rtol=1e-6, atol=1e-6)
+    qtbot.keyClick(view.focusWidget() or spin, Qt.Key.Key_Return)  # the editing session ends
+    qtbot.waitUntil(lambda: view.findChild(InterventionEditor) is None)
 
 
 def test_geometry_and_docks_are_remembered(make_window, qtbot):
