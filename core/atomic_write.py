@@ -19,7 +19,7 @@ from typing import Callable
 from .errors import HookscopeError
 
 
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp)`` to fill a temporary file beside ``path``, then rename it to ``path``.
 
     The temporary name keeps ``path``'s suffix, so writers that add one

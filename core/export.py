@@ -21,6 +21,7 @@ import numpy as np
 from .atomic_write import atomic_write
 from .errors import HookscopeError
 from .hooks import CaptureRecord
+from .intervention_base import Intervention
 from .plan import Plan
 from .script_template import HELPERS, SCRIPT, STATS
 
@@ -105,7 +106,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     from .sources import load_model
 
     interventions = plan.all_interventions()
-    kinds: dict[str, type] = {}
+    kinds: dict[str, type[Intervention]] = {}
     for path, iv in interventions.items():
         if not iv.leaf_function:
             raise HookscopeError(f"the script export cannot write the {iv.name} intervention on "

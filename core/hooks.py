@@ -153,7 +153,8 @@ def _joined(post: PendingStats | None, pre: PendingStats | None, changed=None):
     stats = post.resolve() if post is not None else None
     pre_s = pre.resolve() if pre is not None else None
     if changed is not None:
-        n = (pre_s or stats).count if (pre_s or stats) is not None else 0
+        counted = pre_s or stats
+        n = counted.count if counted is not None else 0
         frac = fraction(changed, n)
         stats = dataclasses.replace(stats, fraction_changed=frac) if stats is not None else None
         pre_s = dataclasses.replace(pre_s, fraction_changed=frac) if pre_s is not None else None

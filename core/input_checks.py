@@ -18,12 +18,15 @@ import contextlib
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
 from .budget import check_input_size
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "TIFF")
 
@@ -74,7 +77,7 @@ def check_torch_file(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def open_image(path: Path, channels: int) -> Iterator["object"]:
+def open_image(path: Path, channels: int) -> Iterator[Image.Image]:
     """The image at ``path``, opened as one of :data:`IMAGE_FORMATS` and checked against the
     pixel budget; every PIL failure is an :class:`InputError`."""
     from PIL import Image, UnidentifiedImageError

@@ -301,6 +301,8 @@ def _convert(kind: str, p: Param, v: Any) -> Any:
                 raise ValueError
             return int(v)
         if p.type == "units":
+            if isinstance(v, str):  # typed in an editor: "3, 7"
+                v = [u for u in v.split(",") if u.strip()]
             items = [v] if isinstance(v, int) else list(v)
             return tuple(int(u) for u in items)
         if p.type == "input" and isinstance(v, dict) and "tensor" in v:

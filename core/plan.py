@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from torch import nn
 
@@ -43,7 +43,7 @@ class Plan:
         ``clamp`` shorthand's included.
     """
 
-    capture: tuple[str, ...] = ()
+    capture: Sequence[str] = ()  # any sequence of paths; a tuple once built
     clamp: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     keep_tensors: bool = True
     interventions: Mapping[str, Intervention] = field(default_factory=dict)
@@ -121,18 +121,16 @@ class Plan:
     @classmethod
     def from_dict(cls, data: Any) -> "Plan":
         """The plan :meth:`to_dict` wrote (an older ``"clamp": {path: [lo, hi]}`` is read too)."""
-        from .intervention_registry import from_dict
-
         if not isinstance(data, dict):
             raise PlanError(f"a plan must be an object with 'capture' and 'interventions', got {data!r}")
         ivs = data.get("interventions") or {}
         if not isinstance(ivs, dict):
             raise PlanError("a plan's 'interventions' must map layer paths to interventions")
-        clamp = {p: tuple(None if v is None else float(v) for v in b)
+        clamp: dict[str, Any] = {p: tuple(None if v is None else float(v) for v in b)
                  for p, b in (data.get("clamp") or {}).items()}
         return cls(capture=tuple(data.get("capture") or ()), clamp=clamp,
                    keep_tensors=bool(data.get("keep_tensors", True)),
-                   interventions={p: from_dict(d) for p, d in ivs.items()})
+                   interventions={p: _intervention_at(p, d) for p, d in ivs.items()})
 
     # -- checking against a model ---------------------------------------------
     def resolve(self, module: nn.Module) -> dict[str, "LayerPlan"]:
@@ -161,6 +159,16 @@ class Plan:
                                     "different interventions; give it one")
                 lp.intervention = interventions[path]
         return out
+
+
+def _intervention_at(path: str, data: Any) -> Intervention:
+    """The intervention ``data`` describes, an error naming the layer otherwise."""
+    from .intervention_registry import from_dict
+
+    try:
+        return from_dict(data)
+    except PlanError as exc:
+        raise PlanError(f"layer {path!r}: {exc}") from exc
 
 
 def _clamp_of(path: str, bounds: Any) -> Clamp:

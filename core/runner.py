@@ -313,6 +313,7 @@ class LocalRunner:
                     self._current = None
                     return
                 job = self._pending_load or self._pending_run
+                assert job is not None  # the wait above ends only with a job pending
                 if job is self._pending_load:
                     self._pending_load = None
                 else:

@@ -37,7 +37,7 @@ from .errors import ForwardError, HookscopeError
 from .interventions import Intervention
 from .path_patterns import expand_plan
 from .plan import Plan
-from .plan_edits import PlanHistory, intervention_for, plan_with
+from .plan_edits import PlanHistory
 from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
                      Observed, Progress, Runner, RunnerEvent, RunRequest, Started)
 from .sources import LoadedModel
@@ -261,13 +261,13 @@ class Session:
 
     def intervene(self, path: str, intervention: Intervention, merge: str | None = None) -> None:
         """Give ``path`` this intervention, replacing the one it had (one per layer)."""
-        self.set_plan(plan_with(self.plan, path, intervention), merge=merge)
+        self.set_plan(self.plan.with_intervention(path, intervention), merge=merge)
 
     def clear_intervention(self, path: str) -> None:
-        self.set_plan(plan_with(self.plan, path, None))
+        self.set_plan(self.plan.without_intervention(path))
 
     def intervention_for(self, path: str) -> Intervention | None:
-        return intervention_for(self.plan, path)
+        return self.plan.intervention_for(path)
 
     def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
         """``paths`` in the tree's order; paths it does not have last."""

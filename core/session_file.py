@@ -6,8 +6,8 @@ One JSON object::
      "model": {"spec": "net.py:make", "weights": "net.safetensors"},
      "input": {"text": "digits.npy", "file": true},
      "device": "cpu",
-     "plan": {"capture": ["conv1", "fc"],
-              "interventions": {"conv2": {"kind": "zero"}, "conv1": {"kind": "clamp", "lo": "-inf", "hi": 0.5}}},
+     "plan": {"capture": ["conv1", "fc"], "keep_tensors": true,
+              "interventions": {"conv2": {"kind": "zero"}, "conv1": {"kind": "clamp", "lo": null, "hi": 0.5}}},
      "options": {"stats_only": false, "train": false, "live": false},
      "view": {"selected": "conv1"}}
 
@@ -33,7 +33,6 @@ from typing import Any
 
 from .atomic_write import write_text
 from .errors import HookscopeError
-from .interventions import Intervention
 from .plan import Plan
 
 FORMAT = "hookscope-session"
@@ -61,44 +60,8 @@ class SessionSetup:
     trust_pickle: bool = False
 
 
-# -- interventions <-> JSON -----------------------------------------------------
-# With the interventions registry (core/intervention_registry.py) these defer to
-# it; without it they read the kinds' dataclass fields.
-def _registry() -> Any:
-    import importlib.util
-
-    if importlib.util.find_spec(f"{__package__}.intervention_registry") is None:
-        return None
-    import importlib
-
-    return importlib.import_module(f"{__package__}.intervention_registry")
-
-
-def _name_of(cls: type) -> str | None:
-    for attr in ("name", "kind"):
-        v = vars(cls).get(attr)
-        if isinstance(v, str):
-            return v
-    return None
-
-
-def intervention_kinds() -> dict[str, type]:
-    """Every intervention class by its name."""
-    reg = _registry()
-    if reg is not None:
-        return dict(reg.kinds())
-    out: dict[str, type] = {}
-    todo = list(Intervention.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo.extend(cls.__subclasses__())
-        name = _name_of(cls)
-        if name and dataclasses.is_dataclass(cls):
-            out.setdefault(name, cls)
-    return out
-
-
 def _encode(v: Any) -> Any:
+    """``v`` with non-finite floats as strings (JSON has no such numbers)."""
     if isinstance(v, float) and not math.isfinite(v):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     if isinstance(v, (list, tuple)):
@@ -106,45 +69,6 @@ def _encode(v: Any) -> Any:
     if isinstance(v, dict):
         return {str(k): _encode(x) for k, x in v.items()}
     return v
-
-
-def intervention_to_dict(i: Intervention) -> dict:
-    """``{"kind": ..., <parameters>}``, JSON-safe."""
-    if hasattr(i, "to_dict"):
-        return _encode(i.to_dict())
-    params = {f.name: getattr(i, f.name) for f in dataclasses.fields(i) if f.init}  # type: ignore[arg-type]
-    return {"kind": _name_of(type(i)), **_encode(params)}
-
-
-def intervention_from_dict(d: Any, where: str) -> Intervention:
-    if not isinstance(d, dict) or not isinstance(d.get("kind"), str):
-        raise SessionFileError(f"{where} must be an object with a 'kind', got {_short(d)}")
-    kinds = intervention_kinds()
-    cls = kinds.get(d["kind"])
-    if cls is None:
-        raise SessionFileError(f"{where}: unknown intervention kind {d['kind']!r}; this "
-                               f"Hookscope knows {', '.join(sorted(kinds))}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    extra = sorted(set(d) - set(fields) - {"kind"})
-    if extra:
-        raise SessionFileError(f"{where}: {d['kind']} takes no parameter {', '.join(extra)}")
-    reg = _registry()
-    try:
-        if reg is not None:
-            return reg.from_dict(d)
-        params = {}
-        for name, value in d.items():
-            if name == "kind":
-                continue
-            typ = str(fields[name].type)
-            if isinstance(value, str) and "float" in typ and value in ("inf", "-inf", "nan"):
-                value = float(value)
-            elif isinstance(value, list) and "tuple" in typ:
-                value = tuple(value)
-            params[name] = value
-        return cls(**params)
-    except (TypeError, ValueError, ArithmeticError, HookscopeError) as exc:  # 1e999 as an int: OverflowError
-        raise SessionFileError(f"{where}: {exc}") from exc
 
 
 # -- paths ----------------------------------------------------------------------
@@ -196,9 +120,7 @@ def session_to_dict(session: Any, base: Path) -> dict:
                   "weights": _rel(lm.weights, base) if lm.weights else None},
         "input": {"text": _rel(text, base) if is_file else text, "file": is_file},
         "device": session.device,
-        "plan": {"capture": list(plan.capture),
-                 "interventions": {p: intervention_to_dict(i)
-                                   for p, i in plan.all_interventions().items()}},
+        "plan": plan.to_dict(),
         "options": dataclasses.asdict(session.options),
         "view": _encode(dict(session.view)),
     }
@@ -264,9 +186,11 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     capture = _get(plan_d, "capture", list, "plan", [])
     if not all(isinstance(p, str) for p in capture):
         raise SessionFileError("plan.capture must be a list of layer paths (strings)")
-    ivs = _get(plan_d, "interventions", dict, "plan", {})
-    interventions = {p: intervention_from_dict(v, f"plan.interventions[{p!r}]")
-                     for p, v in ivs.items()}
+    _get(plan_d, "interventions", dict, "plan", {})
+    try:
+        plan = Plan.from_dict(plan_d)
+    except (TypeError, ValueError, HookscopeError) as exc:
+        raise SessionFileError(f"plan: {exc}") from exc
     opts_d = _get(d, "options", dict, "session", {})
     known = {f.name for f in dataclasses.fields(Options)}
     bad = [k for k, v in opts_d.items() if k not in known or not isinstance(v, bool)]
@@ -274,14 +198,6 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
         raise SessionFileError(f"options {', '.join(sorted(bad))}: unknown, or not true/false")
     view = _get(d, "view", dict, "session", {})
     _get(view, "selected", str, "view", None)  # a layer path: the window looks it up by it
-    from .plan_edits import plan_with
-
-    try:
-        plan = Plan(capture=tuple(capture))
-        for path, iv in interventions.items():
-            plan = plan_with(plan, path, iv)
-    except HookscopeError as exc:
-        raise SessionFileError(f"plan: {exc}") from exc
     return SessionSetup(spec=_map_spec(spec, lambda p: _abs(p, base)),
                         weights=_abs(weights, base) if weights else None,
                         input_text=text, device=device, plan=plan, options=Options(**opts_d),

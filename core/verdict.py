@@ -43,7 +43,8 @@ def output_verdict(result: Any) -> str:
 
 def identical_despite_intervention(result: Any, intervened: dict) -> str:
     """Why a plan that intervenes left the output unchanged, from what was captured."""
-    changed, untouched = [], []
+    changed: list[tuple[str, float, Any]] = []
+    untouched: list[tuple[str, float, Any]] = []
     for path, recs in result.captures.items():
         for r in recs:
             frac = r.stats.fraction_changed if r.intervention and r.stats is not None else None

@@ -1,8 +1,8 @@
 """The tree's Intervention cell editor: a kind chooser and that kind's parameters.
 
-The editor is generated from the intervention classes themselves (their
-``kind`` and dataclass fields), so a new kind in core shows up here with no
-change to this file. A float parameter gets a spin box (its arrows, the
+The editor is generated from the registry (:func:`hookscope.core.kinds`) and
+each kind's :meth:`~hookscope.core.Intervention.params`, so a new kind shows
+up here with no change to this file. A float parameter gets a spin box (its arrows, the
 wheel and the keyboard change it step by step, and in Live mode every step
 re-runs), an integer one an integer spin box, anything else a line of text
 (``3, 7`` for a list of units). The delegate commits every change at once;
@@ -21,12 +21,9 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
                                QLineEdit, QSpinBox, QStyledItemDelegate, QStyleOptionViewItem,
                                QWidget)
 
-from hookscope.core import HookscopeError, Intervention
-from hookscope.core.session_file import intervention_kinds
+from hookscope.core import HookscopeError, Intervention, kinds
 
 NONE = "none"
-#: Starting values of parameters that have no default, by name (a new kind falls back to 0 / 1).
-START = {"lo": -1.0, "hi": 1.0, "factor": 1.0, "std": 0.1}
 
 
 @dataclasses.dataclass
@@ -39,23 +36,10 @@ class _Spec:
     optional: bool = False
 
 
-def param_specs(cls: type) -> list[_Spec]:
-    """The parameters of an intervention class: from its parameter metadata
-    (``cls.params()``) where it has some, else from its dataclass fields."""
-    if hasattr(cls, "params"):
-        return [_Spec(p.name, p.type if p.type in ("float", "int") else "text",
-                      p.start if p.start is not None else START.get(p.name), p.optional)
-                for p in cls.params()]
-    out = []
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        t = str(f.type)
-        how = "float" if "float" in t else "int" if t in ("int", "<class 'int'>") else "text"
-        start = f.default if f.default is not dataclasses.MISSING else START.get(
-            f.name, 1.0 if how == "float" else 0)
-        out.append(_Spec(f.name, how, start, f.default is None))
-    return out
+def param_specs(cls: type[Intervention]) -> list[_Spec]:
+    """The parameters of an intervention kind, from its parameter metadata (``cls.params()``)."""
+    return [_Spec(p.name, p.type if p.type in ("float", "int") else "text", p.start, p.optional)
+            for p in cls.params()]
 
 
 class InterventionEditor(QWidget):
@@ -67,7 +51,7 @@ class InterventionEditor(QWidget):
         super().__init__(parent)
         self.setObjectName("interventionEditor")
         self.setAutoFillBackground(True)
-        self._kinds = intervention_kinds()
+        self._kinds = kinds()
         self._lay = QHBoxLayout(self)
         self._lay.setContentsMargins(1, 0, 1, 0)
         self._lay.setSpacing(3)
@@ -88,7 +72,7 @@ class InterventionEditor(QWidget):
         """Show ``iv`` (no ``changed``)."""
         self.blockSignals(True)
         try:
-            kind = iv.kind if iv is not None else NONE
+            kind = iv.name if iv is not None else NONE
             if self.kind_combo.currentText() != kind:
                 self.kind_combo.setCurrentText(kind)
             self._build(kind, iv)
@@ -101,7 +85,6 @@ class InterventionEditor(QWidget):
         if kind == NONE:
             return None
         cls = self._kinds[kind]
-        typed = hasattr(cls, "from_values")  # converts text by the parameter's type
         params: dict[str, Any] = {}
         for name, (how, w) in self._params.items():
             if how == "float":
@@ -110,9 +93,9 @@ class InterventionEditor(QWidget):
                 params[name] = int(w.value())  # type: ignore[attr-defined]
             else:
                 text = w.text().strip()  # type: ignore[attr-defined]
-                params[name] = (text or None) if typed else _parse_text(name, text)
+                params[name] = text or None  # from_values converts by the parameter's type
         try:
-            return cls.from_values(params) if typed else cls(**params)
+            return cls.from_values(params)
         except (TypeError, ValueError) as exc:
             raise HookscopeError(f"{kind}: {exc}") from exc
 
@@ -132,9 +115,10 @@ class InterventionEditor(QWidget):
             for spec in specs:
                 self._add_param(spec)
         self._shown = kind
+        values = iv.values() if iv is not None else {}
         for name, (how, w) in self._params.items():
-            if iv is not None:
-                self._set_widget(how, w, getattr(iv, name))
+            if name in values:
+                self._set_widget(how, w, values[name])
 
     _shown = NONE
 
@@ -176,17 +160,6 @@ class InterventionEditor(QWidget):
             text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v))
             w.setText(text)  # type: ignore[attr-defined]
         w.blockSignals(False)
-
-
-def _parse_text(name: str, text: str) -> Any:
-    """A text parameter: empty is ``None``, ``3, 7`` a tuple of ints, else the text."""
-    text = text.strip()
-    if not text:
-        return None
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if all(p.lstrip("-").isdigit() for p in parts):
-        return tuple(int(p) for p in parts)
-    return text
 
 
 class InterventionDelegate(QStyledItemDelegate):

@@ -140,11 +140,9 @@ class LayerTreeModel(QAbstractItemModel):
         if any(p not in known for p in plan.paths()):
             kept = Plan(capture=tuple(p for p in plan.capture if p in known),
                         keep_tensors=plan.keep_tensors)
-            from hookscope.core.plan_edits import plan_with
-
             for p, iv in plan.all_interventions().items():
                 if p in known:
-                    kept = plan_with(kept, p, iv)
+                    kept = kept.with_intervention(p, iv)
             self.session.set_plan(kept)
 
     def _show_tree(self, root: TreeNode | None) -> None:

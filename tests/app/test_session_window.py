@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QApplication, QDoubleSpinBox
+from PySide6.QtWidgets import QApplication, QDoubleSpinBox, QStyle, QStyleOptionSpinBox
 
 from hookscope.app.cli import main
-from hookscope.core import Plan, Scale, Zero, load_model
+from hookscope.core import Noise, Plan, Scale, Zero, load_model
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 
@@ -144,6 +144,52 @@ def test_intervention_cell_editor_chooses_a_kind_and_steps_its_parameter_live(ma
     assert model.index_for_path("conv2", COL_INTERVENTION).data() == "scale(1.2)"
     qtbot.keyClick(view.focusWidget() or spin, Qt.Key.Key_Return)  # the editing session ends
     assert win.session.undo() and "conv2" not in win.session.plan.interventions  # one step
+
+
+def click_up_arrow(qtbot, spin) -> None:
+    """A real mouse click on a spin box's up arrow."""
+    opt = QStyleOptionSpinBox()
+    spin.initStyleOption(opt)
+    up = spin.style().subControlRect(QStyle.ComplexControl.CC_SpinBox, opt,
+                                     QStyle.SubControl.SC_SpinBoxUp, spin)
+    qtbot.mouseClick(spin, Qt.MouseButton.LeftButton, pos=up.center())
+
+
+def test_a_noise_std_stepped_with_the_mouse_in_the_cell_editor_reruns_live(make_window, qtbot):
+    win = make_window(["demo:cnn", "--capture", "fc", "--live"])
+    wait_result(qtbot, win)
+    view, model = win.tree.view, win.tree.model
+    idx = win.tree.proxy.mapFromSource(model.index_for_path("conv1", COL_INTERVENTION))
+    view.scrollTo(idx)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(idx).center())
+    qtbot.keyClick(view, Qt.Key.Key_F2)
+    editor = view.findChild(InterventionEditor)
+    assert editor is not None
+    qtbot.keyClicks(editor.kind_combo, "noise")
+    assert win.session.plan.interventions == {"conv1": Noise(0.1, 0)}
+    spin = editor.findChild(QDoubleSpinBox, "param_std")
+    assert spin is not None
+    for _ in range(3):
+        click_up_arrow(qtbot, spin)
+    std = spin.value()
+    assert std > 0.1
+    qtbot.waitUntil(lambda: win.is_idle() and win.last_result.plan.interventions.get("conv1")
+                    == Noise(std, 0), timeout=30_000)
+
+    def noisy(_m, _i, out):
+        g = torch.Generator().manual_seed(0)
+        return out + std * torch.randn(out.shape, generator=g)
+
+    ref = load_model("demo:cnn")
+    h = ref.module.conv1.register_forward_hook(noisy)
+    try:
+        with torch.no_grad():
+            want = ref.module(ref.example_input)
+    finally:
+        h.remove()
+    torch.testing.assert_close(win.last_result.output_with, want, rtol=1e-6, atol=1e-6)
+    qtbot.keyClick(view.focusWidget() or spin, Qt.Key.Key_Return)  # the editing session ends
+    qtbot.waitUntil(lambda: view.findChild(InterventionEditor) is None)
 
 
 def test_geometry_and_docks_are_remembered(make_window, qtbot):

@@ -209,6 +209,36 @@ def test_a_file_round_trips_every_setting(session, tmp_path):
     assert setup.spec == "demo:cnn" and setup.device == "cpu" and not setup.trust_pickle
 
 
+#: A session file as the first writer (before Plan.to_dict) wrote it: no "keep_tensors".
+FIRST_WRITER = """{"format": "hookscope-session", "version": 1,
+ "model": {"spec": "demo:cnn", "weights": null}, "input": {"text": "example", "file": false},
+ "device": "cpu",
+ "plan": {"capture": ["conv1", "fc"],
+          "interventions": {"conv1": {"kind": "clamp", "lo": null, "hi": 0.25},
+                            "conv2": {"kind": "zero", "units": [1, 3], "dim": null},
+                            "fc": {"kind": "noise", "std": 0.2, "seed": 7}}},
+ "options": {"stats_only": false, "train": false, "live": false}, "view": {}}
+"""
+
+
+def test_a_file_of_the_first_writer_still_reads_and_writes_back_the_same(session, tmp_path):
+    f = tmp_path / "old.hookscope.json"
+    f.write_text(FIRST_WRITER)
+    setup = read_session_file(f)
+    assert setup.plan.capture == ("conv1", "fc") and setup.plan.keep_tensors
+    assert setup.plan.interventions == {"conv1": Clamp(float("-inf"), 0.25),
+                                        "conv2": Zero(units=(1, 3)), "fc": Noise(0.2, 7)}
+    s = session("demo:cnn")
+    s.set_plan(setup.plan)
+    s.save(tmp_path / "new.hookscope.json")
+    new = json.loads((tmp_path / "new.hookscope.json").read_text())
+    old = json.loads(FIRST_WRITER)
+    assert new["plan"]["interventions"] == old["plan"]["interventions"]
+    assert new["plan"]["capture"] == old["plan"]["capture"]
+    f.write_text(FIRST_WRITER.replace('"lo": null', '"lo": "-inf"'))  # JSON's stand-in for -inf
+    assert read_session_file(f).plan == setup.plan
+
+
 def test_core_and_a_full_session_run_load_no_qt():
     code = ("import sys; from hookscope.core import Session, Zero; s = Session.load('demo:cnn'); "
             "s.capture('conv1'); s.intervene('conv2', Zero()); s.run(); s.close(); "

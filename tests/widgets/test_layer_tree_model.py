@@ -164,3 +164,29 @@ def test_shared_module_shows_alias(qtmodeltester):
     assert m.index_for_path("dec.0", COL_PARAMS).data() == ""
     m.set_capture("dec.0", True)
     assert m.plan().capture == ("dec.0",)
+
+
+def _one_of_each_kind():
+    from hookscope.core import Clamp, MeanAblate, Noise, Patch, Scale, Zero, kinds
+
+    made = {"clamp": Clamp(-1.0, 1.0), "scale": Scale(0.5), "zero": Zero(), "mean": MeanAblate(),
+            "noise": Noise(0.1, 3), "patch": Patch("[[1.0, 2.0, 3.0, 4.0]]")}
+    assert set(made) == set(kinds())  # a new built-in kind gets a row here
+    return list(made.values())
+
+
+@pytest.mark.parametrize("iv", _one_of_each_kind(), ids=lambda iv: iv.name)
+def test_every_kind_of_intervened_layer_is_tinted_and_bold(iv):
+    from hookscope.widgets.layer_tree_model import COL_INTERVENTION, INTERVENED_BRUSH
+
+    model = LayerTreeModel(_tree("demo:features"))
+    model.set_intervention("fc2", iv)
+    for col in range(model.columnCount()):
+        assert model.index_for_path("fc2", col).data(Qt.ItemDataRole.BackgroundRole) == INTERVENED_BRUSH
+        assert model.index_for_path("fc1", col).data(Qt.ItemDataRole.BackgroundRole) is None
+    for col in (COL_LAYER, COL_INTERVENTION):
+        assert model.index_for_path("fc2", col).data(Qt.ItemDataRole.FontRole).bold()
+        assert model.index_for_path("fc1", col).data(Qt.ItemDataRole.FontRole) is None
+    assert model.index_for_path("fc2", COL_INTERVENTION).data() == iv.describe()
+    model.set_intervention("fc2", None)
+    assert model.index_for_path("fc2", COL_LAYER).data(Qt.ItemDataRole.BackgroundRole) is None
