@@ -169,6 +169,8 @@ def _intervention_at(path: str, data: Any) -> Intervention:
         return from_dict(data)
     except PlanError as exc:
         raise PlanError(f"layer {path!r}: {exc}") from exc
+    except (TypeError, ValueError, ArithmeticError) as exc:  # e.g. a 400-digit int as a float
+        raise PlanError(f"layer {path!r}: {data!r:.80}: {exc}") from exc
 
 
 def _clamp_of(path: str, bounds: Any) -> Clamp:

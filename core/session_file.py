@@ -189,7 +189,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     _get(plan_d, "interventions", dict, "plan", {})
     try:
         plan = Plan.from_dict(plan_d)
-    except (TypeError, ValueError, HookscopeError) as exc:
+    except (TypeError, ValueError, ArithmeticError, HookscopeError) as exc:  # 1e400 as an int: OverflowError
         raise SessionFileError(f"plan: {exc}") from exc
     opts_d = _get(d, "options", dict, "session", {})
     known = {f.name for f in dataclasses.fields(Options)}
