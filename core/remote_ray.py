@@ -35,7 +35,6 @@ import pickle
 import socket
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -45,8 +44,8 @@ from torch import nn
 from .errors import HookscopeError
 from .extras import require
 from .inputs import parse_input
-from .runner import (Cancelled, Counts, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
-                     Progress, Request, RunnerEvent, RunRequest, Started, same_values)
+from .runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed, Progress,
+                     QueueRunner, RunnerEvent, RunRequest, _Job, same_values)
 from .ray_actor import dumps
 from .sources import LoadedModel
 
@@ -219,14 +218,7 @@ def remote_spec(spec: str, weights: str | None, local_files: bool) -> tuple[str,
                       "file's; restart hookscope to open a model from another folder")
 
 
-class _Job:
-    def __init__(self, rid: int, request: Request) -> None:
-        self.rid = rid
-        self.request = request
-        self.stop = False
-
-
-class RayRunner:
+class RayRunner(QueueRunner):
     """The runner interface over a Ray actor (see the module docstring).
 
     ``address``: ``local``, ``auto`` or ``ray://HOST:PORT``; Ray is joined on
@@ -240,21 +232,13 @@ class RayRunner:
                  tensor_layers: list[str] | None = None, dispatch: Any = None,
                  progress_every_s: float = 0.1, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         require("ray", "ray", "--ray")  # fail at once, not at the first request
-        self._listener = listener
+        super().__init__(listener, progress_every_s, "hookscope-ray-runner")
         self.address = address
         self.device = device
         self.byte_budget = byte_budget
         self.tensor_layers = tensor_layers
         self.dispatch = dispatch
-        self._progress_every = progress_every_s
         self._connect_timeout = connect_timeout_s
-        self._ids = itertools.count(1)
-        self._cv = threading.Condition()
-        self._pending_run: _Job | None = None
-        self._pending_load: _Job | None = None
-        self._current: _Job | None = None
-        self._closing = False
-        self.counts = Counts()
         self.transfers: dict[int, Transfer] = {}
         self.last_transfer: Transfer | None = None
         self._ray: Any = None
@@ -263,39 +247,11 @@ class RayRunner:
         self._serial = 0
         self._input: tuple[int, Any, int] | None = None  # (id, values, blob size) the actor holds
         self._input_ids = itertools.count(1)
-        self._thread = threading.Thread(target=self._loop, name="hookscope-ray-runner", daemon=True)
-        self._thread.start()
 
-    # -- the interface (any thread) ---------------------------------------------
-    def submit(self, request: Request) -> int:
-        job = _Job(next(self._ids), request)
-        with self._cv:
-            if self._closing:
-                self.counts.dropped += 1
-                return job.rid
-            if self._pending_run is not None:
-                self.counts.dropped += 1
-                self._pending_run = None
-            if isinstance(request, LoadRequest):
-                self._pending_load = job
-            else:
-                self._pending_run = job
-            if self._current is not None:
-                self._current.stop = True
-            self._cv.notify()
-        return job.rid
-
-    def cancel(self) -> bool:
-        with self._cv:
-            waiting = [j for j in (self._pending_run, self._pending_load) if j is not None]
-            self.counts.dropped += sum(isinstance(j.request, RunRequest) for j in waiting)
-            self._pending_run = self._pending_load = None
-            current = self._current
-            if current is not None:
-                current.stop = True
-        if current is not None and isinstance(current.request, RunRequest):
-            self._tell_cancel(current.rid, wait_s=2.0)
-        return bool(waiting) or current is not None
+    # -- the queue's hooks (the caller's thread) ------------------------------
+    def _stopping(self, job: _Job) -> None:
+        if isinstance(job.request, RunRequest):
+            self._tell_cancel(job.rid, wait_s=2.0)
 
     def _tell_cancel(self, rid: int, wait_s: float = 0.0) -> None:
         """Set the actor's cancel flag for ``rid`` now (answered by a second actor thread
@@ -310,27 +266,8 @@ class RayRunner:
         except Exception:  # noqa: BLE001 - a dead actor is reported by the run itself
             pass
 
-    def close(self, timeout_s: float = 1.0) -> bool:
-        with self._cv:
-            self._closing = True
-            self._listener = None
-            self._pending_run = self._pending_load = None
-            if self._current is not None:
-                self._current.stop = True
-            self._cv.notify()
-        self._thread.join(timeout_s)
+    def _closed(self) -> None:
         self._kill_actor()
-        return not self._thread.is_alive()
-
-    @property
-    def in_flight(self) -> int | None:
-        job = self._current
-        return job.rid if job is not None else None
-
-    @property
-    def is_alive(self) -> bool:
-        """The runner's own thread is alive (it ends at :meth:`close`)."""
-        return self._thread.is_alive()
 
     @property
     def actor(self) -> Any:
@@ -338,54 +275,6 @@ class RayRunner:
         return self._actor
 
     # -- the thread ----------------------------------------------------------
-    def _emit(self, event: RunnerEvent) -> None:
-        listener = self._listener
-        if listener is None:
-            return
-        try:
-            listener(event)
-        except BaseException:  # noqa: BLE001 - a listener's bug must not end the thread
-            traceback.print_exc()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cv:
-                while not self._closing and self._pending_load is None and self._pending_run is None:
-                    self._cv.wait()
-                if self._closing:
-                    self._current = None
-                    return
-                job = self._pending_load or self._pending_run
-                if job is self._pending_load:
-                    self._pending_load = None
-                else:
-                    self._pending_run = None
-                self._current = job
-            try:
-                self._do(job)
-            finally:
-                with self._cv:
-                    self._current = None
-
-    def _do(self, job: _Job) -> None:
-        self._emit(Started(job.rid))
-        try:
-            if isinstance(job.request, LoadRequest):
-                events = self._load(job, job.request)
-            else:
-                events = self._run(job, job.request)
-        except BaseException as exc:  # noqa: BLE001 - every failure is a message
-            from .runner import error_message
-
-            if isinstance(exc, Exception) and not isinstance(exc, HookscopeError):
-                traceback.print_exception(exc)
-            if isinstance(job.request, RunRequest):
-                with self._cv:
-                    self.counts.runs_failed += 1
-            events = [Failed(job.rid, error_message(exc), exc)]
-        for ev in events:
-            self._emit(ev)
-
     def _ensure_actor(self, spec: str) -> Any:
         folder = spec_folder(spec) if self.address != "local" else None
         ray = self._ray = connect(self.address, self._connect_timeout, working_dir=folder)

@@ -40,7 +40,9 @@ A run request names its model by the :class:`~hookscope.core.LoadedModel`
 its runner's :class:`Loaded` answer carried; a remote runner may answer with
 a stand-in whose module lives on the remote side.
 
-:class:`LocalRunner` is the in-process implementation: one daemon thread,
+:class:`QueueRunner` is what every runner shares: the waiting load and run,
+newest wins, the thread and the interface above; a runner says only how a
+load and a run are done. :class:`LocalRunner` is the in-process one:
 baseline reuse while only the plan changes (keyed on the input's values),
 and progress counted at the same per-layer stop points where a run may stop.
 """
@@ -218,14 +220,22 @@ class _Job:
         self.last_progress = 0.0
 
 
-class LocalRunner:
-    """The in-process runner: one daemon thread, newest request wins.
+class QueueRunner:
+    """The request queue every runner shares: one daemon thread, newest request wins.
+
+    It holds the waiting load and the waiting run (one slot each), the job in
+    flight, and the interface (``submit``/``cancel``/``close``/``counts``/
+    ``in_flight``); its thread takes the waiting load before the waiting run
+    and answers each with :class:`Started`, then what :meth:`_load` or
+    :meth:`_run` returns, or :class:`Cancelled`/:class:`Failed` for what they
+    raise. A subclass says how a load and a run are done, and may hook
+    :meth:`_stopping` (a cancel reached the job in flight) and :meth:`_closed`.
 
     ``progress_every_s``: the least time between two :class:`Progress`
     answers of one request (0: one per layer call, for tests).
     """
 
-    def __init__(self, listener: Listener | None = None, progress_every_s: float = 0.1) -> None:
+    def __init__(self, listener: Listener | None, progress_every_s: float, thread_name: str) -> None:
         self._listener = listener
         self._progress_every = progress_every_s
         self._ids = itertools.count(1)
@@ -235,12 +245,9 @@ class LocalRunner:
         self._current: _Job | None = None
         self._closing = False
         self.counts = Counts()
-        # The last comparison's baseline and what it was computed for: while only
-        # the plan's values change (a dragged bound), the baseline is reused.
-        self._baseline: tuple[tuple, Any, Any] | None = None
-        # Leaf-module calls of one forward, per module, learned by its observe pass.
-        self._calls: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
-        self._thread = threading.Thread(target=self._loop, name="hookscope-runner", daemon=True)
+        # The thread waits for the first submit, which cannot come before the
+        # subclass's constructor returns: its own state may be set after this.
+        self._thread = threading.Thread(target=self._loop, name=thread_name, daemon=True)
         self._thread.start()
 
     # -- the interface (any thread) ---------------------------------------------
@@ -254,8 +261,6 @@ class LocalRunner:
                 self.counts.dropped += 1
                 self._pending_run = None
             if isinstance(request, LoadRequest):
-                if self._pending_load is not None:
-                    self._pending_load = None
                 self._pending_load = job
             else:
                 self._pending_run = job
@@ -272,6 +277,8 @@ class LocalRunner:
             current = self._current
             if current is not None:
                 current.stop = True
+        if current is not None:
+            self._stopping(current)
         return bool(waiting) or current is not None
 
     def close(self, timeout_s: float = 1.0) -> bool:
@@ -283,6 +290,7 @@ class LocalRunner:
                 self._current.stop = True
             self._cv.notify()
         self._thread.join(timeout_s)
+        self._closed()
         return not self._thread.is_alive()
 
     @property
@@ -292,7 +300,23 @@ class LocalRunner:
 
     @property
     def is_alive(self) -> bool:
+        """The runner's own thread is alive (it ends at :meth:`close`)."""
         return self._thread.is_alive()
+
+    # -- what a subclass says ------------------------------------------------
+    def _load(self, job: _Job, req: LoadRequest) -> RunnerEvent | list[RunnerEvent]:
+        """Do a load (in the runner's thread); its final answer, or answers ending with it."""
+        raise NotImplementedError
+
+    def _run(self, job: _Job, req: RunRequest) -> RunnerEvent | list[RunnerEvent]:
+        """Do a run (in the runner's thread); its final answer, or answers ending with it."""
+        raise NotImplementedError
+
+    def _stopping(self, job: _Job) -> None:
+        """A cancel set ``job.stop`` on the job in flight (the caller's thread, after the lock)."""
+
+    def _closed(self) -> None:
+        """:meth:`close` has waited for the thread (the caller's thread)."""
 
     # -- the thread ----------------------------------------------------------
     def _emit(self, event: RunnerEvent) -> None:
@@ -330,21 +354,39 @@ class LocalRunner:
         self._emit(Started(job.rid))
         try:
             if isinstance(job.request, LoadRequest):
-                event: RunnerEvent = self._load(job, job.request)
+                answer = self._load(job, job.request)
             else:
-                event = self._run(job, job.request)
+                answer = self._run(job, job.request)
+            events = answer if isinstance(answer, list) else [answer]
         except CancelledError:
             with self._cv:
                 self.counts.dropped += 1
-            event = Cancelled(job.rid)
+            events = [Cancelled(job.rid)]
         except BaseException as exc:  # noqa: BLE001 - whatever a model throws is a message
             if isinstance(exc, Exception) and not isinstance(exc, HookscopeError):
                 traceback.print_exception(exc)  # a bug: keep its traceback for the terminal
             with self._cv:
                 if isinstance(job.request, RunRequest):
                     self.counts.runs_failed += 1
-            event = Failed(job.rid, error_message(exc), exc)
-        self._emit(event)
+            events = [Failed(job.rid, error_message(exc), exc)]
+        for event in events:
+            self._emit(event)
+
+
+class LocalRunner(QueueRunner):
+    """The in-process runner: one daemon thread, newest request wins.
+
+    ``progress_every_s``: the least time between two :class:`Progress`
+    answers of one request (0: one per layer call, for tests).
+    """
+
+    def __init__(self, listener: Listener | None = None, progress_every_s: float = 0.1) -> None:
+        super().__init__(listener, progress_every_s, "hookscope-runner")
+        # The last comparison's baseline and what it was computed for: while only
+        # the plan's values change (a dragged bound), the baseline is reused.
+        self._baseline: tuple[tuple, Any, Any] | None = None
+        # Leaf-module calls of one forward, per module, learned by its observe pass.
+        self._calls: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
 
     def _load(self, job: _Job, req: LoadRequest) -> RunnerEvent:
         lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
@@ -406,4 +448,4 @@ class LocalRunner:
 
 __all__ = ["LoadRequest", "RunRequest", "Request", "Started", "Progress", "Loaded", "Observed",
            "Finished", "Failed", "Cancelled", "RunnerEvent", "Listener", "Counts", "Runner",
-           "LocalRunner", "same_values", "error_message", "FINAL"]
+           "QueueRunner", "LocalRunner", "same_values", "error_message", "FINAL"]
