@@ -23,10 +23,10 @@ class ErrorBanner(QFrame):
                            "border-radius: 3px; } #errorBanner QLabel { color: #611a15; }")
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 4, 4)
-        self.label = QLabel(objectName="errorText")
+        self.label = QLabel(objectName="errorText")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.close_button = QToolButton(objectName="errorClose")
+        self.close_button = QToolButton(objectName="errorClose")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.close_button.setText("✕")
         self.close_button.setToolTip("Dismiss")
         self.close_button.setAutoRaise(True)

@@ -50,13 +50,15 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
     tree, output = win.layer_dock, win.output_dock
     tree.setMinimumWidth(MIN_TREE)
     output.setMinimumWidth(MIN_OUTPUT)
-    win.centralWidget().setMinimumWidth(MIN_CENTRE)
+    centre = win.centralWidget()
+    assert centre is not None  # window_layout.build_parts sets it
+    centre.setMinimumWidth(MIN_CENTRE)
     mode, tree_w, output_w = side_widths(max(win.width(), 800))
     if not force and getattr(win, "_dock_mode", None) == mode:
         # Same arrangement: keep the user's splitters, unless the window shrank so
         # far that the plots would have to stack: then the docks give way.
-        if win.centralWidget().width() < CENTRE_WANTS and win.width() - tree_w - (
-                output_w if mode == "columns" else 0) > win.centralWidget().width() + 8:
+        if centre.width() < CENTRE_WANTS and win.width() - tree_w - (
+                output_w if mode == "columns" else 0) > centre.width() + 8:
             sized = [tree] if mode == "stacked" else [tree, output]
             win.resizeDocks(sized, [tree_w, output_w][:len(sized)], Qt.Orientation.Horizontal)
         return mode

@@ -10,7 +10,7 @@ session's events, which all arrive on the GUI thread at one place
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent
@@ -31,6 +31,11 @@ from .window_layout import build_parts
 from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QDockWidget
+
+    from hookscope.widgets.hooks_view import HooksView
+
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
 
@@ -46,6 +51,12 @@ class MainWindow(SessionReactions, QMainWindow):
     resultShown = Signal(object)
     errorShown = Signal(str)
     idle = Signal()
+
+    # Set from outside __init__ (annotations only: no class attribute at run time).
+    hooks_view: HooksView        # window_tools.install_window_tools
+    hooks_dock: QDockWidget      # window_tools.install_window_tools
+    _dock_mode: str              # layout.arrange_docks, once it has placed the docks
+    startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
     def __init__(self, recent: RecentModels | None = None, stats_only: bool = False,
                  runner_factory: Callable | None = None) -> None:

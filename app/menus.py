@@ -20,24 +20,24 @@ from hookscope.core.devices import DeviceInfo
 
 @dataclass
 class Handlers:
-    """What each menu entry does."""
+    """What each menu entry does (what a handler returns is ignored)."""
 
-    open_model: Callable[[], None]
-    open_demo: Callable[[str], None]
-    fill_recent: Callable[[QMenu], None]
-    open_session: Callable[[], None]
-    save_session: Callable[[], None]
-    export_captures: Callable[[], None]
-    export_script: Callable[[], None]
-    quit: Callable[[], None]
-    undo: Callable[[], None]
-    redo: Callable[[], None]
-    run: Callable[[], None]
-    set_live: Callable[[bool], None]
-    cancel: Callable[[], None]
-    set_stats_only: Callable[[bool], None]
-    set_device: Callable[[str], None]
-    about: Callable[[], None]
+    open_model: Callable[[], object]
+    open_demo: Callable[[str], object]
+    fill_recent: Callable[[QMenu], object]
+    open_session: Callable[[], object]
+    save_session: Callable[[], object]
+    export_captures: Callable[[], object]
+    export_script: Callable[[], object]
+    quit: Callable[[], object]
+    undo: Callable[[], object]
+    redo: Callable[[], object]
+    run: Callable[[], object]
+    set_live: Callable[[bool], object]
+    cancel: Callable[[], object]
+    set_stats_only: Callable[[bool], object]
+    set_device: Callable[[str], object]
+    about: Callable[[], object]
 
 
 @dataclass

@@ -39,36 +39,36 @@ class OpenModelDialog(QDialog):
         self.setMinimumWidth(560)
         form = QFormLayout(self)
 
-        self.spec_combo = QComboBox(objectName="specEdit")
+        self.spec_combo = QComboBox(objectName="specEdit")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.spec_combo.setEditable(True)
         for name in demo_names():
             self.spec_combo.addItem(f"demo:{name}")
             self.spec_combo.setItemData(self.spec_combo.count() - 1, DEMO_DESCRIPTIONS.get(name, ""),
                                         Qt.ItemDataRole.ToolTipRole)
         self.spec_combo.setEditText(spec)
-        browse = QPushButton("Browse…", objectName="specBrowse")
+        browse = QPushButton("Browse…", objectName="specBrowse")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         browse.clicked.connect(self._browse_model)
         row = QHBoxLayout()
         row.addWidget(self.spec_combo, 1)
         row.addWidget(browse)
         form.addRow("Model", row)
 
-        self.hint = QLabel("demo:NAME, path/to/file.py:factory, package.module:factory, or a "
+        self.hint = QLabel("demo:NAME, path/to/file.py:factory, package.module:factory, or a "  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
                            "torch.export .pt2 file", objectName="specHint")
         self.hint.setWordWrap(True)
         form.addRow("", self.hint)
 
-        self.weights_edit = QLineEdit(objectName="weightsEdit")
+        self.weights_edit = QLineEdit(objectName="weightsEdit")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         self.weights_edit.setPlaceholderText("optional state_dict (.pt, .pth, .safetensors) for a factory")
         self.weights_edit.setText(weights or "")
-        wbrowse = QPushButton("Browse…", objectName="weightsBrowse")
+        wbrowse = QPushButton("Browse…", objectName="weightsBrowse")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         wbrowse.clicked.connect(self._browse_weights)
         wrow = QHBoxLayout()
         wrow.addWidget(self.weights_edit, 1)
         wrow.addWidget(wbrowse)
         form.addRow("Weights", wrow)
 
-        self.trust = QCheckBox("Trust this file: allow a full pickle (.pt holding a module runs "
+        self.trust = QCheckBox("Trust this file: allow a full pickle (.pt holding a module runs "  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
                                "code from the file)", objectName="trustPickle")
         form.addRow("", self.trust)
 

@@ -39,24 +39,24 @@ class RunBar(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(6, 4, 6, 4)
 
-        self.device_combo = QComboBox(objectName="deviceCombo")
+        self.device_combo = QComboBox(objectName="deviceCombo")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.device_combo.setToolTip("Where the forward pass runs")
         self._devices = list(devices if devices is not None else available_devices())
         self._fill_devices()
         self.device_combo.currentIndexChanged.connect(
             lambda _i: self.deviceChanged.emit(self.device()))
 
-        self.input_edit = QLineEdit(objectName="inputEdit")
+        self.input_edit = QLineEdit(objectName="inputEdit")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         self.input_edit.setText("example")
         self.input_edit.setPlaceholderText("example, [[1.0, 2.0, 3.0]], random:1x3x8x8, file.npy")
         self.input_edit.setToolTip(INPUT_TIP)
         self.input_edit.returnPressed.connect(self.runRequested)
 
-        self.run_button = QPushButton("Run", objectName="runButton")
+        self.run_button = QPushButton("Run", objectName="runButton")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         self.run_button.setToolTip("Run the model without and with the interventions (Ctrl+R, F5)")
         self.run_button.clicked.connect(self.runRequested)
 
-        self.live_toggle = QToolButton(objectName="liveToggle")
+        self.live_toggle = QToolButton(objectName="liveToggle")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.live_toggle.setText("Live")
         self.live_toggle.setCheckable(True)
         self.live_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
@@ -64,10 +64,10 @@ class RunBar(QWidget):
                                     "clamp bound, also while a bound is dragged (Ctrl+L)")
         self.live_toggle.toggled.connect(self.liveToggled)
 
-        self.progress = QProgressBar(objectName="runProgress")
+        self.progress = QProgressBar(objectName="runProgress")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.progress.setMaximumWidth(220)
         self.progress.setToolTip("Layers run so far in this run's forward passes")
-        self.cancel_button = QToolButton(objectName="runCancel")
+        self.cancel_button = QToolButton(objectName="runCancel")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.cancel_button.setText("Cancel")
         self.cancel_button.setToolTip("Stop this run at its next layer (Esc)")
         self.cancel_button.clicked.connect(self.cancelRequested)

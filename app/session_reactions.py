@@ -9,14 +9,59 @@ no widget keeps its own copy of a bound, the device, Live or statistics-only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, ClassVar
+
 from hookscope.core import SessionEvent
 from hookscope.core.outputs import input_token_strings, inputs_for_display
 
 from .demo_setup import note_for
 
+if TYPE_CHECKING:
+    from PySide6.QtCore import Signal
+    from PySide6.QtWidgets import QLabel, QMainWindow
 
-class SessionReactions:
+    from hookscope.core import RunResult, Session
+    from hookscope.widgets.activation_panel import ActivationPanel
+    from hookscope.widgets.layer_tree_view import LayerTreeWidget
+    from hookscope.widgets.output_comparison import OutputComparison
+
+    from .error_banner import ErrorBanner
+    from .menus import Actions
+    from .recent import RecentModels
+    from .run_bar import RunBar
+    from .status import StatusFields
+    from .worker import ForwardWorker
+
+    _WindowBase = QMainWindow  # for the checker: the mixin only ever lives in a QMainWindow
+else:
+    _WindowBase = object
+
+
+class SessionReactions(_WindowBase):
     """Session event handlers (``_on_<kind>``); the window provides the parts they draw on."""
+
+    if TYPE_CHECKING:  # what MainWindow provides (main_window.py builds them)
+        modelLoaded: ClassVar[Signal]
+        resultShown: ClassVar[Signal]
+        idle: ClassVar[Signal]
+        session: Session
+        worker: ForwardWorker
+        recent: RecentModels
+        run_bar: RunBar
+        tree: LayerTreeWidget
+        outputs: OutputComparison
+        banner: ErrorBanner
+        note: QLabel
+        panel: ActivationPanel
+        status: StatusFields
+        actions_: Actions
+        _sticky_error: bool
+
+        @property
+        def last_result(self) -> RunResult | None: ...
+        def show_error(self, message: str, sticky: bool = False) -> None: ...
+        def is_live(self) -> bool: ...
+        def is_idle(self) -> bool: ...
 
     # -- the one place session events arrive (GUI thread) -------------------------
     def _on_event(self, ev: SessionEvent) -> None:
@@ -112,6 +157,7 @@ class SessionReactions:
         self.run_bar.set_live(o.live)
 
     def _show_undo(self) -> None:
+        assert self.actions_.undo is not None and self.actions_.redo is not None  # build_menus sets both
         self.actions_.undo.setEnabled(self.session.can_undo)
         self.actions_.redo.setEnabled(self.session.can_redo)
 

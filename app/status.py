@@ -94,7 +94,7 @@ class StatusFields:
         self.show_counts(done, dropped, failed)
 
     def _label(self, name: str, tip: str) -> QLabel:
-        lab = QLabel(objectName=name)
+        lab = QLabel(objectName=name)  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         lab.setToolTip(tip)
         self.bar.addPermanentWidget(lab)
         return lab

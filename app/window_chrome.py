@@ -50,7 +50,7 @@ def dropped_session(mime: QMimeData) -> str | None:
     return files[0] if len(files) == 1 and files[0].endswith((SUFFIX, ".json")) else None
 
 
-def fill_recent_menu(menu: QMenu, recent: RecentModels, open_model: Callable[[str, str | None], None]) -> None:
+def fill_recent_menu(menu: QMenu, recent: RecentModels, open_model: Callable[[str, str | None], object]) -> None:
     menu.clear()
     items = recent.items()
     for spec, weights in items:

@@ -43,23 +43,23 @@ class Parts:
 
 def build_parts(win: QMainWindow, session: Session) -> Parts:
     run_bar = RunBar(parent=win)
-    run_toolbar = QToolBar("Run bar", win, objectName="runToolbar")
+    run_toolbar = QToolBar("Run bar", win, objectName="runToolbar")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     run_toolbar.setMovable(False)
     run_toolbar.addWidget(run_bar)
     win.addToolBar(Qt.ToolBarArea.TopToolBarArea, run_toolbar)
     tree = LayerTreeWidget(LayerTreeModel(session=session))
-    layer_dock = QDockWidget("Layers", win, objectName="layerDock")
+    layer_dock = QDockWidget("Layers", win, objectName="layerDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     layer_dock.setWidget(tree)
     win.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, layer_dock)
     outputs = OutputComparison()
-    output_dock = QDockWidget("Output: without / with", win, objectName="outputDock")
+    output_dock = QDockWidget("Output: without / with", win, objectName="outputDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     output_dock.setWidget(outputs)
     win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, output_dock)
-    centre = QWidget(objectName="centre")
+    centre = QWidget(objectName="centre")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
     lay = QVBoxLayout(centre)
     lay.setContentsMargins(4, 4, 4, 4)
     banner = ErrorBanner(centre)
-    note = QLabel(objectName="modelNote")
+    note = QLabel(objectName="modelNote")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     note.setWordWrap(True)
     note.setTextFormat(Qt.TextFormat.RichText)
     note.setStyleSheet(NOTE_STYLE)

@@ -8,7 +8,7 @@ the built window, adds its actions and docks, and connects the signals.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def _menu(win: "MainWindow", title: str) -> QMenu | None:
     for act in win.menuBar().actions():
         if act.menu() is not None and act.text().replace("&", "") == title:
-            return act.menu()
+            return cast(QMenu, act.menu())  # the stubs say QObject; a menu's action gives its QMenu
     return None
 
 
@@ -45,11 +45,12 @@ def install_window_tools(win: "MainWindow") -> None:
         after = win.findChild(QAction, "actionExportScript")
         actions = file_menu.actions()
         i = actions.index(after) + 1 if after in actions else len(actions)
-        file_menu.insertAction(actions[i] if i < len(actions) else None, export)
+        # The stubs want a QAction there; Qt takes None to mean "append" (hence the ignore).
+        file_menu.insertAction(actions[i] if i < len(actions) else None, export)  # type: ignore[arg-type]
     win.addAction(export)
 
     win.hooks_view = HooksView()
-    win.hooks_dock = QDockWidget("Hooks", win, objectName="hooksDock")
+    win.hooks_dock = QDockWidget("Hooks", win, objectName="hooksDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     win.hooks_dock.setWidget(win.hooks_view)
     win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, win.hooks_dock)
     win.hooks_dock.hide()   # View → Hooks shows it

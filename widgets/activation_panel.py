@@ -31,6 +31,8 @@ class ActivationPanel(QWidget):
     clampDragged = Signal(str, float, float)
     clampEdited = Signal(str, float, float)
     readout = Signal(str)   # the value under the cursor on any panel ("" when none)
+    # The public name (tests, scripts) shadows QWidget.scroll(dx, dy), which nothing here calls.
+    scroll: QScrollArea  # type: ignore[assignment]
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -242,7 +244,7 @@ class ActivationPanel(QWidget):
         self._shown = shown
 
     def _highlight(self, path: str) -> QWidget | None:
-        first = None
+        first: QWidget | None = None
         for key in self._order:
             panel = self._panels[key]
             on = key[0] == path

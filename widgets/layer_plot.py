@@ -247,7 +247,7 @@ class LayerPlot(QFrame):
         """The histogram sits above the view (a narrow panel), not beside it."""
         return self._row.direction() == QBoxLayout.Direction.TopToBottom
 
-    def set_plot_height(self, height: int) -> None:
+    def set_plot_height(self, height: float) -> None:
         """Both plots' height (at least :data:`PLOT_HEIGHT`): the activation panel
         lets its panels grow into a tall window instead of leaving it empty."""
         height = max(PLOT_HEIGHT, int(height))
@@ -258,7 +258,12 @@ class LayerPlot(QFrame):
     def chrome_height(self) -> int:
         """The panel's height beyond its plots: title, statistics, margins."""
         return (self.title.sizeHint().height() + self.stats_label.sizeHint().height()
-                + self.layout().spacing() * 2 + 10)
+                + self._layout_spacing() * 2 + 10)
+
+    def _layout_spacing(self) -> int:
+        layout = self.layout()
+        assert layout is not None  # __init__ gives the panel its layout
+        return layout.spacing()
 
     def set_highlighted(self, on: bool) -> None:
         self._highlighted = on
@@ -367,6 +372,7 @@ class LayerPlot(QFrame):
         vp.showAxes((axes, two, False, axes))
         top = vp.getAxis("top")
         if two:
+            assert halves is not None  # two implies it
             n, offset, end, sep = halves
             # "before" and "after" centred over their halves, the ticks below restart at 0.
             names = ("without", "with") if self._ref_label == "without" else ("before", "after")

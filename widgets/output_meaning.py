@@ -136,5 +136,10 @@ class OutputMeaningView(QWidget):
 
     def cell_texts(self) -> list[list[str]]:
         """What the table shows, row by row (for tests and copy)."""
-        return [[self.table.item(r, c).text() for c in range(self.table.columnCount())]
+        return [[self._cell_text(r, c) for c in range(self.table.columnCount())]
                 for r in range(self.table.rowCount())]
+
+    def _cell_text(self, row: int, column: int) -> str:
+        item = self.table.item(row, column)
+        assert item is not None  # show_description fills every cell
+        return item.text()

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, Qt, Signal
-from PySide6.QtGui import QPainter, QWheelEvent
+from PySide6.QtGui import QContextMenuEvent, QPainter, QWheelEvent
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessageBox,
                                QToolButton, QWidget)
@@ -33,7 +33,7 @@ from hookscope.core import HookscopeError
 from .last_folder import pick_file
 
 TextAt = Callable[[pg.ViewBox, QPointF], "str | None"]
-Rows = Callable[[], "tuple[list[str], list[Sequence]]"]
+Rows = Callable[[], "tuple[list[str], Sequence[Sequence]]"]
 ZOOM_STEP = 0.85   # view span per wheel notch (120 units) with Ctrl held
 EXPORT_FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)",
                   ".csv": "The plotted data as CSV (*.csv)"}
@@ -128,8 +128,9 @@ class PlotTools(QObject):
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         kind = event.type()
         if kind == QEvent.Type.Wheel:
-            if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
-                self._zoom(event)
+            wheel = cast(QWheelEvent, event)  # the type says so; Qt hands the filter a QEvent
+            if wheel.modifiers() & Qt.KeyboardModifier.ControlModifier:
+                self._zoom(wheel)
             else:
                 area = self._scroll_owner()   # the panel list scrolls, the plot stays
                 if area is not None:
@@ -138,7 +139,7 @@ class PlotTools(QObject):
         if kind == QEvent.Type.Leave:
             self._show("", None, None)
         elif kind == QEvent.Type.ContextMenu:
-            self._context_menu(event.globalPos())
+            self._context_menu(cast(QContextMenuEvent, event).globalPos())
             return True
         return False
 
