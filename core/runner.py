@@ -49,6 +49,8 @@ and progress counted at the same per-layer stop points where a run may stop.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import threading
 import time
@@ -220,6 +222,40 @@ class _Job:
         self.last_progress = 0.0
 
 
+
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = True
+
+
+@contextlib.contextmanager
+def no_automatic_gc():
+    """No automatic garbage collection while a job runs (in any thread).
+
+    A collection triggered on this thread in the middle of a forward can
+    finalise a Qt object a window left in a reference cycle: Qt objects must
+    die on the GUI thread, and one finalised here took a Qt lock and waited for
+    the interpreter lock the GUI thread held while it waited for that Qt lock
+    (a deadlock, seen in the test suite; another run crashed). With automatic
+    collection off while jobs run, cycles are collected between jobs, on
+    whichever thread allocates then, normally the GUI thread. Explicit
+    ``gc.collect()`` calls still work. Counted, so overlapping runners (two
+    windows) re-enable it only when the last job ends.
+    """
+    global _gc_holders, _gc_was_enabled
+    with _gc_lock:
+        _gc_holders += 1
+        if _gc_holders == 1:
+            _gc_was_enabled = gc.isenabled()  # a caller's own gc.disable() is left alone
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
 class QueueRunner:
     """The request queue every runner shares: one daemon thread, newest request wins.
 
@@ -344,7 +380,8 @@ class QueueRunner:
                     self._pending_run = None
                 self._current = job
             try:
-                self._do(job)
+                with no_automatic_gc():
+                    self._do(job)
             finally:
                 with self._cv:
                     self._current = None

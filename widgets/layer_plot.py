@@ -285,9 +285,9 @@ class LayerPlot(QFrame):
         rec = self.record
         if rec is None:
             return ["note"], [["nothing drawn yet"]]
-        pre = reference_of(rec)[0]
+        pre, _, label = reference_of(rec)
         drawn = self._drawn.image if self._drawn is not None else None
-        return tensor_rows(rec.tensor, pre, self.view_kind, drawn)
+        return tensor_rows(rec.tensor, pre, self.view_kind, drawn, label or "before")
 
     def _reset_view(self) -> None:
         """Undo a zoom of the shape view: its fitted range again."""

@@ -107,9 +107,11 @@ def _first_sample(t: torch.Tensor, kind: str) -> np.ndarray:
 
 
 def tensor_rows(tensor: torch.Tensor | None, pre: torch.Tensor | None, kind: str,
-                drawn: np.ndarray | None = None) -> tuple[list[str], list[list]]:
-    """A captured tensor as CSV rows: index columns, ``value`` and (if intervened)
-    ``before``. Feature maps and token maps list the first sample; a tensor of
+                drawn: np.ndarray | None = None,
+                pre_name: str = "before") -> tuple[list[str], list[list]]:
+    """A captured tensor as CSV rows: index columns, ``value`` and (if it is
+    compared with one) ``pre_name``: ``before`` its intervention, or ``without``
+    the interventions for a layer downstream. Feature maps and token maps list the first sample; a tensor of
     more than :data:`MAX_CSV_VALUES` values lists the drawn picture instead."""
     if tensor is None:
         return ["note"], [["statistics only: no tensor was kept"]]
@@ -125,6 +127,6 @@ def tensor_rows(tensor: torch.Tensor | None, pre: torch.Tensor | None, kind: str
     flat = arr.reshape(-1)
     if before is not None and before.shape == arr.shape:
         pre_flat = before.reshape(-1)
-        return ([*names, "value", "before"],
+        return ([*names, "value", pre_name],
                 [[*map(int, i), float(v), float(p)] for i, v, p in zip(idx, flat, pre_flat)])
     return [*names, "value"], [[*map(int, i), float(v)] for i, v in zip(idx, flat)]

@@ -36,9 +36,11 @@ def test_save_plots_writes_each_panel_and_its_data_without_a_display(tmp_path):
     lm = load_model("demo:cnn")
     r = compare(lm.module, lm.example_input, Plan(capture=("conv1", "fc"), clamp={"conv1": (-0.5, 0.5)}))
     rows = list(csv.reader(Path(out / "fc_call0_bars.csv").read_text().splitlines()))
-    assert rows[0] == ["unit", "value"]
-    fc = r.captures["fc"][0].tensor.reshape(-1)
-    assert [float(v) for _u, v in rows[1:]] == pytest.approx(fc.tolist(), abs=1e-6)
+    assert rows[0] == ["unit", "value", "without"]   # fc is downstream of the clamp
+    fc = r.captures["fc"][0]
+    assert [float(row[1]) for row in rows[1:]] == pytest.approx(fc.tensor.reshape(-1).tolist(), abs=1e-6)
+    assert [float(row[2]) for row in rows[1:]] == pytest.approx(
+        fc.baseline_tensor.reshape(-1).tolist(), abs=1e-6)
     rows = list(csv.reader(Path(out / "output.csv").read_text().splitlines()))
     assert [float(row[2]) for row in rows[1:]] == pytest.approx(
         torch.as_tensor(r.output_with).reshape(-1).tolist(), abs=1e-6)

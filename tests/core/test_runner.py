@@ -219,3 +219,27 @@ def test_loads_are_requests_too(runner):
     ev = runner.rec.next_final()
     assert isinstance(ev, Failed) and "unknown demo" in ev.message
     assert runner.counts.loads_done == 1
+
+
+def test_no_automatic_gc_while_a_job_runs_and_back_after():
+    """A collection on the runner thread could finalise a window's Qt objects there
+    (a deadlock seen in the suite): automatic collection is off while jobs run,
+    counted across overlapping runners, and restored as it was."""
+    import gc
+
+    from hookscope.core.runner import no_automatic_gc
+
+    assert gc.isenabled()
+    with no_automatic_gc():
+        assert not gc.isenabled()
+        with no_automatic_gc():   # a second runner's job overlapping
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first job still runs
+    assert gc.isenabled()
+    gc.disable()                   # a caller that turned it off keeps it off
+    try:
+        with no_automatic_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
