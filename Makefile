@@ -7,14 +7,20 @@ VENV   ?= .venv
 TORCH  ?= torch==2.13.0
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.hookscope-installed
+TESTS  := $(VENV)/.hookscope-test-installed
 
 .PHONY: install demo test bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q torch
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e .
 	touch $(STAMP)
+
+# The test extra (pytest-qt, hypothesis, mypy, transformers, accelerate, ray) only for `make test`.
+$(TESTS): $(STAMP)
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(TESTS)
 
 install: $(STAMP)
 
@@ -23,7 +29,9 @@ demo: $(STAMP)
 	@$(PY) -m hookscope.app.system_check
 	$(VENV)/bin/hookscope
 
-test: $(STAMP)
+# The type check first (seconds), then the whole suite, headless.
+test: $(TESTS)
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 bench: $(STAMP)
