@@ -51,7 +51,7 @@ class CausalSelfAttention(nn.Module):
         shape = (b, t, self.n_head, d // self.n_head)
         q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.n_head)
-        att = att.masked_fill(~self.mask[:t, :t], float("-inf"))
+        att = att.masked_fill(~self.mask[:t, :t], float("-inf"))  # type: ignore[index]  # buffers read back as Tensor | Module in the stubs
         y = self.probs(att) @ v
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 

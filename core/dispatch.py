@@ -164,7 +164,7 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
         raise DeviceError(f"the model does not fit in the memory given to it ({limit or 'all free memory'}): "
                           f"{len(disk)} part(s) ({', '.join(disk[:4])}) would go to disk. Pass --offload DIR "
                           "for their weights, or raise --max-memory.")
-    folder = _fresh_offload_folder(module, opts.offload) if disk else None
+    folder = _fresh_offload_folder(module, opts.offload) if disk and opts.offload else None
     quiet = logging.getLogger("accelerate")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its notes ("some parameters are on the meta device") are expected here
@@ -182,7 +182,7 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
     finally:
         quiet.setLevel(level)
-    module.hf_device_map = dict(dm)  # also set when everything went to one device
+    module.hf_device_map = dict(dm)  # type: ignore[assignment]  # nn.Module stubs type attributes as Tensor | Module; also set when everything went to one device
     return module
 
 

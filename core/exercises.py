@@ -6,6 +6,8 @@ torch computes on this machine; nothing is stored.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .demo_models import clamp_demo, features_demo
 from .plan import Plan
 from .run import compare, flat_floats, run
@@ -32,6 +34,7 @@ def feature_extraction_test() -> dict:
     """Exercise 2: capture fc1, fc2 and fc3 in one forward pass."""
     module, x = features_demo()
     result = run(module, x, Plan(capture=list(FEATURE_LAYERS)))
-    out = {f"{name}_shape": list(result.captures[name][0].stats.shape) for name in FEATURE_LAYERS}
+    out: dict[str, Any] = {f"{name}_shape": list(result.captures[name][0].stats.shape)  # type: ignore[union-attr]  # run() summarises every capture
+                           for name in FEATURE_LAYERS}
     out["num_features_captured"] = sum(1 for recs in result.captures.values() if recs)
     return out

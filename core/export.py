@@ -65,7 +65,7 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
         raise HookscopeError(f"cannot create the folder {path.parent}: {exc.strerror or exc}") from exc
     if path.suffix == ".npz":
         arrays = capture_arrays(captures)
-        return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **arrays))
+        return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **arrays))  # type: ignore[arg-type]  # numpy stubs: **kwds arrays read as allow_pickle
     from safetensors.torch import save_file  # keeps every dtype as it is, bfloat16 included
 
     return atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))

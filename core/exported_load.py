@@ -160,7 +160,7 @@ def _weights_only_everywhere() -> Iterator[None]:
         old = os.environ.get(key)
         saved = _package.pickle, torch._C._pickle_load_obj
         os.environ[key] = "1"
-        _package.pickle, torch._C._pickle_load_obj = _RefusingPickle(), _refuse_torchbind
+        _package.pickle, torch._C._pickle_load_obj = _RefusingPickle(), _refuse_torchbind  # type: ignore[assignment]  # stands in for the pickle module
         try:
             yield
         finally:

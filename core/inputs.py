@@ -155,6 +155,7 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
         raise InputError(f"seed {seed} is out of range: use a seed below 2**63") from exc
     if structured:  # every key of a dict example (attention_mask too), each its own kind
         return random_like(text, example, seed, shape, _DTYPES.get(opts.get("dtype", "")), high)
+    assert shape is not None  # only a structured example goes without a shape
     numel = 1
     for n in shape:
         numel *= n

@@ -32,7 +32,7 @@ MAX_POSITIONS = 64     # token positions listed (the last ones: where the prompt
 MAX_ROWS = 8           # batch rows / images listed
 
 
-def _r(x: float, n: int = 4) -> float:
+def _r(x: "float | torch.Tensor", n: int = 4) -> float:
     return round(float(x), n)
 
 
@@ -132,8 +132,9 @@ def detections(a: list, b: list, meaning: OutputMeaning, k: int) -> dict[str, An
     """Per image: the top-k detections (box, label, score) without/with, field by field."""
     def listed(d: dict) -> list[dict[str, Any]]:
         scores, boxes, labels = _field(d, "scores"), _field(d, "boxes"), _field(d, "labels")
-        n = int(scores.numel()) if scores is not None else 0
-        order = scores.argsort(descending=True)[:k].tolist() if n else []
+        if scores is None or not scores.numel():
+            return []
+        order = scores.argsort(descending=True)[:k].tolist()
         return [{"score": _r(scores[i]),
                  "label": meaning.label(int(labels[i])) if labels is not None else None,
                  "box": [_r(v, 1) for v in boxes[i].tolist()] if boxes is not None else None}
@@ -151,8 +152,9 @@ def detections(a: list, b: list, meaning: OutputMeaning, k: int) -> dict[str, An
                            "with": list(tb.shape) if tb is not None else None,
                            "same": bool(ta is not None and tb is not None and ta.shape == tb.shape
                                         and torch.equal(ta, tb))}
-        images.append({"count_without": len(_field(da, "scores") if _field(da, "scores") is not None else []),
-                       "count_with": len(_field(db, "scores") if _field(db, "scores") is not None else []),
+        sa, sb = _field(da, "scores"), _field(db, "scores")
+        images.append({"count_without": len(sa) if sa is not None else 0,
+                       "count_with": len(sb) if sb is not None else 0,
                        "top_without": listed(da), "top_with": listed(db), "fields": fields})
     return {"kind": DETECTIONS, "images": images, "notes": list(meaning.notes)}
 

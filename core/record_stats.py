@@ -51,9 +51,9 @@ def value_range(t: torch.Tensor, deferred: bool | None = None) -> Range | None:
         return (mn, mx)
     finite = torch.isfinite(flat)
     inf = torch.tensor(math.inf, device=flat.device, dtype=flat.dtype)
-    mn = torch.where(finite, flat, inf).amin().to(torch.float64)
-    mx = torch.where(finite, flat, -inf).amax().to(torch.float64)
-    return (mn, mx)  # ±inf when nothing is finite: summarize then falls back to its own range
+    dmn = torch.where(finite, flat, inf).amin().to(torch.float64)
+    dmx = torch.where(finite, flat, -inf).amax().to(torch.float64)
+    return (dmn, dmx)  # ±inf when nothing is finite: summarize then falls back to its own range
 
 
 def stats_range(s: TensorStats | None) -> Range | None:

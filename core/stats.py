@@ -132,7 +132,7 @@ def resolve_all(pending: Iterable[PendingStats]) -> None:
             continue
         by_device.setdefault(p.vector.device, []).append(p)
     for items in by_device.values():
-        host = torch.stack([p.vector for p in items]).cpu().numpy()
+        host = torch.stack([p.vector for p in items if isinstance(p.vector, torch.Tensor)]).cpu().numpy()
         for p, row in zip(items, host):
             p._finish(row)
 
@@ -174,6 +174,7 @@ def summarize(
     count = x.numel()
     if deferred is None:
         deferred = x.device.type != "cpu"
+    vec: torch.Tensor | np.ndarray
     if count == 0:
         vec = torch.full((_N_SCALARS + bins,), 0.0, dtype=torch.float64, device=x.device)
         vec[: _N_SCALARS] = float("nan")
@@ -190,7 +191,7 @@ def summarize(
         rng = None if bins_like is None or bins_like.vector is None else (
             bins_like.vector[_FMIN], bins_like.vector[_FMAX])
         if hist_range is not None:
-            rng = tuple(torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)
+            rng = tuple(torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)  # type: ignore[assignment]  # hist_range is a (lo, hi) pair
         vec = _summary_deferred(flat, clamp, bins, rng)
     else:
         rng = None if bins_like is None or bins_like.vector is None else (

@@ -55,7 +55,7 @@ class InterventionEditor(QWidget):
         self._lay = QHBoxLayout(self)
         self._lay.setContentsMargins(1, 0, 1, 0)
         self._lay.setSpacing(3)
-        self.kind_combo = QComboBox(objectName="interventionKind")
+        self.kind_combo = QComboBox(objectName="interventionKind")  # type: ignore[call-arg]  # PySide6 stubs omit property kwargs
         self.kind_combo.addItem(NONE)
         for kind in sorted(self._kinds):
             self.kind_combo.addItem(kind)

@@ -148,7 +148,7 @@ class LayerTreeModel(QAbstractItemModel):
     def _show_tree(self, root: TreeNode | None) -> None:
         self.beginResetModel()
         self._root = _Item(root, None, 0) if root is not None else None
-        self._by_path = {root.path: self._root} if root is not None else {}
+        self._by_path = {root.path: self._root} if root is not None and self._root is not None else {}
         if self._root is not None:
             self._build(self._root)
         self._observed = root is not None and any(n.output_shape is not None for n in root.walk())
