@@ -24,67 +24,12 @@ import os
 import sys
 import time
 import tracemalloc
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 LAYER = "conv1"
 MOVES_PER_DRAG = 5          # mouse moves with the button held: one bound change each
 PAUSE_EVERY = 4             # drags between two rests of the hand
 WINDOW_ARGS = ["demo:cnn", "--capture", "conv1,relu1,fc"]
-
-
-# -- real mouse events on a pyqtgraph line ----------------------------------------
-def _send(vp, kind, pos, button, buttons) -> None:
-    from PySide6.QtCore import QPointF, Qt
-    from PySide6.QtGui import QMouseEvent
-    from PySide6.QtWidgets import QApplication
-
-    ev = QMouseEvent(kind, QPointF(pos), QPointF(vp.mapToGlobal(pos)), button, buttons,
-                     Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(vp, ev)
-
-
-@contextmanager
-def _no_rate_limit():
-    """pyqtgraph drops mouse moves less than 10 ms apart (a hand is never that fast;
-    a script is): lifted while the script moves the mouse."""
-    import pyqtgraph as pg
-
-    old = pg.getConfigOption("mouseRateLimit")
-    pg.setConfigOption("mouseRateLimit", 0)
-    try:
-        yield
-    finally:
-        pg.setConfigOption("mouseRateLimit", old)
-
-
-def line_pixel(widget, line, x: float | None = None, height: float = 0.35):
-    """The viewport pixel of the vertical ``line`` (or of the view x ``x``), ``height`` up its view."""
-    from PySide6.QtCore import QPointF
-
-    vb = line.getViewBox()
-    _, (y0, y1) = vb.viewRange()
-    at = QPointF(float(line.value()) if x is None else x, y0 + height * (y1 - y0))
-    return widget.mapFromScene(vb.mapViewToScene(at))
-
-
-def drag_line(widget, line, to_x: float, steps: int = MOVES_PER_DRAG) -> None:
-    """Drag ``line`` with the left button from where it is to the view x ``to_x``:
-    a press on it, ``steps`` moves with the button held, a release (QTest.mouseMove
-    carries no button state, and pyqtgraph drags only on moves that do)."""
-    from PySide6.QtCore import QEvent, QPoint, Qt
-
-    vp = widget.viewport()
-    start = line_pixel(widget, line)
-    end = QPoint(line_pixel(widget, line, to_x).x(), start.y())
-    left, none = Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton
-    with _no_rate_limit():
-        _send(vp, QEvent.Type.MouseMove, start, none, none)      # hover onto the line
-        _send(vp, QEvent.Type.MouseButtonPress, start, left, left)
-        for i in range(1, steps + 1):
-            p = start + (end - start) * (i / steps)
-            _send(vp, QEvent.Type.MouseMove, p, none, left)
-        _send(vp, QEvent.Type.MouseButtonRelease, end, left, none)
 
 
 # -- the soak ---------------------------------------------------------------------
@@ -118,6 +63,8 @@ def soak_drags(win, changes: int, pump, settle, pause_every: int = PAUSE_EVERY,
     is called once half the changes are made (a test starts its memory count
     there). The counts are read after the last drag's run has finished.
     """
+    from .mouse_events import drag_line  # Qt loads only when a soak runs
+
     panel = win.panel.panels()[(LAYER, 0)]
     widget, line = panel.hist_widget, panel.hi_line
     pre = panel.record.pre_stats or panel.record.stats  # before any clamp: the values as they are
@@ -138,7 +85,7 @@ def soak_drags(win, changes: int, pump, settle, pause_every: int = PAUSE_EVERY,
     drags = 0
     half_called = False
     while sent[0] < changes and drags < 3 * changes:
-        drag_line(widget, line, xs[drags % len(xs)])
+        drag_line(widget, line, xs[drags % len(xs)], MOVES_PER_DRAG)
         drags += 1
         pump()
         if drags % pause_every == 0:
