@@ -63,7 +63,26 @@ def resolve_device(name: str | torch.device) -> torch.device:
     raise DeviceError(f"device type {dev.type!r} is not supported: use 'cpu' or 'cuda'")
 
 
-def synchronize(dev: torch.device) -> None:
-    """Wait for queued work on ``dev`` (for honest timings); no-op on the CPU."""
+def synchronize(dev: torch.device, module: "torch.nn.Module | None" = None) -> None:
+    """Wait for queued work on ``dev`` and on every GPU ``module``'s weights sit on
+    (for honest timings); no-op on the CPU.
+
+    A model spread over several GPUs by a device map runs its later layers on
+    other devices than the input's: waiting for the input's device alone would
+    stop the clock while those layers still run.
+    """
+    for d in accelerator_devices(dev, module):
+        torch.cuda.synchronize(d)
+
+
+def accelerator_devices(dev: torch.device, module: "torch.nn.Module | None" = None
+                        ) -> list[torch.device]:
+    """The CUDA devices among ``dev`` and ``module``'s parameters and buffers, in order."""
+    found: dict[torch.device, None] = {}
     if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
+        found[dev] = None
+    if module is not None:
+        for t in (*module.parameters(), *module.buffers()):
+            if t.device.type == "cuda":
+                found.setdefault(t.device, None)
+    return list(found)

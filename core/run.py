@@ -304,14 +304,14 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     with session:
-        synchronize(dev)
+        synchronize(dev, module)
         t0 = time.perf_counter()
         if learn:
             with session.guard:
                 out = forward(module, own_copy(x), grad_mode)
         else:
             out = forward(module, own_copy(x), grad_mode)
-        synchronize(dev)
+        synchronize(dev, module)
         fwd_ms = (time.perf_counter() - t0) * 1e3
     if learn:
         _INPLACE_VICTIMS.setdefault(module, set()).update(session.guard.victims)

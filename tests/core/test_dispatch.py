@@ -235,3 +235,14 @@ def test_a_patch_lands_on_a_block_whose_weights_are_on_disk(tmp_path):
     with torch.inference_mode():  # by hand: the block's output on the source input
         expected = mem.module[: int(block) + 1](src)
     assert torch.equal(got.captures[block][0].tensor, expected)
+
+
+def test_timings_wait_for_every_gpu_the_weights_sit_on_and_none_on_the_cpu():
+    from hookscope.core.devices import accelerator_devices
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    assert accelerator_devices(torch.device("cpu"), model) == []
+    if not torch.cuda.is_available():
+        return
+    model[1].to("cuda:0")  # a device map's later layer on a GPU, the input on the CPU
+    assert accelerator_devices(torch.device("cpu"), model) == [torch.device("cuda", 0)]
