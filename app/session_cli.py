@@ -47,6 +47,9 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
     check_output_paths(ns)
     s = Session.open_file(ns.session)
     try:
+        if s.plan_problem:  # a script must not run a different plan than the file's
+            raise HookscopeError(f"{s.plan_problem}. Fix the layer names in {ns.session} (or open "
+                                 "it in the window, tick the layers and save it again)")
         if ns.input:
             s.set_input(ns.input)
         plan, lm = s.current_plan(), s.model

@@ -86,6 +86,11 @@ class SessionReactions(_WindowBase):
         if s.view.get("selected"):
             self.tree.select_path(s.view["selected"])
 
+    def _on_load_warning(self, ev: SessionEvent) -> None:
+        # What the load left out (a layer the model lacks, a device it cannot use)
+        # stays until closed: the first run's success must not hide it.
+        self.show_error(str(ev.value), sticky=True)
+
     def _on_load_failed(self, ev: SessionEvent) -> None:
         self.show_error(f"could not open the model: {ev.value}")
 

@@ -18,7 +18,7 @@ from typing import Iterable
 from torch import nn
 
 from .errors import PlanError
-from .plan import Plan
+from .plan import Plan, unknown_layer_message
 
 WILDCARDS = "*?["
 
@@ -81,3 +81,24 @@ def expand_plan(plan: Plan, module: nn.Module) -> Plan:
     # plan.interventions holds the clamps too (plan.clamp is a view of them)
     return dataclasses.replace(plan, capture=tuple(capture), clamp={},
                                interventions=spread(plan.interventions))
+
+
+def without_unknown_layers(plan: Plan, module: nn.Module) -> tuple[Plan, str | None]:
+    """``plan`` less the paths ``module`` has no module at, and a message naming them.
+
+    A session file or command line written for another version of a model may
+    name layers this one lacks. The rest of the plan still applies; the message
+    says what was left out and the closest real names, so nothing is dropped
+    without a word.
+    """
+    by_name = dict(module.named_modules(remove_duplicate=False))
+    missing = [p for p in plan.paths() if p not in by_name]
+    if not missing:
+        return plan, None
+    gone = set(missing)
+    kept = dataclasses.replace(
+        plan, capture=tuple(p for p in plan.capture if p not in gone), clamp={},
+        interventions={p: iv for p, iv in plan.interventions.items() if p not in gone})
+    first = unknown_layer_message(missing[0], [p for p, _ in module.named_modules()])
+    more = f" (and {len(missing) - 1} more: {', '.join(map(repr, missing[1:4]))})" if len(missing) > 1 else ""
+    return kept, f"{first}{more}"

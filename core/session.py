@@ -35,7 +35,7 @@ from .devices import resolve_device
 from .errors import Cancelled as CancelledError
 from .errors import ForwardError, HookscopeError
 from .interventions import Intervention
-from .path_patterns import expand_plan
+from .path_patterns import expand_plan, without_unknown_layers
 from .plan import Plan
 from .plan_edits import PlanHistory
 from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
@@ -65,6 +65,8 @@ class SessionEvent:
     """One change. ``kind`` and ``value``:
 
     ``model`` (LoadedModel; ``session.tree`` is its tree), ``load_failed`` (message),
+    ``load_warning`` (message: what the load could not apply, e.g. a layer the
+    model lacks; the rest of the setup applies),
     ``plan`` (Plan), ``input`` (str), ``device`` (str), ``options`` (Options),
     ``observed`` (TreeNode with output shapes), ``started`` (None),
     ``progress`` (:class:`~hookscope.core.runner.Progress`), ``result`` (RunResult),
@@ -117,6 +119,8 @@ class Session:
         self.view: dict[str, Any] = {}
         self.last_result: Any = None
         self.last_error: str | None = None
+        # What the last load left out of the plan it was given (e.g. a layer the model lacks).
+        self.plan_problem: str | None = None
         self.history = PlanHistory()
         self._load_id: int | None = None
         self._setup = _Setup()
@@ -479,12 +483,14 @@ class Session:
         self.model, self.tree = ev.model, ev.tree
         self.trust_pickle = setup.trust_pickle
         self.last_result = self.last_error = None
-        self.plan = Plan()
+        self.plan, self.plan_problem = Plan(), None
+        warnings: list[str] = []  # told after "model", which clears a window's old messages
         if setup.plan is not None:
             try:  # wildcards of a command line (--capture 'h.*.mlp') to this model's paths
-                self.plan = expand_plan(setup.plan, ev.model.module)
+                self.plan, self.plan_problem = without_unknown_layers(
+                    expand_plan(setup.plan, ev.model.module), ev.model.module)
             except HookscopeError as exc:
-                self._emit("error", str(exc), ev.request_id)
+                self.plan_problem = str(exc)
         self.history.clear()
         if setup.input_text is not None:
             self.input_text = tidy_input_text(setup.input_text)
@@ -498,11 +504,16 @@ class Session:
                 self.device = setup.device
                 self._emit("device", self.device, ev.request_id)
             except HookscopeError as exc:
-                self._emit("error", str(exc), ev.request_id)
+                warnings.append(str(exc))
         if setup.options is not None:
             self.options = setup.options
         self.view = dict(setup.view or {})
         self._emit("model", ev.model, ev.request_id)
+        if self.plan_problem:
+            warnings.insert(0, f"{self.plan_problem}\nThat part of the plan was left out: "
+                               "tick the layers you meant in the tree.")
+        for message in warnings:
+            self._emit("load_warning", message, ev.request_id)
         self._emit("plan", self.plan, ev.request_id)
         self._emit("options", self.options, ev.request_id)
         if setup.run_after or self.options.live:

@@ -303,3 +303,32 @@ def test_a_run_of_the_replaced_model_never_reaches_the_window(make_window, qtbot
                     timeout=30_000)
     assert [spec for spec, _ in shown] == ["demo:clamp"]
     assert set(shown[0][1].captures) == {"0"}
+
+
+def session_file_with_a_missing_layer(capsys, tmp_path) -> Path:
+    f = tmp_path / "old.hookscope.json"
+    cli_json(capsys, "demo:features", "--capture", "fc1", "--save-session", str(f))
+    d = json.loads(f.read_text())
+    d["plan"]["capture"].append("fc9")  # written for a model that had an fc9
+    f.write_text(json.dumps(d))
+    return f
+
+
+def test_a_session_naming_a_missing_layer_is_refused_by_the_cli_in_one_line(capsys, tmp_path):
+    f = session_file_with_a_missing_layer(capsys, tmp_path)
+    assert main(["run", "--session", str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert "unknown layer 'fc9'" in err and "Did you mean" in err and "'fc1'" in err
+
+
+def test_a_session_naming_a_missing_layer_opens_in_the_window_and_the_message_stays(
+        make_window, qtbot, capsys, tmp_path):
+    f = session_file_with_a_missing_layer(capsys, tmp_path)
+    win = make_window([str(f)])
+    r = wait_result(qtbot, win)
+    assert set(r.captures) == {"fc1"}  # the rest of the plan ran
+    assert "unknown layer 'fc9'" in win.banner.text() and "left out" in win.banner.text()
+    with qtbot.waitSignal(win.resultShown, timeout=30_000):
+        win.request_run()  # a good run does not hide what the load left out
+    assert "fc9" in win.banner.text()

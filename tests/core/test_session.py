@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -247,3 +248,39 @@ def test_core_and_a_full_session_run_load_no_qt():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def write_session_naming_a_missing_layer(session, tmp_path):
+    """A demo:cnn session file whose plan also names 'conv9', a layer demo:cnn lacks
+    (as a file written for another version of a model would)."""
+    s = session("demo:cnn")
+    s.capture("conv1")
+    s.intervene("conv2", Zero())
+    f = s.save(tmp_path / "old.hookscope.json")
+    d = json.loads(f.read_text())
+    d["plan"]["capture"].append("conv9")
+    f.write_text(json.dumps(d))
+    return f
+
+
+def test_a_session_naming_a_layer_the_model_lacks_keeps_the_rest_and_says_so(session, tmp_path):
+    f = write_session_naming_a_missing_layer(session, tmp_path)
+    s = Session.open_file(f)
+    seen = []
+    s.subscribe(lambda ev: seen.append(ev))
+    try:
+        assert s.plan.capture == ("conv1",) and isinstance(s.intervention_for("conv2"), Zero)
+        assert "unknown layer 'conv9'" in s.plan_problem and "'conv1'" in s.plan_problem
+        r = s.run()  # the rest of the plan runs
+        assert set(r.captures) == {"conv1"}
+        done = threading.Event()
+        s.subscribe(lambda ev: ev.kind == "result" and done.set())
+        s.open_setup(read_session_file(f))  # loads again, then runs once
+        assert done.wait(60)
+        kinds = [ev.kind for ev in seen]
+        # told after "model": a window clears old messages when a model arrives
+        assert kinds.index("load_warning") > kinds.index("model")
+        warning = next(ev.value for ev in seen if ev.kind == "load_warning")
+        assert "conv9" in warning and "left out" in warning
+    finally:
+        s.close()
