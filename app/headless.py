@@ -64,6 +64,10 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
+    if opts.labels:
+        from hookscope.core.class_labels import name_classes
+
+        name_classes(lm, opts.labels)
     x = parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
@@ -90,7 +94,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.export_script:
         write_text(ns.export_script, script)
     if ns.save_session:
-        save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only)
+        save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
+                        opts.labels)
     if ns.save_plots:
         save_plots(result, ns.save_plots)
     return 0

@@ -119,7 +119,7 @@ def create_window(argv: list[str]):
             errors.append(f"could not open the session: {exc}")
             win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))
     else:
-        win.load(spec, ns.weights, ns.input, plan, ns.trust_pickle)
+        win.load(spec, ns.weights, ns.input, plan, ns.trust_pickle, labels=ns.labels)
     if ns.live:
         win.set_live(True)
     for msg in errors:

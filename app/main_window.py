@@ -136,12 +136,14 @@ class MainWindow(SessionReactions, QMainWindow):
         return self.session.options.stats_only
 
     def load(self, spec: str, weights: str | None = None, input_text: str | None = None,
-             plan: Plan | None = None, trust_pickle: bool = False) -> int:
-        """Load a model; when it arrives, apply ``plan`` and run once. A failed load
-        leaves the current model, plan and plots as they were."""
+             plan: Plan | None = None, trust_pickle: bool = False,
+             labels: str | None = None) -> int:
+        """Load a model; when it arrives, apply ``plan`` (and the class names in the
+        ``labels`` file) and run once. A failed load leaves the current model, plan
+        and plots as they were."""
         self.status.show_busy(True)
         return self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                       input_text=input_text)
+                                       input_text=input_text, labels=labels)
 
     def request_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; returns the request id."""

@@ -28,6 +28,9 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
                         "path/to/file.py:factory, package.module:factory, hf:NAME_OR_DIR, "
                         "torchvision:NAME[:pretrained], timm:NAME[:pretrained], or model.pt2")
     p.add_argument("--weights", metavar="FILE", help="state_dict (.pt/.pth/.safetensors) for a factory's model")
+    p.add_argument("--labels", metavar="FILE", default=None,
+                   help="class names for a classifier's output: a text file with one name per "
+                        "line in class order, or a JSON list / {\"0\": \"name\"} object")
     p.add_argument("--input", metavar="X", default=None,
                    help="input: a literal like [[1.0, 2.0, 3.0]], random:1x3x32x32[:seed=N], "
                         "a .npy/.pt/.safetensors file, text:PROMPT (models with a tokenizer), "
@@ -114,6 +117,7 @@ class ModelOptions:
     trust_pickle: bool = False
     interventions: dict[str, Intervention] = field(default_factory=dict)
     train: bool = False
+    labels: str | None = None
 
     def plan(self) -> Plan:
         return Plan(capture=tuple(self.capture), clamp=dict(self.clamp),
@@ -134,6 +138,6 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
                             "a layer takes one")
         interventions[path] = iv
     opts = ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle, interventions, ns.train)
+                        ns.stats_only, ns.trust_pickle, interventions, ns.train, ns.labels)
     opts.plan()  # a clash between --clamp and --intervene is reported here, once
     return opts

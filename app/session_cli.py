@@ -27,10 +27,11 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
 
 
 def save_session_of(path: str, lm: LoadedModel, input_text: str | None, device: str, plan: Plan,
-                    stats_only: bool) -> None:
+                    stats_only: bool, labels: str | None = None) -> None:
     """Write the setup of a plain ``hookscope run`` as a session file."""
-    Session.offline(lm, input_text or "example", device, plan,
-                    Options(stats_only=stats_only)).save(path)
+    s = Session.offline(lm, input_text or "example", device, plan, Options(stats_only=stats_only))
+    s.labels = labels
+    s.save(path)
 
 
 def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
@@ -50,6 +51,8 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
         if s.plan_problem:  # a script must not run a different plan than the file's
             raise HookscopeError(f"{s.plan_problem}. Fix the layer names in {ns.session} (or open "
                                  "it in the window, tick the layers and save it again)")
+        if s.load_warnings:
+            raise HookscopeError(f"{ns.session}: {s.load_warnings[0]}")
         if ns.input:
             s.set_input(ns.input)
         plan, lm = s.current_plan(), s.model

@@ -77,8 +77,11 @@ def classes(a: torch.Tensor, b: torch.Tensor, meaning: OutputMeaning, k: int) ->
                                  "without": _r(pa[r, i]), "with": _r(pb[r, i]), "change": _r(d[i])}
                                 for i in moved if float(d[i]) != 0.0],
         })
-    return {"kind": CLASSES, "classes": a.shape[-1], "rows": rows,
-            "notes": list(meaning.notes)}
+    notes = list(meaning.notes)
+    if meaning.labels is not None and len(meaning.labels) != a.shape[-1]:
+        notes.append(f"the labels name {len(meaning.labels)} classes but the output has "
+                     f"{a.shape[-1]}: check the labels file (unnamed classes show their index)")
+    return {"kind": CLASSES, "classes": a.shape[-1], "rows": rows, "notes": notes}
 
 
 def token_ids(inputs: Any) -> torch.Tensor | None:

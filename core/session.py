@@ -90,6 +90,7 @@ class _Setup:
     view: dict | None = None
     run_after: bool = True
     trust_pickle: bool = False
+    labels: str | None = None
 
 
 @dataclass
@@ -121,6 +122,8 @@ class Session:
         self.last_error: str | None = None
         # What the last load left out of the plan it was given (e.g. a layer the model lacks).
         self.plan_problem: str | None = None
+        self.labels: str | None = None  # the labels file naming the output's classes, if any
+        self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
         self._load_id: int | None = None
         self._setup = _Setup()
@@ -207,24 +210,44 @@ class Session:
         the current model and plan stay until the load succeeds."""
         return self.open_model(setup.spec, setup.weights, trust_pickle=setup.trust_pickle,
                                plan=setup.plan, input_text=setup.input_text, device=setup.device,
-                               options=setup.options, view=setup.view, run_after=run_after)
+                               options=setup.options, view=setup.view, run_after=run_after,
+                               labels=setup.labels)
 
     def open_model(self, spec: str, weights: str | None = None, *, trust_pickle: bool = False,
                    plan: Plan | None = None, input_text: str | None = None,
                    device: str | None = None, options: Options | None = None,
-                   view: dict | None = None, run_after: bool = True) -> int:
+                   view: dict | None = None, run_after: bool = True,
+                   labels: str | None = None) -> int:
         """Queue a model load; when it arrives, apply the rest and (``run_after``) run once.
 
+        ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
         A failed load leaves the current model, plan and results as they were.
         """
         if self.runner is None:
             raise HookscopeError("this session has no runner to load a model with")
-        self._setup = _Setup(plan, input_text, device, options, view, run_after, trust_pickle)
+        self._setup = _Setup(plan, input_text, device, options, view, run_after, trust_pickle,
+                             labels)
         with self._wlock:  # a caller may wait on this id: register it before any answer
             self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
             if self._register:
                 self._waiters[self._load_id] = _Waiter()
         return self._load_id
+
+    def set_labels(self, path: str) -> None:
+        """Name the open model's output classes from the labels file ``path``
+        (:mod:`.class_labels`); the last result is shown again with the names."""
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first, then its labels")
+        self._name_classes(path)
+        if self.last_result is not None:
+            self._emit("result", self.last_result, self._newest_run)
+
+    def _name_classes(self, path: str) -> None:
+        from .class_labels import name_classes
+
+        assert self.model is not None
+        name_classes(self.model, path)
+        self.labels = path
 
     def close(self, timeout_s: float = 1.0) -> bool:
         """Stop the runner (the run in flight stops at its next layer); whether it ended in time."""
@@ -508,10 +531,17 @@ class Session:
         if setup.options is not None:
             self.options = setup.options
         self.view = dict(setup.view or {})
+        self.labels = None
+        if setup.labels is not None:
+            try:
+                self._name_classes(setup.labels)
+            except HookscopeError as exc:
+                warnings.append(str(exc))
         self._emit("model", ev.model, ev.request_id)
         if self.plan_problem:
             warnings.insert(0, f"{self.plan_problem}\nThat part of the plan was left out: "
                                "tick the layers you meant in the tree.")
+        self.load_warnings = warnings
         for message in warnings:
             self._emit("load_warning", message, ev.request_id)
         self._emit("plan", self.plan, ev.request_id)

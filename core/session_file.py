@@ -3,7 +3,7 @@
 One JSON object::
 
     {"format": "hookscope-session", "version": 1,
-     "model": {"spec": "net.py:make", "weights": "net.safetensors"},
+     "model": {"spec": "net.py:make", "weights": "net.safetensors", "labels": "classes.txt"},
      "input": {"text": "digits.npy", "file": true},
      "device": "cpu",
      "plan": {"capture": ["conv1", "fc"], "keep_tensors": true,
@@ -11,8 +11,9 @@ One JSON object::
      "options": {"stats_only": false, "train": false, "live": false},
      "view": {"selected": "conv1"}}
 
-Paths (a factory's ``.py`` file, a ``.pt2``/``.pt`` model, weights, an input
-file) are written relative to the session file's folder when they lie under
+``model.labels`` (optional) is a labels file naming the output's classes.
+Paths (a factory's ``.py`` file, a ``.pt2``/``.pt`` model, weights, labels, an
+input file) are written relative to the session file's folder when they lie under
 it, and a relative path read back resolves against that folder, so a folder
 holding a model, its weights, its inputs and a session can be moved whole.
 Non-finite numbers are written as the strings ``"inf"``, ``"-inf"``, ``"nan"``
@@ -58,6 +59,7 @@ class SessionSetup:
     options: Any = None   # session.Options
     view: dict = field(default_factory=dict)
     trust_pickle: bool = False
+    labels: str | None = None
 
 
 def _encode(v: Any) -> Any:
@@ -117,7 +119,8 @@ def session_to_dict(session: Any, base: Path) -> dict:
         "format": FORMAT,
         "version": VERSION,
         "model": {"spec": _map_spec(lm.spec, lambda p: _rel(p, base)),
-                  "weights": _rel(lm.weights, base) if lm.weights else None},
+                  "weights": _rel(lm.weights, base) if lm.weights else None,
+                  **({"labels": _rel(session.labels, base)} if session.labels else {})},
         "input": {"text": _rel(text, base) if is_file else text, "file": is_file},
         "device": session.device,
         "plan": plan.to_dict(),
@@ -177,6 +180,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     if not spec:
         raise SessionFileError("model.spec is empty")
     weights = _get(model, "weights", str, "model", None)
+    labels = _get(model, "labels", str, "model", None)
     inp = _get(d, "input", dict, "session", {})
     text = _get(inp, "text", str, "input", "example")
     if _get(inp, "file", bool, "input", False):
@@ -201,7 +205,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     return SessionSetup(spec=_map_spec(spec, lambda p: _abs(p, base)),
                         weights=_abs(weights, base) if weights else None,
                         input_text=text, device=device, plan=plan, options=Options(**opts_d),
-                        view=view)
+                        view=view, labels=_abs(labels, base) if labels else None)
 
 
 def read_session_file(path: str | Path) -> SessionSetup:

@@ -51,3 +51,26 @@ def test_train_flag_runs_dropout_in_train_mode_with_no_false_difference(make_win
     assert not r.outputs_differ
     kept = r.captures["1"][0].tensor
     assert bool((kept == 0).any())  # dropout did drop: train mode really ran
+
+
+def test_a_labels_file_names_a_user_classifiers_classes_in_the_cli_and_the_window(
+        make_window, qtbot, tmp_path, capsys):
+    import json
+
+    from hookscope.app.cli import main
+
+    f = tmp_path / "clf.py"
+    f.write_text("import torch\nfrom torch import nn\n\ndef make():\n    torch.manual_seed(3)\n"
+                 "    return nn.Sequential(nn.Linear(4, 3)), torch.ones(1, 4)\n")
+    names = ["heron", "otter", "vole"]
+    (tmp_path / "names.txt").write_text("\n".join(names) + "\n")
+    lm = load_model(f"{f}:make")
+    want = names[int(lm.module(lm.example_input)[0].argmax())]
+    assert main(["run", f"{f}:make", "--labels", str(tmp_path / "names.txt"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["output"]["rows"][0]["top_without"][0]["label"] == want
+    win = make_window([f"{f}:make", "--labels", str(tmp_path / "names.txt")])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    cells = win.outputs.meaning_view.cell_texts()  # rows: sample, rank, without, with
+    assert cells[0][2].split()[0] == want
+    assert sorted(row[2].split()[0] for row in cells) == sorted(names)
