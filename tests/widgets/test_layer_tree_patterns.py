@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtCore import Qt
 
 from hookscope.core import load_model, module_tree
 from hookscope.core.path_patterns import expand_paths
 from hookscope.widgets.layer_tree_view import LayerTreeWidget
 
-
-def _visible(w: LayerTreeWidget) -> list[str]:
-    out = []
-
-    def walk(parent):
-        for r in range(w.proxy.rowCount(parent)):
-            idx = w.proxy.index(r, 0, parent)
-            out.append(w.model.path_for_index(w.proxy.mapToSource(idx)))
-            walk(idx)
-
-    walk(QModelIndex())
-    return out
+from tree_helpers import visible_paths as _visible
 
 
 def test_typed_wildcard_keeps_the_matching_layers_and_their_ancestors(qtbot):

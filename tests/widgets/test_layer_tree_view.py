@@ -5,29 +5,9 @@ from __future__ import annotations
 from PySide6.QtCore import QItemSelectionModel
 
 from hookscope.core import load_model, module_tree, observe
-from hookscope.widgets.layer_tree_view import LayerTreeWidget
 
-
-def _widget(qtbot, spec="demo:transformer") -> LayerTreeWidget:
-    lm = load_model(spec)
-    w = LayerTreeWidget()
-    qtbot.addWidget(w)
-    w.model.set_tree(observe(lm.module, lm.example_input, module_tree(lm.module)))
-    return w
-
-
-def _visible_paths(w: LayerTreeWidget) -> list[str]:
-    out = []
-
-    def walk(parent):
-        for r in range(w.proxy.rowCount(parent)):
-            idx = w.proxy.index(r, 0, parent)
-            out.append(w.model.path_for_index(w.proxy.mapToSource(idx)))
-            walk(idx)
-
-    from PySide6.QtCore import QModelIndex
-    walk(QModelIndex())
-    return out
+from tree_helpers import tree_widget as _widget
+from tree_helpers import visible_paths as _visible_paths
 
 
 def test_object_names(qtbot):
