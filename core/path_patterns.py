@@ -58,7 +58,7 @@ def expand_paths(pattern: str, module: nn.Module | Iterable[str]) -> list[str]:
     return found
 
 
-def expand_plan(plan: Plan, module: nn.Module) -> Plan:
+def expand_plan(plan: Plan, module: nn.Module, tree_paths: Iterable[str] = ()) -> Plan:
     """``plan`` with every wildcard path replaced by the layers it matches.
 
     A clamp or intervention given by a pattern applies to each match; an
@@ -66,7 +66,8 @@ def expand_plan(plan: Plan, module: nn.Module) -> Plan:
     """
     if not any(is_pattern(p) for p in plan.paths()):
         return plan
-    paths = [p for p, _ in module.named_modules() if p]
+    # a model in a Ray actor is known here only by its tree (``tree_paths``)
+    paths = [p for p in dict.fromkeys([*(p for p, _ in module.named_modules()), *tree_paths]) if p]
 
     def spread(mapping):
         out: dict = {}
@@ -83,22 +84,25 @@ def expand_plan(plan: Plan, module: nn.Module) -> Plan:
                                interventions=spread(plan.interventions))
 
 
-def without_unknown_layers(plan: Plan, module: nn.Module) -> tuple[Plan, str | None]:
+def without_unknown_layers(plan: Plan, module: nn.Module,
+                           tree_paths: Iterable[str] = ()) -> tuple[Plan, str | None]:
     """``plan`` less the paths ``module`` has no module at, and a message naming them.
 
     A session file or command line written for another version of a model may
     name layers this one lacks. The rest of the plan still applies; the message
     says what was left out and the closest real names, so nothing is dropped
-    without a word.
+    without a word. ``tree_paths`` are known layers too: a model in a Ray actor
+    is known here only by its tree.
     """
-    by_name = dict(module.named_modules(remove_duplicate=False))
-    missing = [p for p in plan.paths() if p not in by_name]
+    known = {p for p, _ in module.named_modules(remove_duplicate=False)} | set(tree_paths)
+    missing = [p for p in plan.paths() if p not in known]
     if not missing:
         return plan, None
     gone = set(missing)
     kept = dataclasses.replace(
         plan, capture=tuple(p for p in plan.capture if p not in gone), clamp={},
         interventions={p: iv for p, iv in plan.interventions.items() if p not in gone})
-    first = unknown_layer_message(missing[0], [p for p, _ in module.named_modules()])
+    in_order = list(dict.fromkeys(["", *(p for p, _ in module.named_modules()), *tree_paths]))
+    first = unknown_layer_message(missing[0], in_order)
     more = f" (and {len(missing) - 1} more: {', '.join(map(repr, missing[1:4]))})" if len(missing) > 1 else ""
     return kept, f"{first}{more}"

@@ -510,8 +510,9 @@ class Session:
         warnings: list[str] = []  # told after "model", which clears a window's old messages
         if setup.plan is not None:
             try:  # wildcards of a command line (--capture 'h.*.mlp') to this model's paths
+                known = [n.path for n in ev.tree.walk()] if ev.tree is not None else []
                 self.plan, self.plan_problem = without_unknown_layers(
-                    expand_plan(setup.plan, ev.model.module), ev.model.module)
+                    expand_plan(setup.plan, ev.model.module, known), ev.model.module, known)
             except HookscopeError as exc:
                 self.plan_problem = str(exc)
         self.history.clear()
