@@ -137,27 +137,34 @@ def print_table(result, out: TextIO) -> None:
 
 def print_captures(result, w) -> None:
     """One row per captured call of the intervened run and, when the plan changes
-    anything, one below it for the same call in the baseline run."""
+    anything, one below it for the same call in the baseline run. A nested output
+    (a tuple, dict, ``ModelOutput``) gets rows for its other tensor leaves too,
+    named like ``attn[1]`` or ``lstm[1][0]``, below its first leaf's."""
     intervenes = bool(result.plan is not None and result.plan.interventions)
     w("\n{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n".format(
         "layer", "call", "run", "shape", "min", "max", "mean", "std", "note"))
-    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
     for path, recs in result.captures.items():
         if not recs:
             w(f"{path:<32}    -  (did not run in this forward)\n")
-        for r in recs:
-            s = r.stats
-            if s is None:
-                w(f"{path:<32} {r.call:>4} (no tensor output)\n")
+        for rec in recs:
+            if rec.stats is None:
+                w(f"{path:<32} {rec.call:>4} (no tensor output)\n")
                 continue
-            note = r.intervention or ""
-            if r.intervention and s.fraction_changed is not None:
-                note += f", {100 * s.fraction_changed:.1f}% changed"
-            if s.nan_count or s.inf_count:  # min..std cover the finite values only
-                note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
-            shape = "x".join(map(str, s.shape)) or "scalar"
-            w(row.format(path, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
-                         s.std, note))
-            base = r.baseline_stats
-            if intervenes and base is not None:
-                w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))
+            for i, r in enumerate(rec.leaves):
+                _capture_rows(w, path + (r.leaf if i else ""), r, intervenes)
+
+
+def _capture_rows(w, name: str, r, intervenes: bool) -> None:
+    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
+    s = r.stats
+    note = r.intervention or ""
+    if r.intervention and s.fraction_changed is not None:
+        note += f", {100 * s.fraction_changed:.1f}% changed"
+    if s.nan_count or s.inf_count:  # min..std cover the finite values only
+        note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
+    shape = "x".join(map(str, s.shape)) or "scalar"
+    w(row.format(name, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
+                 s.std, note))
+    base = r.baseline_stats
+    if intervenes and base is not None:
+        w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))

@@ -77,10 +77,11 @@ def strip_tensors(captures: dict, wanted: list[str] | None, budget: int) -> tupl
     for path, recs in captures.items():
         for rec in recs:
             if id(rec) not in keep and rec.nbytes:
-                for name in _SUMMARIES:  # summarise before the values go
-                    getattr(rec, name)
-                for name in _TENSORS:
-                    setattr(rec, name, None)
+                for leaf in rec.leaves:  # every tensor leaf of a nested output
+                    for name in _SUMMARIES:  # summarise before the values go
+                        getattr(leaf, name)
+                    for name in _TENSORS:
+                        setattr(leaf, name, None)
                 if path not in withheld:
                     withheld.append(path)
     return withheld, used

@@ -159,6 +159,9 @@ def record_json(r: CaptureRecord) -> dict:
     b = r.baseline_stats
     if b is not None:
         d["baseline"] = _summary_json(b)
+    if r.extra_leaves:  # a nested output: the first leaf above, every other one by its name
+        d["leaf"] = r.leaf
+        d["other_leaves"] = {e.leaf: record_json(e) for e in r.extra_leaves}
     return d
 
 
