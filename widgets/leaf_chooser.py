@@ -84,10 +84,11 @@ class LeafChooser(QComboBox):
 def show_leaves(panel: LayerPlot, record: CaptureRecord,
                 bounds: tuple[float, float] | None) -> None:
     """Show ``record`` on ``panel``: directly for one tensor, through a chooser for several."""
-    chooser = panel.findChild(LeafChooser, "", Qt.FindChildOption.FindDirectChildrenOnly)
+    if not record.extra_leaves and not panel.property("hasLeafChooser"):
+        panel.update_record(record, bounds)  # the common case costs one property read
+        return
+    chooser = panel.findChild(LeafChooser, f"leafChooser:{panel.path}:{panel.call}")
     if chooser is None:
-        if not record.extra_leaves:
-            panel.update_record(record, bounds)
-            return
         chooser = LeafChooser(panel)
+        panel.setProperty("hasLeafChooser", True)
     chooser.show_record(record, bounds)
