@@ -15,6 +15,7 @@ from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core import atomic_write, json_safe
 from hookscope.core.errors import ForwardError
 from hookscope.core.path_patterns import expand_plan
+from hookscope.core.ray_actor import is_text_input
 from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
 from hookscope.core.user_text import is_dir
@@ -64,7 +65,9 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
-    x = parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
+    # A text: prompt of a model in a Ray actor is tokenized there (its result brings the ids).
+    remote_text = bool(scale.ray) and is_text_input(opts.input)
+    x = None if remote_text else parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
@@ -76,6 +79,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
         result = compare_scaled(lm, x, plan, opts, scale)
+    if result.inputs is not None:  # the input as it ran (the prompt's tokens)
+        x = result.inputs
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:

@@ -121,6 +121,9 @@ class RunResult(_Captures):
     recaptured: tuple[str, ...] = ()
     baseline: Baseline | None = None
     baseline_reused: bool = False
+    #: The input as it ran, where the runner knows it better than the input text does
+    #: (a ``text:`` prompt tokenized in a Ray actor); ``None`` otherwise.
+    inputs: Any = None
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
