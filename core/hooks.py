@@ -194,7 +194,9 @@ class _Pending:
     __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
                  "kept", "pre_kept", "copied", "lazy", "changed", "baseline", "extra")
 
-    def __init__(self, path, call, leaf, leaf_shapes, intervention, lazy, baseline):
+    def __init__(self, path: str, call: int, leaf: str, leaf_shapes: dict[str, tuple[int, ...]],
+                 intervention: Intervention | None, lazy: bool,
+                 baseline: CaptureRecord | None) -> None:
         self.path = path
         self.call = call
         self.leaf = leaf
