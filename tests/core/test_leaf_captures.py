@@ -15,6 +15,7 @@ from torch import nn
 from hookscope.core import Clamp, Plan, compare
 from hookscope.core.export import save_captures
 from hookscope.core.interventions import Scale
+from hookscope.core.verdict import output_verdict
 
 from nested_models import DataclassNet, DictNet, LSTMNet, make, run_hand  # tests/core is on sys.path
 
@@ -193,3 +194,26 @@ def test_gpt2_attention_block_every_leaf():
         assert_stats(q.stats, pre_t.clamp(-0.05, 0.05))
         assert_stats(q.pre_stats, pre_t)
         assert_stats(q.baseline_stats, base_t)
+
+
+def test_the_verdict_counts_a_change_in_any_leaf():
+    class Pair(nn.Module):
+        def forward(self, x):
+            return x * 0.1, x * 10  # only the second leaf passes the bounds
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Pair()
+
+        def forward(self, x):
+            return self.inner(x)[0]  # ... and the model ignores it
+
+    x = torch.ones(1, 4)
+    r = compare(Net(), x, Plan(capture=["inner"], clamp={"inner": (-1.0, 1.0)}))
+    assert not r.outputs_differ
+    rec = r.captures["inner"][0]
+    assert rec.stats.fraction_changed == 0 and rec.leaf_record("[1]").stats.fraction_changed == 1
+    assert "changed 100% of inner[1]'s values" in output_verdict(r)
+    r2 = compare(Net(), x, Plan(capture=["inner"], clamp={"inner": (-20.0, 20.0)}))
+    assert "clamp(-20, 20) on inner changed no value" in output_verdict(r2)
