@@ -99,7 +99,14 @@ def test_single_tensor_outputs_have_no_extra_leaves():
         assert recs[0].leaf == "" and recs[0].leaf_record("") is recs[0]
 
 
-def test_a_leaf_changed_in_place_later_is_kept_as_it_was():
+@pytest.mark.parametrize("guarded", [False, True], ids=["version-counters", "guard"])
+def test_a_leaf_changed_in_place_later_is_kept_as_it_was(guarded, monkeypatch):
+    import hookscope.core.inplace_victims as iv
+
+    if guarded:  # the in-place guard as a big model gets it: the victim copied in one forward
+        monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
+        monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
+
     class Pair(nn.Module):
         def forward(self, x):
             return x * 2, x + 1
@@ -115,9 +122,13 @@ def test_a_leaf_changed_in_place_later_is_kept_as_it_was():
             return a + b
 
     x = torch.randn(2, 3)
+    net = Net()
     for _ in range(2):  # the first run learns the victim, the second copies at capture
-        r = compare(Net(), x, Plan(capture=["inner"]))
+        r = compare(net, x, Plan(capture=["inner"]))
         rec = r.captures["inner"][0]
+        assert rec.leaf_record("[1]").copied
+        if guarded:  # copied before the write, in the same forward: no second one
+            assert r.recaptured == ()
         assert torch.equal(rec.leaf_record("[1]").tensor, x + 1)
         assert_stats(rec.leaf_record("[1]").stats, x + 1)
         assert torch.equal(r.output_with, x * 2 + (x + 1) * 10)
