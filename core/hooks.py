@@ -43,8 +43,9 @@ class CaptureRecord:
     name (``"[0]"``, ``".last_hidden_state"``), and ``extra_leaves`` holds one
     record per other tensor leaf (same path, call and intervention; its own
     ``leaf``, tensors and statistics, baseline included); ``leaf_shapes`` lists
-    every leaf's shape. A single-tensor output has no extra leaves. ``copied`` says the capture had to be copied because a
-    later in-place op overwrites the layer's output. ``intervention`` is the
+    every leaf's shape. A single-tensor output has no extra leaves. ``copied``
+    says the capture had to be copied because a later in-place op overwrites
+    the layer's output. ``intervention`` is the
     layer's intervention in words (``intervention_obj`` the object), or ``None``.
 
     The histograms of the versions a record has (baseline, before, after)
