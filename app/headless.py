@@ -15,6 +15,7 @@ from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core import atomic_write, json_safe
 from hookscope.core.errors import ForwardError
 from hookscope.core.path_patterns import expand_plan
+from hookscope.core.ray_actor import is_text_input
 from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
 from hookscope.core.user_text import is_dir
@@ -68,7 +69,9 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         from hookscope.core.class_labels import name_classes
 
         name_classes(lm, opts.labels)
-    x = parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
+    # A text: prompt of a model in a Ray actor is tokenized there (its result brings the ids).
+    remote_text = bool(scale.ray) and is_text_input(opts.input)
+    x = None if remote_text else parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
@@ -80,6 +83,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
     with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
         result = compare_scaled(lm, x, plan, opts, scale)
+    if result.inputs is not None:  # the input as it ran (the prompt's tokens)
+        x = result.inputs
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:
@@ -142,27 +147,34 @@ def print_table(result, out: TextIO) -> None:
 
 def print_captures(result, w) -> None:
     """One row per captured call of the intervened run and, when the plan changes
-    anything, one below it for the same call in the baseline run."""
+    anything, one below it for the same call in the baseline run. A nested output
+    (a tuple, dict, ``ModelOutput``) gets rows for its other tensor leaves too,
+    named like ``attn[1]`` or ``lstm[1][0]``, below its first leaf's."""
     intervenes = bool(result.plan is not None and result.plan.interventions)
     w("\n{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n".format(
         "layer", "call", "run", "shape", "min", "max", "mean", "std", "note"))
-    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
     for path, recs in result.captures.items():
         if not recs:
             w(f"{path:<32}    -  (did not run in this forward)\n")
-        for r in recs:
-            s = r.stats
-            if s is None:
-                w(f"{path:<32} {r.call:>4} (no tensor output)\n")
+        for rec in recs:
+            if rec.stats is None:
+                w(f"{path:<32} {rec.call:>4} (no tensor output)\n")
                 continue
-            note = r.intervention or ""
-            if r.intervention and s.fraction_changed is not None:
-                note += f", {100 * s.fraction_changed:.1f}% changed"
-            if s.nan_count or s.inf_count:  # min..std cover the finite values only
-                note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
-            shape = "x".join(map(str, s.shape)) or "scalar"
-            w(row.format(path, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
-                         s.std, note))
-            base = r.baseline_stats
-            if intervenes and base is not None:
-                w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))
+            for i, r in enumerate(rec.leaves):
+                _capture_rows(w, path + (r.leaf if i else ""), r, intervenes)
+
+
+def _capture_rows(w, name: str, r, intervenes: bool) -> None:
+    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
+    s = r.stats
+    note = r.intervention or ""
+    if r.intervention and s.fraction_changed is not None:
+        note += f", {100 * s.fraction_changed:.1f}% changed"
+    if s.nan_count or s.inf_count:  # min..std cover the finite values only
+        note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
+    shape = "x".join(map(str, s.shape)) or "scalar"
+    w(row.format(name, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
+                 s.std, note))
+    base = r.baseline_stats
+    if intervenes and base is not None:
+        w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))

@@ -125,7 +125,7 @@ class SessionReactions(_WindowBase):
         result = ev.value
         lm = self.session.model  # the output by meaning, with the input's tokens where cheap to know
         shown = (inputs_for_display(self.session.input_text, lm.example_input, lm.meaning.codec)
-                 if lm is not None else None)
+                 if lm is not None and result.inputs is None else result.inputs)  # Ray: the tokens
         self.panel.set_token_labels(input_token_strings(shown, lm.meaning if lm else None))
         self.panel.show_result(result)
         self.outputs.show_result(result, lm.meaning if lm else None, shown)

@@ -59,8 +59,8 @@ def default_budget() -> int:
 def kept_bytes(module: nn.Module, inputs: Any, plan: Plan) -> int:
     """Bytes a plan's kept captures would take, from one forward that keeps nothing.
 
-    Counts what a comparison keeps per call of every captured layer: its
-    first tensor leaf, once more where the layer has an intervention (the
+    Counts what a comparison keeps per call of every captured layer: every
+    tensor leaf of its output, once more where the layer has an intervention (the
     values before it), and once more where records also keep the baseline
     run's value of the same call.
     """
@@ -74,9 +74,7 @@ def kept_bytes(module: nn.Module, inputs: Any, plan: Plan) -> int:
     def counter(copies: int):
         def hook(_m: nn.Module, _a: Any, out: Any) -> None:
             nonlocal total
-            leaves = tensor_leaves(out)
-            if leaves:
-                t = leaves[0][1]
+            for _, t in tensor_leaves(out):  # every leaf of a nested output is kept
                 total += t.element_size() * t.numel() * copies
         return hook
 

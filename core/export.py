@@ -2,7 +2,9 @@
 
 * :func:`save_captures` writes every kept capture to ``.npz`` or
   ``.safetensors`` under keys ``"<layer path>#<call>"`` (and
-  ``"<layer path>#<call>:before"`` for the value before an intervention).
+  ``"<layer path>#<call>:before"`` for the value before an intervention); the
+  other tensor leaves of a nested output add their names
+  (``"lstm#0[1][0]"``, ``"det#0[0]['scores']"``).
 * :func:`standalone_script` writes the current comparison as a script that
   needs torch alone: the model (:mod:`.script_model`), the input, the hooks,
   every intervention and the statistics are written out in plain PyTorch
@@ -29,15 +31,17 @@ CAPTURE_FORMATS = (".npz", ".safetensors")
 
 
 def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
-    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor}`` (CPU, contiguous)."""
+    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor}`` (CPU, contiguous);
+    a nested output's other leaves as ``"path#call<leaf>"``, e.g. ``"lstm#0[1][0]"``."""
     out: dict[str, Any] = {}
     for path, recs in captures.items():
-        for r in recs:
-            key = f"{path or '<root>'}#{r.call}"
-            if r.tensor is not None:
-                out[key] = r.tensor.detach().cpu().contiguous()
-            if r.pre_tensor is not None:
-                out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous()
+        for rec in recs:
+            for i, r in enumerate(rec.leaves):  # the first leaf keeps the plain key
+                key = f"{path or '<root>'}#{r.call}{r.leaf if i else ''}"
+                if r.tensor is not None:
+                    out[key] = r.tensor.detach().cpu().contiguous()
+                if r.pre_tensor is not None:
+                    out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous()
     return out
 
 

@@ -37,10 +37,15 @@ class CaptureRecord:
     ``None`` in statistics-only mode. ``pre_tensor``/``pre_stats`` hold the
     value before the intervention. ``baseline_tensor``/``baseline_stats``
     hold the same call in the baseline run (no interventions) of a
-    :func:`~hookscope.core.compare`. For a nested output, ``leaf`` says which
-    tensor of the structure is summarised (the first one), ``leaf_shapes``
-    lists all of them. ``copied`` says the capture had to be copied because a
-    later in-place op overwrites the layer's output. ``intervention`` is the
+    :func:`~hookscope.core.compare`. For a nested output (an attention block's
+    ``(hidden, weights)``, an LSTM's ``(out, (h, c))``, a ``ModelOutput``, a
+    detector's dicts) the record itself is the first tensor leaf, ``leaf`` its
+    name (``"[0]"``, ``".last_hidden_state"``), and ``extra_leaves`` holds one
+    record per other tensor leaf (same path, call and intervention; its own
+    ``leaf``, tensors and statistics, baseline included); ``leaf_shapes`` lists
+    every leaf's shape. A single-tensor output has no extra leaves. ``copied``
+    says the capture had to be copied because a later in-place op overwrites
+    the layer's output. ``intervention`` is the
     layer's intervention in words (``intervention_obj`` the object), or ``None``.
 
     The histograms of the versions a record has (baseline, before, after)
@@ -58,7 +63,7 @@ class CaptureRecord:
 
     __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "intervention_obj",
                  "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
-                 "_lazy")
+                 "_lazy", "extra_leaves")
 
     def __init__(self, path: str, call: int, stats: TensorStats | None = None,
                  tensor: torch.Tensor | None = None, leaf: str = "",
@@ -67,7 +72,8 @@ class CaptureRecord:
                  pre_stats: TensorStats | None = None,
                  pre_tensor: torch.Tensor | None = None, copied: bool = False, lazy: bool = False,
                  baseline_tensor: torch.Tensor | None = None,
-                 baseline_stats: TensorStats | None = None):
+                 baseline_stats: TensorStats | None = None,
+                 extra_leaves: "tuple[CaptureRecord, ...]" = ()):
         self.path = path
         self.call = call
         self.tensor = tensor
@@ -83,6 +89,7 @@ class CaptureRecord:
         self._pre_stats = pre_stats
         self._baseline_stats = baseline_stats
         self._lazy = lazy
+        self.extra_leaves = extra_leaves
 
     def __repr__(self) -> str:
         return (f"CaptureRecord(path={self.path!r}, call={self.call}, shape={self.shape}, "
@@ -140,11 +147,24 @@ class CaptureRecord:
         return self.intervention is not None
 
     @property
+    def leaves(self) -> "tuple[CaptureRecord, ...]":
+        """This record (the first tensor leaf) and one per other tensor leaf, in the output's order."""
+        return (self, *self.extra_leaves) if self.extra_leaves else (self,)
+
+    def leaf_record(self, name: str) -> "CaptureRecord | None":
+        """The record of the tensor leaf called ``name`` (``""`` or :attr:`leaf`: this one)."""
+        if not name or name == self.leaf:
+            return self
+        return next((r for r in self.extra_leaves if r.leaf == name), None)
+
+    @property
     def nbytes(self) -> int:
+        """Bytes of the kept tensors of every leaf (after, before, baseline)."""
         n = 0
-        for t in (self.tensor, self.pre_tensor, self.baseline_tensor):
-            if t is not None:
-                n += t.element_size() * t.numel()
+        for r in self.leaves:
+            for t in (r.tensor, r.pre_tensor, r.baseline_tensor):
+                if t is not None:
+                    n += t.element_size() * t.numel()
         return n
 
 
@@ -164,17 +184,20 @@ def _joined(post: PendingStats | None, pre: PendingStats | None, changed=None):
 def resolve_records(captures: dict[str, list[CaptureRecord]]) -> None:
     """Compute every record's statistics now (e.g. on a worker, before a GUI reads them)."""
     for recs in captures.values():
-        for r in recs:
-            r.baseline_stats  # noqa: B018 - the properties compute and cache
+        for rec in recs:
+            for r in rec.leaves:
+                r.baseline_stats  # noqa: B018 - the properties compute and cache
 
 
 class _Pending:
     """A capture whose stats may still be on the device."""
 
     __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
-                 "kept", "pre_kept", "copied", "lazy", "changed", "baseline")
+                 "kept", "pre_kept", "copied", "lazy", "changed", "baseline", "extra")
 
-    def __init__(self, path, call, leaf, leaf_shapes, intervention, lazy, baseline):
+    def __init__(self, path: str, call: int, leaf: str, leaf_shapes: dict[str, tuple[int, ...]],
+                 intervention: Intervention | None, lazy: bool,
+                 baseline: CaptureRecord | None) -> None:
         self.path = path
         self.call = call
         self.leaf = leaf
@@ -188,6 +211,7 @@ class _Pending:
         self.lazy = lazy
         self.changed: torch.Tensor | None = None
         self.baseline: CaptureRecord | None = baseline
+        self.extra: tuple[_Pending, ...] = ()  # the other tensor leaves of a nested output
 
 
 def summarized_on_read(t: torch.Tensor) -> bool:
@@ -265,6 +289,7 @@ class HookSession:
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._hooks: dict[str, _LayerHook] = {}
         self._pending: list[_Pending] = []
+        self._nested = False  # some capture has more than one tensor leaf
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
@@ -304,13 +329,26 @@ class HookSession:
         leaves = tensor_leaves(post)
         shapes = {k: tuple(t.shape) for k, t in leaves}
         leaf, tensor = leaves[0] if leaves else ("", None)
+        base = self._baseline_record(hook.path, call)
+        pre_by = dict(tensor_leaves(pre)) if pre is not None else None
+        rec = self._leaf(hook, call, leaf, shapes, tensor,
+                         pre_by.get(leaf) if pre_by is not None else None, base)
+        if len(leaves) > 1:  # a nested output: every other tensor leaf gets its own summary
+            rec.extra = tuple(
+                self._leaf(hook, call, name, shapes, t, pre_by.get(name) if pre_by is not None
+                           else None, base.leaf_record(name) if base is not None else None)
+                for name, t in leaves[1:])
+            self._nested = True
+        self._pending.append(rec)
+
+    def _leaf(self, hook: _LayerHook, call: int, leaf: str, shapes: dict, tensor: torch.Tensor | None,
+              pre_t: torch.Tensor | None, base: CaptureRecord | None) -> _Pending:
+        """The pending capture of one tensor leaf (``tensor``; ``pre_t`` before the intervention)."""
         # Kept tensors are summarised after the forward, not inside it: on the CPU
         # on first read (see CaptureRecord), on an accelerator in finish(), on the
         # device, before the copy to the host.
         lazy = self.keep_tensors and tensor is not None
-        base = self._baseline_record(hook.path, call)
         rec = _Pending(hook.path, call, leaf, shapes, hook.intervention, lazy, base)
-        pre_t = dict(tensor_leaves(pre)).get(leaf) if pre is not None else None
         if not lazy:
             # Statistics only: summarise now, on the device, over one range shared by the
             # values before and after the intervention and the baseline's (see record_stats).
@@ -324,7 +362,7 @@ class HookSession:
             if tensor is not None:
                 rec.kept = self._keep(tensor, hook.clone)
                 rec.copied = hook.clone
-        self._pending.append(rec)
+        return rec
 
     @staticmethod
     def _keep(t: torch.Tensor, clone: bool) -> tuple[torch.Tensor, int | None]:
@@ -334,10 +372,16 @@ class HookSession:
         return d, _version(d)
 
     # -- after the forward -----------------------------------------------------
+    def _all_pending(self) -> list[_Pending]:
+        """Every leaf's pending capture: a record's first leaf, then its other leaves."""
+        if not self._nested:
+            return self._pending
+        return [r for rec in self._pending for r in (rec, *rec.extra)]
+
     def stale_paths(self) -> set[str]:
         """Layers whose kept tensor was changed in place after it was captured."""
         stale = set()
-        for rec in self._pending:
+        for rec in self._all_pending():
             for kept in (rec.kept, rec.pre_kept):
                 if kept is not None and kept[1] is not None and _version(kept[0]) != kept[1]:
                     stale.add(rec.path)
@@ -345,7 +389,8 @@ class HookSession:
 
     def finish(self) -> dict[str, list[CaptureRecord]]:
         """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
-        for rec in self._pending:
+        pending = self._all_pending()
+        for rec in pending:
             if rec.lazy and rec.kept is not None and not summarized_on_read(rec.kept[0]):
                 pre_t = rec.pre_kept[0] if rec.pre_kept is not None else None
                 extra = [stats_range(rec.baseline.stats)] if rec.baseline is not None else []
@@ -353,18 +398,19 @@ class HookSession:
                 if pre_t is not None:
                     rec.changed = changed_count(pre_t, rec.kept[0])
                 rec.lazy = False
-        resolve_all(s for rec in self._pending for s in (rec.stats, rec.pre_stats) if s is not None)
-        counts = [rec.changed for rec in self._pending if rec.changed is not None]
+        resolve_all(s for rec in pending for s in (rec.stats, rec.pre_stats) if s is not None)
+        counts = [rec.changed for rec in pending if rec.changed is not None]
         host_counts = iter(torch.stack(counts).cpu().tolist()) if counts else iter(())
-        tensors = [k[0] for rec in self._pending for k in (rec.kept, rec.pre_kept) if k is not None]
+        tensors = [k[0] for rec in pending for k in (rec.kept, rec.pre_kept) if k is not None]
         host = dict(zip(map(id, tensors), to_host(tensors)))
         out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
-        for rec in self._pending:
+
+        def built(rec: _Pending) -> CaptureRecord:
             changed = next(host_counts) if rec.changed is not None else None
             stats, pre = (None, None) if rec.lazy else _joined(rec.stats, rec.pre_stats, changed)
             base = rec.baseline
             base_kept = base.tensor if base is not None else None
-            out[rec.path].append(CaptureRecord(
+            return CaptureRecord(
                 path=rec.path,
                 call=rec.call,
                 stats=stats,
@@ -380,8 +426,15 @@ class HookSession:
                 # Not kept (statistics only): the baseline's own summary. Kept: binned with
                 # this record, when first read.
                 baseline_stats=base.stats if base is not None and base_kept is None else None,
-            ))
+            )
+
+        for rec in self._pending:  # in the order of ``pending``: the counts come in that order
+            record = built(rec)
+            if rec.extra:
+                record.extra_leaves = tuple(built(e) for e in rec.extra)
+            out[rec.path].append(record)
         self._pending.clear()
+        self._nested = False
         return out
 
 

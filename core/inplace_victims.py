@@ -110,11 +110,11 @@ class GuardedSession(HookSession):
 
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         super()._record(hook, call, pre, post)
-        rec = self._pending[-1]
-        for slot in ("kept", "pre_kept"):
-            kept = getattr(rec, slot)
-            if kept is not None and kept[1] is not None:  # not already a copy
-                self.guard.watch(rec, slot)
+        for rec in (self._pending[-1], *self._pending[-1].extra):  # every tensor leaf
+            for slot in ("kept", "pre_kept"):
+                kept = getattr(rec, slot)
+                if kept is not None and kept[1] is not None:  # not already a copy
+                    self.guard.watch(rec, slot)
 
 
 # The first dispatch mode of a process imports torch._dynamo (about 2 s here), which

@@ -13,6 +13,12 @@ the layers asked for (all captured layers when none are named), in plan
 order, while they fit the run's byte budget; the outputs. Everything a
 request raises comes back as the message the local runner would show
 (``runner.error_message``), never as a remote traceback.
+
+The tokenizer stays here too. A load answers with the model's output meaning
+whose codec is a :class:`~.text_codec.TokenTable` (the readable token strings
+the views need); a ``text:PROMPT`` input arrives as a :class:`TextInput`, is
+tokenized here with the model's own tokenizer, and every result of it carries
+the token ids (``RunResult.inputs``) so the client can show its tokens.
 """
 
 from __future__ import annotations
@@ -23,13 +29,36 @@ import pickle
 import socket
 import threading
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from .errors import Cancelled
 from .hooks import CaptureRecord
+from .meaning import OutputMeaning
 from .runner import error_message, leaf_count, same_values
+
+
+@dataclass(frozen=True)
+class TextInput:
+    """A ``text:PROMPT`` input spec, sent as text: the actor tokenizes it."""
+
+    text: str
+
+
+def is_text_input(text: str | None) -> bool:
+    """Whether an input spec is a ``text:`` prompt (tokenized where the tokenizer is)."""
+    return (text or "").lstrip().startswith("text:")
+
+
+def client_meaning(meaning: OutputMeaning) -> OutputMeaning:
+    """``meaning`` as the client gets it: the tokenizer replaced by its token strings."""
+    from .text_codec import TokenTable
+
+    if meaning.codec is None:
+        return meaning
+    return replace(meaning, codec=TokenTable.of(meaning.codec))
 
 
 class _Pickler(pickle.Pickler):
@@ -77,10 +106,11 @@ def strip_tensors(captures: dict, wanted: list[str] | None, budget: int) -> tupl
     for path, recs in captures.items():
         for rec in recs:
             if id(rec) not in keep and rec.nbytes:
-                for name in _SUMMARIES:  # summarise before the values go
-                    getattr(rec, name)
-                for name in _TENSORS:
-                    setattr(rec, name, None)
+                for leaf in rec.leaves:  # every tensor leaf of a nested output
+                    for name in _SUMMARIES:  # summarise before the values go
+                        getattr(leaf, name)
+                    for name in _TENSORS:
+                        setattr(leaf, name, None)
                 if path not in withheld:
                     withheld.append(path)
     return withheld, used
@@ -98,6 +128,7 @@ class ModelHost:
         self._input: tuple[int, Any] | None = None  # (input id, value): sent once, kept here
         self._baseline: tuple[tuple, Any, Any] | None = None
         self._calls: dict[int, int] = {}
+        self._text_inputs: set[int] = set()  # input ids that came as text: prompts
 
     # -- quick calls (answered while a run is busy) -----------------------------
     def ping(self) -> dict:
@@ -128,7 +159,8 @@ class ModelHost:
             else:
                 lm = load_model(spec, weights, trust_pickle=trust_pickle)
             tree = module_tree(lm.module)
-            blob = dumps((lm.example_input, lm.kind, lm.description, tree))
+            blob = dumps((lm.example_input, lm.kind, lm.description, tree,
+                          client_meaning(lm.meaning)))
         except BaseException as exc:  # noqa: BLE001 - every failure is a message
             return ("failed", error_message(exc))
         self._lm = lm
@@ -165,7 +197,13 @@ class ModelHost:
         if self._lm is None or serial != self._serial:
             return ("failed", "the remote model was replaced or is gone: open the model again")
         if input_blob is not None:
-            self._input = (input_id, pickle.loads(input_blob))
+            value = pickle.loads(input_blob)
+            if isinstance(value, TextInput):  # tokenized here, where the tokenizer is
+                from .inputs import parse_input
+
+                value = parse_input(value.text, self._lm.example_input, self._lm.meaning.codec)
+                self._text_inputs.add(input_id)
+            self._input = (input_id, value)
         if self._input is None or self._input[0] != input_id:
             return ("failed", "internal error: the remote side lost the input; run again")
         inputs = self._input[1]
@@ -197,6 +235,8 @@ class ModelHost:
         result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop)
         self._baseline = (key, inputs, result.baseline) if result.baseline is not None else None
         resolve_records(result.captures)
+        if input_id in self._text_inputs:  # the client has only the prompt: send its tokens
+            result.inputs = inputs
         withheld, kept = strip_tensors(result.captures, wanted, budget)
         blob = dumps((tree, result, withheld, kept))
         return ("finished", blob)

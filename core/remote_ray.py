@@ -10,7 +10,10 @@ front end cannot tell it from :class:`~.runner.LocalRunner`: its
 
 Only the plan, the input and the results cross the wire. The input is
 pickled and ``ray.put`` once; later runs with the same values send nothing
-but its id. Results carry statistics of every capture, the outputs, and
+but its id. A ``text:PROMPT`` input crosses as its text and is tokenized by
+the actor (the tokenizer never leaves it); the result brings the token ids
+back as ``result.inputs``, and the model's meaning comes with the load, its
+tokenizer replaced by a :class:`~.text_codec.TokenTable` of token strings. Results carry statistics of every capture, the outputs, and
 captured tensors only for :attr:`RayRunner.tensor_layers` (all captured
 layers when ``None``) while they fit ``byte_budget``. Each run's
 :class:`Transfer` (bytes sent and received, layers withheld) is kept in
@@ -46,7 +49,8 @@ from .extras import require
 from .inputs import parse_input
 from .runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed, Progress,
                      QueueRunner, RunnerEvent, RunRequest, _Job, same_values)
-from .ray_actor import dumps
+from .meaning import remember_meaning
+from .ray_actor import TextInput, dumps, is_text_input
 from .sources import LoadedModel
 
 #: Bytes of captured tensors one run may send back unless told otherwise.
@@ -341,11 +345,13 @@ class RayRunner(QueueRunner):
         if answer[0] == "failed":
             return [Failed(job.rid, answer[1])]
         _, serial, blob = answer
-        example, kind, description, tree = pickle.loads(blob)
+        example, kind, description, tree, meaning = pickle.loads(blob)
         self._serial = serial
         self.transfers[job.rid] = self.last_transfer = Transfer(job.rid, 0, len(blob))
-        lm = LoadedModel(RemoteModel(self._host_key, serial), example, req.spec, kind,
-                         f"{description} (on Ray at {self.address})", req.weights)
+        stand_in = RemoteModel(self._host_key, serial)
+        remember_meaning(stand_in, meaning)  # for views that hold only the module
+        lm = LoadedModel(stand_in, example, req.spec, kind,
+                         f"{description} (on Ray at {self.address})", req.weights, meaning)
         with self._cv:
             self.counts.loads_done += 1
         return [Loaded(job.rid, lm, tree)]
@@ -356,8 +362,17 @@ class RayRunner(QueueRunner):
                 or stand_in.serial != self._serial or self._actor is None):
             raise RemoteError("the model's Ray actor is gone or holds another model: open the "
                               "model again")
-        inputs = parse_input(req.input_text, req.model.example_input, req.model.meaning.codec)
-        if self._input is not None and same_values(self._input[1], inputs):
+        inputs: Any
+        if is_text_input(req.input_text):  # the tokenizer is in the actor: send the prompt
+            inputs = TextInput(req.input_text.lstrip())
+            same = (self._input is not None and isinstance(self._input[1], TextInput)
+                    and self._input[1] == inputs)
+        else:
+            inputs = parse_input(req.input_text, req.model.example_input, req.model.meaning.codec)
+            same = (self._input is not None and not isinstance(self._input[1], TextInput)
+                    and same_values(self._input[1], inputs))
+        if same:
+            assert self._input is not None
             input_id, blob, ref = self._input[0], None, None
         else:
             blob = dumps(inputs)
@@ -375,6 +390,8 @@ class RayRunner(QueueRunner):
                 self.counts.dropped += 1
             return [Cancelled(job.rid)]
         if answer[0] == "failed":
+            if isinstance(inputs, TextInput):  # a prompt the actor could not tokenize is not held
+                self._input = None
             with self._cv:
                 self.counts.runs_failed += 1
             self.transfers[job.rid] = self.last_transfer = Transfer(job.rid, sent, 0)

@@ -121,6 +121,9 @@ class RunResult(_Captures):
     recaptured: tuple[str, ...] = ()
     baseline: Baseline | None = None
     baseline_reused: bool = False
+    #: The input as it ran, where the runner knows it better than the input text does
+    #: (a ``text:`` prompt tokenized in a Ray actor); ``None`` otherwise.
+    inputs: Any = None
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
@@ -159,6 +162,9 @@ def record_json(r: CaptureRecord) -> dict:
     b = r.baseline_stats
     if b is not None:
         d["baseline"] = _summary_json(b)
+    if r.extra_leaves:  # a nested output: the first leaf above, every other one by its name
+        d["leaf"] = r.leaf
+        d["other_leaves"] = {e.leaf: record_json(e) for e in r.extra_leaves}
     return d
 
 

@@ -3,7 +3,10 @@
 :class:`CharCodec` is the character-level tokenizer of ``demo:lm`` (no extra
 package). :class:`HFCodec` wraps a Hugging Face tokenizer. Both turn a
 prompt into ids for the ``text:`` input and ids into readable strings for
-token axes and next-token tables.
+token axes and next-token tables. :class:`TokenTable` is what a client of a
+remote model (Ray) holds instead of the tokenizer: every token's readable
+string, so token axes and next-token tables read the same; prompts are
+tokenized where the tokenizer is, in the actor.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ class HFCodec:
         self.tokenizer = tokenizer
         self.name = type(tokenizer).__name__
 
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text)["input_ids"])
 
@@ -67,3 +74,43 @@ class HFCodec:
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         pieces = self.tokenizer.convert_ids_to_tokens([int(i) for i in ids])
         return [readable(str(p)) if p is not None else str(i) for p, i in zip(pieces, ids)]
+
+
+#: The most token strings a :class:`TokenTable` carries (ids beyond read as numbers).
+TABLE_LIMIT = 1 << 18
+
+
+class TokenTable:
+    """A tokenizer's readable token strings without the tokenizer (see the module docstring).
+
+    ``remote``: where the prompts are tokenized, for the message of :meth:`encode`.
+    """
+
+    def __init__(self, name: str, strings: Sequence[str], remote: str = "the Ray actor") -> None:
+        self.name = name
+        self.strings = list(strings)
+        self.remote = remote
+
+    @classmethod
+    def of(cls, codec: Any, limit: int = TABLE_LIMIT) -> "TokenTable":
+        """The table of ``codec``'s first ``limit`` ids (its whole vocabulary, as a rule)."""
+        n = min(int(codec.vocab_size), limit) if hasattr(codec, "vocab_size") else 0
+        return cls(codec.name, codec.token_strings(list(range(n))) if n else [])
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.strings)
+
+    def encode(self, text: str) -> list[int]:
+        from .errors import InputError
+
+        raise InputError(f"text: prompts of this model are tokenized by {self.remote}, which "
+                         "holds its tokenizer: run the model to see the prompt's tokens")
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        n = len(self.strings)
+        return [self.strings[int(i)] if 0 <= int(i) < n else str(int(i)) for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The readable strings joined (whitespace shows as in :func:`readable`)."""
+        return "".join(self.token_strings(ids))

@@ -46,10 +46,14 @@ def identical_despite_intervention(result: Any, intervened: dict) -> str:
     changed: list[tuple[str, float, Any]] = []
     untouched: list[tuple[str, float, Any]] = []
     for path, recs in result.captures.items():
-        for r in recs:
-            frac = r.stats.fraction_changed if r.intervention and r.stats is not None else None
-            if frac is not None:
-                (changed if frac > 0 else untouched).append((path, frac, r.intervention))
+        for rec in recs:
+            # Every tensor leaf of a nested output counts (an LSTM's c may change while out does not).
+            fracs = [(path + r.leaf if rec.extra_leaves else path, r.stats.fraction_changed)
+                     for r in rec.leaves if r.intervention and r.stats is not None
+                     and r.stats.fraction_changed is not None]
+            changed.extend((name, f, rec.intervention) for name, f in fracs if f > 0)
+            if fracs and not any(f > 0 for _, f in fracs):
+                untouched.append((path, 0.0, rec.intervention))
     if changed:
         parts = ", ".join(f"{iv} changed {100 * f:.3g}% of {p}'s values" for p, f, iv in changed[:3])
         return (f"Outputs are identical, although {parts}: later layers absorbed the change "

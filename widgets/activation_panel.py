@@ -20,6 +20,7 @@ from hookscope.core import HookscopeError, RunResult
 
 from .histogram_view import PLOT_HEIGHT
 from .layer_plot import STACK_BELOW, LayerPlot
+from .leaf_chooser import show_leaves
 from .plot_tools import render_svg
 
 Key = tuple[str, int]
@@ -95,7 +96,7 @@ class ActivationPanel(QWidget):
                 panel = self._panels.get(key)
                 if panel is None:
                     panel = self._new_panel(path, rec.call)
-                panel.update_record(rec, clamps.get(path))
+                show_leaves(panel, rec, clamps.get(path))  # a nested output: a leaf chooser
                 shown.append(panel)
         for key in [k for k in self._panels if k not in set(keys)]:
             self._drop(self._panels.pop(key))

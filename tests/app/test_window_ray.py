@@ -53,3 +53,21 @@ def test_live_steps_and_errors_on_ray_as_locally(ray_local, make_window, qtbot):
         w.session.set_input("[[1.0, 2.0]]")
         qtbot.waitUntil(lambda w=w: w.is_idle() and bool(w.error_text()), timeout=90_000)
     assert wins[0].error_text() == wins[1].error_text()
+
+
+def test_text_prompt_on_ray_shows_the_local_tokens(ray_local, make_window, qtbot):
+    prompt = "the pig sat on the "
+    argv = ["demo:lm", "--input", f"text:{prompt}", "--capture", "blocks.0.mlp"]
+    wins = [make_window(argv), make_window(argv + ["--ray", "local"])]
+    for w in wins:
+        qtbot.waitUntil(lambda w=w: w.last_result is not None and w.is_idle(), timeout=90_000)
+    local, remote = wins
+    assert remote.error_text() == ""
+    torch.testing.assert_close(local.last_result.output_with, remote.last_result.output_with)
+    # The prompt's tokens on the token axis and in the next-token table, as locally.
+    ticks = [w.panel.panels()[("blocks.0.mlp", 0)].view_widget.getPlotItem().getAxis("left")
+             ._tickLevels[0] for w in wins]
+    assert [s for _, s in ticks[1]] == [s for _, s in ticks[0]] and len(ticks[0]) == len(prompt)
+    cells = [w.outputs.meaning_view.cell_texts() for w in wins]
+    assert [c[1] for c in cells[1]] == [c[1] for c in cells[0]]
+    assert [c[2].split()[0] for c in cells[1]] == [c[2].split()[0] for c in cells[0]]

@@ -64,6 +64,21 @@ def small():
 def gated():
     torch.manual_seed(3)
     return nn.Sequential(nn.Linear(4, 4), GateLayer(), After(), nn.Linear(4, 2)), torch.ones(1, 4)
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 3, batch_first=True)
+
+    def forward(self, x):
+        out, (h, c) = self.rnn(x)
+        return out.sum(1) + h[-1] * c[-1]
+
+
+def nested():  # a layer with a nested output: (out, (h, c))
+    torch.manual_seed(3)
+    return Recurrent(), torch.randn(1, 5, 4)
 '''
 
 
@@ -146,10 +161,12 @@ def assert_same(got, ref):
     assert a.outputs_differ == b.outputs_differ and a.max_abs_diff == b.max_abs_diff
     assert list(a.captures) == list(b.captures)
     for path in b.captures:
-        for x, y in zip(a.captures[path], b.captures[path], strict=True):
-            assert x.stats.to_dict(with_histogram=True) == y.stats.to_dict(with_histogram=True)
-            for s, t in ((x.tensor, y.tensor), (x.pre_tensor, y.pre_tensor)):
-                assert (s is None) == (t is None) and (s is None or torch.equal(s, t))
+        for xr, yr in zip(a.captures[path], b.captures[path], strict=True):
+            assert [r.leaf for r in xr.leaves] == [r.leaf for r in yr.leaves]
+            for x, y in zip(xr.leaves, yr.leaves):  # every tensor leaf of a nested output
+                assert x.stats.to_dict(with_histogram=True) == y.stats.to_dict(with_histogram=True)
+                for s, t in ((x.tensor, y.tensor), (x.pre_tensor, y.pre_tensor)):
+                    assert (s is None) == (t is None) and (s is None or torch.equal(s, t))
 
 
 def test_demo_model_answers_as_the_local_runner(remote, local):
@@ -174,6 +191,52 @@ def test_factory_file_travels_with_its_folder(remote, local, folder):
     plan = Plan(capture=("0", "2"), clamp={"0": (-0.3, 0.3)})
     got, ref = run_both(remote, local, r, lo, plan, text="[[1.0, -2.0, 0.5, 3.0]]")
     assert_same(got, ref)
+
+
+def test_every_leaf_of_a_nested_output_comes_back(remote, local, folder):
+    r, lo = load_both(remote, local, f"{folder / 'factories.py'}:nested")
+    got, ref = run_both(remote, local, r, lo, Plan(capture=("rnn",), clamp={"rnn": (-0.1, 0.1)}))
+    assert_same(got, ref)
+    assert [q.leaf for q in got.result.captures["rnn"][0].leaves] == ["[0]", "[1][0]", "[1][1]"]
+
+
+def assert_close(got, ref):
+    """Like :func:`assert_same`, to float32 rounding: the actor runs torch on one thread
+    (num_cpus=1), this process on more, and a matmul's sums then run in another order."""
+    assert isinstance(got, Finished) and isinstance(ref, Finished), (got, ref)
+    a, b = got.result, ref.result
+    torch.testing.assert_close(a.output_without, b.output_without)
+    torch.testing.assert_close(a.output_with, b.output_with)
+    assert a.outputs_differ == b.outputs_differ and list(a.captures) == list(b.captures)
+    for path in b.captures:
+        for xr, yr in zip(a.captures[path], b.captures[path], strict=True):
+            assert [r.leaf for r in xr.leaves] == [r.leaf for r in yr.leaves]
+            for x, y in zip(xr.leaves, yr.leaves):
+                for f in ("min", "max", "mean", "std"):
+                    assert getattr(x.stats, f) == pytest.approx(getattr(y.stats, f), rel=1e-5, abs=1e-6)
+                torch.testing.assert_close(x.tensor, y.tensor)
+                torch.testing.assert_close(x.pre_tensor, y.pre_tensor)
+
+
+def test_text_prompts_are_tokenized_by_the_actor(remote, local):
+    r, lo = load_both(remote, local, "demo:lm")
+    # The client has the token strings, not the tokenizer.
+    assert r.model.meaning.kind == lo.model.meaning.kind
+    assert type(r.model.meaning.codec).__name__ == "TokenTable"
+    vocab = list(range(lo.model.meaning.codec.vocab_size))
+    assert r.model.meaning.codec.token_strings(vocab) == lo.model.meaning.codec.token_strings(vocab)
+    plan = Plan(capture=("blocks.0.attn", "head"), clamp={"blocks.0.attn": (-0.2, 0.2)})
+    prompt = "text:the cat sat on the "
+    got, ref = run_both(remote, local, r, lo, plan, text=prompt)
+    assert_close(got, ref)
+    ids = torch.tensor([lo.model.meaning.codec.encode(prompt.removeprefix("text:"))])
+    assert torch.equal(got.result.inputs, ids)
+    again = remote[1].ask(remote[0], RunRequest(r.model, prompt, plan))  # sent once
+    assert again.result.transfer.sent == len(pickle.dumps(plan))
+    assert torch.equal(again.result.inputs, ids)
+    bad = run_both(remote, local, r, lo, plan, text="text:")  # the local runner's message
+    assert isinstance(bad[0], Failed) and bad[0].message == bad[1].message
+    assert_close(*run_both(remote, local, r, lo, plan, text="text:the dog"))
 
 
 def test_errors_are_the_local_runners_messages(remote, local):
@@ -297,6 +360,38 @@ def test_cli_run_on_ray_prints_the_local_numbers(ray_local, capsys):
         outs.append(d)
     assert outs[0] == outs[1]
     assert "ray: moved" in capsys.readouterr().err
+
+
+def test_cli_text_prompt_on_ray_prints_the_local_tokens(ray_local, capsys):
+    import io
+    import json
+
+    from hookscope.app.headless import run_command
+
+    argv = ["demo:lm", "--input", "text:the cat sat on the ", "--capture", "blocks.1",
+            "--clamp", "blocks.0.mlp=-0.3:0.3", "--json"]
+    outs = []
+    for extra in ([], ["--ray", "local"]):
+        out = io.StringIO()
+        assert run_command(argv + extra, out) == 0
+        d = json.loads(out.getvalue())
+        d.pop("timings_ms")
+        outs.append(d)
+    # The same output read by meaning: tokens, top next tokens and their labels (the
+    # probabilities to float32 rounding: the actor computes on one thread).
+    def tokens(d):
+        return [(p["input"], [(t["index"], t["label"]) for t in p["top_with"]])
+                for p in d["output"]["positions"]]
+
+    assert tokens(outs[0]) == tokens(outs[1])
+    assert outs[0]["output"]["changed_positions"] == outs[1]["output"]["changed_positions"]
+    assert outs[0]["captures"]["blocks.1"][0]["mean"] == pytest.approx(
+        outs[1]["captures"]["blocks.1"][0]["mean"], rel=1e-5, abs=1e-6)
+    from hookscope.core.demo_lm import CODEC
+
+    want = CODEC.token_strings(CODEC.encode("the cat sat on the "))  # the prompt's own tokens
+    shown = [p["input"] for p in outs[1]["output"]["positions"]]
+    assert shown and shown == want[-len(shown):]
 
 
 def test_an_address_that_does_not_answer_is_one_line(tmp_path):
