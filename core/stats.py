@@ -269,9 +269,11 @@ def _moments(flat: torch.Tensor) -> tuple[float, float, float, float] | None:
         parts.append(block.sum())
         parts.append(torch.dot(block, block))
     host = torch.stack(parts).tolist()  # one read back for every block
-    mn, mx = min(host[0::4]), max(host[1::4])
-    if not (math.isfinite(mn) and math.isfinite(mx)):
+    mins, maxs = host[0::4], host[1::4]
+    # Every block's: Python's min() would skip a NaN that is not first.
+    if not (all(map(math.isfinite, mins)) and all(map(math.isfinite, maxs))):
         return None
+    mn, mx = min(mins), max(maxs)
     return mn, mx, math.fsum(host[2::4]), math.fsum(host[3::4])
 
 
