@@ -329,9 +329,9 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
         lo_e, hi_e = _hist_range(*_with_clamped(mn, mx, clamp))
     out = np.empty(_N_SCALARS + bins, dtype=np.float64)
     out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e)
-    # float64: (x - lo) of float32 values near ±3e38 overflows; also a copy, since the
-    # tensor may be overwritten in place after this call.
-    sample = hist_sample(values).numpy().astype(np.float64)
+    # A copy (the tensor may be overwritten in place after this call) in the tensor's
+    # own dtype: 64 KiB a layer at most while it waits to be binned.
+    sample = hist_sample(values).numpy().copy()
     return _Unbinned(out, sample, rng is not None and drop_outside)
 
 
@@ -350,7 +350,8 @@ class _Unbinned:
 
     def binned(self) -> np.ndarray:
         v = self.vector
-        v[_N_SCALARS:] = _histogram_np(self.sample, float(v[_FMIN]), float(v[_FMAX]),
+        # float64: (x - lo) of float32 values near ±3e38 overflows
+        v[_N_SCALARS:] = _histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
                                        v.shape[0] - _N_SCALARS, self.drop_outside)
         return v
 
