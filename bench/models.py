@@ -46,82 +46,11 @@ class BenchModel:
 
 
 # -- ResNet-18 ------------------------------------------------------------------
-class BasicBlock(nn.Module):
-    expansion = 1
-
-    def __init__(self, inplanes: int, planes: int, stride: int = 1,
-                 downsample: nn.Module | None = None):
-        super().__init__()
-        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.downsample = downsample
-        self.stride = stride
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x
-        out = self.conv1(x)
-        out = self.bn1(out)
-        out = self.relu(out)
-        out = self.conv2(out)
-        out = self.bn2(out)
-        if self.downsample is not None:
-            identity = self.downsample(x)
-        out += identity  # in place, as torchvision does: overwrites bn2's output
-        out = self.relu(out)
-        return out
-
-
-class ResNet18(nn.Module):
-    """torchvision's resnet18 layout, written out so nothing is downloaded."""
-
-    def __init__(self, num_classes: int = 1000):
-        super().__init__()
-        self.inplanes = 64
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.layer1 = self._make_layer(64, 2)
-        self.layer2 = self._make_layer(128, 2, stride=2)
-        self.layer3 = self._make_layer(256, 2, stride=2)
-        self.layer4 = self._make_layer(512, 2, stride=2)
-        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
-                # Non-trivial running stats so BN is not the identity in eval mode.
-                nn.init.uniform_(m.weight, 0.5, 1.5)
-                nn.init.normal_(m.bias, 0.0, 0.1)
-                m.running_mean.normal_(0.0, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
-
-    def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
-        downsample = None
-        if stride != 1 or self.inplanes != planes:
-            downsample = nn.Sequential(
-                nn.Conv2d(self.inplanes, planes, 1, stride, bias=False),
-                nn.BatchNorm2d(planes),
-            )
-        layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
-        self.inplanes = planes
-        layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
-        return nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        x = torch.flatten(self.avgpool(x), 1)
-        return self.fc(x)
-
-
 def resnet18(quick: bool = False) -> BenchModel:
+    from .models_vision import BasicBlock, ResNet
+
     torch.manual_seed(SEED)
-    m = ResNet18().eval()
+    m = ResNet(BasicBlock, (2, 2, 2, 2)).eval()
     batch, side = (2, 112) if quick else (8, 224)
     x = torch.randn(batch, 3, side, side, generator=torch.Generator().manual_seed(SEED + 1))
     return BenchModel(
@@ -221,10 +150,10 @@ def gpt2(quick: bool = False, batch: int = 1) -> BenchModel:
 
 # -- ResNet-50 and ViT-B/16 -------------------------------------------------------
 def resnet50(quick: bool = False, batch: int = 1) -> BenchModel:
-    from .models_vision import ResNet50
+    from .models_vision import Bottleneck, ResNet
 
     torch.manual_seed(SEED)
-    m = ResNet50().eval()
+    m = ResNet(Bottleneck, (3, 4, 6, 3)).eval()
     side = 112 if quick else 224
     x = torch.randn(batch, 3, side, side, generator=torch.Generator().manual_seed(SEED + 1))
     return BenchModel(

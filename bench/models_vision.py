@@ -1,9 +1,11 @@
 """The real vision shapes users bring, written in plain torch (nothing downloaded).
 
-* :class:`ResNet50`: torchvision's ``resnet50`` layout (Bottleneck blocks
-  3-4-6-3, BatchNorm, ``ReLU(inplace=True)`` shared by the three convs of a
-  block, ``out += identity``), 25.56M parameters, the same module paths
-  (``layer3.5.conv2``...).
+* :class:`ResNet`: torchvision's ResNet layout for a block and stage depths:
+  ``ResNet(BasicBlock, (2, 2, 2, 2))`` is ``resnet18`` (BatchNorm,
+  ``ReLU(inplace=True)``, ``out += identity``), 11.69M parameters;
+  ``ResNet(Bottleneck, (3, 4, 6, 3))`` is ``resnet50`` (the block's three
+  convs share one ``ReLU(inplace=True)``), 25.56M parameters; the same module
+  paths as torchvision's (``layer3.5.conv2``...).
 * :class:`ViTB16`: torchvision's ``vit_b_16`` layout: ``conv_proj`` (16×16
   patches), a class token, ``encoder.pos_embedding``,
   ``encoder.layers.encoder_layer_N`` with ``ln_1``, ``self_attention``
@@ -19,6 +21,34 @@ from collections import OrderedDict
 
 import torch
 from torch import nn
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1,
+                 downsample: nn.Module | None = None):
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu(out)
+        out = self.conv2(out)
+        out = self.bn2(out)
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity  # in place, as torchvision does: overwrites bn2's output
+        out = self.relu(out)
+        return out
 
 
 class Bottleneck(nn.Module):
@@ -47,37 +77,45 @@ class Bottleneck(nn.Module):
         return self.relu(out)
 
 
-class ResNet50(nn.Module):
-    def __init__(self, num_classes: int = 1000):
+class ResNet(nn.Module):
+    """torchvision's ResNet layout for a ``block`` (BasicBlock or Bottleneck) and the
+    number of blocks of each of the four stages (``resnet18``: BasicBlock, 2-2-2-2;
+    ``resnet50``: Bottleneck, 3-4-6-3), with torchvision's module paths."""
+
+    def __init__(self, block: type[nn.Module], layers: tuple[int, int, int, int],
+                 num_classes: int = 1000):
         super().__init__()
+        self.block = block
         self.inplanes = 64
         self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.layer1 = self._make_layer(64, 3)
-        self.layer2 = self._make_layer(128, 4, stride=2)
-        self.layer3 = self._make_layer(256, 6, stride=2)
-        self.layer4 = self._make_layer(512, 3, stride=2)
+        self.layer1 = self._make_layer(64, layers[0])
+        self.layer2 = self._make_layer(128, layers[1], stride=2)
+        self.layer3 = self._make_layer(256, layers[2], stride=2)
+        self.layer4 = self._make_layer(512, layers[3], stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(2048, num_classes)
+        self.fc = nn.Linear(512 * block.expansion, num_classes)  # type: ignore[operator]
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             elif isinstance(m, nn.BatchNorm2d):
+                # Non-trivial running stats so BN is not the identity in eval mode.
                 nn.init.uniform_(m.weight, 0.5, 1.5)
                 nn.init.normal_(m.bias, 0.0, 0.1)
                 m.running_mean.normal_(0.0, 0.1)
                 m.running_var.uniform_(0.5, 1.5)
 
     def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        out = planes * self.block.expansion  # type: ignore[operator]
         downsample = None
-        if stride != 1 or self.inplanes != planes * 4:
-            downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes * 4, 1, stride, bias=False),
-                                       nn.BatchNorm2d(planes * 4))
-        layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
-        self.inplanes = planes * 4
-        layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
+        if stride != 1 or self.inplanes != out:
+            downsample = nn.Sequential(nn.Conv2d(self.inplanes, out, 1, stride, bias=False),
+                                       nn.BatchNorm2d(out))
+        layers = [self.block(self.inplanes, planes, stride, downsample)]
+        self.inplanes = out
+        layers += [self.block(out, planes) for _ in range(1, blocks)]
         return nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

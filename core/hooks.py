@@ -65,11 +65,11 @@ class CaptureRecord:
                  "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
                  "_lazy", "extra_leaves")
 
-    def __init__(self, path: str, call: int, stats: TensorStats | None = None,
+    def __init__(self, path: str, call: int, stats: "TensorStats | PendingStats | None" = None,
                  tensor: torch.Tensor | None = None, leaf: str = "",
                  leaf_shapes: dict[str, tuple[int, ...]] | None = None,
                  intervention: "str | Intervention | None" = None,
-                 pre_stats: TensorStats | None = None,
+                 pre_stats: "TensorStats | PendingStats | None" = None,
                  pre_tensor: torch.Tensor | None = None, copied: bool = False, lazy: bool = False,
                  baseline_tensor: torch.Tensor | None = None,
                  baseline_stats: TensorStats | None = None,
@@ -85,8 +85,10 @@ class CaptureRecord:
         self.pre_tensor = pre_tensor
         self.baseline_tensor = baseline_tensor
         self.copied = copied
-        self._stats = stats
-        self._pre_stats = pre_stats
+        # A PendingStats (statistics only, on the CPU) holds the scalars; its histogram
+        # is binned when first read (see the stats property).
+        self._stats: TensorStats | PendingStats | None = stats
+        self._pre_stats: TensorStats | PendingStats | None = pre_stats
         self._baseline_stats = baseline_stats
         self._lazy = lazy
         self.extra_leaves = extra_leaves
@@ -99,12 +101,16 @@ class CaptureRecord:
     def stats(self) -> TensorStats | None:
         if self._lazy:
             self._summarize_now()
+        if isinstance(self._stats, PendingStats):  # statistics only, CPU: binned on first read
+            self._stats = self._stats.resolve()
         return self._stats
 
     @property
     def pre_stats(self) -> TensorStats | None:
         if self._lazy:
             self._summarize_now()
+        if isinstance(self._pre_stats, PendingStats):
+            self._pre_stats = self._pre_stats.resolve()
         return self._pre_stats
 
     @property
@@ -115,7 +121,7 @@ class CaptureRecord:
         if self._baseline_stats is None and self.baseline_tensor is not None:
             # Kept on a device run: the host copy, binned like the intervened run's summary.
             self._baseline_stats = summarize(self.baseline_tensor,
-                                             hist_range=stats_range(self._stats)).resolve()
+                                             hist_range=stats_range(self.stats)).resolve()
         return self._baseline_stats
 
     @property
@@ -186,7 +192,7 @@ def resolve_records(captures: dict[str, list[CaptureRecord]]) -> None:
     for recs in captures.values():
         for rec in recs:
             for r in rec.leaves:
-                r.baseline_stats  # noqa: B018 - the properties compute and cache
+                r.stats, r.pre_stats, r.baseline_stats  # noqa: B018 - the properties compute and cache
 
 
 class _Pending:
@@ -398,7 +404,10 @@ class HookSession:
                 if pre_t is not None:
                     rec.changed = changed_count(pre_t, rec.kept[0])
                 rec.lazy = False
-        resolve_all(s for rec in pending for s in (rec.stats, rec.pre_stats) if s is not None)
+        # CPU summaries keep their histogram unbinned until a record is read: binning a
+        # sample costs more than its layer's reductions, and a caller reads a few layers.
+        resolve_all((s for rec in pending for s in (rec.stats, rec.pre_stats) if s is not None),
+                    bin_histograms=False)
         counts = [rec.changed for rec in pending if rec.changed is not None]
         host_counts = iter(torch.stack(counts).cpu().tolist()) if counts else iter(())
         tensors = [k[0] for rec in pending for k in (rec.kept, rec.pre_kept) if k is not None]
@@ -407,7 +416,14 @@ class HookSession:
 
         def built(rec: _Pending) -> CaptureRecord:
             changed = next(host_counts) if rec.changed is not None else None
-            stats, pre = (None, None) if rec.lazy else _joined(rec.stats, rec.pre_stats, changed)
+            stats: TensorStats | PendingStats | None
+            pre: TensorStats | PendingStats | None
+            if rec.lazy:
+                stats, pre = None, None
+            elif changed is None:  # nothing to join: resolved, or binned on first read
+                stats, pre = rec.stats, rec.pre_stats
+            else:
+                stats, pre = _joined(rec.stats, rec.pre_stats, changed)
             base = rec.baseline
             base_kept = base.tensor if base is not None else None
             return CaptureRecord(

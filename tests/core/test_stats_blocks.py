@@ -1,0 +1,73 @@
+"""The CPU statistics' shortcuts give the numbers the plain definitions give.
+
+Block-wise reductions (large tensors), the clamped count decided from min/max
+when no bound cuts inside the data, and statistics-only records whose
+histogram is binned on first read, from a copy taken in the forward.
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from hookscope.core import Plan, run
+from hookscope.core import stats as S
+from hookscope.core.stats import PendingStats, summarize
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    # Blocks of 1000 values from 5000 on, so a small tensor takes the block path.
+    monkeypatch.setattr(S, "MOMENT_BLOCK", 1000)
+    monkeypatch.setattr(S, "BLOCKS_FROM", 5000)
+
+
+def test_block_moments_equal_float64_reference(small_blocks):
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(12_345, generator=g) * 3 + 2  # 13 blocks, the last one short
+    s = summarize(x).resolve()
+    ref = x.double()
+    assert (s.min, s.max) == (float(x.min()), float(x.max()))
+    assert s.mean == pytest.approx(float(ref.mean()), rel=1e-7)
+    assert s.std == pytest.approx(float(ref.std(correction=0)), rel=1e-6)
+    assert s.hist_counts.sum() == x.numel()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_in_a_later_block_is_counted_and_excluded(small_blocks, bad):
+    x = torch.randn(9_000, generator=torch.Generator().manual_seed(5))
+    x[7_777] = bad
+    s = summarize(x).resolve()
+    finite = x[torch.isfinite(x)].double()
+    assert (s.nan_count, s.inf_count) == ((1, 0) if bad != bad else (0, 1))
+    assert (s.min, s.max) == (float(finite.min()), float(finite.max()))
+    assert s.mean == pytest.approx(float(finite.mean()), rel=1e-6)
+    assert s.std == pytest.approx(float(finite.std(correction=0)), rel=1e-6)
+
+
+@pytest.mark.parametrize("clamp", [(-10.0, 10.0), (5.0, 6.0), (-6.0, -5.0), (-0.5, 0.5), (-9.0, 0.1)])
+def test_clamped_fraction_with_bounds_inside_and_outside_the_data(clamp):
+    x = torch.linspace(-3, 3, 1001)
+    s = summarize(x, clamp=clamp).resolve()
+    lo, hi = clamp
+    assert s.fraction_clamped == float(((x < lo) | (x > hi)).sum()) / x.numel()
+
+
+def test_stats_only_histogram_binned_on_read_from_the_value_the_layer_returned():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 300), nn.ReLU(inplace=True))  # the ReLU overwrites "0"
+    x = torch.randn(64, 8)
+    seen = []
+    h = m[0].register_forward_hook(lambda mod, a, o: seen.append(o.detach().clone()))
+    try:
+        r = run(m, x, Plan(capture=["0"], keep_tensors=False))
+    finally:
+        h.remove()
+    rec = r.captures["0"][0]
+    assert isinstance(rec._stats, PendingStats)  # not binned yet
+    want = summarize(seen[0]).resolve()
+    got = rec.stats
+    np.testing.assert_array_equal(got.hist_counts, want.hist_counts)
+    np.testing.assert_array_equal(got.hist_edges, want.hist_edges)
+    assert (got.min, got.max, got.mean, got.std) == (want.min, want.max, want.mean, want.std)
+    assert float(seen[0].min()) < 0  # the values before the in-place ReLU were drawn
