@@ -14,7 +14,10 @@ The runner interface (stable; a remote runner, e.g. a Ray actor, implements it)
     Queue a :class:`LoadRequest` or :class:`RunRequest`; returns its request
     id (ids only grow). The newest request wins: a run request replaces the
     run waiting to start, and the run in flight stops at its next layer
-    (answered :class:`Cancelled`); a load request also drops the waiting run,
+    (answered :class:`Cancelled`) unless it is worth finishing (half done, or
+    the last result is already a run's time old: :func:`finish_in_flight`),
+    then it is answered :class:`Finished` and the newest runs next; a load
+    request stops the run in flight and drops the waiting run,
     which belongs to the model it replaces. A replaced request is answered by
     nothing at all (``counts.dropped`` counts the replaced runs).
 ``runner.cancel() -> bool``
@@ -281,6 +284,10 @@ class QueueRunner:
         self._current: _Job | None = None
         self._closing = False
         self.counts = Counts()
+        # How long the last finished run took and when it finished: whether a run in
+        # flight is worth finishing when a newer one arrives (see finish_in_flight).
+        self._last_run_s: float | None = None
+        self._last_result_t: float | None = None
         # The thread waits for the first submit, which cannot come before the
         # subclass's constructor returns: its own state may be set after this.
         self._thread = threading.Thread(target=self._loop, name=thread_name, daemon=True)
@@ -300,10 +307,25 @@ class QueueRunner:
                 self._pending_load = job
             else:
                 self._pending_run = job
-            if self._current is not None:
-                self._current.stop = True  # newest wins: the run in flight is stale
+            current = self._current
+            if current is not None and not self._keeps_running(current, request):
+                current.stop = True  # newest wins: the run in flight is stale
             self._cv.notify()
         return job.rid
+
+    def _keeps_running(self, current: "_Job", request: Request) -> bool:
+        """Whether the run in flight finishes although ``request`` came after it (lock held).
+
+        Only a run of the same model, replaced by a run: a load, or a run on another
+        model, always stops it. See :func:`finish_in_flight` for the rule.
+        """
+        old = current.request
+        if not (isinstance(old, RunRequest) and isinstance(request, RunRequest)
+                and old.model is request.model and self._last_run_s is not None):
+            return False
+        now = time.perf_counter()
+        since = now - (self._last_result_t if self._last_result_t is not None else current.t0)
+        return finish_in_flight(current.done, current.total, since, self._last_run_s)
 
     def cancel(self) -> bool:
         with self._cv:
@@ -406,8 +428,28 @@ class QueueRunner:
                 if isinstance(job.request, RunRequest):
                     self.counts.runs_failed += 1
             events = [Failed(job.rid, error_message(exc), exc)]
+        if isinstance(job.request, RunRequest) and any(isinstance(e, Finished) for e in events):
+            with self._cv:
+                self._last_result_t = time.perf_counter()
+                self._last_run_s = self._last_result_t - job.t0
         for event in events:
             self._emit(event)
+
+
+def finish_in_flight(done: int, total: int, since_last_result_s: float, run_s: float) -> bool:
+    """Whether a run in flight finishes when a newer request replaces it (Live mode).
+
+    Stopping it and starting the newest costs a whole run (``run_s``) before the
+    next result. That is worth it only while the newest still lands within two
+    runs of the last result shown (``since_last_result_s + run_s <= 2 run_s``).
+    Past that, or once the run in flight is half done, it finishes and is shown,
+    and the newest runs right after. So during a continuous drag the plots
+    repaint at least every two runs (plus drawing), and the last value is
+    always drawn last.
+    """
+    if total > 0 and 2 * done >= total:
+        return True
+    return since_last_result_s > run_s
 
 
 class LocalRunner(QueueRunner):

@@ -126,6 +126,7 @@ class Session:
         self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
         self._load_id: int | None = None
+        self._shown_run = 0  # the newest run whose result was shown: an older one never is
         self._setup = _Setup()
         self._valid_from = 0        # answers to older ids belong to a replaced model
         self._newest_run: int | None = None   # the one run whose answer is still wanted
@@ -464,13 +465,19 @@ class Session:
             self._copy_shapes(ev.tree)
             self._emit("observed", self.tree, rid)
         elif rid != self._newest_run:
-            return  # a stale run: a newer request replaced it
+            # An older run the runner let finish (Live: it was nearly done) is shown
+            # while the newest runs; anything else of a replaced run is dropped.
+            if isinstance(ev, Finished) and self._newest_run is not None and rid > self._shown_run:
+                self._shown_run = rid
+                self.last_result, self.last_error = ev.result, None
+                self._emit("result", ev.result, rid)
         elif isinstance(ev, Started):
             self._emit("started", None, rid)
         elif isinstance(ev, Progress):
             self._emit("progress", ev, rid)
         elif isinstance(ev, Finished):
             self._newest_run = None
+            self._shown_run = rid
             self.last_result, self.last_error = ev.result, None
             self._emit("result", ev.result, rid)
             self._emit("idle", None, rid)

@@ -243,3 +243,50 @@ def test_no_automatic_gc_while_a_job_runs_and_back_after():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+class GatedAtSecondLayer(nn.Module):
+    """Its second layer waits at a gate, so a run can be held half done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 4)
+        self.out = nn.Linear(4, 2)
+        self.release = threading.Event()
+        self.release.set()
+        self.at_gate = threading.Event()
+
+        def gate(_m, _args):  # registered first: it runs before the runner's stop point
+            self.at_gate.set()
+            assert self.release.wait(30), "test gate never opened"
+        self.out.register_forward_pre_hook(gate)
+
+    def forward(self, x):
+        return self.out(self.lin(x))
+
+
+def test_the_rule_finishes_a_half_done_run_or_one_that_the_plots_waited_for():
+    from hookscope.core.runner import finish_in_flight
+
+    assert finish_in_flight(done=5, total=10, since_last_result_s=0.0, run_s=1.0)      # half done
+    assert not finish_in_flight(done=1, total=10, since_last_result_s=0.5, run_s=1.0)  # restart
+    assert finish_in_flight(done=1, total=10, since_last_result_s=1.5, run_s=1.0)      # waited
+
+
+def test_a_half_done_run_finishes_and_the_newest_runs_after_it(runner):
+    lm = LoadedModel(GatedAtSecondLayer(), torch.tensor([[1.0, 2.0, 3.0]]), "test:gate2", "factory")
+    m = lm.module
+    runner.submit(RunRequest(lm, "example", Plan()))
+    assert isinstance(runner.rec.next_final(), Finished)  # the runner now knows a run's time
+    m.release.clear()
+    m.at_gate.clear()
+    held = runner.submit(RunRequest(lm, "example", Plan(clamp={"lin": (-0.1, 0.1)})))
+    assert m.at_gate.wait(30)  # its baseline is reused: one forward, held after its first layer
+    newest = runner.submit(RunRequest(lm, "example", Plan(clamp={"lin": (-0.2, 0.2)})))
+    m.release.set()
+    a, b = runner.rec.next_final(), runner.rec.next_final()
+    assert isinstance(a, Finished) and a.request_id == held   # finished, not cancelled
+    assert isinstance(b, Finished) and b.request_id == newest  # and the newest ran after it
+    want = compare(m, lm.example_input, Plan(clamp={"lin": (-0.2, 0.2)}))
+    assert torch.equal(b.result.output_with, want.output_with)

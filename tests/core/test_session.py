@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from hookscope.core import Clamp, Noise, Scale, Session, SessionFileError, Zero, load_model
+from hookscope.core import Clamp, Noise, Plan, Scale, Session, SessionFileError, Zero, compare, load_model
 from hookscope.core.session_file import read_session_file
 
 
@@ -284,3 +284,53 @@ def test_a_session_naming_a_layer_the_model_lacks_keeps_the_rest_and_says_so(ses
         assert "conv9" in warning and "left out" in warning
     finally:
         s.close()
+
+
+GATE2 = """\
+import threading
+import torch
+from torch import nn
+
+class GatedAtSecondLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 4)
+        self.out = nn.Linear(4, 2)
+        self.release = threading.Event()
+        self.release.set()
+        self.at_gate = threading.Event()
+        self.out.register_forward_pre_hook(self._gate)
+
+    def _gate(self, _m, _args):
+        self.at_gate.set()
+        assert self.release.wait(30)
+
+    def forward(self, x):
+        return self.out(self.lin(x))
+
+def make():
+    return GatedAtSecondLayer(), torch.tensor([[1.0, 2.0, 3.0]])
+"""
+
+
+def test_live_shows_a_nearly_done_run_then_the_newest_and_goes_idle_once(session, tmp_path):
+    (tmp_path / "gate2.py").write_text(GATE2)
+    s = session(f"{tmp_path}/gate2.py:make")
+    s.run()  # the runner learns how long a run takes
+    m = s.model.module
+    seen = []
+    done = threading.Event()
+    s.subscribe(lambda ev: (seen.append(ev), ev.kind == "idle" and done.set()))
+    m.release.clear()
+    m.at_gate.clear()
+    s.set_options(live=True)  # runs the current plan at once
+    assert m.at_gate.wait(30)  # held half done
+    s.intervene("lin", Clamp(-0.2, 0.2))  # the newest
+    m.release.set()
+    assert done.wait(30)
+    results = [ev.value for ev in seen if ev.kind == "result"]
+    assert [r.plan.clamp for r in results] == [{}, {"lin": (-0.2, 0.2)}]  # the held one, then the newest
+    assert [ev.kind for ev in seen].count("idle") == 1 and s.last_result is results[-1]
+    want = compare(m, torch.tensor([[1.0, 2.0, 3.0]]), Plan(clamp={"lin": (-0.2, 0.2)}))
+    assert torch.equal(results[-1].output_with, want.output_with)
