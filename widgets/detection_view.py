@@ -182,9 +182,14 @@ class DetectionView(QWidget):
         self._update_legend()
 
     def _update_legend(self) -> None:
-        n_a, n_b = len(self.canvas.shown("without")), len(self.canvas.shown("with"))
+        def count(which: str) -> str:
+            shown = len(self.canvas.shown(which))
+            total = len(self.canvas.without if which == "without" else self.canvas.with_)
+            text = f"{shown} box{'es' if shown != 1 else ''}"
+            return text + (f" (of {total})" if total != shown else "")  # some below the threshold
+
         hexa, hexb = WITHOUT_COLOUR.name(), WITH_COLOUR.name()
         self.legend.setText(
-            f"<span style='color:{hexa}'>▬</span> without: {n_a} box{'es' if n_a != 1 else ''}"
+            f"<span style='color:{hexa}'>▬</span> without: {count('without')}"
             f"&nbsp;&nbsp;&nbsp;<span style='color:{hexb}'>╌╌</span> with the intervention: "
-            f"{n_b} box{'es' if n_b != 1 else ''}")
+            f"{count('with')}")
