@@ -33,3 +33,17 @@ def test_save_plots_writes_the_boxes_on_the_picture(qtbot, tmp_path):
     assert not img.isNull() and img.width() >= 600
     colours = {img.pixel(x, y) for x in range(0, img.width(), 2) for y in range(0, img.height(), 2)}
     assert WITHOUT_COLOUR.rgb() in colours and WITH_COLOUR.rgb() in colours
+
+
+def test_help_names_every_demo(capsys):
+    import pytest
+
+    from hookscope.app.cli import main
+    from hookscope.core.demo_models import DEMOS
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert f"demo:NAME ({', '.join(DEMOS)})" in text
+    assert "detector" in DEMOS
