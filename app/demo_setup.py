@@ -20,6 +20,7 @@ DEFAULT_PLANS: dict[str, Plan] = {
     "transformer": Plan(capture=("embed", "encoder.layers.0.self_attn", "encoder.layers.1.linear1",
                                  "head")),
     "lm": Plan(capture=("blocks.0.attn.probs", "blocks.1.attn.probs", "blocks.1.mlp")),
+    "detector": Plan(capture=("backbone.conv1", "probs"), clamp={"backbone.conv1": (-1.0, 0.6)}),
 }
 
 NOTES: dict[str, str] = {
@@ -38,6 +39,9 @@ NOTES: dict[str, str] = {
     "lm": ("<b>Tiny language model.</b> " + DEMO_DESCRIPTIONS.get("lm", "") + " Type "
            "<code>text:the dog sat on the </code> as input; the table under the output lists "
            "each position's next characters without and with the clamp."),
+    "detector": ("<b>Tiny detector.</b> " + DEMO_DESCRIPTIONS.get("detector", "") + " The "
+                 "picture under the output shows the boxes without (solid blue) and with the "
+                 "intervention (dashed orange); set the score threshold beside its legend."),
 }
 
 

@@ -102,7 +102,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
                         opts.labels)
     if ns.save_plots:
-        save_plots(result, ns.save_plots)
+        save_plots(result, ns.save_plots, lm.meaning, x)
     return 0
 
 

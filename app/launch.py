@@ -36,7 +36,7 @@ inputs (--input X):
                          input, grey or RGB; add :invert for dark ink on a light page
 
 models (SPEC):
-  demo:NAME              clamp, features, cnn, transformer
+  demo:NAME              clamp, features, cnn, transformer, lm, detector
   path/to/file.py:f      a factory function in a file (returns a module, optionally
                          with an example input); --weights FILE for its state_dict
   package.module:f       a factory in an importable package

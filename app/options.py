@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
 from hookscope.core.budget import set_max_input_bytes
+from hookscope.core.demo_models import DEMOS
 from hookscope.core.intervention_registry import parse_intervention, syntax_help
 
 from .scale_options import add_scale_options
@@ -24,7 +25,7 @@ TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module), or a .pt2
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("spec", nargs=None if spec_required else "?",
-                   help="model: demo:NAME (clamp, features, cnn, transformer, lm), "
+                   help=f"model: demo:NAME ({', '.join(DEMOS)}), "
                         "path/to/file.py:factory, package.module:factory, hf:NAME_OR_DIR, "
                         "torchvision:NAME[:pretrained], timm:NAME[:pretrained], or model.pt2")
     p.add_argument("--weights", metavar="FILE", help="state_dict (.pt/.pth/.safetensors) for a factory's model")

@@ -3,8 +3,9 @@
 Draws the same widgets the window shows (an activation panel per captured
 layer call, the output comparison) on Qt's offscreen platform and writes, for
 each layer call, a PNG of its panel and CSVs of its histogram and view, then
-``output.png``/``output.csv`` and ``activations.png`` (every panel in one
-figure). Qt is imported here only, when the option is given, so a plain
+``output.png``/``output.csv``, ``activations.png`` (every panel in one
+figure) and, for a detector, ``detections.png`` (its boxes on the input image,
+without and with). Qt is imported here only, when the option is given, so a plain
 ``hookscope run`` stays Qt-free and starts fast.
 """
 
@@ -13,8 +14,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from hookscope.core import HookscopeError, RunResult
+from hookscope.core.meaning import DETECTIONS, OutputMeaning
 
 PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
 
@@ -47,8 +50,10 @@ def _app():
     return QApplication.instance() or QApplication(["hookscope"])
 
 
-def save_plots(result: RunResult, folder: str | Path) -> list[Path]:
-    """Write ``result``'s plots into ``folder``; returns the files written."""
+def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | None = None,
+               inputs: Any = None) -> list[Path]:
+    """Write ``result``'s plots into ``folder``; returns the files written. With a detector's
+    ``meaning`` and its ``inputs`` also ``detections.png``: the boxes on the input image."""
     out = plots_folder(folder)
     app = _app()
     from hookscope.widgets.activation_panel import ActivationPanel
@@ -63,7 +68,7 @@ def save_plots(result: RunResult, folder: str | Path) -> list[Path]:
         panel.show()
         outputs.show()
         panel.show_result(result)
-        outputs.show_result(result)
+        outputs.show_result(result, meaning, inputs)
         for _ in range(3):   # layouts settle, panels scrolled away draw (flush)
             app.processEvents()
         panel.flush_visible()
@@ -73,6 +78,15 @@ def save_plots(result: RunResult, folder: str | Path) -> list[Path]:
             written.append(p.hist_tools.export(out / f"{stem}_histogram.csv"))
             if p.view_kind != "none":
                 written.append(p.view_tools.export(out / f"{stem}_{p.view_kind}.csv"))
+        if meaning is not None and meaning.kind == DETECTIONS:
+            outputs.graphics.show()  # the series plot too: output.png stays what it always was
+            view = outputs.meaning_view.detections
+            view.resize(max(view.width(), 640), max(view.height(), 520))
+            app.processEvents()
+            target = out / "detections.png"
+            if not view.grab().save(str(target)):
+                raise HookscopeError(f"--save-plots: cannot write {target}")
+            written.append(target)
         written.append(outputs.tools.export(out / "output.png"))
         written.append(outputs.tools.export(out / "output.csv"))
         if panel.panels():

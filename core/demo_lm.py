@@ -117,6 +117,10 @@ def demo_meaning(name: str) -> OutputMeaning:
     """What the outputs of demo ``name`` mean."""
     if name == "lm":
         return OutputMeaning(kind=TOKENS, codec=CODEC)
+    if name == "detector":
+        from .demo_detector import detector_meaning
+
+        return detector_meaning()
     if name == "cnn":
         return OutputMeaning(kind=CLASSES, labels=[str(d) for d in range(10)])
     return OutputMeaning()

@@ -13,6 +13,9 @@ returns ``(module_in_eval_mode, example_input)``:
   a sequence of tokens, with one shipped unsorted sequence.
 - ``lm``: :class:`~.demo_lm.TinyLM`, a character-level language model with its
   own tokenizer (:mod:`.demo_lm`, trained by ``resources/train_lm.py``).
+- ``detector``: :class:`~.demo_detector.TinyDetector`, a constructed conv
+  detector with torchvision's output (boxes, labels, scores per image) and a
+  sample picture (:mod:`.demo_detector`, written by ``resources/make_detector.py``).
 
 The weights and samples live in ``hookscope.resources`` and are produced by
 ``python resources/train_demos.py``.
@@ -29,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .demo_detector import DETECTOR_DESCRIPTION, detector_demo
 from .demo_lm import LM_DESCRIPTION, lm_demo
 
 __all__ = [
@@ -216,6 +220,7 @@ DEMOS: dict[str, Callable[[], tuple[nn.Module, Any]]] = {
     "cnn": cnn_demo,
     "transformer": transformer_demo,
     "lm": lm_demo,
+    "detector": detector_demo,
 }
 
 DEMO_DESCRIPTIONS: dict[str, str] = {
@@ -224,4 +229,5 @@ DEMO_DESCRIPTIONS: dict[str, str] = {
     "cnn": "A small CNN trained on 8x8 handwritten digits, shown one test digit it classifies correctly.",
     "transformer": "A two-layer transformer trained to sort 12 tokens: each position outputs the sorted token at that place.",
     "lm": LM_DESCRIPTION,
+    "detector": DETECTOR_DESCRIPTION,
 }

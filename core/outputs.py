@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .call_args import CallArgs
+from .detections import as_torchvision
 from .interventions import tensor_leaves
 from .meaning import CLASSES, DETECTIONS, TOKENS, OutputMeaning, score_leaf
 
@@ -40,8 +41,10 @@ def describe_outputs(without: Any, with_: Any, meaning: OutputMeaning | None = N
                      inputs: Any = None, top_k: int = TOP_K) -> dict[str, Any]:
     """What the two outputs say, by ``meaning`` (see the module docstring)."""
     meaning = meaning or OutputMeaning()
-    if meaning.kind == DETECTIONS and isinstance(without, list):
-        return detections(without, with_, meaning, top_k)
+    if meaning.kind == DETECTIONS:
+        a_det, b_det = as_torchvision(without, inputs), as_torchvision(with_, inputs)
+        if a_det is not None and b_det is not None:  # torchvision's list of dicts, or DETR's
+            return detections(a_det, b_det, meaning, top_k)
     a, b = score_leaf(without, meaning), score_leaf(with_, meaning)
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
         if meaning.kind == TOKENS and a.dim() == 3:

@@ -5,14 +5,17 @@ folder written by ``save_pretrained`` or a model id already in the Hugging
 Face cache. The class comes from the config's ``architectures`` (the head the
 model was saved with, e.g. ``GPT2LMHeadModel``), else ``AutoModel``. The
 tokenizer is loaded when the folder has one; the example input is a default
-prompt through it (``input_ids``, ``attention_mask``, ...) as keywords, or,
-for a vision model, a ``pixel_values`` image of the config's size and
-channels normalised as its image processor says.
+prompt through it (``input_ids``, ``attention_mask``, ...) as keywords; for a
+vision model, a ``pixel_values`` image of the config's size and channels
+normalised as its image processor says; for a speech model (Whisper,
+wav2vec2), a second of a sine through its feature extractor
+(:mod:`.source_hf_audio`).
 
 The output meaning follows the head: ``...LMHeadModel``/``...ForCausalLM``/
 ``...ForMaskedLM`` give token scores over the tokenizer's vocabulary,
 ``...ForSequenceClassification``/``...ForImageClassification`` give classes
-labelled by ``config.id2label``.
+labelled by ``config.id2label``, ``...ForCTC`` token scores per audio frame,
+``...ForObjectDetection`` (DETR) boxes (:mod:`.detections`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from typing import Any
 import torch
 
 from .errors import SpecError
-from .meaning import CLASSES, GENERIC, TOKENS, OutputMeaning
+from .meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
 from .source_adapters import missing_package
+from .source_hf_audio import audio_example
 from .text_codec import HFCodec
 
 DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog"
@@ -41,8 +45,11 @@ def _transformers(spec: str):
 
 
 def _head_kind(arch: str) -> str:
-    if arch.endswith(("LMHeadModel", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration")):
+    if arch.endswith(("LMHeadModel", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration",
+                      "ForCTC")):
         return TOKENS
+    if arch.endswith("ForObjectDetection"):
+        return DETECTIONS
     if arch.endswith(("ForSequenceClassification", "ForImageClassification",
                       "ForAudioClassification", "ForTokenClassification")):
         return CLASSES
@@ -80,10 +87,10 @@ def load_hf(spec: str) -> Any:
     codec = _tokenizer(tf, where)
     kind = _head_kind(type(model).__name__)
     labels = None
-    if kind == CLASSES and getattr(config, "id2label", None):
+    if kind in (CLASSES, DETECTIONS) and getattr(config, "id2label", None):
         labels = [str(config.id2label[i]) for i in sorted(config.id2label)]
     meaning = OutputMeaning(kind=kind, field="logits", labels=labels, codec=codec,
-                            causal=not type(model).__name__.endswith("ForMaskedLM"))
+                            causal=not type(model).__name__.endswith(("ForMaskedLM", "ForCTC")))
     example, keys = _example(tf, model, config, where, codec)
     meaning.input_keys = keys
     notes = [] if codec or kind != TOKENS else [
@@ -102,6 +109,9 @@ def _tokenizer(tf, where: str) -> HFCodec | None:
 
 def _example(tf, model, config, where: str, codec: HFCodec | None) -> tuple[Any, tuple[str, ...]]:
     main = getattr(model, "main_input_name", "input_ids")
+    audio = audio_example(tf, model, config, where)  # Whisper, wav2vec2: a second of a sine
+    if audio is not None:
+        return audio
     if main == "pixel_values":
         return {"pixel_values": _pixel_values(tf, config, where)}, ("pixel_values",)
     if main != "input_ids":

@@ -1,7 +1,7 @@
 """Where a model comes from: a *model spec* string resolved to a module and an example input.
 
 ==============================  ===========================================
-``demo:NAME``                   a built-in demo (clamp, features, cnn, transformer)
+``demo:NAME``                   a built-in demo (clamp, features, cnn, transformer, lm, detector)
 ``path/to/file.py:factory``     a factory in a Python file
 ``package.module:factory``      a factory in an importable module
 ``model.pt2``                   a ``torch.export`` program, unflattened so the

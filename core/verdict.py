@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .detections import is_torchvision_style
+
 MAX_ARGMAX = 64  # up to this many output values, say where the largest one went
 
 
@@ -26,12 +28,20 @@ def output_verdict(result: Any) -> str:
         if not intervened:
             return "Outputs are identical: the plan only captured, it did not change anything."
         return identical_despite_intervention(result, intervened)
+    names = ", ".join(f"{iv.describe()} on {p}" for p, iv in list(intervened.items())[:3])
+    if is_torchvision_style(result.output_without) and is_torchvision_style(result.output_with):
+        # a detector: boxes, labels and scores flattened into one series say nothing
+        counts = [(len(a["boxes"]), len(b["boxes"]))
+                  for a, b in zip(result.output_without, result.output_with)]
+        n = "; ".join(f"{a} box{'es' if a != 1 else ''} without, {b} with"
+                      for a, b in counts[:4])
+        return (f"The intervention{'s' if len(intervened) > 1 else ''} ({names}) changed the "
+                f"detections: {n}{' (per image)' if len(counts) > 1 else ''}.")
     without, with_ = flat_array(result.output_without), flat_array(result.output_with)
     if without.shape != with_.shape:
         return (f"The intervention changed the output's shape ({without.size} values without, "
                 f"{with_.size} with).")
     d = result.max_abs_diff
-    names = ", ".join(f"{iv.describe()} on {p}" for p, iv in list(intervened.items())[:3])
     text = (f"The intervention{'s' if len(intervened) > 1 else ''} ({names}) changed the output: "
             f"largest change |Δ| = {'∞' if math.isinf(d) else f'{d:.4g}'}.")
     if 1 < without.size <= MAX_ARGMAX and np.isfinite(without).all() and np.isfinite(with_).all():

@@ -18,7 +18,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
-from hookscope.core.meaning import GENERIC, OutputMeaning
+from hookscope.core.detections import image_boxes, image_size
+from hookscope.core.meaning import DETECTIONS, GENERIC, OutputMeaning
 from hookscope.core.outputs import describe_outputs, input_image
 from hookscope.core.run import flat_array
 from hookscope.core.verdict import output_verdict
@@ -153,6 +154,15 @@ class OutputComparison(QWidget):
             self.meaning_view.show_description(
                 describe_outputs(result.output_without, result.output_with, meaning, inputs))
             self.meaning_view.show_input_image(input_image(inputs))
+        # a detector's flattened boxes/labels/scores mean nothing as one series: draw the boxes
+        detections = meaning is not None and meaning.kind == DETECTIONS
+        if detections:
+            hw = image_size(inputs)
+            self.meaning_view.show_detections(
+                input_image(inputs), image_boxes(result.output_without, meaning, inputs),
+                image_boxes(result.output_with, meaning, inputs), hw[::-1] if hw else None)
+        self.graphics.setVisible(not detections)
+        self.legend.setVisible(not detections)
         self.meaning_view.setVisible(meaningful or n > MAX_BARS)
 
     def set_labels(self, labels: list[str] | None) -> None:

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QTableWidget, Q
 
 from hookscope.core.meaning import CLASSES, DETECTIONS, TOKENS
 
+from .detection_view import DetectionView
+
 CHANGED = QColor(255, 235, 200)  # light orange: this row's top answer changed
 
 
@@ -54,7 +56,8 @@ def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str]
             for j in range(max(len(img["top_without"]), len(img["top_with"]))):
                 a = img["top_without"][j] if j < len(img["top_without"]) else None
                 b = img["top_with"][j] if j < len(img["top_with"]) else None
-                cell = lambda d: f"{d['label']} {d['score']:.2f} {d['box']}" if d else ""
+                cell = lambda d: (f"{d['label']} {d['score']:.2f} ["
+                                  + ", ".join(f"{v:g}" for v in d["box"]) + "]") if d else ""
                 rows.append(([str(i) if j == 0 else "", str(j + 1), cell(a), cell(b)], False))
         return ("Detections (highest scores)", ["image", "rank", "without", "with"], rows)
     rows = [([leaf["name"], "×".join(map(str, leaf["shape"] or [])),
@@ -89,6 +92,9 @@ class OutputMeaningView(QWidget):
         self.thumbnail.setObjectName("inputThumbnail")
         self.thumbnail.setToolTip("The input image (values stretched to their own range)")
         self.thumbnail.hide()
+        # a detector's boxes drawn on its input, without and with (shown for detections only)
+        self.detections = DetectionView(self)
+        self.detections.hide()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
@@ -96,7 +102,8 @@ class OutputMeaningView(QWidget):
         row = QHBoxLayout()
         row.addWidget(self.thumbnail, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.table, 1)
-        layout.addLayout(row, 1)
+        layout.addWidget(self.detections, 3)  # above the table: the picture needs the width
+        layout.addLayout(row, 2)
         self.notes.hide()
 
     def show_input_image(self, image: Any) -> None:
@@ -115,8 +122,18 @@ class OutputMeaningView(QWidget):
             else Qt.TransformationMode.SmoothTransformation))
         self.thumbnail.show()
 
+    def show_detections(self, image: Any, without: list[dict[str, Any]],
+                        with_: list[dict[str, Any]], size: tuple[int, int] | None = None) -> None:
+        """The boxes of :func:`hookscope.core.detections.image_boxes` on ``image`` (``H x W x C``
+        uint8, or None with ``size`` = the input's (width, height)); replaces the thumbnail."""
+        self.detections.show_detections(image, without, with_, size)
+        self.detections.show()
+        self.thumbnail.hide()
+
     def show_description(self, desc: dict[str, Any]) -> None:
         title, headers, rows = rows_for(desc)
+        if desc.get("kind") != DETECTIONS:
+            self.detections.hide()
         self.title.setText(title)
         notes = desc.get("notes") or []
         self.notes.setText("\n".join(notes))

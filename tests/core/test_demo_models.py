@@ -123,7 +123,7 @@ def test_digits_sample_file() -> None:
 
 
 def test_registry() -> None:
-    assert list(dm.DEMOS) == ["clamp", "features", "cnn", "transformer", "lm"]
+    assert list(dm.DEMOS) == ["clamp", "features", "cnn", "transformer", "lm", "detector"]
     assert set(dm.DEMO_DESCRIPTIONS) == set(dm.DEMOS)
     for name, factory in dm.DEMOS.items():
         model, x = factory()
