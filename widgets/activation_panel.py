@@ -24,6 +24,22 @@ from .plot_tools import render_svg
 
 Key = tuple[str, int]
 
+#: A plot may be this many times taller than wide (one histogram in a tall window),
+#: no more: beyond that a panel would be a thin column.
+MAX_ASPECT = 2.0
+_SLACK = 4   # px kept free below the panels, so rounding never brings a scroll bar
+
+
+def _chrome_height(panel: LayerPlot) -> int:
+    """``panel``'s height beyond its plots (title, statistics, margins), as laid out
+    now; the panel's own estimate before its first layout."""
+    plots = [w for w in (panel.hist_widget, panel.view_widget, panel.none_label) if w.isVisible()]
+    if not panel.isVisible() or panel.height() <= 0 or not plots:
+        return panel.chrome_height()
+    heights = [w.height() for w in plots]
+    # Stacked plots' spacing counts as chrome: the plots' share is rows x height.
+    return panel.height() - (sum(heights) if panel.is_stacked() else max(heights))
+
 
 class ActivationPanel(QWidget):
     """Scrollable column of :class:`LayerPlot` panels for the latest result."""
@@ -179,19 +195,32 @@ class ActivationPanel(QWidget):
         self._flush_later()
 
     def _fit_heights(self) -> None:
-        """Let the panels share a tall viewport (no empty band below a few panels),
-        each plot no taller than ~0.7 of its width and never below its minimum."""
+        """Let the panels share the viewport's height: a few panels fill it (no empty
+        band below them in a tall window), many keep :data:`PLOT_HEIGHT` and scroll.
+        A plot is never taller than :data:`MAX_ASPECT` times its width."""
         panels = [w for w in self._shown if isinstance(w, LayerPlot)]
         if not panels:
             return
         notes = sum(w.sizeHint().height() for w in self._shown if not isinstance(w, LayerPlot))
-        spacing = self._column.spacing() * (len(self._shown) + 1) + 8
-        room = (self.scroll.viewport().height() - notes - spacing) / len(panels)
-        width = self.scroll.viewport().width() - 24   # a panel's width, before its layout ran
-        for p in panels:
-            rows = 2 if width < STACK_BELOW else 1
-            cap = max(PLOT_HEIGHT, 0.7 * (width if rows == 2 else width / 2))
-            p.set_plot_height(min(cap, (room - p.chrome_height()) / rows))
+        margins = self._column.contentsMargins()
+        used = (notes + self._column.spacing() * (len(self._shown) - 1)
+                + margins.top() + margins.bottom() + _SLACK)
+        chrome = [_chrome_height(p) for p in panels]
+        rows = [2 if p.is_stacked() else 1 for p in panels]
+        room = (self.scroll.viewport().height() - used - sum(chrome)) / sum(rows)
+        width = self._panel_width(fits=room >= PLOT_HEIGHT)
+        for p, r in zip(panels, rows):
+            plot_width = p.hist_widget.width() if p.hist_widget.width() > 50 else (
+                width if r == 2 else width / 2)
+            p.set_plot_height(min(room, MAX_ASPECT * plot_width))
+
+    def _panel_width(self, fits: bool) -> int:
+        """A panel's width: the viewport's, less the column's margins and, when the
+        panels will not fit, the vertical scroll bar that then appears."""
+        margins = self._column.contentsMargins()
+        bar = self.scroll.verticalScrollBar()
+        full = self.scroll.viewport().width() + (bar.width() if bar.isVisible() else 0)
+        return full - margins.left() - margins.right() - (0 if fits else bar.sizeHint().width())
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
