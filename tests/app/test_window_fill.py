@@ -5,6 +5,7 @@ and scroll; the layer tree's editable columns are on screen without scrolling.""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 
 from hookscope.widgets.histogram_view import PLOT_HEIGHT
 
@@ -62,3 +63,36 @@ def test_demo_cnn_fills_a_tall_window_without_stretching(make_window, qtbot):
     assert max(heights) - min(heights) <= 2
     for p in panels:
         assert PLOT_HEIGHT <= p.hist_widget.height() < p.hist_widget.width()
+
+
+def test_the_trees_edited_columns_fit_a_1000_px_window(make_window, qtbot):
+    from PySide6.QtCore import QPoint
+    from PySide6.QtTest import QTest
+
+    from hookscope.widgets.layer_tree_model import COL_CALLS, COL_CAPTURE, COL_LAYER
+    from hookscope.widgets.layer_tree_view import EDITABLE_COLUMNS
+
+    win = make_window(["demo:cnn", "--capture", "conv1,relu1,conv2,fc", "--clamp", "conv1=-0.5:0.5"])
+    _ready(qtbot, win, (1000, 650))
+    tree = win.tree
+    view, header = tree.view, tree.view.header()
+    qtbot.waitUntil(lambda: tree.editable_right_edge() <= view.viewport().width())
+    assert view.horizontalScrollBar().value() == 0
+    for col in EDITABLE_COLUMNS:
+        assert header.sectionViewportPosition(col) >= 0 and header.sectionSize(col) >= 30
+    # A long name gives way, elided in the middle, its full path in the tooltip.
+    assert view.textElideMode() == Qt.TextElideMode.ElideMiddle
+    idx = tree.model.index_for_path("conv1", COL_LAYER)
+    assert tree.model.data(idx, Qt.ItemDataRole.ToolTipRole).startswith("conv1")
+    # The tick box is clickable where it is, with the real mouse: bn1 gets captured.
+    cell = view.visualRect(tree.proxy.mapFromSource(tree.model.index_for_path("bn1", COL_CAPTURE)))
+    assert cell.right() <= view.viewport().width()
+    QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(cell.left() + 10, cell.center().y()))
+    qtbot.waitUntil(lambda: "bn1" in win.session.plan.capture)
+    # Type/Params/Calls are a scroll away.
+    bar = view.horizontalScrollBar()
+    assert bar.maximum() > 0
+    view.scrollTo(tree.proxy.mapFromSource(tree.model.index_for_path("bn1", COL_CALLS)))
+    qtbot.waitUntil(lambda: 0 <= header.sectionViewportPosition(COL_CALLS)
+                    and header.sectionViewportPosition(COL_CALLS) + header.sectionSize(COL_CALLS)
+                    <= view.viewport().width())
