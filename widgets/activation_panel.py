@@ -14,12 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
 from hookscope.core import HookscopeError, RunResult
 
 from .histogram_view import PLOT_HEIGHT
-from .layer_plot import STACK_BELOW, LayerPlot
+from .layer_plot import LayerPlot
 from .plot_tools import render_svg
 
 Key = tuple[str, int]
@@ -31,14 +31,41 @@ _SLACK = 4   # px kept free below the panels, so rounding never brings a scroll 
 
 
 def _chrome_height(panel: LayerPlot) -> int:
-    """``panel``'s height beyond its plots (title, statistics, margins), as laid out
-    now; the panel's own estimate before its first layout."""
-    plots = [w for w in (panel.hist_widget, panel.view_widget, panel.none_label) if w.isVisible()]
-    if not panel.isVisible() or panel.height() <= 0 or not plots:
-        return panel.chrome_height()
-    heights = [w.height() for w in plots]
-    # Stacked plots' spacing counts as chrome: the plots' share is rows x height.
-    return panel.height() - (sum(heights) if panel.is_stacked() else max(heights))
+    """``panel``'s height beyond its plots (title, statistics, margins), from its
+    layout as it stands now (the statistics wrap to the panel's width), so a fit
+    right after a plot height or a text changed needs no second pass."""
+    layout = panel.layout()
+    assert layout is not None  # LayerPlot builds its layout in __init__
+    _invalidate(layout)   # a plot's new height reaches the cached sizes only at the next layout pass
+    if panel.width() > 0 and panel.hasHeightForWidth():
+        total = panel.heightForWidth(panel.width())
+    else:
+        total = panel.sizeHint().height()
+    # Stacked, the spacing between the histogram and the view counts as chrome:
+    # what is left is shared as rows x the plot height.
+    return total - (2 if panel.is_stacked() else 1) * panel.hist_widget.minimumHeight()
+
+
+def _invalidate(layout: QLayout) -> None:
+    """Drop ``layout``'s cached sizes and those of the layouts inside it (Qt
+    invalidates only the top one when a child's size limits change)."""
+    for i in range(layout.count()):
+        item = layout.itemAt(i)
+        inner = item.layout() if item is not None else None
+        if inner is not None:
+            _invalidate(inner)
+    layout.invalidate()
+
+
+def _set_plot_height(panel: LayerPlot, height: float) -> None:
+    """Both plots exactly ``height`` tall (at least :data:`PLOT_HEIGHT`): the least
+    *and* the most, because a pyqtgraph view's size hint is its last size, which
+    would keep a panel as tall as it ever was once the window shrinks."""
+    panel.set_plot_height(height)
+    target = max(PLOT_HEIGHT, int(height))
+    for w in (panel.hist_widget, panel.view_widget, panel.none_label):
+        if w.maximumHeight() != target:
+            w.setMaximumHeight(target)
 
 
 class ActivationPanel(QWidget):
@@ -62,7 +89,7 @@ class ActivationPanel(QWidget):
 
         self.empty_label = QLabel(
             "No activations yet. Tick the layers you want to see in the module tree "
-            "(the Capture column) and run the model.", self)
+            "(the ✓ capture column) and run the model.", self)
         self.empty_label.setObjectName("activationEmpty")
         self.empty_label.setWordWrap(True)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -122,6 +149,8 @@ class ActivationPanel(QWidget):
             self._relayout(shown)
             self._fit_heights()
             self._flush_later()  # new panels that the layout brings into view
+        # Again once laid out: a panel's statistics may have gained or lost a line.
+        self._fit_heights_later()
         self.empty_label.setVisible(not shown)
         if self._selected is not None:
             self._highlight(self._selected)
@@ -212,7 +241,7 @@ class ActivationPanel(QWidget):
         for p, r in zip(panels, rows):
             plot_width = p.hist_widget.width() if p.hist_widget.width() > 50 else (
                 width if r == 2 else width / 2)
-            p.set_plot_height(min(room, MAX_ASPECT * plot_width))
+            _set_plot_height(p, min(room, MAX_ASPECT * plot_width))
 
     def _panel_width(self, fits: bool) -> int:
         """A panel's width: the viewport's, less the column's margins and, when the

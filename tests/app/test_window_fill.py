@@ -96,3 +96,21 @@ def test_the_trees_edited_columns_fit_a_1000_px_window(make_window, qtbot):
     qtbot.waitUntil(lambda: 0 <= header.sectionViewportPosition(COL_CALLS)
                     and header.sectionViewportPosition(COL_CALLS) + header.sectionSize(COL_CALLS)
                     <= view.viewport().width())
+
+
+def test_the_fill_follows_a_panel_whose_statistics_grow(make_window, qtbot):
+    # demo:cnn opens unclamped; a clamp adds lines under conv1's plots, and the
+    # panels make room for them instead of growing a scroll bar.
+    win = make_window(["demo:cnn"])
+    _ready(qtbot, win, (2560, 1440))
+    viewport = win.panel.scroll.viewport()
+    qtbot.waitUntil(lambda: 0 <= _band(win) <= 0.03 * viewport.height())
+    conv1 = win.panel.panels()[("conv1", 0)]
+    lines = conv1.stats_label.sizeHint().height()
+    runs = win.last_result
+    win.tree.model.set_clamp("conv1", -0.5, 0.5)
+    qtbot.mouseClick(win.run_bar.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.last_result is not runs and win.is_idle(), timeout=60_000)
+    assert conv1.stats_label.sizeHint().height() > lines
+    qtbot.waitUntil(lambda: 0 <= _band(win) <= 0.03 * viewport.height())
+    assert not win.panel.scroll.verticalScrollBar().isVisible()
