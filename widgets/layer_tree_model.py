@@ -101,6 +101,7 @@ class LayerTreeModel(QAbstractItemModel):
         self._root: _Item | None = None
         self._by_path: dict[str, _Item] = {}
         self._observed = False  # has a forward filled shapes/calls yet?
+        self._devices: tuple[str, ...] = ()   # where the tree's layers live
         self._quiet = False
         self._shown_plan = self.session.plan
         self._capture: set[str] = set(self._shown_plan.capture)
@@ -156,6 +157,12 @@ class LayerTreeModel(QAbstractItemModel):
         if self._root is not None:
             self._build(self._root)
         self._observed = root is not None and any(n.output_shape is not None for n in root.walk())
+        seen: dict[str, None] = {}   # the devices, in model order
+        for node in root.walk() if root is not None else ():
+            for d in (node.device or "").split(","):
+                if d.strip():
+                    seen.setdefault(d.strip(), None)
+        self._devices = tuple(seen)
         self._shown_plan = self.session.plan
         self._capture = set(self._shown_plan.capture)
         self.endResetModel()
@@ -166,17 +173,11 @@ class LayerTreeModel(QAbstractItemModel):
     def devices(self) -> list[str]:
         """Every device a layer of the tree lives on (``'cpu'``, ``'disk'``,
         ``'cuda:0'``, ...), in model order; empty before a model is shown."""
-        seen: dict[str, None] = {}
-        if self._root is not None:
-            for node in self._root.node.walk():
-                for d in (node.device or "").split(","):
-                    if d.strip():
-                        seen.setdefault(d.strip(), None)
-        return list(seen)
+        return list(self._devices)
 
     def spans_devices(self) -> bool:
         """The model lives on more than one device (the Device column is worth its width)."""
-        return len(self.devices()) > 1
+        return len(self._devices) > 1
 
     def update_observed(self, root: TreeNode) -> None:
         """Copy output shapes and call counts from ``root`` (matched by path)."""
@@ -379,6 +380,8 @@ class LayerTreeModel(QAbstractItemModel):
             if node.alias_of:
                 return f"{node.path}: the same module as {node.alias_of} (shared)"
             extra = f" (also reached as {', '.join(node.aliases)})" if node.aliases else ""
+            if node.device and self.spans_devices():   # the Device column may be a scroll away
+                extra += f" · on {node.device}"
             return node.path + extra
         if col == COL_CALLS and self._observed and node.calls == 0:
             return ("0: this module's own forward never ran (a container such as ModuleList, "

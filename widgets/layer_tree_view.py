@@ -29,6 +29,7 @@ EDITABLE_COLUMNS = (COL_CAPTURE, COL_INTERVENTION, COL_LO, COL_HI)
 #: full path in the tooltip) before an edited column leaves the view.
 MIN_LAYER, MAX_LAYER = 72, 220
 _PAD = 12   # a cell's margins around its text
+_ROOMY_LAYER = 120   # the Device column comes on screen only if the names keep this much
 _WIDTHS = {COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45}
 
 
@@ -188,7 +189,10 @@ class LayerTreeWidget(QWidget):
         room = self.view.viewport().width() - widths[COL_CAPTURE] - widths[COL_LO] - widths[COL_HI]
         iv = int(min(max(room - MIN_LAYER, min_iv), widths[COL_INTERVENTION]))
         widths[COL_INTERVENTION] = iv
-        widths[COL_LAYER] = int(min(max(room - iv, MIN_LAYER), MAX_LAYER))
+        layer = room - iv
+        if not self.view.isColumnHidden(COL_DEVICE) and layer - widths[COL_DEVICE] >= _ROOMY_LAYER:
+            layer -= widths[COL_DEVICE]   # a wide dock shows the devices too
+        widths[COL_LAYER] = int(min(max(layer, MIN_LAYER), MAX_LAYER))
         self._fitting = True
         try:
             for col, w in widths.items():
@@ -238,6 +242,7 @@ class LayerTreeWidget(QWidget):
             self.view.setColumnHidden(COL_DEVICE, not self.model.spans_devices())
         finally:
             self._fitting = False
+        self.fit_columns()
 
     def _expand(self) -> None:
         root = self.model.tree()

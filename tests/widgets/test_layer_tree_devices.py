@@ -74,3 +74,20 @@ def test_the_window_opened_with_a_device_map_shows_each_layers_device(make_windo
     assert {p: cells[p] for p in expected} == expected
     # The column is on screen: a visible, non-empty section.
     assert win.tree.view.header().sectionSize(COL_DEVICE) > 0
+
+
+def test_a_wide_dock_shows_the_device_column_beside_the_bounds(qtbot, tmp_path):
+    lm = _dispatched(tmp_path)
+    w = LayerTreeWidget()
+    qtbot.addWidget(w)
+    w.model.set_tree(module_tree(lm.module))
+    w.resize(560, 400)
+    w.show()
+    header, view = w.view.header(), w.view
+    qtbot.waitUntil(lambda: header.sectionViewportPosition(COL_DEVICE) + header.sectionSize(COL_DEVICE)
+                    <= view.viewport().width())
+    assert w.editable_right_edge() <= header.sectionViewportPosition(COL_DEVICE)
+    # The Layer cell's tooltip says where the layer lives too.
+    on_disk = next(p for p, d in lm.module.hf_device_map.items() if d == "disk")
+    tip = w.model.data(w.model.index_for_path(on_disk), Qt.ItemDataRole.ToolTipRole)
+    assert tip.startswith(on_disk) and "on disk" in tip
