@@ -57,7 +57,7 @@ def captured_text(result: RunResult) -> str:
     records = [r for recs in result.captures.values() for r in recs]
     layers = sum(1 for recs in result.captures.values() if recs)
     if not records:
-        return "nothing captured (tick layers in the Capture column)"
+        return "nothing captured (tick layers in the tree's ✓ capture column)"
     what = "1 layer" if layers == 1 else f"{layers} layers"
     calls = f" ({len(records)} calls)" if len(records) > layers else ""
     if all(r.tensor is None for r in records):

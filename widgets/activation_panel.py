@@ -14,16 +14,59 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
 from hookscope.core import HookscopeError, RunResult
 
 from .histogram_view import PLOT_HEIGHT
-from .layer_plot import STACK_BELOW, LayerPlot
+from .layer_plot import LayerPlot
 from .leaf_chooser import show_leaves
 from .plot_tools import render_svg
 
 Key = tuple[str, int]
+
+#: A plot may be this many times taller than wide (one histogram in a tall window),
+#: no more: beyond that a panel would be a thin column.
+MAX_ASPECT = 2.0
+_SLACK = 4   # px kept free below the panels, so rounding never brings a scroll bar
+
+
+def _chrome_height(panel: LayerPlot) -> int:
+    """``panel``'s height beyond its plots (title, statistics, margins), from its
+    layout as it stands now (the statistics wrap to the panel's width), so a fit
+    right after a plot height or a text changed needs no second pass."""
+    layout = panel.layout()
+    assert layout is not None  # LayerPlot builds its layout in __init__
+    _invalidate(layout)   # a plot's new height reaches the cached sizes only at the next layout pass
+    if panel.width() > 0 and panel.hasHeightForWidth():
+        total = panel.heightForWidth(panel.width())
+    else:
+        total = panel.sizeHint().height()
+    # Stacked, the spacing between the histogram and the view counts as chrome:
+    # what is left is shared as rows x the plot height.
+    return total - (2 if panel.is_stacked() else 1) * panel.hist_widget.minimumHeight()
+
+
+def _invalidate(layout: QLayout) -> None:
+    """Drop ``layout``'s cached sizes and those of the layouts inside it (Qt
+    invalidates only the top one when a child's size limits change)."""
+    for i in range(layout.count()):
+        item = layout.itemAt(i)
+        inner = item.layout() if item is not None else None
+        if inner is not None:
+            _invalidate(inner)
+    layout.invalidate()
+
+
+def _set_plot_height(panel: LayerPlot, height: float) -> None:
+    """Both plots exactly ``height`` tall (at least :data:`PLOT_HEIGHT`): the least
+    *and* the most, because a pyqtgraph view's size hint is its last size, which
+    would keep a panel as tall as it ever was once the window shrinks."""
+    panel.set_plot_height(height)
+    target = max(PLOT_HEIGHT, int(height))
+    for w in (panel.hist_widget, panel.view_widget, panel.none_label):
+        if w.maximumHeight() != target:
+            w.setMaximumHeight(target)
 
 
 class ActivationPanel(QWidget):
@@ -47,7 +90,7 @@ class ActivationPanel(QWidget):
 
         self.empty_label = QLabel(
             "No activations yet. Tick the layers you want to see in the module tree "
-            "(the Capture column) and run the model.", self)
+            "(the ✓ capture column) and run the model.", self)
         self.empty_label.setObjectName("activationEmpty")
         self.empty_label.setWordWrap(True)
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -107,6 +150,8 @@ class ActivationPanel(QWidget):
             self._relayout(shown)
             self._fit_heights()
             self._flush_later()  # new panels that the layout brings into view
+        # Again once laid out: a panel's statistics may have gained or lost a line.
+        self._fit_heights_later()
         self.empty_label.setVisible(not shown)
         if self._selected is not None:
             self._highlight(self._selected)
@@ -180,19 +225,32 @@ class ActivationPanel(QWidget):
         self._flush_later()
 
     def _fit_heights(self) -> None:
-        """Let the panels share a tall viewport (no empty band below a few panels),
-        each plot no taller than ~0.7 of its width and never below its minimum."""
+        """Let the panels share the viewport's height: a few panels fill it (no empty
+        band below them in a tall window), many keep :data:`PLOT_HEIGHT` and scroll.
+        A plot is never taller than :data:`MAX_ASPECT` times its width."""
         panels = [w for w in self._shown if isinstance(w, LayerPlot)]
         if not panels:
             return
         notes = sum(w.sizeHint().height() for w in self._shown if not isinstance(w, LayerPlot))
-        spacing = self._column.spacing() * (len(self._shown) + 1) + 8
-        room = (self.scroll.viewport().height() - notes - spacing) / len(panels)
-        width = self.scroll.viewport().width() - 24   # a panel's width, before its layout ran
-        for p in panels:
-            rows = 2 if width < STACK_BELOW else 1
-            cap = max(PLOT_HEIGHT, 0.7 * (width if rows == 2 else width / 2))
-            p.set_plot_height(min(cap, (room - p.chrome_height()) / rows))
+        margins = self._column.contentsMargins()
+        used = (notes + self._column.spacing() * (len(self._shown) - 1)
+                + margins.top() + margins.bottom() + _SLACK)
+        chrome = [_chrome_height(p) for p in panels]
+        rows = [2 if p.is_stacked() else 1 for p in panels]
+        room = (self.scroll.viewport().height() - used - sum(chrome)) / sum(rows)
+        width = self._panel_width(fits=room >= PLOT_HEIGHT)
+        for p, r in zip(panels, rows):
+            plot_width = p.hist_widget.width() if p.hist_widget.width() > 50 else (
+                width if r == 2 else width / 2)
+            _set_plot_height(p, min(room, MAX_ASPECT * plot_width))
+
+    def _panel_width(self, fits: bool) -> int:
+        """A panel's width: the viewport's, less the column's margins and, when the
+        panels will not fit, the vertical scroll bar that then appears."""
+        margins = self._column.contentsMargins()
+        bar = self.scroll.verticalScrollBar()
+        full = self.scroll.viewport().width() + (bar.width() if bar.isVisible() else 0)
+        return full - margins.left() - margins.right() - (0 if fits else bar.sizeHint().width())
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)

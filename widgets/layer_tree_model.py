@@ -24,10 +24,14 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from hookscope.core import Clamp, Intervention, Plan, PlanError, Session, SessionEvent, TreeNode
 
 # What a person edits comes first, so it is on screen without scrolling the dock.
+# Device is last in the model (the other numbers stay put); the view shows it after
+# the clamp bounds, and only for a model spread over several devices.
 (COL_LAYER, COL_CAPTURE, COL_INTERVENTION, COL_LO, COL_HI, COL_SHAPE, COL_TYPE, COL_PARAMS,
- COL_CALLS) = range(9)
-HEADERS = ("Layer", "Capture", "Intervention", "Clamp low", "Clamp high", "Output shape", "Type",
-           "Params", "Calls")
+ COL_CALLS, COL_DEVICE) = range(10)
+# Short headers for the edited columns, so they fit a 1000 px window's dock; each
+# header's tooltip says it in full.
+HEADERS = ("Layer", "✓", "Intervention", "Low", "High", "Output shape", "Type",
+           "Params", "Calls", "Device")
 #: Rows of intervened layers are tinted, so every one is seen at a glance.
 INTERVENED_BRUSH = QBrush(QColor("#fdebd0"))
 #: Custom role: the layer path of a row (any column).
@@ -97,6 +101,7 @@ class LayerTreeModel(QAbstractItemModel):
         self._root: _Item | None = None
         self._by_path: dict[str, _Item] = {}
         self._observed = False  # has a forward filled shapes/calls yet?
+        self._devices: tuple[str, ...] = ()   # where the tree's layers live
         self._quiet = False
         self._shown_plan = self.session.plan
         self._capture: set[str] = set(self._shown_plan.capture)
@@ -124,7 +129,7 @@ class LayerTreeModel(QAbstractItemModel):
         was, now = old.all_interventions(), plan.all_interventions()
         for p in set(was) | set(now):
             if was.get(p) != now.get(p):
-                self._emit_row_changed(p, COL_LAYER, COL_CALLS)
+                self._emit_row_changed(p, COL_LAYER, COL_DEVICE)  # the tint: every column
         flipped = set(old.capture) ^ self._capture
         self._emit_capture_changed(flipped)
         if not self._quiet:
@@ -152,12 +157,27 @@ class LayerTreeModel(QAbstractItemModel):
         if self._root is not None:
             self._build(self._root)
         self._observed = root is not None and any(n.output_shape is not None for n in root.walk())
+        seen: dict[str, None] = {}   # the devices, in model order
+        for node in root.walk() if root is not None else ():
+            for d in (node.device or "").split(","):
+                if d.strip():
+                    seen.setdefault(d.strip(), None)
+        self._devices = tuple(seen)
         self._shown_plan = self.session.plan
         self._capture = set(self._shown_plan.capture)
         self.endResetModel()
 
     def tree(self) -> TreeNode | None:
         return self._root.node if self._root else None
+
+    def devices(self) -> list[str]:
+        """Every device a layer of the tree lives on (``'cpu'``, ``'disk'``,
+        ``'cuda:0'``, ...), in model order; empty before a model is shown."""
+        return list(self._devices)
+
+    def spans_devices(self) -> bool:
+        """The model lives on more than one device (the Device column is worth its width)."""
+        return len(self._devices) > 1
 
     def update_observed(self, root: TreeNode) -> None:
         """Copy output shapes and call counts from ``root`` (matched by path)."""
@@ -348,6 +368,8 @@ class LayerTreeModel(QAbstractItemModel):
         if col == COL_INTERVENTION:
             iv = self.intervention(node.path)
             return iv.describe() if iv is not None else ""
+        if col == COL_DEVICE:
+            return node.device or ""
         return None
 
     def _intervened(self, path: str) -> bool:
@@ -358,6 +380,8 @@ class LayerTreeModel(QAbstractItemModel):
             if node.alias_of:
                 return f"{node.path}: the same module as {node.alias_of} (shared)"
             extra = f" (also reached as {', '.join(node.aliases)})" if node.aliases else ""
+            if node.device and self.spans_devices():   # the Device column may be a scroll away
+                extra += f" · on {node.device}"
             return node.path + extra
         if col == COL_CALLS and self._observed and node.calls == 0:
             return ("0: this module's own forward never ran (a container such as ModuleList, "
@@ -371,8 +395,10 @@ class LayerTreeModel(QAbstractItemModel):
             return (f"{now}Double-click to choose what to do to this layer's output (clamp, "
                     "scale, zero, noise, ...) and its parameters; one per layer")
         if col in (COL_LO, COL_HI):
-            return ("Clamp this layer's output: type a number; leave both empty for no clamp, "
-                    "'inf' or '-inf' for an open end")
+            return (f"Clamp this layer's output ({'lower' if col == COL_LO else 'upper'} bound): "
+                    "type a number; leave both empty for no clamp, 'inf' or '-inf' for an open end")
+        if col == COL_DEVICE:
+            return _device_tip(node)
         return None
 
     def _check_state(self, item: _Item) -> Qt.CheckState:
@@ -448,14 +474,28 @@ class LayerTreeModel(QAbstractItemModel):
                 self._emit_columns_changed(c, first, last)
 
 
+def _device_tip(node: TreeNode) -> str | None:
+    if not node.device:
+        return (f"{node.path or 'the model'} holds no weights of its own: it runs where its "
+                "input is")
+    devices = [d.strip() for d in node.device.split(",")]
+    where = {"disk": "on disk (offloaded: accelerate loads its weights for each forward)",
+             "cpu": "in CPU memory", "meta": "nowhere yet (empty 'meta' tensors)"}
+    said = [where.get(d, f"on {d}") for d in devices]
+    if len(said) == 1:
+        return f"{node.path}'s weights are {said[0]}"
+    return f"{node.path} is spread out: its weights are " + "; ".join(said)
+
+
 _HEADER_TIPS = (
     "The layer's name; hover for its full path",
-    "Tick to record this layer's output",
+    "Capture: tick to record this layer's output",
     "What is done to the layer's output (one intervention per layer); double-click to change",
-    "Lower clamp bound (empty: no lower bound)",
-    "Upper clamp bound (empty: no upper bound)",
+    "Clamp low: the lower clamp bound (empty: no lower bound)",
+    "Clamp high: the upper clamp bound (empty: no upper bound)",
     "The layer's output shape, known after the first run",
     "The module's class",
     "Parameters of the layer and everything inside it",
     "How many times the layer ran in one forward pass",
+    "Where the layer's weights live (accelerate's device map: cuda:N, cpu, or disk when offloaded)",
 )

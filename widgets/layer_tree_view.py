@@ -10,19 +10,41 @@ from __future__ import annotations
 
 from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersistentModelIndex,
                             QSortFilterProxyModel, Qt, Signal)
+from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout,
                                QWidget)
 
 from hookscope.core.path_patterns import is_pattern, matches
 
 from .intervention_editor import InterventionDelegate
-from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_INTERVENTION, COL_LAYER, COL_LO,
-                               COL_PARAMS, COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
+from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_DEVICE, COL_HI, COL_INTERVENTION, COL_LAYER,
+                               COL_LO, COL_PARAMS, COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
 
 # Trees this small are shown fully expanded; larger ones open two levels deep.
 _EXPAND_ALL_UNDER = 200
-_WIDTHS = {COL_LAYER: 150, COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45,
-           COL_CAPTURE: 58, COL_INTERVENTION: 120, COL_LO: 70, COL_HI: 70}
+#: The columns a person edits: always within the view's width, so a 1000x650
+#: window's dock shows them without a horizontal scroll (the rest scroll into view).
+EDITABLE_COLUMNS = (COL_CAPTURE, COL_INTERVENTION, COL_LO, COL_HI)
+#: The Layer column's width range: the names give way (elided in the middle, the
+#: full path in the tooltip) before an edited column leaves the view.
+MIN_LAYER, MAX_LAYER = 72, 220
+_PAD = 12   # a cell's margins around its text
+_ROOMY_LAYER = 120   # the Device column comes on screen only if the names keep this much
+_WIDTHS = {COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45}
+
+
+def _column_widths(font: QFont) -> tuple[dict[int, int], int]:
+    """``(widths, min_intervention)``: the edited columns' widths for ``font`` (room for
+    a tick box, a bold ``clamp(-0.5, 0.5)``, a bound such as ``-0.1235``) and the
+    least the Intervention column gives way to in a narrow view."""
+    fm = QFontMetrics(font)
+    bold = QFont(font)
+    bold.setBold(True)
+    bound = fm.horizontalAdvance("-0.1235") + _PAD
+    return ({COL_CAPTURE: max(30, fm.horizontalAdvance("✓") + 2 * _PAD),
+             COL_INTERVENTION: QFontMetrics(bold).horizontalAdvance("clamp(-0.5, 0.5)") + _PAD,
+             COL_LO: bound, COL_HI: bound, COL_DEVICE: fm.horizontalAdvance("cuda:0, disk") + _PAD},
+            fm.horizontalAdvance("clamp(-0.5…") + _PAD)
 
 
 class LayerFilterProxy(QSortFilterProxyModel):
@@ -102,6 +124,15 @@ class LayerTreeWidget(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         for col, width in _WIDTHS.items():
             self.view.setColumnWidth(col, width)
+        # Device reads next to the bounds (where a wide dock still shows it); the
+        # model keeps it last, so the other columns keep their numbers.
+        header.moveSection(header.visualIndex(COL_DEVICE), header.visualIndex(COL_HI) + 1)
+        self._fitting = False
+        self._user_sized = False   # a person dragged a column edge: their widths stay
+        header.sectionResized.connect(self._on_section_resized)
+        self.fit_columns()
+        self._show_device_column()
+        self.model.modelReset.connect(self._show_device_column)
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
         self.model.modelReset.connect(self._expand)
         self.model.modelReset.connect(lambda: self._update_empty_hint())  # another model, same filter
@@ -147,6 +178,34 @@ class LayerTreeWidget(QWidget):
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)
 
+    def fit_columns(self) -> None:
+        """Size the edited columns for the font and give the Layer column what is
+        left of the view's width (between :data:`MIN_LAYER` and :data:`MAX_LAYER`;
+        the Intervention column gives way first), so that every edited column sits
+        inside the viewport. Stops once a person resizes a column by hand."""
+        if self._user_sized:
+            return
+        widths, min_iv = _column_widths(self.view.font())
+        room = self.view.viewport().width() - widths[COL_CAPTURE] - widths[COL_LO] - widths[COL_HI]
+        iv = int(min(max(room - MIN_LAYER, min_iv), widths[COL_INTERVENTION]))
+        widths[COL_INTERVENTION] = iv
+        layer = room - iv
+        if not self.view.isColumnHidden(COL_DEVICE) and layer - widths[COL_DEVICE] >= _ROOMY_LAYER:
+            layer -= widths[COL_DEVICE]   # a wide dock shows the devices too
+        widths[COL_LAYER] = int(min(max(layer, MIN_LAYER), MAX_LAYER))
+        self._fitting = True
+        try:
+            for col, w in widths.items():
+                if self.view.columnWidth(col) != w:
+                    self.view.setColumnWidth(col, w)
+        finally:
+            self._fitting = False
+
+    def editable_right_edge(self) -> int:
+        """The right edge (viewport x) of the rightmost edited column, as scrolled now."""
+        header = self.view.header()
+        return max(header.sectionViewportPosition(c) + header.sectionSize(c) for c in EDITABLE_COLUMNS)
+
     # -- internals -------------------------------------------------------------
     def _on_filter(self, text: str) -> None:
         self.proxy.set_needle(text)
@@ -167,7 +226,23 @@ class LayerTreeWidget(QWidget):
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if obj is self.view.viewport() and event.type() == QEvent.Type.Resize:
             self.empty_hint.setGeometry(self.view.viewport().rect())
+            self.fit_columns()
         return super().eventFilter(obj, event)
+
+    def _on_section_resized(self, _col: int, old: int, new: int) -> None:
+        # Hiding or showing a column resizes it from or to 0: not a person's choice.
+        if not self._fitting and old and new:
+            self._user_sized = True
+
+    def _show_device_column(self) -> None:
+        """The Device column only for a model spread over several devices (a
+        single-device tree keeps its width for the names)."""
+        self._fitting = True
+        try:
+            self.view.setColumnHidden(COL_DEVICE, not self.model.spans_devices())
+        finally:
+            self._fitting = False
+        self.fit_columns()
 
     def _expand(self) -> None:
         root = self.model.tree()
