@@ -8,6 +8,8 @@ Used only when the command line names a demo and sets no ``--capture`` /
 
 from __future__ import annotations
 
+import dataclasses
+
 from hookscope.core import Plan
 from hookscope.core.demo_models import DEMO_DESCRIPTIONS
 
@@ -53,6 +55,17 @@ def demo_name(spec: str) -> str | None:
 def default_plan(spec: str) -> Plan | None:
     name = demo_name(spec)
     return DEFAULT_PLANS.get(name) if name else None
+
+
+def with_default_captures(plan: Plan, spec: str) -> Plan:
+    """``plan`` as the window opens it: a command line that only intervenes
+    (``--clamp`` with no ``--capture``) still shows something at once: the
+    demo's default captures, and every intervened layer (drawn before | after)."""
+    if plan.capture or not plan.interventions:
+        return plan
+    demo = default_plan(spec)
+    capture = [*(demo.capture if demo is not None else ()), *plan.interventions]
+    return dataclasses.replace(plan, capture=tuple(dict.fromkeys(capture)))
 
 
 def note_for(spec: str, description: str = "") -> str:

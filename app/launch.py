@@ -19,7 +19,7 @@ from hookscope.core.atomic_write import atomic_write
 
 from hookscope.core.session_file import read_session_file
 
-from .demo_setup import default_plan
+from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
 from .options import add_model_options, model_options
 
@@ -105,6 +105,8 @@ def create_window(argv: list[str]):
     spec = ns.spec or DEFAULT_SPEC
     if plan is None:
         plan = default_plan(spec)
+    else:
+        plan = with_default_captures(plan, spec)
     try:
         resolve_device(ns.device)
         if not win.run_bar.set_device(ns.device):

@@ -106,3 +106,15 @@ def test_no_display_is_a_clear_error_not_an_abort():
     if not sys.platform.startswith("linux"):
         return
     assert r.returncode == 2 and "no display" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_command_line_that_only_clamps_still_shows_the_demos_captures_and_the_clamped_layer(
+        make_window, qtbot):
+    from hookscope.app.demo_setup import default_plan
+
+    win = make_window(["demo:cnn", "--clamp", "conv2=-0.5:0.5"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    shown = {path for path, _ in win.panel.panels()}
+    assert set(default_plan("demo:cnn").capture) | {"conv2"} <= shown
+    conv2 = win.last_result.captures["conv2"][0]
+    assert float(conv2.tensor.max()) <= 0.5 and conv2.pre_tensor is not None  # before | after
