@@ -1,0 +1,255 @@
+"""How a layer panel draws a wide activation in the view its chooser picked:
+the heat map (re-pooled at full resolution for the part a zoom shows, on a
+linear or signed-log colour scale), per-row and per-unit norms as bars, and the
+top-k units as a map with their indices on the axis.
+
+:class:`WideDrawing` is a part of :class:`~hookscope.widgets.layer_plot.LayerPlot`
+(its methods use the panel's items, created once in the panel's ``__init__``);
+it lives here so that the panel's file stays about the panel. The numbers come
+from core (``wide_views``, ``map_window``); nothing here computes a norm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import torch
+from PySide6.QtCore import QRectF
+
+from hookscope.core.map_window import Window, pool_window, visible_window
+from hookscope.core.views_by_shape import (as_float_array, full_size, reduce_2d, side_by_side,
+                                           symmetric_level)
+from hookscope.core.wide_views import (log_ticks, picture, row_norms, signed_log, top_k_picture,
+                                       top_units, typical_magnitude, unit_norms)
+
+from .plot_readouts import DrawnImage, bar_cell
+from .plot_style import peak_envelope
+
+_MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
+
+
+class WideDrawing:
+    """The map, norm and top-k drawing of a :class:`LayerPlot` (a mix-in)."""
+
+    # Provided by LayerPlot.
+    view_widget: pg.PlotWidget
+    image: pg.ImageItem
+    colour_bar: pg.ColorBarItem
+    bars_pre: pg.BarGraphItem
+    bars_post: pg.BarGraphItem
+    norm_pre: pg.PlotDataItem
+    norm_post: pg.PlotDataItem
+    hbars_pre: pg.BarGraphItem
+    hbars_post: pg.BarGraphItem
+    _token_labels: list[str] | None
+    _ref_label: str
+    _bar_level: float | None
+    _drawn: DrawnImage | None
+    _drawn_size: tuple[int, int]
+
+    def _init_wide(self) -> None:
+        self._full_layout: tuple | None = None   # (size, halves) of the whole map as last drawn
+        self._window: Window | None = None       # the part of the map drawn (None: all of it)
+        self._map_source: tuple | None = None    # (after 2-D, before 2-D or None, kind, ...)
+        self._norms: tuple[np.ndarray, np.ndarray | None] | None = None   # row norms drawn
+        self._unit_norms: tuple[np.ndarray, np.ndarray | None] | None = None   # unit norms drawn
+        self.top_units: np.ndarray | None = None   # the top-k view's units, largest first
+        self.log_map = False
+
+    # -- pictures --------------------------------------------------------------------
+    def _pixels(self, halves: bool) -> tuple[int, int]:
+        ratio = self.view_widget.devicePixelRatioF()
+        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
+        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
+        return rows, (max(_MIN_IMAGE_PIXELS, cols // 2) if halves else cols)
+
+    def _map_pictures(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str,
+                      view: str) -> tuple[torch.Tensor, torch.Tensor | None, str]:
+        """The full-resolution 2-D maps (after, before) of ``view`` and the
+        readout kind; top-k picks its units from both."""
+        if view == "top_k":
+            units = top_units(tensor, kind, also=pre)
+            self.top_units = units
+            return (top_k_picture(tensor, kind, units),
+                    top_k_picture(pre, kind, units) if pre is not None else None, "top_k")
+        if view == "row_norm":   # feature maps: the norm over channels at each position
+            h, w = tensor.shape[2], tensor.shape[3]
+            return (torch.from_numpy(row_norms(tensor, kind)).reshape(h, w),
+                    torch.from_numpy(row_norms(pre, kind)).reshape(h, w) if pre is not None else None,
+                    "position_norm")
+        if kind == "tokens":
+            return picture(tensor, kind), picture(pre, kind) if pre is not None else None, "tokens"
+        return _heat_map(tensor), _heat_map(pre) if pre is not None else None, "heatmap"
+
+    def _draw_map(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str,
+                  view: str) -> tuple[tuple[int, int], tuple | None]:
+        """Draw a 2-D map (heat map, token map, top-k, position norms): all of it,
+        or the part in view when zoomed; returns its size in activation units and
+        the before | after halves' geometry (see ``LayerPlot._configure_view``)."""
+        post_m, pre_m, read_kind = self._map_pictures(tensor, pre, kind, view)
+        self._map_source = (post_m, pre_m, read_kind, tuple(tensor.shape))
+        self._window = None
+        return self._draw_whole_map()
+
+    def _draw_whole_map(self) -> tuple[tuple[int, int], tuple | None]:
+        assert self._map_source is not None
+        post_m, pre_m, read_kind, shape = self._map_source
+        rows, cols = self._pixels(pre_m is not None)
+        post = _pool(post_m, rows, cols)
+        pre = _pool(pre_m, rows, cols) if pre_m is not None else None
+        level = symmetric_level(post, pre)
+        self._level = level
+        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
+        img = post if pre is None else side_by_side(pre, post, gap=gap)
+        sy, sx = post_m.shape[0] / post.shape[0], post_m.shape[1] / post.shape[1]
+        self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
+        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
+                                 gap if pre is not None else 0, shape, read_kind,
+                                 row_labels=self._row_labels(shape, read_kind),
+                                 col_units=self._col_units(read_kind))
+        halves = None
+        if pre is not None:
+            n = pre.shape[1] * sx
+            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
+                      round((pre.shape[1] + gap / 2) * sx, 6))
+        self._full_layout = ((round(img.shape[0] * sy), round(img.shape[1] * sx)), halves)
+        return self._full_layout
+
+    def _draw_window(self, w: Window) -> None:
+        """Pool only the rows and columns ``w`` of the map, at the view's resolution."""
+        assert self._map_source is not None and self._full_layout is not None
+        post_m, pre_m, read_kind, shape = self._map_source
+        _size, halves = self._full_layout
+        level = self._level
+        labels, units = self._row_labels(shape, read_kind), self._col_units(read_kind)
+        if w.side == "both" and pre_m is not None and halves is not None:
+            rows, cols = self._pixels(True)
+            pre = pool_window(pre_m, w, rows, cols)
+            post = pool_window(post_m, w, rows, cols)
+            gap = max(2, pre.shape[1] // 16)
+            img = side_by_side(pre, post, gap=gap)
+            sy, sx = (w.r1 - w.r0) / post.shape[0], post_m.shape[1] / post.shape[1]
+            self._set_image(img, level, QRectF(0, w.r0, img.shape[1] * sx, img.shape[0] * sy))
+            self._drawn = DrawnImage(img, (sy, sx), pre.shape[1], gap, shape, read_kind,
+                                     origin=(w.r0, 0.0), index0=(w.r0, 0),
+                                     row_labels=labels, col_units=units)
+            return
+        rows, cols = self._pixels(False)
+        source = pre_m if w.side == "before" and pre_m is not None else post_m
+        img = pool_window(source, w, rows, cols)
+        x_off = halves[1] if w.side == "after" and halves is not None else 0.0
+        sy, sx = (w.r1 - w.r0) / img.shape[0], (w.c1 - w.c0) / img.shape[1]
+        self._set_image(img, level, QRectF(x_off + w.c0, w.r0, w.c1 - w.c0, w.r1 - w.r0))
+        self._drawn = DrawnImage(img, (sy, sx), 0, 0, shape, read_kind,
+                                 origin=(w.r0, x_off + w.c0), index0=(w.r0, w.c0),
+                                 side=f"{w.side} · " if w.side in ("before", "after") else "",
+                                 row_labels=labels, col_units=units)
+
+    def _repool(self) -> None:
+        """The view range moved (zoom, pan): draw the part in view at full resolution."""
+        if self._map_source is None or self._full_layout is None or not self.image.isVisible():
+            return
+        post_m = self._map_source[0]
+        _size, halves = self._full_layout
+        (x0, x1), (y0, y1) = self.view_widget.getPlotItem().getViewBox().viewRange()
+        w = visible_window((x0, x1), (y0, y1), post_m.shape[0], post_m.shape[1],
+                           None if halves is None else (halves[0], halves[1]))
+        if w == self._window:
+            return
+        self._window = w
+        if w is None:
+            self._draw_whole_map()
+        else:
+            self._draw_window(w)
+
+    def _set_image(self, img: np.ndarray, level: float, rect: QRectF) -> None:
+        """Show ``img`` (real values) on the linear or signed-log colour scale."""
+        img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
+        top = level
+        if self.log_map:
+            scale = self._log_scale_of_map
+            img = signed_log(img, scale).astype(np.float32)
+            top = float(signed_log(np.array(level), scale))
+        # pyqtgraph images are indexed [x, y]: transpose rows × columns.
+        self.image.setImage(img.T, levels=(-top, top), autoLevels=False)
+        bar_key = (top, self.log_map)
+        if bar_key != self._bar_level:  # its axis is laid out again: only on a change
+            self._bar_level = bar_key   # type: ignore[assignment]
+            self.colour_bar.setLevels((-top, top))
+            self.colour_bar.axis.setTicks([log_ticks(-level, level, self._log_scale_of_map, 3)]
+                                          if self.log_map else None)
+        self.image.setRect(rect)
+        self._drawn_size = (self.view_widget.width(), self.view_widget.height())
+
+    def set_map_log(self, on: bool, tensor: torch.Tensor | None) -> None:
+        """Draw maps on a signed-log colour scale (its knee at the typical |value|)."""
+        self.log_map = on
+        self._log_scale_of_map = typical_magnitude(tensor) if on and tensor is not None else 1.0
+
+    _log_scale_of_map = 1.0
+    _level = 1.0
+
+    def _row_labels(self, shape: tuple[int, ...], read_kind: str) -> list[str] | None:
+        labels = self._token_labels
+        if labels and len(shape) == 3 and read_kind in ("tokens", "top_k") and shape[1] == len(labels):
+            return labels
+        return None
+
+    def _col_units(self, read_kind: str) -> list[int] | None:
+        return [int(u) for u in self.top_units] if read_kind == "top_k" and self.top_units is not None \
+            else None
+
+    # -- norms -------------------------------------------------------------------------
+    def _draw_unit_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None,
+                         kind: str) -> tuple[int, float, float]:
+        """One bar per unit (channel): its L2 norm over the rows, before and after."""
+        post_v = unit_norms(tensor, kind)
+        self.norm_post.setData(*peak_envelope(post_v))
+        pre_v = unit_norms(pre, kind) if pre is not None else None
+        if pre_v is not None:
+            self.norm_pre.setData(*peak_envelope(pre_v))
+        self._unit_norms = (post_v, pre_v)
+        hi = max(float(np.max(v)) if v.size else 0.0 for v in (post_v, pre_v) if v is not None)
+        return post_v.size, 0.0, hi
+
+    def _draw_row_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str) -> int:
+        """One horizontal bar per row (token): its vector's L2 norm, before and after."""
+        post_v = row_norms(tensor, kind)
+        y = np.arange(post_v.size, dtype=float)
+        self.hbars_post.setOpts(x0=0.0, y=y, width=post_v, height=0.5 if pre is not None else 0.8)
+        pre_v = row_norms(pre, kind) if pre is not None else None
+        if pre_v is not None:
+            self.hbars_pre.setOpts(x0=0.0, y=y, width=pre_v, height=0.8)
+        self._norms = (post_v, pre_v)
+        return post_v.size
+
+    def _norm_text(self, x: float, y: float, what: str, horizontal: bool) -> str | None:
+        names = ("with", "without") if self._ref_label == "without" else ("after", "before")
+        if horizontal:
+            if self._norms is None:
+                return None
+            labels = self._token_labels if self._token_labels and \
+                len(self._token_labels) == self._norms[0].size else None
+            return bar_cell(y, *self._norms, labels=[repr(s) for s in labels] if labels else None,
+                            names=names, what=f"norm of {what}")
+        norms = self._unit_norms
+        return None if norms is None else bar_cell(x, *norms, names=names, what=f"norm of {what}")
+
+
+def _heat_map(t: torch.Tensor) -> torch.Tensor:
+    """A heatmap view's full-resolution 2-D map (a long vector folded near-square)."""
+    x = as_float_array(t)
+    if x.dim() <= 1 or (x.dim() == 2 and x.shape[0] == 1):
+        shape = full_size(tuple(t.shape), "heatmap")
+        assert shape is not None
+        v = x.reshape(-1)
+        out = torch.full((shape[0] * shape[1],), float("nan"))
+        out[: v.numel()] = v
+        return out.reshape(shape)
+    if x.dim() > 2:
+        return x[0].reshape(-1, x.shape[-1])
+    return x
+
+
+def _pool(x: torch.Tensor, rows: int, cols: int) -> np.ndarray:
+    return reduce_2d(x, rows, cols)
