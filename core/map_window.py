@@ -47,7 +47,8 @@ def visible_window(x_range: tuple[float, float], y_range: tuple[float, float], r
     the "before" copy, ``[offset, offset + cols)`` the "after" one.
     """
     x0, x1 = sorted(x_range)
-    r0, r1 = _span(*sorted(y_range), rows)
+    y0, y1 = sorted(y_range)
+    r0, r1 = _span(y0, y1, rows)
     if halves is None:
         side = ""
         c0, c1 = _span(x0, x1, cols)

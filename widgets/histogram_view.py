@@ -304,8 +304,8 @@ class HistogramView(QObject):
         """Show ``record``'s histograms (before and after) and fit the count axis."""
         # light: before the layer's own intervention, or the run without any (core's reference_of)
         stats, pre = record.stats, reference_of(record)[1]
-        ranges = []
-        peaks = {}
+        ranges: list[tuple[float, float]] = []
+        peaks: dict[pg.PlotDataItem, tuple[float, float]] = {}
         self._series = {}
         scales = []
         log_bins = self._log_bins()
@@ -376,7 +376,7 @@ class HistogramView(QObject):
             i = int(np.argmax(drawn))
             peaks[item] = (float(drawn[i]), 0.5 * float(drawn_edges[i] + drawn_edges[i + 1]))
 
-    def _label_log_axes(self, peaks: dict) -> None:
+    def _label_log_axes(self, peaks: dict[pg.PlotDataItem, tuple[float, float]]) -> None:
         """Real counts on a log count axis, real values on a signed-log value axis."""
         hp = self.widget.getPlotItem()
         left, bottom = hp.getAxis("left"), hp.getAxis("bottom")

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
@@ -33,8 +32,7 @@ from .plot_readouts import DrawnImage, bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools
 from .view_chooser import ViewChooser
-from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
-                             view_image, view_kind)
+from .views_by_shape import MAX_CHANNELS, view_kind
 from .wide_drawing import WideDrawing
 
 # Still importable from here, where they were before the histogram moved out.
@@ -43,7 +41,6 @@ __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "La
 
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _BARS_TITLE = "light: before · dark: after"
-_MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 #: Narrower than this, a panel stacks its histogram above its view: side by side
 #: each would get less than ~300 px, too little to read or to drag a bound on.
 STACK_BELOW = 620
@@ -104,7 +101,7 @@ class LayerPlot(QFrame, WideDrawing):
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
-        self._bars_fit: tuple | None = None   # (units, low, high) the bar view's range was fitted to
+        self._bars_fit = None   # (units, low, high) the bar view's range was fitted to
         self._view_title: str | None = None   # the view's title in one line, if it has one
         self._title_form: str | None = None   # ... as set (one line, or two)
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
@@ -175,7 +172,7 @@ class LayerPlot(QFrame, WideDrawing):
         self.separator.setVisible(False)
         vp.addItem(self.separator, ignoreBounds=True)
         self._ref_label = "before"  # what the light series is: "before" its intervention or "without" any
-        self._bars: tuple[np.ndarray, np.ndarray | None] | None = None   # (after, before) drawn
+        self._bars = None   # (after, before) drawn
         self._drawn: DrawnImage | None = None
         name = f"{path or 'model'}-call{call}"
         self.hist_tools = self.histogram.tools
@@ -421,40 +418,6 @@ class LayerPlot(QFrame, WideDrawing):
             self._token_labels = labels
             self._apply_token_labels()
 
-    def _apply_token_labels(self) -> None:
-        axis = self.view_widget.getPlotItem().getAxis("left")
-        t = self.record.tensor if self.record is not None else None
-        labels = self._token_labels
-        if (labels and self.view_kind == "tokens" and t is not None and t.dim() == 3
-                and t.shape[1] == len(labels) and self.shown_view != "unit_norm"):
-            # One label per ~14 px of height at most: they stay readable.
-            room = max(1, int(self.view_widget.height() - 50) // 14)
-            step = max(1, -(-len(labels) // room))
-            mid = 0.0 if self.shown_view == "row_norm" else 0.5   # bars sit on whole rows
-            axis.setTicks([[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
-        else:
-            axis.setTicks(None)
-
-    def _apply_unit_labels(self, halves: tuple | None) -> None:
-        """The top-k view's columns are named by their unit index (both halves)."""
-        axis = self.view_widget.getPlotItem().getAxis("bottom")
-        units = self.top_units if self.shown_view == "top_k" and self._map_source is not None else None
-        if units is None:
-            if axis._tickLevels is not None:
-                axis.setTicks(None)
-            return
-        k = len(units)
-        width = max(self.view_widget.width() - 60, 100) / (2 if halves else 1)
-        digits = len(str(int(max(units)))) if k else 1
-        step = max(1, -(-k * (8 * digits + 14) // int(width)))
-        ticks = [(c + 0.5, str(int(units[c]))) for c in range(0, k, step)]
-        if halves:
-            n, offset = halves[0], halves[1]
-            ticks += [(offset + (c + 0.5) * n / k, str(int(units[c]))) for c in range(0, k, step)]
-        axis.setTicks([ticks])
-
-    _layout_key: tuple | None = None
-
     def _configure_view(self, kind: str, compared: str | None,
                         halves: tuple[float, float, float, float] | None = None) -> None:
         """Axes, titles and range for a kind of picture; ``halves`` is
@@ -536,99 +499,3 @@ class LayerPlot(QFrame, WideDrawing):
         if form != self._title_form:
             self._title_form = form
             self.view_widget.getPlotItem().setTitle(form, size="9pt", color="#444")
-
-    def _draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
-        """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""
-        post = bars_values(tensor)
-        x = np.arange(post.size, dtype=float)
-        self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
-        shown = [post]
-        if pre_tensor is not None:
-            pre = bars_values(pre_tensor)
-            self.bars_pre.setOpts(x=x, height=pre, width=0.8)
-            shown.append(pre)
-        self._bars = (post, shown[1] if pre_tensor is not None else None)
-        lo, hi = 0.0, 0.0  # bars grow from zero
-        for v in shown:
-            v = v[np.isfinite(v)]
-            if v.size:
-                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
-        return post.shape, (post.size, lo, hi)
-
-    def _fit_bars(self, units: int, lo: float, hi: float) -> None:
-        """Keep every bar in view without undoing a zoom for nothing.
-
-        The range is re-fitted when the number of bars changes, or when the
-        values (before and after) changed and no longer fit the view or fill
-        less than a quarter of it. During a Live drag the light "before" bars do
-        not change, so the view stays put unless the clamp moves values out of it.
-        """
-        vb = self.view_widget.getPlotItem().getViewBox()
-        fit = (units, lo, hi)
-        if fit == self._bars_fit:
-            return
-        (_x0, _x1), (y0, y1) = vb.viewRange()
-        span = max(hi - lo, 1e-12)
-        same_units = self._bars_fit is not None and self._bars_fit[0] == units
-        self._bars_fit = fit
-        if same_units and y0 <= lo and hi <= y1 and span >= 0.25 * (y1 - y0):
-            return
-        vb.enableAutoRange(x=False, y=False)
-        pad = 0.06 * span
-        if same_units:  # a zoom along the units stays
-            vb.setYRange(lo - pad, hi + pad, padding=0)
-        else:
-            vb.setRange(xRange=(-0.6, units - 0.4), yRange=(lo - pad, hi + pad), padding=0)
-
-    _hbars_fit: tuple | None = None
-
-    def _fit_hbars(self) -> None:
-        """Keep every token's norm bar in view; refit only when they no longer fit
-        or fill less than a quarter of it (a Live drag keeps the view still)."""
-        if self._norms is None:
-            return
-        post, pre = self._norms
-        hi = max(float(v.max()) for v in (post, pre) if v is not None and v.size) if post.size else 1.0
-        hi = hi if hi > 0 else 1.0
-        n = post.size
-        vb = self.view_widget.getPlotItem().getViewBox()
-        fit = (n, hi)
-        if fit == self._hbars_fit:
-            return
-        (_x0, x1), _ = vb.viewRange()
-        same_rows = self._hbars_fit is not None and self._hbars_fit[0] == n
-        self._hbars_fit = fit
-        if same_rows and hi <= x1 and hi >= 0.25 * x1:
-            return
-        vb.enableAutoRange(x=False, y=False)
-        if same_rows:
-            vb.setXRange(0, 1.06 * hi, padding=0)
-        else:
-            vb.setRange(xRange=(0, 1.06 * hi), yRange=(-0.6, n - 0.4), padding=0)
-
-    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
-        """Feed the image; returns its size in activation units and, for before |
-        after, the halves' geometry (see :meth:`_configure_view`)."""
-        # Pool to the view's size in pixels (before | after share the width).
-        ratio = self.view_widget.devicePixelRatioF()
-        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
-        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
-        if pre_tensor is not None:
-            cols = max(_MIN_IMAGE_PIXELS, cols // 2)
-        post = view_image(tensor, kind, rows, cols)
-        pre = view_image(pre_tensor, kind, rows, cols) if pre_tensor is not None else None
-        level = symmetric_level(post, pre)
-        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
-        img = post if pre is None else side_by_side(pre, post, gap=gap)
-        # Axes count the activation's rows and columns, not the pooled pixels.
-        full = full_size(tuple(tensor.shape), kind)
-        sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
-        self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
-        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
-                                 gap if pre is not None else 0, tuple(tensor.shape), kind)
-        halves = None
-        if pre is not None:
-            n = pre.shape[1] * sx
-            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
-                      round((pre.shape[1] + gap / 2) * sx, 6))
-        return (round(img.shape[0] * sy), round(img.shape[1] * sx)), halves

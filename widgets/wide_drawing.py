@@ -1,7 +1,8 @@
-"""How a layer panel draws a wide activation in the view its chooser picked:
+"""How a layer panel draws its shape view, in the view its chooser picked:
 the heat map (re-pooled at full resolution for the part a zoom shows, on a
-linear or signed-log colour scale), per-row and per-unit norms as bars, and the
-top-k units as a map with their indices on the axis.
+linear or signed-log colour scale), per-row norms as bars and per-unit norms
+as a peak envelope, the top-k units as a map with their indices on the axis,
+and the small-vector bars and feature-map grid of before.
 
 :class:`WideDrawing` is a part of :class:`~hookscope.widgets.layer_plot.LayerPlot`
 (its methods use the panel's items, created once in the panel's ``__init__``);
@@ -16,9 +17,10 @@ import pyqtgraph as pg
 import torch
 from PySide6.QtCore import QRectF
 
+from hookscope.core import CaptureRecord
 from hookscope.core.map_window import Window, pool_window, visible_window
-from hookscope.core.views_by_shape import (as_float_array, full_size, reduce_2d, side_by_side,
-                                           symmetric_level)
+from hookscope.core.views_by_shape import (as_float_array, bars_values, full_size, reduce_2d,
+                                           side_by_side, symmetric_level, view_image)
 from hookscope.core.wide_views import (log_ticks, picture, row_norms, signed_log, top_k_picture,
                                        top_units, typical_magnitude, unit_norms)
 
@@ -46,6 +48,11 @@ class WideDrawing:
     _bar_level: float | None
     _drawn: DrawnImage | None
     _drawn_size: tuple[int, int]
+    _bars_fit: tuple | None
+    _bars: tuple[np.ndarray, np.ndarray | None] | None
+    record: CaptureRecord | None
+    view_kind: str
+    shown_view: str
 
     def _init_wide(self) -> None:
         self._full_layout: tuple | None = None   # (size, halves) of the whole map as last drawn
@@ -234,6 +241,137 @@ class WideDrawing:
                             names=names, what=f"norm of {what}")
         norms = self._unit_norms
         return None if norms is None else bar_cell(x, *norms, names=names, what=f"norm of {what}")
+
+    # -- labels, bars and the feature-map grid (moved from layer_plot.py) -------------
+    def _apply_token_labels(self) -> None:
+        axis = self.view_widget.getPlotItem().getAxis("left")
+        t = self.record.tensor if self.record is not None else None
+        labels = self._token_labels
+        if (labels and self.view_kind == "tokens" and t is not None and t.dim() == 3
+                and t.shape[1] == len(labels) and self.shown_view != "unit_norm"):
+            # One label per ~14 px of height at most: they stay readable.
+            room = max(1, int(self.view_widget.height() - 50) // 14)
+            step = max(1, -(-len(labels) // room))
+            mid = 0.0 if self.shown_view == "row_norm" else 0.5   # bars sit on whole rows
+            axis.setTicks([[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
+        else:
+            axis.setTicks(None)
+
+    def _apply_unit_labels(self, halves: tuple | None) -> None:
+        """The top-k view's columns are named by their unit index (both halves)."""
+        axis = self.view_widget.getPlotItem().getAxis("bottom")
+        units = self.top_units if self.shown_view == "top_k" and self._map_source is not None else None
+        if units is None:
+            if axis._tickLevels is not None:
+                axis.setTicks(None)
+            return
+        k = len(units)
+        width = max(self.view_widget.width() - 60, 100) / (2 if halves else 1)
+        digits = len(str(int(max(units)))) if k else 1
+        step = max(1, -(-k * (8 * digits + 14) // int(width)))
+        ticks = [(c + 0.5, str(int(units[c]))) for c in range(0, k, step)]
+        if halves:
+            n, offset = halves[0], halves[1]
+            ticks += [(offset + (c + 0.5) * n / k, str(int(units[c]))) for c in range(0, k, step)]
+        axis.setTicks([ticks])
+
+    _layout_key: tuple | None = None
+
+    def _draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
+        """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""
+        post = bars_values(tensor)
+        x = np.arange(post.size, dtype=float)
+        self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
+        shown = [post]
+        if pre_tensor is not None:
+            pre = bars_values(pre_tensor)
+            self.bars_pre.setOpts(x=x, height=pre, width=0.8)
+            shown.append(pre)
+        self._bars = (post, shown[1] if pre_tensor is not None else None)
+        lo, hi = 0.0, 0.0  # bars grow from zero
+        for v in shown:
+            v = v[np.isfinite(v)]
+            if v.size:
+                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
+        return post.shape, (post.size, lo, hi)
+
+    def _fit_bars(self, units: int, lo: float, hi: float) -> None:
+        """Keep every bar in view without undoing a zoom for nothing.
+
+        The range is re-fitted when the number of bars changes, or when the
+        values (before and after) changed and no longer fit the view or fill
+        less than a quarter of it. During a Live drag the light "before" bars do
+        not change, so the view stays put unless the clamp moves values out of it.
+        """
+        vb = self.view_widget.getPlotItem().getViewBox()
+        fit = (units, lo, hi)
+        if fit == self._bars_fit:
+            return
+        (_x0, _x1), (y0, y1) = vb.viewRange()
+        span = max(hi - lo, 1e-12)
+        same_units = self._bars_fit is not None and self._bars_fit[0] == units
+        self._bars_fit = fit
+        if same_units and y0 <= lo and hi <= y1 and span >= 0.25 * (y1 - y0):
+            return
+        vb.enableAutoRange(x=False, y=False)
+        pad = 0.06 * span
+        if same_units:  # a zoom along the units stays
+            vb.setYRange(lo - pad, hi + pad, padding=0)
+        else:
+            vb.setRange(xRange=(-0.6, units - 0.4), yRange=(lo - pad, hi + pad), padding=0)
+
+    _hbars_fit: tuple | None = None
+
+    def _fit_hbars(self) -> None:
+        """Keep every token's norm bar in view; refit only when they no longer fit
+        or fill less than a quarter of it (a Live drag keeps the view still)."""
+        if self._norms is None:
+            return
+        post, pre = self._norms
+        hi = max(float(v.max()) for v in (post, pre) if v is not None and v.size) if post.size else 1.0
+        hi = hi if hi > 0 else 1.0
+        n = post.size
+        vb = self.view_widget.getPlotItem().getViewBox()
+        fit = (n, hi)
+        if fit == self._hbars_fit:
+            return
+        (_x0, x1), _ = vb.viewRange()
+        same_rows = self._hbars_fit is not None and self._hbars_fit[0] == n
+        self._hbars_fit = fit
+        if same_rows and hi <= x1 and hi >= 0.25 * x1:
+            return
+        vb.enableAutoRange(x=False, y=False)
+        if same_rows:
+            vb.setXRange(0, 1.06 * hi, padding=0)
+        else:
+            vb.setRange(xRange=(0, 1.06 * hi), yRange=(-0.6, n - 0.4), padding=0)
+
+    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
+        """Feed the image; returns its size in activation units and, for before |
+        after, the halves' geometry (see :meth:`_configure_view`)."""
+        # Pool to the view's size in pixels (before | after share the width).
+        ratio = self.view_widget.devicePixelRatioF()
+        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
+        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
+        if pre_tensor is not None:
+            cols = max(_MIN_IMAGE_PIXELS, cols // 2)
+        post = view_image(tensor, kind, rows, cols)
+        pre = view_image(pre_tensor, kind, rows, cols) if pre_tensor is not None else None
+        level = symmetric_level(post, pre)
+        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
+        img = post if pre is None else side_by_side(pre, post, gap=gap)
+        # Axes count the activation's rows and columns, not the pooled pixels.
+        full = full_size(tuple(tensor.shape), kind)
+        sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
+        self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
+        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
+                                 gap if pre is not None else 0, tuple(tensor.shape), kind)
+        halves = None
+        if pre is not None:
+            n = pre.shape[1] * sx
+            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
+                      round((pre.shape[1] + gap / 2) * sx, 6))
+        return (round(img.shape[0] * sy), round(img.shape[1] * sx)), halves
 
 
 def _heat_map(t: torch.Tensor) -> torch.Tensor:
