@@ -350,9 +350,9 @@ class HistogramView(QObject):
         if title != getattr(self, "_title", None):
             self._title = title
             self.widget.getPlotItem().setTitle(title, size="8pt", color="#666")
-        self._label_log_axes(peaks)
         self._fit(peaks.get(self.hist_pre), peaks.get(self.hist_post),
                   at_bound=record.intervention is not None and self.bounds is not None)
+        self._label_log_axes(peaks)
 
     def _log_bins(self) -> dict | None:
         """Each histogram item's (drawn edges, counts) on the signed-log axis, or
@@ -381,13 +381,14 @@ class HistogramView(QObject):
         hp = self.widget.getPlotItem()
         left, bottom = hp.getAxis("left"), hp.getAxis("bottom")
         if self.log_counts:
-            top = max((p[0] for p in peaks.values()), default=0.0)
-            left.setTicks([count_ticks(10.0 ** (1.6 * top))])
+            left.setTicks([count_ticks(10.0 ** self._y_top)])
         else:
             left.setTicks(None)
         if self.log_scale is not None:
             lo, hi = self.inv(self._data_range[0]), self.inv(self._data_range[1])
-            bottom.setTicks([log_ticks(lo, hi, self.log_scale)])
+            # About one label per 45 px each side of zero: no crowding in a narrow plot.
+            per_side = max(2, int(self.widget.width() / 90))
+            bottom.setTicks([log_ticks(lo, hi, self.log_scale, per_side)])
         else:
             bottom.setTicks(None)
         hp.setLabel("left", "count (log)" if self.log_counts else "count")
@@ -400,7 +401,10 @@ class HistogramView(QObject):
         taller spike is cut there and labelled with its count."""
         vb = self.widget.getPlotItem().getViewBox()
         note = None
-        if pre_peak is not None:
+        if self.log_counts:
+            # Log counts: half a decade of headroom over the highest bin, no cut spike.
+            top = max(pre_peak[0] if pre_peak else 0.0, post_peak[0] if post_peak else 0.0) + 0.5
+        elif pre_peak is not None:
             base = max(pre_peak[0], 1.0)
             top = max(_PRE_HEADROOM * base, 1.1 * (post_peak[0] if post_peak else 0.0))
             if top > _SPIKE_CAP * base:
@@ -418,8 +422,6 @@ class HistogramView(QObject):
             # On top of the cut spike, kept inside the plot near its edges.
             lo_d, hi_d = self._data_range
             f = (x - lo_d) / (hi_d - lo_d) if hi_d > lo_d else 0.5
-            if self.log_counts:
-                count = 10.0 ** count - 1.0
             placed = (f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}",
                       (min(max(f, 0.0), 1.0), 0), x, top)
             if placed != self._note_placed:  # a Live drag re-sends the same spike often

@@ -113,6 +113,10 @@ class LayerPlot(QFrame, WideDrawing):
 
         self.title = QLabel(self)
         self.title.setTextFormat(Qt.TextFormat.RichText)
+        # Beside the view chooser a long title wraps rather than widen the panel
+        # past its scroll area (the plots would be cut off at the right).
+        self.title.setWordWrap(True)
+        self.title.setMinimumWidth(120)
         self.stats_label = QLabel(self)
         self.stats_label.setObjectName("statsLabel")
         self.stats_label.setTextFormat(Qt.TextFormat.RichText)
@@ -225,7 +229,7 @@ class LayerPlot(QFrame, WideDrawing):
             extra = f" · first {MAX_CHANNELS} of {shape[1]} channels"
         elif self.shown_view == "top_k" and shape:
             units = shape[1] if self.view_kind == "feature_maps" else shape[-1]
-            extra = f" · top {min(TOP_K, units)} of {units:,} by mean |activation|"
+            extra = f" · top {min(TOP_K, units)} of {units:,} units"
         self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
                            f"{format_shape(shape)}{what}{extra}")
         _, ref_stats, self._ref_label = reference_of(record)

@@ -108,7 +108,7 @@ def test_top_k_units_are_torch_topk_and_named_on_the_axis(plot, qtbot, clamped):
     score = torch.maximum(after[0].abs().mean(0), before[0].abs().mean(0))
     expected = torch.topk(score, 32).indices.tolist()
     assert plot.top_units.tolist() == expected and expected[0] == 17
-    assert "top 32 of 600" in plot.title.text()
+    assert "top 32 of 600 units" in plot.title.text()
     labels = [s for _pos, s in plot.view_widget.getPlotItem().getAxis("bottom")._tickLevels[0]]
     assert labels[0] == "17" and set(labels) <= {str(u) for u in expected}
     _n, offset, _end, _sep = plot._layout_key[4]
