@@ -381,7 +381,7 @@ class LayerPlot(QFrame, WideDrawing):
             shown = {"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind)
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
-        layout_key = (shown, pre_t is not None, self._ref_label, size, halves)
+        layout_key = (shown, pre_t is not None, self._ref_label, size, halves, self.log_map)
         if layout_key != self._layout_key:
             self._layout_key = layout_key
             self._configure_view(shown, self._ref_label if pre_t is not None else None, halves)
@@ -482,8 +482,9 @@ class LayerPlot(QFrame, WideDrawing):
                   "top_k": (f"{unit} (top {TOP_K} by mean |activation|, largest first)", row),
                   "position_norm": ("x (L2 norm over channels)", "y")}.get(kind)
         if labels:
-            vp.setLabel("bottom", labels[0])
-            vp.setLabel("left", labels[1])
+            log = " (log)" if self.log_map else ""
+            vp.setLabel("bottom", labels[0] + (log if kind == "row_norm" else ""))
+            vp.setLabel("left", labels[1] + (log if kind == "unit_norm" else ""))
         # Units, features, tokens and rows are counted: whole-number ticks only.
         vp.getAxis("bottom").set_integer(kind != "row_norm")
         vp.getAxis("left").set_integer(is_image or kind == "row_norm")

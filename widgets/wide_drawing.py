@@ -211,24 +211,44 @@ class WideDrawing:
                          kind: str) -> tuple[int, float, float]:
         """One bar per unit (channel): its L2 norm over the rows, before and after."""
         post_v = unit_norms(tensor, kind)
-        self.norm_post.setData(*peak_envelope(post_v))
         pre_v = unit_norms(pre, kind) if pre is not None else None
+        drawn = self._norm_axis(post_v, pre_v)
+        self.norm_post.setData(*peak_envelope(drawn(post_v)))
         if pre_v is not None:
-            self.norm_pre.setData(*peak_envelope(pre_v))
+            self.norm_pre.setData(*peak_envelope(drawn(pre_v)))
         self._unit_norms = (post_v, pre_v)
-        hi = max(float(np.max(v)) if v.size else 0.0 for v in (post_v, pre_v) if v is not None)
+        hi = max(float(np.max(drawn(v))) if v.size else 0.0 for v in (post_v, pre_v) if v is not None)
         return post_v.size, 0.0, hi
 
     def _draw_row_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str) -> int:
         """One horizontal bar per row (token): its vector's L2 norm, before and after."""
         post_v = row_norms(tensor, kind)
-        y = np.arange(post_v.size, dtype=float)
-        self.hbars_post.setOpts(x0=0.0, y=y, width=post_v, height=0.5 if pre is not None else 0.8)
         pre_v = row_norms(pre, kind) if pre is not None else None
+        drawn = self._norm_axis(post_v, pre_v)
+        y = np.arange(post_v.size, dtype=float)
+        self.hbars_post.setOpts(x0=0.0, y=y, width=drawn(post_v), height=0.5 if pre is not None else 0.8)
         if pre_v is not None:
-            self.hbars_pre.setOpts(x0=0.0, y=y, width=pre_v, height=0.8)
+            self.hbars_pre.setOpts(x0=0.0, y=y, width=drawn(pre_v), height=0.8)
         self._norms = (post_v, pre_v)
+        self._hbars_hi = max(float(np.max(drawn(v))) if v.size else 0.0
+                             for v in (post_v, pre_v) if v is not None)
         return post_v.size
+
+    def _norm_axis(self, post: np.ndarray, pre: np.ndarray | None):
+        """How norms are drawn: as they are, or on the log scale when it is on
+        (norms of a heavy-tailed layer span decades too); the value axis then
+        gets real-valued ticks (``_norm_ticks``). Returns the transform."""
+        self._norm_ticks = None
+        if not self.log_map:
+            return lambda v: v
+        both = post if pre is None else np.concatenate([post, pre])
+        scale = typical_magnitude(both)
+        top = float(both.max()) if both.size else 1.0
+        self._norm_ticks = log_ticks(0.0, top, scale, 4)
+        return lambda v: signed_log(v, scale)
+
+    _norm_ticks: list | None = None
+    _hbars_hi = 1.0
 
     def _norm_text(self, x: float, y: float, what: str, horizontal: bool) -> str | None:
         names = ("with", "without") if self._ref_label == "without" else ("after", "before")
@@ -254,6 +274,8 @@ class WideDrawing:
             step = max(1, -(-len(labels) // room))
             mid = 0.0 if self.shown_view == "row_norm" else 0.5   # bars sit on whole rows
             axis.setTicks([[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
+        elif self.shown_view == "unit_norm" and self._norm_ticks:
+            axis.setTicks([self._norm_ticks])   # log-scaled norms, labelled with real norms
         else:
             axis.setTicks(None)
 
@@ -262,7 +284,9 @@ class WideDrawing:
         axis = self.view_widget.getPlotItem().getAxis("bottom")
         units = self.top_units if self.shown_view == "top_k" and self._map_source is not None else None
         if units is None:
-            if axis._tickLevels is not None:
+            if self.shown_view == "row_norm" and self._norm_ticks:
+                axis.setTicks([self._norm_ticks])
+            elif axis._tickLevels is not None:
                 axis.setTicks(None)
             return
         k = len(units)
@@ -327,10 +351,8 @@ class WideDrawing:
         or fill less than a quarter of it (a Live drag keeps the view still)."""
         if self._norms is None:
             return
-        post, pre = self._norms
-        hi = max(float(v.max()) for v in (post, pre) if v is not None and v.size) if post.size else 1.0
-        hi = hi if hi > 0 else 1.0
-        n = post.size
+        n = self._norms[0].size
+        hi = self._hbars_hi if self._hbars_hi > 0 else 1.0
         vb = self.view_widget.getPlotItem().getViewBox()
         fit = (n, hi)
         if fit == self._hbars_fit:

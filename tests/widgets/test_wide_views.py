@@ -229,3 +229,21 @@ def test_the_chosen_view_is_kept_for_the_layer(qtbot):
     panel.show_result(result)
     again = panel.panels()[("embed", 0)]
     assert again is not p and again.shown_view == "row_norm" and again.hbars_post.isVisible()
+
+
+def test_norms_of_a_heavy_tailed_layer_go_on_the_log_scale_too(plot, qtbot):
+    torch.manual_seed(15)
+    before = torch.randn(1, 12, 300)
+    before[0, 5] *= 1e6        # one token's vector is a million times larger
+    after = before.clamp(-1, 1)
+    plot.set_token_labels(TOKENS)
+    plot.update_record(_record(after, before), (-1.0, 1.0))
+    assert plot.chooser.log_on()
+    _pick(plot, qtbot, "row_norm")
+    norms = torch.linalg.norm(before[0], dim=1).numpy()
+    both = np.concatenate([torch.linalg.norm(after[0], dim=1).numpy(), norms])
+    scale = float(np.median(both))
+    assert np.allclose(plot.hbars_pre.opts["width"], signed_log(norms, scale), rtol=1e-5)
+    assert plot.view_widget.getPlotItem().getAxis("bottom").labelText.endswith("(log)")
+    text = _read(plot, qtbot, 0.5, 5.0)
+    assert text.endswith(f"before {float(norms[5]):.4g}")   # the readout keeps the real norm
