@@ -242,7 +242,9 @@ class WideDrawing:
         if not self.log_map:
             return lambda v: v
         both = post if pre is None else np.concatenate([post, pre])
-        scale = typical_magnitude(both)
+        positive = both[both > 0]
+        # The knee below the smallest norm: every bar sits on the log part of the axis.
+        scale = float(positive.min()) / 2 if positive.size else 1.0
         top = float(both.max()) if both.size else 1.0
         self._norm_ticks = log_ticks(0.0, top, scale, 4)
         return lambda v: signed_log(v, scale)
