@@ -271,8 +271,9 @@ class WideDrawing:
         labels = self._token_labels
         if (labels and self.view_kind == "tokens" and t is not None and t.dim() == 3
                 and t.shape[1] == len(labels) and self.shown_view != "unit_norm"):
-            # One label per ~14 px of height at most: they stay readable.
-            room = max(1, int(self.view_widget.height() - 50) // 14)
+            # About one label per 14 px of height (they stay readable), and every one of
+            # a short prompt's up to 20 tokens.
+            room = max(20, int(self.view_widget.height() - 50) // 14)
             step = max(1, -(-len(labels) // room))
             mid = 0.0 if self.shown_view == "row_norm" else 0.5   # bars sit on whole rows
             axis.setTicks([[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
