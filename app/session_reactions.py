@@ -75,6 +75,7 @@ class SessionReactions(_WindowBase):
         self.run_bar.set_no_example_hint(lm.example_input is None)
         self.status.reset(self.worker.runs_done, self.worker.runs_dropped, self.worker.runs_failed)
         self.panel.clear()      # the old model's panels mean nothing for the new one
+        self.panel.view_choices = s.view.setdefault("layer_views", {})   # kept in session files
         self.outputs.clear()
         note = note_for(lm.spec, lm.description)
         self.note.setText(note)

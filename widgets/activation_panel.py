@@ -75,6 +75,7 @@ class ActivationPanel(QWidget):
     clampDragged = Signal(str, float, float)
     clampEdited = Signal(str, float, float)
     readout = Signal(str)   # the value under the cursor on any panel ("" when none)
+    viewChosen = Signal(str, object)   # a panel's view picked: (layer path, {"view", "log"})
     # The public name (tests, scripts) shadows QWidget.scroll(dx, dy), which nothing here calls.
     scroll: QScrollArea  # type: ignore[assignment]
 
@@ -87,6 +88,8 @@ class ActivationPanel(QWidget):
         self._notes: dict[str, QLabel] = {}   # captured layers that did not run
         self._shown: list[QWidget] = []       # the column's widgets, in order
         self._selected: str | None = None
+        #: Each layer's chosen view by path; the window points it at the session's view state.
+        self.view_choices: dict[str, dict] = {}
 
         self.empty_label = QLabel(
             "No activations yet. Tick the layers you want to see in the module tree "
@@ -266,6 +269,8 @@ class ActivationPanel(QWidget):
     def _new_panel(self, path: str, call: int) -> LayerPlot:
         panel = LayerPlot(path, call, self._content)
         panel.set_token_labels(self._token_labels)
+        panel.set_view_choice(self.view_choices.get(path))
+        panel.viewChosen.connect(lambda choice, p=path: self._chose_view(p, choice))
         panel.clampDragged.connect(lambda lo, hi, p=path: self.clampDragged.emit(p, lo, hi))
         panel.clampEdited.connect(lambda lo, hi, p=path: self.clampEdited.emit(p, lo, hi))
         panel.stackingChanged.connect(self._fit_heights_later)
@@ -273,6 +278,13 @@ class ActivationPanel(QWidget):
             f"{p} (call {c}) · {text}" if text else ""))
         self._panels[(path, call)] = panel
         return panel
+
+    def _chose_view(self, path: str, choice: dict) -> None:
+        self.view_choices[path] = choice
+        for (p, _call), panel in self._panels.items():   # every call of the layer alike
+            if p == path:
+                panel.set_view_choice(choice)
+        self.viewChosen.emit(path, choice)
 
     def _new_note(self, path: str) -> QLabel:
         note = QLabel(f"<b>{path}</b> did not run in this forward (0 calls): its parent uses "

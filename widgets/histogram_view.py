@@ -6,6 +6,11 @@
 with their labels, and the note on a spike cut at the top. It creates them
 once and only moves data into them, and it reports a dragged bound through
 ``dragged`` / ``edited`` (the panel re-emits them as its clamp signals).
+
+On a log scale (:meth:`HistogramView.set_log`) the counts are drawn as
+``log10(1 + count)`` and, where the tensors are at hand, the values on a
+signed-log axis (core's ``wide_views.signed_log``); the axes are labelled with
+real counts and values, the readouts and the bounds stay real values.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from PySide6.QtWidgets import QWidget
 from hookscope.core.record_stats import reference_of
 from hookscope.core import CaptureRecord, TensorStats
 from hookscope.core.binning import histogram_in
+from hookscope.core.wide_views import (count_ticks, log_counts, log_histogram, log_ticks,
+                                       signed_exp, signed_log)
 
 from .layer_tree_model import format_bound
 from .plot_style import index_axes, plain_axes, title_never_widens
@@ -76,6 +83,9 @@ class HistogramView(QObject):
         self._x_view: tuple[float, float] | None = None   # the x range set (None: not yet)
         self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # "before"/"after": edges, counts
         self.sampled = 1.0     # >1: counts scaled up from a sample of the values
+        self.log_counts = False   # counts drawn as log10(1 + count)
+        self.log_scale: float | None = None   # values drawn as signed_log(x, log_scale)
+        self._log_tensors: list | None = None   # [after, before?] for the signed-log bins
 
         # Histogram: before (light) and after (solid), two draggable bounds.
         self.widget = pg.PlotWidget(parent, background="w", axisItems=index_axes("left"))
@@ -115,6 +125,26 @@ class HistogramView(QObject):
         hvb.sigRangeChanged.connect(self.place_labels)
         hvb.sigResized.connect(self.place_labels)
 
+    # -- log scale ---------------------------------------------------------------
+    def set_log(self, on: bool, tensors: list | None = None, scale: float = 1.0) -> None:
+        """Log counts when ``on``; with ``tensors`` (after, then before if any) also
+        bin the values on a signed-log axis of ``scale`` (the next :meth:`draw`)."""
+        self.log_counts = on
+        self.log_scale = scale if on and tensors else None
+        self._log_tensors = list(tensors) if on and tensors else None
+
+    def fwd(self, v: float) -> float:
+        """A real value's x position (the value itself unless on a signed-log axis)."""
+        if self.log_scale is None or not math.isfinite(v):
+            return v
+        return float(signed_log(np.array(v), self.log_scale))
+
+    def inv(self, x: float) -> float:
+        """The real value at x position ``x``."""
+        if self.log_scale is None or not math.isfinite(x):
+            return x
+        return float(signed_exp(x, self.log_scale))
+
     # -- bounds ----------------------------------------------------------------
     def set_bounds(self, bounds: tuple[float, float] | None) -> None:
         """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
@@ -130,10 +160,10 @@ class HistogramView(QObject):
             self.lo_line.setBounds((None, None))  # old limits must not clip the new values
             self.hi_line.setBounds((None, None))
             for line, v, word in ((self.lo_line, lo, "low"), (self.hi_line, hi, "high")):
-                off_scale = math.isfinite(v) and not (x0 <= v <= x1)
+                off_scale = math.isfinite(v) and not (x0 <= self.fwd(v) <= x1)
                 open_end = math.isinf(v)
                 if not line.moving:  # never yank a line out from under the mouse
-                    line.setValue(self._edge(word) if open_end or off_scale else v)
+                    line.setValue(self._edge(word) if open_end or off_scale else self.fwd(v))
                 colour = OPEN_BOUND_COLOUR if open_end else BOUND_COLOUR
                 line.setPen(pg.mkPen(colour, width=1.5,
                                      style=Qt.PenStyle.DashLine if off_scale or open_end
@@ -197,6 +227,7 @@ class HistogramView(QObject):
         span = max(hi_d - lo_d, 1e-6)
         a, b = lo_d, hi_d
         for v in self.bounds or ():
+            v = self.fwd(v)
             if math.isfinite(v) and lo_d - 2 * span <= v <= hi_d + 2 * span:
                 a, b = min(a, v), max(b, v)
         pad = _X_PAD * max(b - a, 1e-6)
@@ -222,7 +253,7 @@ class HistogramView(QObject):
         quiet, self._quiet = self._quiet, True
         try:
             for line, v, word in ((self.lo_line, lo, "low"), (self.hi_line, hi, "high")):
-                if line.moving or (math.isfinite(v) and x0 <= v <= x1):
+                if line.moving or (math.isfinite(v) and x0 <= self.fwd(v) <= x1):
                     continue
                 edge = self._edge(word)
                 if abs(float(line.value()) - edge) > 1e-12 * max(1.0, abs(edge)):
@@ -240,7 +271,7 @@ class HistogramView(QObject):
 
     def _text_at(self, _vb: pg.ViewBox, point) -> str | None:
         """The bin under the cursor: its range and how many values it holds."""
-        x = float(point.x())
+        x = self.inv(float(point.x()))
         parts = []
         rng = None
         for name in ("before", "after"):
@@ -273,11 +304,18 @@ class HistogramView(QObject):
         """Show ``record``'s histograms (before and after) and fit the count axis."""
         # light: before the layer's own intervention, or the run without any (core's reference_of)
         stats, pre = record.stats, reference_of(record)[1]
-        ranges = []
-        peaks = {}
+        ranges: list[tuple[float, float]] = []
+        peaks: dict[pg.PlotDataItem, tuple[float, float]] = {}
         self._series = {}
         scales = []
+        log_bins = self._log_bins()
         for item, s in ((self.hist_post, stats), (self.hist_pre, pre)):
+            if log_bins is not None and s is not None and item in log_bins:
+                # Values on the signed-log axis: both histograms in the same log bins.
+                drawn_edges, counts = log_bins[item]
+                edges = signed_exp(drawn_edges, self.log_scale or 1.0)
+                self._show_series(item, edges, counts, drawn_edges, ranges, peaks)
+                continue
             if s is None or s.count == 0 or len(s.hist_edges) != len(s.hist_counts) + 1:
                 item.setData([0.0, 1.0], [0.0])
                 item.setVisible(False)
@@ -301,13 +339,7 @@ class HistogramView(QObject):
                 if factor > 1:
                     counts = counts * factor
                     scales.append((factor, int(np.asarray(s.hist_counts).sum())))
-            self._series["after" if item is self.hist_post else "before"] = (edges, counts)
-            item.setData(edges, counts)
-            item.setVisible(True)
-            ranges.append((float(edges[0]), float(edges[-1])))
-            if counts.size:
-                i = int(np.argmax(counts))
-                peaks[item] = (float(counts[i]), 0.5 * float(edges[i] + edges[i + 1]))
+            self._show_series(item, edges, counts, edges, ranges, peaks)
         if ranges:
             self._data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
         self.sampled = max((f for f, _n in scales), default=1.0)
@@ -320,6 +352,47 @@ class HistogramView(QObject):
             self.widget.getPlotItem().setTitle(title, size="8pt", color="#666")
         self._fit(peaks.get(self.hist_pre), peaks.get(self.hist_post),
                   at_bound=record.intervention is not None and self.bounds is not None)
+        self._label_log_axes(peaks)
+
+    def _log_bins(self) -> dict | None:
+        """Each histogram item's (drawn edges, counts) on the signed-log axis, or
+        ``None`` when the values are drawn on a linear axis."""
+        if self._log_tensors is None or self.log_scale is None:
+            return None
+        edges, counts = log_histogram(self._log_tensors, self.log_scale)
+        items = (self.hist_post, self.hist_pre)[: len(counts)]
+        return {item: (edges, c) for item, c in zip(items, counts)}
+
+    def _show_series(self, item: pg.PlotDataItem, edges: np.ndarray, counts: np.ndarray,
+                     drawn_edges: np.ndarray, ranges: list, peaks: dict) -> None:
+        """Draw one histogram: real ``edges`` and ``counts`` for the readouts,
+        ``drawn_edges`` (and log counts when on) for the picture."""
+        self._series["after" if item is self.hist_post else "before"] = (edges, counts)
+        drawn = log_counts(counts) if self.log_counts else counts
+        item.setData(drawn_edges, drawn)
+        item.setVisible(True)
+        ranges.append((float(drawn_edges[0]), float(drawn_edges[-1])))
+        if counts.size:
+            i = int(np.argmax(drawn))
+            peaks[item] = (float(drawn[i]), 0.5 * float(drawn_edges[i] + drawn_edges[i + 1]))
+
+    def _label_log_axes(self, peaks: dict[pg.PlotDataItem, tuple[float, float]]) -> None:
+        """Real counts on a log count axis, real values on a signed-log value axis."""
+        hp = self.widget.getPlotItem()
+        left, bottom = hp.getAxis("left"), hp.getAxis("bottom")
+        if self.log_counts:
+            left.setTicks([count_ticks(10.0 ** self._y_top)])
+        else:
+            left.setTicks(None)
+        if self.log_scale is not None:
+            lo, hi = self.inv(self._data_range[0]), self.inv(self._data_range[1])
+            # About one label per 45 px each side of zero: no crowding in a narrow plot.
+            per_side = max(2, int(self.widget.width() / 90))
+            bottom.setTicks([log_ticks(lo, hi, self.log_scale, per_side)])
+        else:
+            bottom.setTicks(None)
+        hp.setLabel("left", "count (log)" if self.log_counts else "count")
+        hp.setLabel("bottom", "value (signed log)" if self.log_scale is not None else "value")
 
     def _fit(self, pre_peak: tuple[float, float] | None,
              post_peak: tuple[float, float] | None, at_bound: bool) -> None:
@@ -328,7 +401,10 @@ class HistogramView(QObject):
         taller spike is cut there and labelled with its count."""
         vb = self.widget.getPlotItem().getViewBox()
         note = None
-        if pre_peak is not None:
+        if self.log_counts:
+            # Log counts: half a decade of headroom over the highest bin, no cut spike.
+            top = max(pre_peak[0] if pre_peak else 0.0, post_peak[0] if post_peak else 0.0) + 0.5
+        elif pre_peak is not None:
             base = max(pre_peak[0], 1.0)
             top = max(_PRE_HEADROOM * base, 1.1 * (post_peak[0] if post_peak else 0.0))
             if top > _SPIKE_CAP * base:
@@ -376,9 +452,9 @@ class HistogramView(QObject):
             return
         self._placed = None  # the lines are no longer where set_bounds put them
         lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
-        lo_d, hi_d = self._data_range
+        lo_d, hi_d = self.inv(self._data_range[0]), self.inv(self._data_range[1])
         line = self.lo_line if word == "low" else self.hi_line
-        v = snap(float(line.value()), hi_d - lo_d)
+        v = snap(self.inv(float(line.value())), hi_d - lo_d)
         if word == "low":
             lo = min(v, hi)
         else:

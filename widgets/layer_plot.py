@@ -7,20 +7,23 @@ view chosen by the tensor's shape, and its statistics in words.
 second costs no item churn. It draws what the core captured and never runs a
 model. The histogram and its bound lines are a :class:`HistogramView`
 (histogram_view.py); this file holds the panel, its shape view and its text.
+A wide activation's other views (norms, top-k, a zoom re-pooled at full
+resolution, the log colour scale) are drawn by :class:`WideDrawing`
+(wide_drawing.py), picked in the panel's :class:`ViewChooser`.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import QBoxLayout, QFrame, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, HookscopeError, TensorStats
 from hookscope.core.record_stats import reference_of
+from hookscope.core.wide_views import TOP_K, typical_magnitude, value_decades, wide_views
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
@@ -28,8 +31,9 @@ from .layer_tree_model import format_bound, format_shape
 from .plot_readouts import DrawnImage, bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools
-from .views_by_shape import (MAX_CHANNELS, bars_values, full_size, side_by_side, symmetric_level,
-                             view_image, view_kind)
+from .view_chooser import ViewChooser
+from .views_by_shape import MAX_CHANNELS, view_kind
+from .wide_drawing import WideDrawing
 
 # Still importable from here, where they were before the histogram moved out.
 __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "LayerPlot",
@@ -37,7 +41,6 @@ __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "La
 
 _COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _BARS_TITLE = "light: before · dark: after"
-_MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 #: Narrower than this, a panel stacks its histogram above its view: side by side
 #: each would get less than ~300 px, too little to read or to drag a bound on.
 STACK_BELOW = 620
@@ -72,17 +75,20 @@ def stats_text(stats: TensorStats | None, pre: TensorStats | None = None,
 
 
 
-class LayerPlot(QFrame):
+class LayerPlot(QFrame, WideDrawing):
     """Panel for one (layer path, call) of a run.
 
     ``clampDragged(lo, hi)`` is emitted while a bound line moves,
     ``clampEdited(lo, hi)`` when the drag ends; an open end is ``±inf``.
+    ``viewChosen(choice)`` when the person picks a view or the log scale
+    (``{"view": ..., "log": ...}``, kept in the session's view state).
     """
 
     clampDragged = Signal(float, float)
     clampEdited = Signal(float, float)
     readout = Signal(str)   # what the cursor points at ("" when it left the plots)
     stackingChanged = Signal()
+    viewChosen = Signal(object)
 
     def __init__(self, path: str, call: int = 0, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -95,14 +101,22 @@ class LayerPlot(QFrame):
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._drawn_size = (0, 0)  # the view's size when its image was pooled
-        self._bars_fit: tuple | None = None   # (units, low, high) the bar view's range was fitted to
+        self._bars_fit = None   # (units, low, high) the bar view's range was fitted to
         self._view_title: str | None = None   # the view's title in one line, if it has one
         self._title_form: str | None = None   # ... as set (one line, or two)
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
         self._resize_timer.timeout.connect(self.flush)
+        self._init_wide()
+        self.shown_view = "map"   # the view drawn: map, row_norm, unit_norm or top_k
+        self.chooser = ViewChooser(self)
+        self.chooser.changed.connect(self._on_choice)
 
         self.title = QLabel(self)
         self.title.setTextFormat(Qt.TextFormat.RichText)
+        # Beside the view chooser a long title wraps rather than widen the panel
+        # past its scroll area (the plots would be cut off at the right).
+        self.title.setWordWrap(True)
+        self.title.setMinimumWidth(120)
         self.stats_label = QLabel(self)
         self.stats_label.setObjectName("statsLabel")
         self.stats_label.setTextFormat(Qt.TextFormat.RichText)
@@ -130,9 +144,24 @@ class LayerPlot(QFrame):
                                         brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
         self.bars_post = pg.BarGraphItem(x=[0], height=[0], width=0.5,
                                          brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
-        for item in (self.image, self.bars_pre, self.bars_post):
+        # Per-row (token) norms: horizontal bars, one row per token as in the map.
+        self.hbars_pre = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8,
+                                         brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
+        self.hbars_post = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.5,
+                                          brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
+        # Per-unit norms of thousands of units: a peak envelope, so one outlier unit
+        # narrower than a pixel still shows as a spike (bars that thin vanish).
+        self.norm_pre = pg.PlotDataItem(fillLevel=0, brush=pg.mkBrush(*PRE_COLOUR, 150),
+                                        pen=pg.mkPen(PRE_COLOUR))
+        self.norm_post = pg.PlotDataItem(pen=pg.mkPen(POST_COLOUR, width=1))
+        for item in (self.image, self.bars_pre, self.bars_post, self.hbars_pre, self.hbars_post,
+                     self.norm_pre, self.norm_post):
             vp.addItem(item)
             item.setVisible(False)
+        # A zoom or pan of a map pools the part in view again, once the range settles.
+        self._range_timer = QTimer(self, singleShot=True, interval=30)
+        self._range_timer.timeout.connect(self._repool)
+        vp.getViewBox().sigRangeChanged.connect(lambda *_a: self._range_timer.start())
         # The colour scale of images: symmetric, white at zero. Shown only beside
         # images (see _configure_view); it only displays the levels, never sets them.
         self.colour_bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=pg.colormap.get(_COLOUR_MAP),
@@ -147,7 +176,7 @@ class LayerPlot(QFrame):
         self.separator.setVisible(False)
         vp.addItem(self.separator, ignoreBounds=True)
         self._ref_label = "before"  # what the light series is: "before" its intervention or "without" any
-        self._bars: tuple[np.ndarray, np.ndarray | None] | None = None   # (after, before) drawn
+        self._bars = None   # (after, before) drawn
         self._drawn: DrawnImage | None = None
         name = f"{path or 'model'}-call{call}"
         self.hist_tools = self.histogram.tools
@@ -167,7 +196,11 @@ class LayerPlot(QFrame):
         row.addWidget(self.none_label, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
-        layout.addWidget(self.title)
+        header = self._header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.addWidget(self.title, 1)
+        header.addWidget(self.chooser)
+        layout.addLayout(header)
         layout.addLayout(row)
         layout.addWidget(self.stats_label)
 
@@ -177,7 +210,8 @@ class LayerPlot(QFrame):
         return {"hist_pre": self.hist_pre, "hist_post": self.hist_post, "lo_line": self.lo_line,
                 "hi_line": self.hi_line, "spike_note": self.spike_note, "image": self.image, "bars_pre": self.bars_pre,
                 "bars_post": self.bars_post, "separator": self.separator,
-                "colour_bar": self.colour_bar}
+                "colour_bar": self.colour_bar, "hbars_pre": self.hbars_pre,
+                "hbars_post": self.hbars_post, "norm_pre": self.norm_pre, "norm_post": self.norm_post}
 
     def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
         """Show ``record`` (one call of the layer) and the clamp ``bounds``, if any."""
@@ -185,11 +219,17 @@ class LayerPlot(QFrame):
         stats = record.stats
         shape = record.shape
         self.view_kind = view_kind(shape, record.tensor is not None)
+        self.chooser.set_offer(wide_views(shape, self.view_kind), self.view_kind)
+        self.shown_view = self.chooser.effective_view()
         what = f" · <span style='color:#b71c1c'>{record.intervention}</span>" if record.intervention else ""
         leaf = f" output {record.leaf}" if record.leaf else ""
         extra = ""
-        if self.view_kind == "feature_maps" and shape and shape[1] > MAX_CHANNELS:
+        if self.shown_view == "map" and self.view_kind == "feature_maps" and shape \
+                and shape[1] > MAX_CHANNELS:
             extra = f" · first {MAX_CHANNELS} of {shape[1]} channels"
+        elif self.shown_view == "top_k" and shape:
+            units = shape[1] if self.view_kind == "feature_maps" else shape[-1]
+            extra = f" · top {min(TOP_K, units)} of {units:,} units"
         self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
                            f"{format_shape(shape)}{what}{extra}")
         _, ref_stats, self._ref_label = reference_of(record)
@@ -233,6 +273,13 @@ class LayerPlot(QFrame):
 
     def _draw(self, record: CaptureRecord) -> None:
         self._stale = False
+        pre_t = reference_of(record)[0]
+        tensors = [t for t in (record.tensor, pre_t) if t is not None]
+        self.chooser.set_decades(value_decades(*tensors) if tensors else 0.0)
+        log = self.chooser.log_on()
+        scale = typical_magnitude(tensors[0]) if log and tensors else 1.0
+        self.histogram.set_log(log, tensors, scale)
+        self.set_map_log(log, tensors[0] if tensors else None)
         self.histogram.draw(record)
         self._draw_view(record)
         self.set_bounds(self.histogram.bounds)
@@ -257,7 +304,8 @@ class LayerPlot(QFrame):
 
     def chrome_height(self) -> int:
         """The panel's height beyond its plots: title, statistics, margins."""
-        return (self.title.sizeHint().height() + self.stats_label.sizeHint().height()
+        head = max(self.title.sizeHint().height(), self.chooser.sizeHint().height())
+        return (head + self.stats_label.sizeHint().height()
                 + self._layout_spacing() * 2 + 10)
 
     def _layout_spacing(self) -> int:
@@ -275,6 +323,12 @@ class LayerPlot(QFrame):
 
     # -- readouts, export, zoom ----------------------------------------------------
     def _view_text(self, _vb, point) -> str | None:
+        if self.shown_view in ("row_norm", "unit_norm") and self.view_kind != "none" \
+                and not (self.shown_view == "row_norm" and self.view_kind == "feature_maps"):
+            what = {"tokens": ("token", "feature"), "feature_maps": ("position", "channel")}.get(
+                self.view_kind, ("row", "unit"))
+            horizontal = self.shown_view == "row_norm"
+            return self._norm_text(point.x(), point.y(), what[0 if horizontal else 1], horizontal)
         if self.view_kind == "bars" and self._bars is not None:
             return bar_cell(point.x(), *self._bars)
         if self.view_kind in ("heatmap", "feature_maps", "tokens") and self._drawn is not None:
@@ -292,6 +346,7 @@ class LayerPlot(QFrame):
     def _reset_view(self) -> None:
         """Undo a zoom of the shape view: its fitted range again."""
         self._layout_key = None
+        self._hbars_fit = None
         self._bars_fit = None
         if self.record is not None:
             self._draw_view(self.record)
@@ -304,45 +359,68 @@ class LayerPlot(QFrame):
 
     # -- drawing ---------------------------------------------------------------
     def _draw_view(self, record: CaptureRecord) -> None:
-        kind = self.view_kind
-        is_image = kind in ("heatmap", "feature_maps", "tokens")
+        kind, view = self.view_kind, self.shown_view
         pre_t = reference_of(record)[0]  # before its own intervention, or the run without any
         extent = halves = None
+        shown = kind   # the kind of picture drawn (see _configure_view)
+        size: tuple | None = None
         if kind == "bars":
             size, extent = self._draw_bars(record.tensor, pre_t)
-        elif is_image:
+        elif kind == "none":
+            size = None
+        elif view == "unit_norm":
+            extent = self._draw_unit_norms(record.tensor, pre_t, kind)
+            size, shown = (extent[0],), "unit_norm"
+        elif view == "row_norm" and kind != "feature_maps":
+            size, shown = (self._draw_row_norms(record.tensor, pre_t, kind),), "row_norm"
+        elif kind == "feature_maps" and view == "map":
+            self._map_source = None   # the channel grid is drawn whole, tile by tile
             size, halves = self._draw_image(record.tensor, pre_t, kind)
         else:
-            size = None
+            size, halves = self._draw_map(record.tensor, pre_t, kind, view)
+            shown = {"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind)
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
-        layout_key = (kind, pre_t is not None, self._ref_label, size, halves)
+        layout_key = (shown, pre_t is not None, self._ref_label, size, halves, self.log_map)
         if layout_key != self._layout_key:
             self._layout_key = layout_key
-            self._configure_view(kind, self._ref_label if pre_t is not None else None, halves)
+            self._configure_view(shown, self._ref_label if pre_t is not None else None, halves)
             self._bars_fit = None
+            self._hbars_fit = None
         if extent is not None:
             self._fit_bars(*extent)
+        if shown == "row_norm":
+            self._fit_hbars()
+        if self._map_source is not None:
+            self._repool()   # a zoomed map shows its part in view at full resolution
         self._apply_token_labels()
+        self._apply_unit_labels(halves)
+
+    def set_view_choice(self, choice: dict | None) -> None:
+        """Restore a stored view choice (``{"view": ..., "log": ...}``; ``None``: defaults)."""
+        choice = choice or {}
+        view, log = choice.get("view"), choice.get("log")
+        if (view, log) == (self.chooser.view, self.chooser.log):
+            return
+        self.chooser.set_choice(view if isinstance(view, str) else None,
+                                log if isinstance(log, bool) else None)
+        self._redraw_for_choice()
+
+    def _on_choice(self) -> None:
+        self._redraw_for_choice()
+        self.viewChosen.emit(self.chooser.choice())
+
+    def _redraw_for_choice(self) -> None:
+        if self.view_tools.is_zoomed:
+            self.view_tools.reset_view()
+        if self.record is not None:
+            self.update_record(self.record, self.histogram.bounds)
 
     def set_token_labels(self, labels: list[str] | None) -> None:
         """The input's token strings, shown on a tokens view's token axis (``None``: numbers)."""
         if labels != self._token_labels:
             self._token_labels = labels
             self._apply_token_labels()
-
-    def _apply_token_labels(self) -> None:
-        axis = self.view_widget.getPlotItem().getAxis("left")
-        t = self.record.tensor if self.record is not None else None
-        labels = self._token_labels
-        if (labels and self.view_kind == "tokens" and t is not None and t.dim() == 3
-                and t.shape[1] == len(labels)):
-            step = max(1, -(-len(labels) // 40))  # at most ~40 labels: they stay readable
-            axis.setTicks([[(i + 0.5, labels[i]) for i in range(0, len(labels), step)]])
-        else:
-            axis.setTicks(None)
-
-    _layout_key: tuple | None = None
 
     def _configure_view(self, kind: str, compared: str | None,
                         halves: tuple[float, float, float, float] | None = None) -> None:
@@ -351,22 +429,26 @@ class LayerPlot(QFrame):
         before | after image; ``compared`` names the light series ("before" or
         "without"), ``None`` when the layer is drawn once."""
         intervention = compared
-        is_image = kind in ("heatmap", "feature_maps", "tokens")
+        is_image = kind in ("heatmap", "feature_maps", "tokens", "top_k", "position_norm")
         self.view_widget.setVisible(kind != "none")
         self.none_label.setVisible(kind == "none")
         self.image.setVisible(is_image)
         self.bars_post.setVisible(kind == "bars")
         self.bars_pre.setVisible(kind == "bars" and intervention is not None)
+        self.norm_post.setVisible(kind == "unit_norm")
+        self.norm_pre.setVisible(kind == "unit_norm" and intervention is not None)
+        self.hbars_post.setVisible(kind == "row_norm")
+        self.hbars_pre.setVisible(kind == "row_norm" and intervention is not None)
         vp = plain_axes(self.view_widget.getPlotItem())
         vb = vp.getViewBox()
         # An image's halves are named on its top axis; bars say which shade is which.
         self._view_title = (None if intervention is None or is_image else
                             "light: without · dark: with the interventions"
                             if intervention == "without" else _BARS_TITLE)
-        self._title_form = None
+        self._title_form = ""   # not a form: the next _fit_title sets the title (or clears it)
         self._fit_title()
-        vb.invertY(is_image)
-        vb.setAspectLocked(kind == "feature_maps")
+        vb.invertY(is_image or kind == "row_norm")
+        vb.setAspectLocked(kind in ("feature_maps", "position_norm"))
         two = is_image and halves is not None
         axes = kind != "feature_maps"
         vp.showAxes((axes, two, False, axes))
@@ -391,15 +473,22 @@ class LayerPlot(QFrame):
             vp.layout.setColumnFixedWidth(4, 0)
             self.colour_bar.hide()
         vp.getAxis("bottom").set_halves((n, offset) if two and kind != "feature_maps" else None)
+        row, unit = {"tokens": ("token", "feature"), "feature_maps": ("position", "channel")}.get(
+            self.view_kind, ("row", "unit"))
         labels = {"bars": ("unit", "value"), "tokens": ("feature", "token"),
-                  "heatmap": ("unit", "row")}.get(kind)
+                  "heatmap": ("unit", "row"), "unit_norm": (unit, "L2 norm over the rows"
+                                                            if row == "row" else f"L2 norm over {row}s"),
+                  "row_norm": (f"L2 norm of each {row}'s vector", row),
+                  "top_k": (f"{unit} (top {TOP_K} by mean |activation|, largest first)", row),
+                  "position_norm": ("x (L2 norm over channels)", "y")}.get(kind)
         if labels:
-            vp.setLabel("bottom", labels[0])
-            vp.setLabel("left", labels[1])
+            log = " (log)" if self.log_map else ""
+            vp.setLabel("bottom", labels[0] + (log if kind == "row_norm" else ""))
+            vp.setLabel("left", labels[1] + (log if kind == "unit_norm" else ""))
         # Units, features, tokens and rows are counted: whole-number ticks only.
-        vp.getAxis("bottom").set_integer(True)
-        vp.getAxis("left").set_integer(is_image)
-        if kind != "bars":  # bars are fitted by _fit_bars
+        vp.getAxis("bottom").set_integer(kind != "row_norm")
+        vp.getAxis("left").set_integer(is_image or kind == "row_norm")
+        if kind not in ("bars", "unit_norm", "row_norm"):  # bars are fitted by _fit_bars
             vp.autoRange(padding=0.02)
 
     def _fit_title(self) -> None:
@@ -415,80 +504,3 @@ class LayerPlot(QFrame):
         if form != self._title_form:
             self._title_form = form
             self.view_widget.getPlotItem().setTitle(form, size="9pt", color="#444")
-
-    def _draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
-        """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""
-        post = bars_values(tensor)
-        x = np.arange(post.size, dtype=float)
-        self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
-        shown = [post]
-        if pre_tensor is not None:
-            pre = bars_values(pre_tensor)
-            self.bars_pre.setOpts(x=x, height=pre, width=0.8)
-            shown.append(pre)
-        self._bars = (post, shown[1] if pre_tensor is not None else None)
-        lo, hi = 0.0, 0.0  # bars grow from zero
-        for v in shown:
-            v = v[np.isfinite(v)]
-            if v.size:
-                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
-        return post.shape, (post.size, lo, hi)
-
-    def _fit_bars(self, units: int, lo: float, hi: float) -> None:
-        """Keep every bar in view without undoing a zoom for nothing.
-
-        The range is re-fitted when the number of bars changes, or when the
-        values (before and after) changed and no longer fit the view or fill
-        less than a quarter of it. During a Live drag the light "before" bars do
-        not change, so the view stays put unless the clamp moves values out of it.
-        """
-        vb = self.view_widget.getPlotItem().getViewBox()
-        fit = (units, lo, hi)
-        if fit == self._bars_fit:
-            return
-        (_x0, _x1), (y0, y1) = vb.viewRange()
-        span = max(hi - lo, 1e-12)
-        same_units = self._bars_fit is not None and self._bars_fit[0] == units
-        self._bars_fit = fit
-        if same_units and y0 <= lo and hi <= y1 and span >= 0.25 * (y1 - y0):
-            return
-        vb.enableAutoRange(x=False, y=False)
-        pad = 0.06 * span
-        if same_units:  # a zoom along the units stays
-            vb.setYRange(lo - pad, hi + pad, padding=0)
-        else:
-            vb.setRange(xRange=(-0.6, units - 0.4), yRange=(lo - pad, hi + pad), padding=0)
-
-    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
-        """Feed the image; returns its size in activation units and, for before |
-        after, the halves' geometry (see :meth:`_configure_view`)."""
-        # Pool to the view's size in pixels (before | after share the width).
-        ratio = self.view_widget.devicePixelRatioF()
-        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
-        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
-        if pre_tensor is not None:
-            cols = max(_MIN_IMAGE_PIXELS, cols // 2)
-        post = view_image(tensor, kind, rows, cols)
-        pre = view_image(pre_tensor, kind, rows, cols) if pre_tensor is not None else None
-        level = symmetric_level(post, pre)
-        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
-        img = post if pre is None else side_by_side(pre, post, gap=gap)
-        img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
-        # pyqtgraph images are indexed [x, y]: transpose rows × columns.
-        self.image.setImage(img.T, levels=(-level, level), autoLevels=False)
-        if level != self._bar_level:  # its axis is laid out again: only on a change
-            self._bar_level = level
-            self.colour_bar.setLevels((-level, level))
-        # Axes count the activation's rows and columns, not the pooled pixels.
-        full = full_size(tuple(tensor.shape), kind)
-        sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
-        self.image.setRect(QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
-        self._drawn_size = (self.view_widget.width(), self.view_widget.height())
-        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
-                                 gap if pre is not None else 0, tuple(tensor.shape), kind)
-        halves = None
-        if pre is not None:
-            n = pre.shape[1] * sx
-            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
-                      round((pre.shape[1] + gap / 2) * sx, 6))
-        return (round(img.shape[0] * sy), round(img.shape[1] * sx)), halves

@@ -10,7 +10,7 @@ intervention).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -28,7 +28,12 @@ class DrawnImage:
     ``image`` rows × columns as drawn (NaN gaps), ``scale`` (sy, sx) activation
     units per drawn pixel, ``half`` the drawn width of the before half and
     ``gap`` the drawn gap after it (``half`` 0: one picture), ``shape`` the
-    captured tensor's shape, ``kind`` its view kind.
+    captured tensor's shape, ``kind`` its view kind (or ``top_k`` / ``position_norm``
+    for those views). A zoomed view draws only part of the map: ``origin`` is
+    where the image starts (view y, x), ``index0`` the map row and column of its
+    first pixel and ``side`` the copy it shows ("before · " or "after · ").
+    ``row_labels`` are token strings, ``col_units`` the unit index of each
+    column (top-k), ``what`` names the columns.
     """
 
     image: np.ndarray
@@ -37,6 +42,11 @@ class DrawnImage:
     gap: int
     shape: tuple[int, ...]
     kind: str
+    origin: tuple[float, float] = (0.0, 0.0)
+    index0: tuple[int, int] = (0, 0)
+    side: str = ""
+    row_labels: list[str] | None = None
+    col_units: list[int] | None = field(default=None)
 
 
 def _grid(channels: int) -> tuple[int, int]:
@@ -50,6 +60,7 @@ def image_cell(d: DrawnImage, x: float, y: float) -> str | None:
     """The readout for view point ``(x, y)`` (activation units), or ``None``
     off the picture or on a gap."""
     sy, sx = d.scale
+    x, y = x - d.origin[1], y - d.origin[0]
     col, row = int(math.floor(x / sx)), int(math.floor(y / sy))
     h, w = d.image.shape
     if not (0 <= row < h and 0 <= col < w):
@@ -57,7 +68,7 @@ def image_cell(d: DrawnImage, x: float, y: float) -> str | None:
     value = float(d.image[row, col])
     if math.isnan(value):
         return None
-    side = ""
+    side = d.side
     if d.half:
         if col < d.half:
             side = "before · "
@@ -80,9 +91,19 @@ def image_cell(d: DrawnImage, x: float, y: float) -> str | None:
         approx = "≈" if fy > 1.0001 or fx > 1.0001 else ""
         return (f"{side}channel {channel}, y {approx}{int(ty * fy)}, x {approx}{int(tx * fx)}: "
                 f"{'≈' if approx else ''}{value:.4g}")
-    r, c = int(row * sy), int(col * sx)
-    names = ("token", "feature") if d.kind == "tokens" else ("row", "unit")
-    return f"{side}{names[0]} {r}, {names[1]} {c}: {v}"
+    r, c = d.index0[0] + int(row * sy), d.index0[1] + int(col * sx)
+    if d.kind == "position_norm":
+        return f"{side}y {r}, x {c}: norm {v}"
+    tokens = len(d.shape) == 3
+    names = ("token", "feature") if tokens else ("row", "unit")
+    if d.kind == "top_k" and len(d.shape) == 4:
+        names = ("position", "channel")
+    row_name = f"{names[0]} {r}"
+    if d.row_labels is not None and 0 <= r < len(d.row_labels) and sy <= 1.0001:
+        row_name += f" {d.row_labels[r]!r}"
+    if d.col_units is not None and 0 <= c < len(d.col_units):
+        return f"{side}{row_name}, {names[1]} {d.col_units[c]} (top-k #{c + 1}): {v}"
+    return f"{side}{row_name}, {names[1]} {c}: {v}"
 
 
 def bar_cell(x: float, after: np.ndarray, before: np.ndarray | None,
