@@ -27,7 +27,8 @@ _EXPAND_ALL_UNDER = 200
 EDITABLE_COLUMNS = (COL_CAPTURE, COL_INTERVENTION, COL_LO, COL_HI)
 #: The Layer column's width range: the names give way (elided in the middle, the
 #: full path in the tooltip) before an edited column leaves the view.
-MIN_LAYER, MAX_LAYER = 72, 220
+MIN_LAYER, MAX_LAYER = 104, 220
+INDENT = 12  # px a tree level
 _PAD = 12   # a cell's margins around its text
 _ROOMY_LAYER = 120   # the Device column comes on screen only if the names keep this much
 _WIDTHS = {COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45}
@@ -44,7 +45,7 @@ def _column_widths(font: QFont) -> tuple[dict[int, int], int]:
     return ({COL_CAPTURE: max(30, fm.horizontalAdvance("✓") + 2 * _PAD),
              COL_INTERVENTION: QFontMetrics(bold).horizontalAdvance("clamp(-0.5, 0.5)") + _PAD,
              COL_LO: bound, COL_HI: bound, COL_DEVICE: fm.horizontalAdvance("cuda:0, disk") + _PAD},
-            fm.horizontalAdvance("clamp(-0.5…") + _PAD)
+            fm.horizontalAdvance("clamp(…") + _PAD)
 
 
 class LayerFilterProxy(QSortFilterProxyModel):
@@ -107,6 +108,9 @@ class LayerTreeWidget(QWidget):
         self.view.setModel(self.proxy)
         self.view.setAlternatingRowColors(True)
         self.view.setUniformRowHeights(True)
+        # Deep trees (layer1.0.conv1, encoder.layers.encoder_layer_11.mlp.0) indent
+        # every level: Qt's 20 px a level left a narrow dock's deep rows no room for a name.
+        self.view.setIndentation(INDENT)
         # long names keep both ends (encoder_la...yer_11 reads better cut in the middle);
         # the full path is the Layer cell's tooltip
         self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)

@@ -86,6 +86,7 @@ class OutputMeaningView(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keep a class's probability in view
         self.table.horizontalHeader().setStretchLastSection(False)
         # the input the numbers belong to: the picture a classifier saw
         self.thumbnail = QLabel(self)
@@ -148,8 +149,23 @@ class OutputMeaningView(QWidget):
                 if changed:
                     item.setBackground(QBrush(CHANGED))
                 self.table.setItem(r, c, item)
+                item.setToolTip(text)  # a narrow dock elides; the whole text stays a hover away
+        self._fit_columns(desc, rows)
         if desc.get("kind") == TOKENS and rows:
             self.table.scrollToBottom()  # where the prompt ends: the next token
+
+    def _fit_columns(self, desc: dict[str, Any], rows: list) -> None:
+        """Short columns to their contents, ``without`` and ``with`` share the rest,
+        so both outputs are side by side in a narrow dock (elided, full text in the
+        tooltip); the sample column only when the batch has more than one."""
+        header = self.table.horizontalHeader()
+        n = self.table.columnCount()
+        for c in range(n):
+            mode = (QHeaderView.ResizeMode.Stretch if c >= n - 2 and n == 4
+                    else QHeaderView.ResizeMode.ResizeToContents)
+            header.setSectionResizeMode(c, mode)
+        one_sample = desc.get("kind") in (CLASSES, DETECTIONS) and sum(bool(r[0][0]) for r in rows) <= 1
+        self.table.setColumnHidden(0, one_sample)
 
     def cell_texts(self) -> list[list[str]]:
         """What the table shows, row by row (for tests and copy)."""
