@@ -316,11 +316,60 @@ def bench_burst_linear(app: ClockedApp, target_ms: float, bursts: int, changes: 
         win.close()
 
 
+def bench_cadence(app: ClockedApp, target_ms: float, seconds: float) -> dict:
+    """Target 5: during a continuous drag (a bound change every 10 ms) on a model whose
+    forward takes about ``target_ms``, how often the plots get a new result."""
+    win, model = linear_window(target_ms)
+    try:
+        win.set_live(True)
+        spin(win.is_idle, 600)
+        settle(app)
+        shown: list[tuple[float, float]] = []   # (when, the high bound it shows)
+        win.resultShown.connect(lambda r: shown.append((time.perf_counter(),
+                                                        r.plan.clamp.get("1", (0, None))[1])))
+        fwd = [win.last_result.timings_ms["intervened"]]
+        n = int(seconds * 100)
+        steps = iter(range(n))
+        last = {"hi": None}
+        t = QTimer()
+        t.setInterval(10)
+
+        def step() -> None:
+            i = next(steps, None)
+            if i is None:
+                t.stop()
+                return
+            last["hi"] = round(0.5 + 0.001 * i, 6)
+            win.panel.clampDragged.emit("1", 0.0, last["hi"])
+
+        t.timeout.connect(step)
+        t0 = time.perf_counter()
+        t.start()
+        spin(lambda: not t.isActive(), 600)
+        t1 = time.perf_counter()
+        spin(win.is_idle, 600)
+        settle(app)
+        during = [w for w, _ in shown if t0 <= w <= t1]
+        gaps = [(b - a) * 1e3 for a, b in zip([t0, *during], [*during, t1])]
+        fwd += [r for r in (win.last_result.timings_ms.get("intervened"),) if r]
+        f_ms = statistics.median(fwd)
+        final_ok = bool(shown) and shown[-1][1] == last["hi"]
+        row = {"target": "5", "key": "live_cadence",
+               "title": f"Live repaint cadence, continuous drag ({n} changes, 10 ms apart)",
+               **summary(gaps), "limit_ms": round(2 * f_ms + 30, 1),
+               "note": (f"{model}; forward F = {f_ms:.0f} ms, limit 2F + 30; {len(during)} results "
+                        f"shown during the drag; the last value drawn last: {'yes' if final_ok else 'NO'}")}
+        log(f"  live_cadence: worst gap {row['worst_ms']:.0f} ms, limit {row['limit_ms']:.0f} ms")
+        return row
+    finally:
+        win.close()
+
+
 # -- report ----------------------------------------------------------------------------
 TARGET_KEYS = ("hist_1m", "redraw_conv", "redraw_conv_clamped", "redraw_tokens",
                "redraw_tokens_clamped", "redraw_vector", "redraw_vector_clamped", "redraw_head",
                "redraw_output_1000", "redraw_panel_all", "live_cnn", "stall_single",
-               "stall_drag", "burst_linear", "burst_cnn")
+               "stall_drag", "burst_linear", "burst_cnn", "live_cadence")
 
 
 def judge(row: dict) -> dict:
@@ -359,7 +408,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--burst-ms", type=float, default=300.0,
                     help="forward time of the burst model (target 5e)")
     ap.add_argument("--changes", type=int, default=100, help="bound changes per burst")
-    ap.add_argument("--only", default="", help="comma-separated groups: big,cnn,stall,burst")
+    ap.add_argument("--only", default="", help="comma-separated groups: big,cnn,stall,burst,cadence")
     return ap.parse_args(argv)
 
 
@@ -379,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     app = app or ClockedApp([])
     quick = a.quick
     reps = a.repeats or (6 if quick else 15)
-    groups = {g.strip() for g in a.only.split(",") if g.strip()} or {"big", "cnn", "stall", "burst"}
+    groups = {g.strip() for g in a.only.split(",") if g.strip()} or {"big", "cnn", "stall", "burst", "cadence"}
     meta = {"torch": torch.__version__, "python": platform.python_version(),
             "qt_platform": app.platformName(), "cpus": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "quick": quick,
@@ -399,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     if "burst" in groups:
         log(f"burst, forward ≈ {a.burst_ms:.0f} ms (5e) ...")
         rows.append(bench_burst_linear(app, a.burst_ms, 1 if quick else 3, a.changes))
+    if "cadence" in groups:
+        log(f"Live cadence, forward ≈ {a.burst_ms:.0f} ms (5) ...")
+        rows.append(bench_cadence(app, a.burst_ms, 1.5 if quick else 4.0))
     order = {k: i for i, k in enumerate(TARGET_KEYS)}
     rows = [judge(r) for r in sorted(rows, key=lambda r: order.get(r["key"], 99))]
     meta["seconds"] = round(time.perf_counter() - t_start, 1)

@@ -15,7 +15,7 @@ The runner interface (stable; a remote runner, e.g. a Ray actor, implements it)
     id (ids only grow). The newest request wins: a run request replaces the
     run waiting to start, and the run in flight stops at its next layer
     (answered :class:`Cancelled`) unless it is worth finishing (half done, or
-    the last result is already a run's time old: :func:`finish_in_flight`),
+    the last result is more than 30 ms old: :func:`finish_in_flight`),
     then it is answered :class:`Finished` and the newest runs next; a load
     request stops the run in flight and drops the waiting run,
     which belongs to the model it replaces. A replaced request is answered by
@@ -325,7 +325,7 @@ class QueueRunner:
             return False
         now = time.perf_counter()
         since = now - (self._last_result_t if self._last_result_t is not None else current.t0)
-        return finish_in_flight(current.done, current.total, since, self._last_run_s)
+        return finish_in_flight(current.done, current.total, since)
 
     def cancel(self) -> bool:
         with self._cv:
@@ -436,20 +436,25 @@ class QueueRunner:
             self._emit(event)
 
 
-def finish_in_flight(done: int, total: int, since_last_result_s: float, run_s: float) -> bool:
+#: How soon after a result a newer request may still restart the run in flight (s).
+RESTART_WINDOW_S = 0.03
+
+
+def finish_in_flight(done: int, total: int, since_last_result_s: float,
+                     window_s: float = RESTART_WINDOW_S) -> bool:
     """Whether a run in flight finishes when a newer request replaces it (Live mode).
 
-    Stopping it and starting the newest costs a whole run (``run_s``) before the
-    next result. That is worth it only while the newest still lands within two
-    runs of the last result shown (``since_last_result_s + run_s <= 2 run_s``).
-    Past that, or once the run in flight is half done, it finishes and is shown,
-    and the newest runs right after. So during a continuous drag the plots
-    repaint at least every two runs (plus drawing), and the last value is
+    Restarting costs the work already done. Right after a result (within
+    ``window_s``) the run in flight has barely begun, so the newest replaces
+    it at almost no cost. Later, and always once it is half done, it finishes
+    and is shown, and the newest runs right after it. So during a continuous
+    drag the plots get a result at least every run plus ``window_s`` (the
+    target: every 2F + 30 ms for a forward of F ms), and the last value is
     always drawn last.
     """
     if total > 0 and 2 * done >= total:
         return True
-    return since_last_result_s > run_s
+    return since_last_result_s > window_s
 
 
 class LocalRunner(QueueRunner):

@@ -269,9 +269,9 @@ class GatedAtSecondLayer(nn.Module):
 def test_the_rule_finishes_a_half_done_run_or_one_that_the_plots_waited_for():
     from hookscope.core.runner import finish_in_flight
 
-    assert finish_in_flight(done=5, total=10, since_last_result_s=0.0, run_s=1.0)      # half done
-    assert not finish_in_flight(done=1, total=10, since_last_result_s=0.5, run_s=1.0)  # restart
-    assert finish_in_flight(done=1, total=10, since_last_result_s=1.5, run_s=1.0)      # waited
+    assert finish_in_flight(done=5, total=10, since_last_result_s=0.0)       # half done
+    assert not finish_in_flight(done=1, total=10, since_last_result_s=0.01)  # just begun: restart
+    assert finish_in_flight(done=1, total=10, since_last_result_s=0.5)       # the plots wait
 
 
 def test_a_half_done_run_finishes_and_the_newest_runs_after_it(runner):
