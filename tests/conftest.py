@@ -120,4 +120,3 @@ def pytest_runtest_teardown(item, nextitem):
     yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
     found = leaks(getattr(item, "_widgets_before", set()), getattr(item, "_threads_before", 0))
     assert not found, f"{item.nodeid}: " + "; ".join(found)
-
