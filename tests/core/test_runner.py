@@ -15,6 +15,8 @@ from hookscope.core.runner import (Cancelled, Failed, Finished, Loaded, LoadRequ
                                    Observed, Progress, RunRequest, Started)
 from hookscope.core.sources import LoadedModel
 
+from gate_models import GatedAtSecondLayer
+
 
 class Gated(nn.Module):
     """Its forward waits at a gate the test opens before any layer runs, so the
@@ -243,27 +245,6 @@ def test_no_automatic_gc_while_a_job_runs_and_back_after():
         assert not gc.isenabled()
     finally:
         gc.enable()
-
-
-class GatedAtSecondLayer(nn.Module):
-    """Its second layer waits at a gate, so a run can be held half done."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(3, 4)
-        self.out = nn.Linear(4, 2)
-        self.release = threading.Event()
-        self.release.set()
-        self.at_gate = threading.Event()
-
-        def gate(_m, _args):  # registered first: it runs before the runner's stop point
-            self.at_gate.set()
-            assert self.release.wait(30), "test gate never opened"
-        self.out.register_forward_pre_hook(gate)
-
-    def forward(self, x):
-        return self.out(self.lin(x))
 
 
 def test_the_rule_finishes_a_half_done_run_or_one_that_the_plots_waited_for():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -286,37 +287,8 @@ def test_a_session_naming_a_layer_the_model_lacks_keeps_the_rest_and_says_so(ses
         s.close()
 
 
-GATE2 = """\
-import threading
-import torch
-from torch import nn
-
-class GatedAtSecondLayer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(3, 4)
-        self.out = nn.Linear(4, 2)
-        self.release = threading.Event()
-        self.release.set()
-        self.at_gate = threading.Event()
-        self.out.register_forward_pre_hook(self._gate)
-
-    def _gate(self, _m, _args):
-        self.at_gate.set()
-        assert self.release.wait(30)
-
-    def forward(self, x):
-        return self.out(self.lin(x))
-
-def make():
-    return GatedAtSecondLayer(), torch.tensor([[1.0, 2.0, 3.0]])
-"""
-
-
-def test_live_shows_a_nearly_done_run_then_the_newest_and_goes_idle_once(session, tmp_path):
-    (tmp_path / "gate2.py").write_text(GATE2)
-    s = session(f"{tmp_path}/gate2.py:make")
+def test_live_shows_a_nearly_done_run_then_the_newest_and_goes_idle_once(session):
+    s = session(f"{Path(__file__).with_name('gate_models.py')}:make")
     s.run()  # the runner learns how long a run takes
     m = s.model.module
     seen = []
