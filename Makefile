@@ -29,10 +29,11 @@ demo: $(STAMP)
 	@$(PY) -m hookscope.app.system_check
 	$(VENV)/bin/hookscope
 
-# The type check first (seconds), then the whole suite, headless.
+# The type check first (seconds), then the whole suite, headless, on every CPU
+# (pytest-xdist; the Ray tests share one worker, see tests/conftest.py).
 test: $(TESTS)
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -120,3 +120,12 @@ def pytest_runtest_teardown(item, nextitem):
     yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
     found = leaks(getattr(item, "_widgets_before", set()), getattr(item, "_threads_before", 0))
     assert not found, f"{item.nodeid}: " + "; ".join(found)
+
+
+def pytest_collection_modifyitems(config, items):
+    # Under pytest-xdist (make test runs it on every CPU) the tests that start a
+    # local Ray instance share one worker, one after the other: two Ray heads at
+    # once would compete for the machine and its ports.
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
