@@ -284,9 +284,8 @@ class QueueRunner:
         self._current: _Job | None = None
         self._closing = False
         self.counts = Counts()
-        # How long the last finished run took and when it finished: whether a run in
-        # flight is worth finishing when a newer one arrives (see finish_in_flight).
-        self._last_run_s: float | None = None
+        # When the last run finished: whether a run in flight is worth finishing
+        # when a newer one arrives (see finish_in_flight).
         self._last_result_t: float | None = None
         # The thread waits for the first submit, which cannot come before the
         # subclass's constructor returns: its own state may be set after this.
@@ -321,11 +320,10 @@ class QueueRunner:
         """
         old = current.request
         if not (isinstance(old, RunRequest) and isinstance(request, RunRequest)
-                and old.model is request.model and self._last_run_s is not None):
+                and old.model is request.model and self._last_result_t is not None):
             return False
-        now = time.perf_counter()
-        since = now - (self._last_result_t if self._last_result_t is not None else current.t0)
-        return finish_in_flight(current.done, current.total, since)
+        return finish_in_flight(current.done, current.total,
+                                time.perf_counter() - self._last_result_t)
 
     def cancel(self) -> bool:
         with self._cv:
@@ -431,7 +429,6 @@ class QueueRunner:
         if isinstance(job.request, RunRequest) and any(isinstance(e, Finished) for e in events):
             with self._cv:
                 self._last_result_t = time.perf_counter()
-                self._last_run_s = self._last_result_t - job.t0
         for event in events:
             self._emit(event)
 
