@@ -63,21 +63,24 @@ def resolve_device(name: str | torch.device) -> torch.device:
     raise DeviceError(f"device type {dev.type!r} is not supported: use 'cpu' or 'cuda'")
 
 
-def synchronize(dev: torch.device, module: "torch.nn.Module | None" = None) -> None:
-    """Wait for queued work on ``dev`` and on every GPU ``module``'s weights sit on
-    (for honest timings); no-op on the CPU.
-
-    A model spread over several GPUs by a device map runs its later layers on
-    other devices than the input's: waiting for the input's device alone would
-    stop the clock while those layers still run.
-    """
-    for d in accelerator_devices(dev, module):
+def synchronize(devices: "list[torch.device]") -> None:
+    """Wait for queued work on each of ``devices`` (for honest timings): the list
+    :func:`accelerator_devices` gives, computed once per forward."""
+    for d in devices:
         torch.cuda.synchronize(d)
 
 
 def accelerator_devices(dev: torch.device, module: "torch.nn.Module | None" = None
                         ) -> list[torch.device]:
-    """The CUDA devices among ``dev`` and ``module``'s parameters and buffers, in order."""
+    """The CUDA devices among ``dev`` and ``module``'s parameters and buffers, in order.
+
+    A model spread over several GPUs by a device map runs its later layers on
+    other devices than the input's: waiting for the input's device alone would
+    stop the clock while those layers still run. Without CUDA there is nothing
+    to wait for, and the weights are not walked.
+    """
+    if not torch.cuda.is_available():
+        return []
     found: dict[torch.device, None] = {}
     if dev.type == "cuda":
         found[dev] = None

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .devices import resolve_device, synchronize
+from .devices import accelerator_devices, resolve_device, synchronize
 from .dispatch import is_dispatched
 from .errors import Cancelled, ForwardError, HookscopeError
 from .forward_state import (AUTOGRAD_MESSAGE, grad_mode_for, mark_needs_grad, needs_autograd,
@@ -309,15 +309,16 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
                                                          sources=sources, baseline=baseline)
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
+    gpus = accelerator_devices(dev, module)
     with session:
-        synchronize(dev, module)
+        synchronize(gpus)
         t0 = time.perf_counter()
         if learn:
             with session.guard:
                 out = forward(module, own_copy(x), grad_mode)
         else:
             out = forward(module, own_copy(x), grad_mode)
-        synchronize(dev, module)
+        synchronize(gpus)
         fwd_ms = (time.perf_counter() - t0) * 1e3
     if learn:
         _INPLACE_VICTIMS.setdefault(module, set()).update(session.guard.victims)
