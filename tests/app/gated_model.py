@@ -43,3 +43,31 @@ def make_closed():
     model, x = make()
     model.release.clear()
     return model, x
+
+
+class GatedAtSecondLayer(nn.Module):
+    """Its second layer waits at a gate, so a run can be held half done: ``release``
+    and ``at_gate`` as :class:`Gated`'s ``release`` and ``entered``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 4)
+        self.out = nn.Linear(4, 2)
+        self.release = threading.Event()
+        self.release.set()
+        self.at_gate = threading.Event()
+        # registered first: it runs before a runner's stop point on ``out``
+        self.out.register_forward_pre_hook(self._gate)
+
+    def _gate(self, _m, _args) -> None:
+        self.at_gate.set()
+        if not self.release.wait(60):
+            raise RuntimeError("test gate never opened")
+
+    def forward(self, x):
+        return self.out(self.lin(x))
+
+
+def make_half():
+    return GatedAtSecondLayer(), torch.tensor([[1.0, 2.0, 3.0]])

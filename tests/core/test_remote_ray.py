@@ -8,7 +8,6 @@ answer is compared, :class:`LocalRunner` with the same requests.
 from __future__ import annotations
 
 import pickle
-import queue
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'hook
 pytestmark = pytest.mark.ray
 
 from hookscope.core.remote_ray import RayRunner, RemoteModel, connect  # noqa: E402
+from runner_doubles import Recorder  # noqa: E402
 
 FACTORIES = '''
 import torch
@@ -82,26 +82,6 @@ def nested():  # a layer with a nested output: (out, (h, c))
 '''
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list = []
-        self.final: queue.Queue = queue.Queue()
-
-    def __call__(self, ev) -> None:
-        self.events.append(ev)
-        if isinstance(ev, (Finished, Failed, Cancelled, Loaded)):
-            self.final.put(ev)
-
-    def next_final(self):
-        return self.final.get(timeout=90)
-
-    def ask(self, runner, request):
-        rid = runner.submit(request)
-        ev = self.next_final()
-        assert ev.request_id == rid
-        return ev
-
-
 @pytest.fixture(scope="module")
 def ray_local(folder):
     """A local Ray instance whose job ships ``folder`` (its working_dir), as on a cluster."""
@@ -112,7 +92,7 @@ def ray_local(folder):
 
 @pytest.fixture(scope="module")
 def remote(ray_local):
-    rec = Recorder()
+    rec = Recorder(timeout_s=90)
     runner = RayRunner(rec, "local", progress_every_s=0.02, byte_budget=1 << 20)
     yield runner, rec
     runner.close()
@@ -120,7 +100,7 @@ def remote(ray_local):
 
 @pytest.fixture(scope="module")
 def local():
-    rec = Recorder()
+    rec = Recorder(timeout_s=90)
     runner = LocalRunner(rec, progress_every_s=0.02)
     yield runner, rec
     runner.close()

@@ -3,8 +3,6 @@ its next layer, whatever a model throws is a message, progress is counted."""
 
 from __future__ import annotations
 
-import queue
-import threading
 
 import pytest
 import torch
@@ -15,50 +13,7 @@ from hookscope.core.runner import (Cancelled, Failed, Finished, Loaded, LoadRequ
                                    Observed, Progress, RunRequest, Started)
 from hookscope.core.sources import LoadedModel
 
-from gate_models import GatedAtSecondLayer
-
-
-class Gated(nn.Module):
-    """Its forward waits at a gate the test opens before any layer runs, so the
-    next stop point is the first layer, ``lin``; ``ran`` counts each leaf's calls."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(3, 4)
-        self.out = nn.Linear(4, 2)
-        self.release = threading.Event()
-        self.release.set()
-        self.entered = threading.Event()
-        self.ran: dict[str, int] = {"lin": 0, "out": 0}
-        for name in self.ran:
-            getattr(self, name).register_forward_hook(
-                lambda _m, _i, _o, n=name: self.ran.__setitem__(n, self.ran[n] + 1))
-
-    def forward(self, x):
-        self.entered.set()
-        assert self.release.wait(30), "test gate never opened"
-        return self.out(self.lin(x))
-
-
-def gated_model() -> LoadedModel:
-    return LoadedModel(Gated(), torch.tensor([[1.0, 2.0, 3.0]]), "test:gated", "factory")
-
-
-class Recorder:
-    """The listener: every event in order, and a queue of final answers to wait on."""
-
-    def __init__(self) -> None:
-        self.events: list = []
-        self.final: queue.Queue = queue.Queue()
-
-    def __call__(self, ev) -> None:
-        self.events.append(ev)
-        if isinstance(ev, (Finished, Failed, Cancelled, Loaded)):
-            self.final.put(ev)
-
-    def next_final(self):
-        return self.final.get(timeout=30)
+from runner_doubles import Recorder, gated_model, half_gated_model
 
 
 @pytest.fixture
@@ -256,7 +211,7 @@ def test_the_rule_finishes_a_half_done_run_or_one_that_the_plots_waited_for():
 
 
 def test_a_half_done_run_finishes_and_the_newest_runs_after_it(runner):
-    lm = LoadedModel(GatedAtSecondLayer(), torch.tensor([[1.0, 2.0, 3.0]]), "test:gate2", "factory")
+    lm = half_gated_model()
     m = lm.module
     runner.submit(RunRequest(lm, "example", Plan()))
     assert isinstance(runner.rec.next_final(), Finished)  # the runner now knows a run's time

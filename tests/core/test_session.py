@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,8 @@ import torch
 
 from hookscope.core import Clamp, Noise, Plan, Scale, Session, SessionFileError, Zero, compare, load_model
 from hookscope.core.session_file import read_session_file
+
+from runner_doubles import HALF_SPEC
 
 
 @pytest.fixture
@@ -288,7 +289,7 @@ def test_a_session_naming_a_layer_the_model_lacks_keeps_the_rest_and_says_so(ses
 
 
 def test_live_shows_a_nearly_done_run_then_the_newest_and_goes_idle_once(session):
-    s = session(f"{Path(__file__).with_name('gate_models.py')}:make")
+    s = session(HALF_SPEC)
     s.run()  # the runner learns how long a run takes
     m = s.model.module
     seen = []
