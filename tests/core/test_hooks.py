@@ -9,6 +9,8 @@ from torch import nn
 
 from hookscope.core import ForwardError, HookSession, Plan, compare, run
 
+from hand_hooks import clone_reference
+
 
 def hook_dicts(model):
     return {name: (list(m._forward_hooks.items()), list(m._forward_pre_hooks.items()))
@@ -170,18 +172,6 @@ class InPlace(nn.Module):
         z = self.lin2(y)
         z += 1.0                              # overwrites lin2's output
         return z
-
-
-def clone_reference(model, x, paths):
-    got = {}
-    mods = dict(model.named_modules())
-    hs = [mods[p].register_forward_hook(
-        (lambda p: lambda m, i, o: got.__setitem__(p, o.detach().clone()))(p)) for p in paths]
-    with torch.no_grad():
-        model(x)
-    for h in hs:
-        h.remove()
-    return got
 
 
 def test_captures_survive_later_inplace_ops():

@@ -9,6 +9,8 @@ from torch import nn
 from hookscope.core import Plan, run
 from hookscope.core.inplace_victims import InplaceGuard
 
+from hand_hooks import clone_reference
+
 
 class InPlace(nn.Module):
     def __init__(self):
@@ -26,18 +28,6 @@ class InPlace(nn.Module):
         w = self.lin3(z)
         w.data.mul_(2.0)                      # through .data: no version bump
         return w
-
-
-def clone_reference(model, x, paths):
-    got = {}
-    mods = dict(model.named_modules())
-    hs = [mods[p].register_forward_hook(
-        (lambda p: lambda m, i, o: got.__setitem__(p, o.detach().clone()))(p)) for p in paths]
-    with torch.no_grad():
-        model(x)
-    for h in hs:
-        h.remove()
-    return got
 
 
 def fresh():
