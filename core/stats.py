@@ -40,8 +40,8 @@ class TensorStats:
     finite values; ``min``/``max``/``mean`` are over the finite values too, so
     a single NaN does not hide the rest. ``hist_counts`` has
     :data:`HIST_BINS` bins spanning ``hist_edges`` (finite values only);
-    for a tensor of more than :data:`HIST_SAMPLE` values they count an evenly
-    strided sample (:attr:`hist_is_sample`), min/max/mean/std stay exact.
+    for a tensor of more than :data:`HIST_SAMPLE` values they count a sample
+    of evenly spaced runs (:attr:`hist_is_sample`), min/max/mean/std stay exact.
     ``fraction_changed`` is the fraction of values the layer's intervention
     changed (any kind; ``fraction_clamped`` is its older name), or ``None``
     where no intervention applies.
@@ -67,7 +67,7 @@ class TensorStats:
 
     @property
     def hist_is_sample(self) -> bool:
-        """True when the histogram counts a strided sample rather than every value."""
+        """True when the histogram counts a sample rather than every value."""
         return int(self.hist_counts.sum()) < self.count - self.nan_count - self.inf_count
 
     def to_dict(self, with_histogram: bool = False) -> dict:
@@ -235,15 +235,17 @@ def _clamped_finite(flat: torch.Tensor, clamp, mn: float, mx: float) -> float:
     return float(_clamped_count(flat, clamp))
 
 
-#: Values per block of :func:`_moments`: 1 MiB of float32, a core's L2 here, so the
-#: second and third reductions of a block read it from L2, not from memory.
-MOMENT_BLOCK = 1 << 18
-#: Tensors of at least this many values (8 MiB of float32) are reduced by blocks.
-#: A smaller one was most likely just written by the layer and still sits in L3,
-#: where three whole-tensor passes beat the per-block op cost (measured: a cold
-#: 24.5 MiB tensor 10 ms in three passes, 5.4-6.5 ms by 1 MiB blocks; a warm
-#: 6 MiB one 0.6 ms, 0.9 ms by blocks).
-BLOCKS_FROM = 1 << 21
+#: Values per block of :func:`_moments`: 4 MiB of float32, 2 MiB per thread at
+#: torch's default of two threads here, so the second and third reductions of a
+#: block read it from cache, not from memory.
+MOMENT_BLOCK = 1 << 20
+#: Tensors of at least this many values (16 MiB of float32) are reduced by blocks.
+#: A smaller one was most likely just written by the layer and still sits in L3
+#: (32 MiB here), where three whole-tensor passes beat the per-block op cost.
+#: Measured at two threads on a just-written tensor (three whole passes / by
+#: blocks of 256k, 1M values): 25.7 MiB 4.0 / 4.3 / 3.3 ms; 12.8 MiB 1.15 /
+#: 1.7 / 1.5 ms; 6.4 MiB 0.42 / 0.52 / 0.42 ms. One aminmax: 1.34, 0.55, 0.19 ms.
+BLOCKS_FROM = 1 << 22
 
 
 def _moments(flat: torch.Tensor) -> tuple[float, float, float, float] | None:
@@ -297,7 +299,7 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
     Every value is read by three reductions (``aminmax``, ``sum``, a BLAS
     ``dot``), block by block so the tensor comes from memory about once (see
     :func:`_moments`), the least that gives exact min/max and float32-exact
-    moments without a fused kernel. The histogram bins a copy of a strided
+    moments without a fused kernel. The histogram bins a copy of a
     sample (:data:`HIST_SAMPLE` values at most) when the summary is resolved,
     after the forward, so a forward that summarises every layer pays only for
     the copy.
@@ -331,7 +333,8 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
     out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e)
     # A copy (the tensor may be overwritten in place after this call) in the tensor's
     # own dtype: 64 KiB a layer at most while it waits to be binned.
-    sample = hist_sample(values).numpy().copy()
+    picked = hist_sample(values)
+    sample = picked.numpy().copy() if picked is values else picked.numpy()  # picked: a copy
     return _Unbinned(out, sample, rng is not None and drop_outside)
 
 
@@ -383,19 +386,32 @@ def _mean_std(values: torch.Tensor) -> tuple[float, float]:
     return _moments_to_mean_std(values, got[2], got[3])
 
 
-#: Above this many values the histogram bins an evenly strided sample of at
-#: most this size: 64 bins of ~250 values each draw the same shape, and
-#: binning costs ~6 ns a value on the CPU, far more than min/max/sum (with
-#: every leaf summarised, 32k-value samples were a third of the statistics' cost).
+#: Above this many values the histogram bins a sample of this size: 64 bins
+#: of ~250 values each draw the same shape, and binning costs ~6 ns a value
+#: on the CPU, far more than min/max/sum (with every leaf summarised,
+#: 32k-value samples were a third of the statistics' cost).
 HIST_SAMPLE = 1 << 14
+#: The sample is :data:`HIST_SAMPLE` // SAMPLE_RUN evenly spaced runs of this many
+#: adjacent values (64 bytes of float32: one cache line). Single values at an even
+#: stride touch one cache line each, 16,384 lines of a tensor most likely no longer
+#: in cache: on ResNet-18 at batch 8 and two threads that gather cost 12 ms a
+#: forward, more than a third of what the reductions of every value cost; runs
+#: touch 1,024 lines (3-4 ms) and still reach every part of the tensor (each
+#: channel of a conv output of 512 planes gets about two).
+SAMPLE_RUN = 16
 
 
 def hist_sample(values: torch.Tensor) -> torch.Tensor:
-    """``values`` itself, or an evenly strided sample of about :data:`HIST_SAMPLE` of them."""
+    """``values`` itself, or a new tensor of :data:`HIST_SAMPLE` of them: evenly spaced
+    runs of :data:`SAMPLE_RUN` adjacent values of the 1-D ``values``."""
     n = values.numel()
     if n <= HIST_SAMPLE:
         return values
-    return values[:: -(-n // HIST_SAMPLE)]  # ceil: never more than HIST_SAMPLE
+    runs = HIST_SAMPLE // SAMPLE_RUN
+    step = n // runs  # >= SAMPLE_RUN, since n > HIST_SAMPLE
+    picked = values.unfold(0, SAMPLE_RUN, step)[:runs].reshape(-1)
+    # reshape copies the windows, unless they are adjacent (step == SAMPLE_RUN) and it can view
+    return picked.clone() if picked._is_view() else picked
 
 
 def _with_clamped(mn, mx, clamp):

@@ -56,7 +56,7 @@ def snap(v: float, span: float) -> float:
 
 def sample_scale(s: TensorStats) -> float:
     """How many values each counted one stands for: 1, or the sampling factor
-    when the core binned a strided sample of a large tensor."""
+    when the core binned a sample of a large tensor."""
     counted = float(np.asarray(s.hist_counts).sum())
     finite = s.count - s.nan_count - s.inf_count
     return finite / counted if counted > 0 and s.hist_is_sample else 1.0
@@ -333,7 +333,7 @@ class HistogramView(QObject):
                 edges = np.asarray(pre.hist_edges, dtype=float)
                 counts = histogram_in(record.tensor, edges)
             else:
-                # A large tensor's counts are of a strided sample: scaled up to the
+                # A large tensor's counts are of a sample: scaled up to the
                 # full count (min/max/mean/std are exact), and the title says so.
                 factor = sample_scale(s)
                 if factor > 1:

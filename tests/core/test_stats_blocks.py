@@ -71,3 +71,24 @@ def test_stats_only_histogram_binned_on_read_from_the_value_the_layer_returned()
     np.testing.assert_array_equal(got.hist_edges, want.hist_edges)
     assert (got.min, got.max, got.mean, got.std) == (want.min, want.max, want.mean, want.std)
     assert float(seen[0].min()) < 0  # the values before the in-place ReLU were drawn
+
+
+def test_histogram_sample_reaches_every_part_of_a_large_tensor():
+    # Four quarters with values far apart: runs spread over the whole tensor see all four.
+    n = 16 * S.HIST_SAMPLE
+    x = torch.cat([torch.full((n // 4,), float(v)) for v in (0, 10, 20, 30)])
+    s = summarize(x).resolve()
+    assert s.hist_is_sample and s.hist_counts.sum() == S.HIST_SAMPLE
+    filled = np.flatnonzero(s.hist_counts)
+    assert [int(c) for c in s.hist_counts[filled]] == [S.HIST_SAMPLE // 4] * 4
+
+
+@pytest.mark.parametrize("n", [S.HIST_SAMPLE + 5, 1 << 20])  # adjacent runs, spaced runs
+def test_histogram_sample_is_a_copy_an_in_place_op_cannot_change(n):
+    x = torch.rand(n, generator=torch.Generator().manual_seed(9))
+    want = summarize(x.clone()).resolve()
+    pending = summarize(x)  # statistics only: binned on first read
+    x.mul_(-1.0)  # a later in-place op overwrites the layer's output
+    got = pending.resolve()
+    assert got.min >= 0.0
+    np.testing.assert_array_equal(got.hist_counts, want.hist_counts)
