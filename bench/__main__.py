@@ -29,7 +29,7 @@ from .timing import Timed, clock, use_clock, memory_cuda, memory_in_child, repea
 
 # Rounds per (model, mode): every case is paired with a plain forward once a round.
 ROUNDS = {"quick": {"small": 8, "big": 5, "demo": 30},
-          "full": {"small": 10, "big": 6, "demo": 60}}
+          "full": {"small": 12, "big": 10, "demo": 60}}
 #: Above this plain-forward time (ms) a model gets the "big" round count.
 BIG_MS = 150.0
 FIRST_RUN_PAIRS = {"quick": 2, "full": 4}

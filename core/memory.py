@@ -1,25 +1,32 @@
 """Process memory tuning for keeping activations: on by default, with an opt-out.
 
 Keeping a layer's output past the forward means the allocator cannot hand
-that memory to the next layer, so each kept tensor is fresh memory, and glibc
-returning freed memory to the OS between runs makes the next run fault its
-pages in again. On a ResNet-18 at batch 8 (one thread) that, not the hooks,
-was most of the cost of capturing every layer: 1.19x the plain forward with
-glibc's defaults, 1.04x with a high trim threshold and top pad.
+that memory to the next layer, so each kept tensor is fresh memory. glibc
+serves every allocation above its mmap threshold (128 KiB to start with) by
+mapping new pages and unmaps them when freed, so every run faults the pages
+of its activations in again, one per 4 KiB, and returns them to the OS at
+the end. On ResNet-50 at batch 8 (torch's two threads here) that was nearly
+all the cost of capturing every layer: hand hooks keeping ``detach()``
+references took 1,132 ms against a 648 ms plain forward (299k page faults a
+run), Hookscope's every-leaf capture 1,259 ms (358k); with the settings
+below 641 and 662 ms, and no faults.
 
 So ``import hookscope.core`` keeps freed memory for reuse (a user in a
 notebook gets the fast path without knowing about it). What it changes:
-glibc keeps up to :data:`TRIM_THRESHOLD` of freed memory at the top of the
-heap instead of returning it to the OS, so the process's resident memory
-does not shrink after a large run (the next run reuses it). It is
-process-wide. Opt out with the environment variable
-``HOOKSCOPE_KEEP_FREED_MEMORY=0`` (read at import) or by calling
-:func:`release_freed_memory`. Nothing happens off glibc (macOS, Windows, musl).
+allocations up to :data:`MMAP_THRESHOLD` (32 MiB, glibc's largest) come from
+the heap instead of fresh mappings, and glibc keeps up to
+:data:`TRIM_THRESHOLD` of freed memory at the top of the heap instead of
+returning it to the OS, so the process's resident memory does not shrink
+after a large run (the next run reuses it). It is process-wide. Opt out with
+the environment variable ``HOOKSCOPE_KEEP_FREED_MEMORY=0`` (read at import)
+or by calling :func:`release_freed_memory`. Nothing happens off glibc
+(macOS, Windows, musl).
 
-Measured and rejected: also fixing the mmap threshold at 32 MiB gave the
-same time but a higher peak (+8% for statistics-only runs, from heap
-fragmentation), so only the trim threshold and top pad are set (which also
-stops glibc's dynamic threshold adjustment).
+The trim threshold alone (the first version of this setting) helped where
+glibc's own dynamic threshold had risen past the activations' size, as on
+ResNet-18 at one thread (1.19x to 1.04x), but setting any of these turns the
+dynamic threshold off, which left larger models mapping and unmapping every
+activation.
 """
 
 from __future__ import annotations
@@ -32,13 +39,18 @@ import sys
 # mallopt parameters from <malloc.h>
 _M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
+_M_MMAP_THRESHOLD = -3
 
 #: Freed memory at the top of the heap is kept up to this much.
 TRIM_THRESHOLD = 1 << 30
 TOP_PAD = 64 << 20
+#: Allocations up to this size come from the heap, where freed memory is reused
+#: (glibc refuses more than 32 MiB on 64-bit systems).
+MMAP_THRESHOLD = 32 << 20
 # glibc's documented defaults, restored by release_freed_memory().
 _GLIBC_TRIM_THRESHOLD = 128 * 1024
 _GLIBC_TOP_PAD = 128 * 1024
+_GLIBC_MMAP_THRESHOLD = 128 * 1024
 
 #: The environment variable that opts out of the default (``0``, ``false``, ``no``, ``off``).
 ENV_VAR = "HOOKSCOPE_KEEP_FREED_MEMORY"
@@ -71,7 +83,7 @@ def keep_freed_memory() -> bool:
         return True
     mallopt = _mallopt()
     _kept = bool(mallopt and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-                 and mallopt(_M_TOP_PAD, TOP_PAD))
+                 and mallopt(_M_TOP_PAD, TOP_PAD) and mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     return _kept
 
 
@@ -84,7 +96,8 @@ def release_freed_memory() -> bool:
     global _kept
     mallopt = _mallopt()
     ok = bool(mallopt and mallopt(_M_TRIM_THRESHOLD, _GLIBC_TRIM_THRESHOLD)
-              and mallopt(_M_TOP_PAD, _GLIBC_TOP_PAD))
+              and mallopt(_M_TOP_PAD, _GLIBC_TOP_PAD)
+              and mallopt(_M_MMAP_THRESHOLD, _GLIBC_MMAP_THRESHOLD))
     _kept = False
     return ok
 
