@@ -17,9 +17,11 @@ not import, the report says so and moves on.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Callable
 
 import torch
+
+from hookscope.core.run import call_model
 
 from .cases import Case
 from .models import BenchModel, leaf_paths
@@ -68,21 +70,47 @@ def _envoy(root: Any, path: str) -> Any:
     return node
 
 
+def first_call_order(bm: BenchModel) -> list[str]:
+    """The leaf modules in the order of their first call in one forward; leaves the
+    forward never calls as modules (``out_proj`` of ``nn.MultiheadAttention``) are left out."""
+    mods = dict(bm.module.named_modules())
+    order: list[str] = []
+
+    def seen(path: str) -> Callable[..., None]:
+        def hook(*_: Any) -> None:
+            if path not in order:
+                order.append(path)
+        return hook
+    handles = [mods[p].register_forward_hook(seen(p)) for p in leaf_paths(bm.module)]
+    try:
+        with torch.inference_mode():
+            call_model(bm.module, bm.inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return order
+
+
 def _nnsight_case(bm: BenchModel, version: str) -> Case:
     from nnsight import NNsight
 
     wrapped = NNsight(bm.module)
-    paths = leaf_paths(bm.module)
+    # nnsight interleaves the requests with the forward, so they must come in the order the
+    # modules first run (a ResNet block's one ReLU runs after bn1 but is defined after bn3).
+    paths = first_call_order(bm)
+    skipped = len(leaf_paths(bm.module)) - len(paths)
     x = bm.inputs
 
     def fn() -> Any:
         saved = []
         with torch.no_grad(), wrapped.trace(x):
-            for p in paths:  # in execution order: nnsight interleaves with the forward
+            for p in paths:
                 saved.append(_envoy(wrapped, p).output.save())
         return saved
-    return Case("nnsight", f"nnsight {version}, save every leaf", fn, memory=True,
-                note="first call of each leaf module")
+    note = "first call of each leaf module, in the order they first run"
+    if skipped:
+        note += f" ({skipped} never called as modules left out)"
+    return Case("nnsight", f"nnsight {version}, save every leaf", fn, memory=True, note=note)
 
 
 def _transformer_lens_case(bm: BenchModel, version: str) -> Case | None:
