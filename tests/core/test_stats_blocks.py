@@ -92,3 +92,13 @@ def test_histogram_sample_is_a_copy_an_in_place_op_cannot_change(n):
     got = pending.resolve()
     assert got.min >= 0.0
     np.testing.assert_array_equal(got.hist_counts, want.hist_counts)
+
+
+@pytest.mark.parametrize("n", [100, S.HIST_SAMPLE + 5, 3 * S.HIST_SAMPLE + 7, 1 << 20])
+def test_cpu_sample_holds_the_values_the_device_path_samples(n):
+    from hookscope.core.stats import _host_sample, hist_sample
+
+    x = torch.randn(n, generator=torch.Generator().manual_seed(n))
+    np.testing.assert_array_equal(_host_sample(x), hist_sample(x).numpy())
+    strided = torch.randn(2 * n, generator=torch.Generator().manual_seed(1))[::2]
+    np.testing.assert_array_equal(_host_sample(strided), hist_sample(strided).numpy())
