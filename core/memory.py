@@ -9,7 +9,8 @@ the end. On ResNet-50 at batch 8 (torch's two threads here) that was nearly
 all the cost of capturing every layer: hand hooks keeping ``detach()``
 references took 1,132 ms against a 648 ms plain forward (299k page faults a
 run), Hookscope's every-leaf capture 1,259 ms (358k); with the settings
-below 641 and 662 ms, and no faults.
+below 641 and 662 ms, and no faults; with glibc's defaults 761 and 1,029 ms
+(121k and 191k faults: its dynamic threshold rises only after some frees).
 
 So ``import hookscope.core`` keeps freed memory for reuse (a user in a
 notebook gets the fast path without knowing about it). What it changes:
