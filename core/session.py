@@ -108,13 +108,12 @@ class Session:
         self._listeners: list[Callable[[SessionEvent], None]] = []
         self._waiters: dict[int, _Waiter] = {}
         self._register = False  # the next request made gets a waiter (a caller will wait on it)
-        self._wlock = threading.Lock()
-        # Held while a request is submitted and its id recorded (_load_id, _newest_run), and
-        # while an answer is applied: a fast runner thread can answer before submit() has
-        # returned, and an answer applied before its id was recorded would be taken for a
-        # replaced run's, leaving the session busy for good. Re-entrant: a listener may
-        # submit from inside an answer (Live).
-        self._order = threading.RLock()
+        # Guards the waiters, and is held while a request is submitted and its id recorded
+        # (_load_id, _newest_run) and while an answer is applied: a fast runner thread can
+        # answer before submit() has returned, and an answer applied before its id was
+        # recorded would be taken for a replaced run's, leaving the session busy for good.
+        # Re-entrant: a listener may submit from inside an answer (Live).
+        self._wlock = threading.RLock()
         self.model: LoadedModel | None = None
         self.tree: TreeNode | None = None
         self.trust_pickle = False
@@ -232,13 +231,12 @@ class Session:
         """
         if self.runner is None:
             raise HookscopeError("this session has no runner to load a model with")
-        with self._order:
+        with self._wlock:  # a caller may wait on this id: register it before any answer
             self._setup = _Setup(plan, input_text, device, options, view, run_after,
                                  trust_pickle, labels)
-            with self._wlock:  # a caller may wait on this id: register it before any answer
-                self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
-                if self._register:
-                    self._waiters[self._load_id] = _Waiter()
+            self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
+            if self._register:
+                self._waiters[self._load_id] = _Waiter()
             return self._load_id
 
     def set_labels(self, path: str) -> None:
@@ -386,14 +384,12 @@ class Session:
             return None
         key = (self._load_serial, self.input_text)
         observe = key != self._observed_key
-        with self._order:
-            with self._wlock:  # a caller may wait on this id: register it before any answer
-                rid = self.runner.submit(RunRequest(self.model, self.input_text,
-                                                    self.current_plan(), self.device,
-                                                    observe_tree=observe,
-                                                    train=self.options.train))
-                if self._register:
-                    self._waiters[rid] = _Waiter()
+        with self._wlock:  # a caller may wait on this id: register it before any answer
+            rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
+                                                self.device, observe_tree=observe,
+                                                train=self.options.train))
+            if self._register:
+                self._waiters[rid] = _Waiter()
             if observe:
                 self._observe_keys[rid] = key
             self._newest_run = rid
@@ -452,14 +448,12 @@ class Session:
     # -- answers from the runner -------------------------------------------------
     def _from_runner(self, ev: RunnerEvent) -> None:
         """Runner thread: hand the answer to ``post`` and wake a waiting caller."""
-        with self._order:  # after the request's id is recorded (see _order)
+        with self._wlock:  # after the request's id is recorded (see _wlock)
             self._post(lambda: self._apply(ev))
-        if isinstance(ev, FINAL):
-            with self._wlock:
-                w = self._waiters.get(ev.request_id)
-                if w is not None:
-                    w.event = ev
-                    w.done.set()
+            w = self._waiters.get(ev.request_id) if isinstance(ev, FINAL) else None
+            if w is not None:
+                w.event = ev
+                w.done.set()
 
     def _apply(self, ev: RunnerEvent) -> None:
         """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""

@@ -402,14 +402,20 @@ HIST_SAMPLE = 1 << 14
 SAMPLE_RUN = 16
 
 
+def _sample_runs(n: int) -> tuple[int, int]:
+    """How many runs a sample of ``n`` > :data:`HIST_SAMPLE` values takes, and how far
+    apart they start (>= SAMPLE_RUN, since n > HIST_SAMPLE)."""
+    runs = HIST_SAMPLE // SAMPLE_RUN
+    return runs, n // runs
+
+
 def hist_sample(values: torch.Tensor) -> torch.Tensor:
     """``values`` itself, or a new tensor of :data:`HIST_SAMPLE` of them: evenly spaced
     runs of :data:`SAMPLE_RUN` adjacent values of the 1-D ``values``."""
     n = values.numel()
     if n <= HIST_SAMPLE:
         return values
-    runs = HIST_SAMPLE // SAMPLE_RUN
-    step = n // runs  # >= SAMPLE_RUN, since n > HIST_SAMPLE
+    runs, step = _sample_runs(n)
     picked = values.unfold(0, SAMPLE_RUN, step)[:runs].reshape(-1)
     # reshape copies the windows, unless they are adjacent (step == SAMPLE_RUN) and it can view
     return picked.clone() if picked._is_view() else picked
@@ -424,8 +430,7 @@ def _host_sample(values: torch.Tensor) -> np.ndarray:
         return a.copy()
     if not values.is_contiguous():
         return hist_sample(values).numpy()
-    runs = HIST_SAMPLE // SAMPLE_RUN
-    step = n // runs
+    runs, step = _sample_runs(n)
     return a[: runs * step].reshape(runs, step)[:, :SAMPLE_RUN].copy().reshape(-1)
 
 

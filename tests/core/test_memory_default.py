@@ -46,7 +46,7 @@ def _faults(env_value: str | None, release: bool = False) -> tuple[list[int], bo
 def test_import_keeps_freed_activation_memory_for_the_next_run():
     faults, kept = _faults(None)
     assert kept
-    assert faults[1:] == [f for f in faults[1:] if f < 100]  # reused from the heap
+    assert max(faults[1:]) < 100, faults  # reused from the heap
 
 
 def test_opting_out_by_environment_gives_freed_memory_back():
