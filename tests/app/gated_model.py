@@ -16,7 +16,9 @@ PATH = Path(__file__).resolve()
 SPEC = f"{PATH}:make"
 
 
-class Gated(nn.Module):
+class _TwoLinears(nn.Module):
+    """Linear(3, 4) then Linear(4, 2), seeded, with a ``release`` gate that starts open."""
+
     def __init__(self) -> None:
         super().__init__()
         torch.manual_seed(0)
@@ -24,12 +26,20 @@ class Gated(nn.Module):
         self.out = nn.Linear(4, 2)
         self.release = threading.Event()
         self.release.set()
+
+    def _pass_gate(self, arrived: threading.Event) -> None:
+        arrived.set()
+        if not self.release.wait(60):
+            raise RuntimeError("test gate never opened")
+
+
+class Gated(_TwoLinears):
+    def __init__(self) -> None:
+        super().__init__()
         self.entered = threading.Event()
 
     def forward(self, x):
-        self.entered.set()
-        if not self.release.wait(60):
-            raise RuntimeError("test gate never opened")
+        self._pass_gate(self.entered)
         return self.out(self.lin(x))
 
 
@@ -45,25 +55,18 @@ def make_closed():
     return model, x
 
 
-class GatedAtSecondLayer(nn.Module):
+class GatedAtSecondLayer(_TwoLinears):
     """Its second layer waits at a gate, so a run can be held half done: ``release``
     and ``at_gate`` as :class:`Gated`'s ``release`` and ``entered``."""
 
     def __init__(self) -> None:
         super().__init__()
-        torch.manual_seed(0)
-        self.lin = nn.Linear(3, 4)
-        self.out = nn.Linear(4, 2)
-        self.release = threading.Event()
-        self.release.set()
         self.at_gate = threading.Event()
         # registered first: it runs before a runner's stop point on ``out``
         self.out.register_forward_pre_hook(self._gate)
 
     def _gate(self, _m, _args) -> None:
-        self.at_gate.set()
-        if not self.release.wait(60):
-            raise RuntimeError("test gate never opened")
+        self._pass_gate(self.at_gate)
 
     def forward(self, x):
         return self.out(self.lin(x))
