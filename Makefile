@@ -11,7 +11,8 @@ TESTS  := $(VENV)/.hookscope-test-installed
 
 .PHONY: install demo test bench clean
 
-$(STAMP): pyproject.toml
+# core/_onepass.c: the install compiles it, so an edit to it reinstalls.
+$(STAMP): pyproject.toml core/_onepass.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q torch
 	$(PY) -m pip install -q -e .

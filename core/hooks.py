@@ -26,7 +26,7 @@ from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .plan import LayerPlan
 from .record_stats import changed_count, fraction, stats_range, summarize_shared
-from .stats import PendingStats, TensorStats, resolve_all, summarize
+from .stats import PendingStats, TensorStats, resolve_all, summarize, summarize_plain
 
 
 class CaptureRecord:
@@ -296,6 +296,9 @@ class HookSession:
         self._hooks: dict[str, _LayerHook] = {}
         self._pending: list[_Pending] = []
         self._nested = False  # some capture has more than one tensor leaf
+        # Statistics only and no baseline to bin against: a layer's bare tensor output
+        # takes summarize_plain's short path (see _record).
+        self._plain_stats = not keep_tensors and not self.baseline
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
@@ -332,6 +335,15 @@ class HookSession:
         return recs[call] if recs is not None and call < len(recs) else None
 
     def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
+        if pre is None and self._plain_stats and type(post) is torch.Tensor:
+            # The common case of a statistics-only forward, in as few Python steps as it
+            # takes: every layer pays them inside the forward, where they run cold.
+            st = summarize_plain(post)
+            if st is not None:
+                rec = _Pending(hook.path, call, "", {"": st.shape}, None, False, None)
+                rec.stats = st
+                self._pending.append(rec)
+                return
         leaves = tensor_leaves(post)
         shapes = {k: tuple(t.shape) for k, t in leaves}
         leaf, tensor = leaves[0] if leaves else ("", None)

@@ -140,8 +140,11 @@ class Plan:
         paths is one entry under its first path (``named_modules`` order),
         whichever path the plan used.
         """
-        by_name = dict(module.named_modules(remove_duplicate=False))
-        canonical = {id(m): p for p, m in module.named_modules()}
+        by_name: dict[str, nn.Module] = {}
+        canonical: dict[int, str] = {}  # a module's first path, as named_modules() gives it
+        for p, m in module.named_modules(remove_duplicate=False):  # one walk: it runs every forward
+            by_name[p] = m
+            canonical.setdefault(id(m), p)
         interventions = self.all_interventions()
         capture = set(self.capture)  # a set: plans of thousands of layers stay linear
         out: dict[str, LayerPlan] = {}

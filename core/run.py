@@ -265,7 +265,9 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
     extra = dict(sources=sources, baseline=baseline)
-    start = snapshot(module)  # a re-run starts where the first run did
+    # A re-run starts where the first run did. Only a run that keeps tensors can re-run
+    # (to learn in-place victims), so statistics-only runs skip copying every buffer.
+    start = snapshot(module) if keep else None
     # Captured layers never watched before: watch them for in-place writes in this
     # same forward (core/inplace_victims.py) instead of paying a second one.
     learn = (keep and not set(layers) <= _GUARDED.get(module, set())
@@ -280,6 +282,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         # guard, the version counters find the victims (at the cost of a second forward);
         # a model error raises again here.
         _GUARDED.setdefault(module, set()).update(layers)
+        assert start is not None  # learn implies keep
         restore(module, start)
         out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev, **extra)
     recaptured: tuple[str, ...] = ()
@@ -288,6 +291,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         victims = _INPLACE_VICTIMS.setdefault(module, set())
         victims |= stale
         recaptured = tuple(sorted(stale))
+        assert start is not None  # stale paths are only looked for when keeping
         restore(module, start)
         out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev, **extra)
     output = map_tensors(lambda t: t.detach().cpu(), out)

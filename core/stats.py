@@ -9,7 +9,9 @@ Two reduction paths give the same numbers:
 
 * the *eager* path (CPU): reads min/max back at once (free on the CPU) and
   uses them to pick the cheapest route, e.g. skipping the NaN/Inf pass when
-  min and max are finite and using ``torch.histc`` with plain float bounds;
+  min and max are finite. Float32 goes through the compiled one-pass kernel
+  where it was built (:mod:`.onepass`), and :func:`summarize_plain` is the
+  statistics-only hooks' shortest route through it;
 * the *deferred* path (CUDA and other accelerators): never synchronises; every
   quantity stays a device tensor until :func:`resolve_all` moves all pending
   summaries of a forward pass to the host in one transfer.
@@ -23,6 +25,12 @@ from typing import Iterable
 
 import numpy as np
 import torch
+
+from . import onepass
+from .hist_sample import HIST_SAMPLE, SAMPLE_RUN, hist_sample, histogram_np, host_sample, sample_runs
+
+__all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
+           "summarize", "summarize_plain"]
 
 #: Histogram bins used everywhere (plots, JSON, CLI).
 HIST_BINS = 64
@@ -298,15 +306,16 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
                    drop_outside: bool = True) -> "np.ndarray | _Unbinned":
     """The CPU summary: the scalars now, the histogram when first read.
 
-    Every value is read by three reductions (``aminmax``, ``sum``, a BLAS
-    ``dot``), block by block so the tensor comes from memory about once (see
-    :func:`_moments`), the least that gives exact min/max and float32-exact
-    moments without a fused kernel. The histogram bins a copy of a
-    sample (:data:`HIST_SAMPLE` values at most) when the summary is resolved,
-    after the forward, so a forward that summarises every layer pays only for
-    the copy.
+    A contiguous float32 tensor is read once by the compiled kernel
+    (:func:`_one_pass`). Otherwise, or without the kernel, every value is read by
+    three reductions (``aminmax``, ``sum``, a BLAS ``dot``), block by block so
+    the tensor comes from memory about once (see :func:`_moments`). The
+    histogram bins a copy of a sample (:data:`HIST_SAMPLE` values at most) when
+    the summary is resolved, after the forward, so a forward that summarises
+    every layer pays only for the copy.
     """
-    got = _moments(flat)
+    fast = _one_pass(flat)
+    got = fast[0] if fast is not None else _moments(flat)
     nan = inf = 0
     values = flat
     if got is None:
@@ -335,19 +344,53 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
     out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e)
     # A copy (the tensor may be overwritten in place after this call) in the tensor's
     # own dtype: 64 KiB a layer at most while it waits to be binned.
-    sample = _host_sample(values)
+    sample = fast[1] if fast is not None else host_sample(values)
     return _Unbinned(out, sample, rng is not None and drop_outside)
 
 
+def _one_pass(flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np.ndarray] | None":
+    """:func:`_moments` and :func:`host_sample` of ``flat`` from one read by the compiled
+    kernel (see :mod:`.onepass`); ``None`` where it does not apply (no kernel, not
+    contiguous float32 on the CPU) or the data holds a NaN, an infinity or a value whose
+    square overflows float32: the torch path then counts and handles those exactly."""
+    if (onepass.KERNEL is None or flat.dtype != torch.float32 or flat.device.type != "cpu"
+            or not flat.is_contiguous()):
+        return None
+    n = flat.numel()
+    runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
+    got, sample = onepass.summary_f32(flat, runs, step, SAMPLE_RUN)
+    if not all(map(math.isfinite, got)):
+        return None
+    return got, sample
+
+
 class _Unbinned:
-    """A CPU summary vector whose histogram counts are binned when first needed."""
+    """A CPU summary vector whose histogram counts are binned when first needed.
 
-    __slots__ = ("vector", "sample", "drop_outside")
+    Made by :func:`summarize_plain` it starts as the kernel's four numbers
+    (``raw``), and the vector is laid out on first use too: inside a forward
+    that summarises every layer, each line of Python a layer runs costs several
+    times what it costs after the forward (the forward has evicted it from cache).
+    """
 
-    def __init__(self, vector: np.ndarray, sample: np.ndarray, drop_outside: bool):
-        self.vector = vector
+    __slots__ = ("_vector", "raw", "sample", "drop_outside")
+
+    def __init__(self, vector: np.ndarray | None, sample: np.ndarray, drop_outside: bool,
+                 raw: tuple[float, float, float, float] | None = None):
+        self._vector = vector
+        self.raw = raw  # (min, max, mean, std) of an all-finite tensor, no clamp
         self.sample = sample
         self.drop_outside = drop_outside
+
+    @property
+    def vector(self) -> np.ndarray:
+        if self._vector is None:
+            assert self.raw is not None
+            mn, mx, mean, std = self.raw
+            out = np.empty(_N_SCALARS + HIST_BINS, dtype=np.float64)
+            out[:_N_SCALARS] = (mn, mx, mean, std, 0, 0, 0, *_hist_range(mn, mx))
+            self._vector = out
+        return self._vector
 
     def __getitem__(self, i: int) -> float:  # the scalars are ready (bins_like reads them)
         return float(self.vector[i])
@@ -355,28 +398,55 @@ class _Unbinned:
     def binned(self) -> np.ndarray:
         v = self.vector
         # float64: (x - lo) of float32 values near ±3e38 overflows
-        v[_N_SCALARS:] = _histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
-                                       v.shape[0] - _N_SCALARS, self.drop_outside)
+        v[_N_SCALARS:] = histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
+                                      v.shape[0] - _N_SCALARS, self.drop_outside)
         return v
 
 
-def _histogram_np(x: np.ndarray, lo: float, hi: float, bins: int,
-                  drop_outside: bool) -> np.ndarray:
-    """Counts of float64 ``x`` (modified) in ``bins`` equal bins over [lo, hi] (top edge
-    in the last bin).
+def summarize_plain(tensor: torch.Tensor) -> PendingStats | None:
+    """:func:`summarize` of ``tensor`` (no clamp, own histogram range) in the fewest
+    steps, for the hooks of a statistics-only forward; ``None`` where it does not
+    apply, and then :func:`summarize` does.
 
-    Index arithmetic plus ``bincount`` is about twice as fast as ``histc`` and
-    bins values the same way (up to rounding at bin edges); NumPy because each
-    call is small."""
-    inside = ((x >= lo) & (x <= hi)) if drop_outside else None
-    x -= lo
-    x *= bins / (hi - lo)
-    idx = x.astype(np.int64)
-    np.minimum(idx, bins - 1, out=idx)  # np.clip costs more than the data on small samples
-    np.maximum(idx, 0, out=idx)
-    if inside is not None:
-        idx = idx[inside]
-    return np.bincount(idx, minlength=bins)
+    It applies to a contiguous float32 CPU tensor when the compiled kernel is
+    there (:mod:`.onepass`), and its values are finite and not nearly constant
+    (``E[x^2] - E[x]^2`` is exact enough: see :func:`_moments_to_mean_std`). The
+    kernel reads the data once and bins the sample in the same call, so no tensor
+    op goes through the dispatcher and no sample waits in memory to be binned;
+    the vector is laid out after the forward."""
+    kernel = onepass.KERNEL
+    if (kernel is None or tensor.dtype is not torch.float32 or tensor.device.type != "cpu"
+            or not tensor.is_contiguous()):
+        return None
+    n = tensor.numel()
+    if n == 0:
+        return None
+    runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
+    mn, mx, total, sumsq, counts = kernel.summary_f32(tensor.data_ptr(), n, onepass.threads(),
+                                                      runs, step, SAMPLE_RUN, HIST_BINS)
+    mean = total / n
+    var = sumsq / n - mean * mean
+    # Written so that a NaN anywhere fails it: the torch path then counts them.
+    if not (1e-4 * mean * mean < var < math.inf and -math.inf < mn and mx < math.inf):
+        return None
+    return PendingStats(tuple(tensor.shape), "float32", n,
+                        _KernelBinned((mn, mx, mean, math.sqrt(var)), counts))
+
+
+class _KernelBinned(_Unbinned):
+    """A summary the kernel finished in the forward (:func:`summarize_plain`): four
+    numbers and the histogram's counts, laid out as the vector when first read."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
+        super().__init__(None, np.empty(0, dtype=np.float32), False, raw)
+        self.counts = counts
+
+    def binned(self) -> np.ndarray:
+        v = self.vector
+        v[_N_SCALARS:] = np.frombuffer(self.counts, dtype=np.int32)
+        return v
 
 
 def _mean_std(values: torch.Tensor) -> tuple[float, float]:
@@ -385,53 +455,6 @@ def _mean_std(values: torch.Tensor) -> tuple[float, float]:
     if got is None:
         raise ValueError("_mean_std needs finite values")
     return _moments_to_mean_std(values, got[2], got[3])
-
-
-#: Above this many values the histogram bins a sample of this size: 64 bins
-#: of ~250 values each draw the same shape, and binning costs ~6 ns a value
-#: on the CPU, far more than min/max/sum (with every leaf summarised,
-#: 32k-value samples were a third of the statistics' cost).
-HIST_SAMPLE = 1 << 14
-#: The sample is :data:`HIST_SAMPLE` // SAMPLE_RUN evenly spaced runs of this many
-#: adjacent values (64 bytes of float32: one cache line). Single values at an even
-#: stride touch one cache line each, 16,384 lines of a tensor most likely no longer
-#: in cache: on ResNet-18 at batch 8 and two threads that gather cost 12 ms a
-#: forward, more than a third of what the reductions of every value cost; runs
-#: touch 1,024 lines (3-4 ms) and still reach every part of the tensor (each
-#: channel of a conv output of 512 planes gets about two).
-SAMPLE_RUN = 16
-
-
-def _sample_runs(n: int) -> tuple[int, int]:
-    """How many runs a sample of ``n`` > :data:`HIST_SAMPLE` values takes, and how far
-    apart they start (>= SAMPLE_RUN, since n > HIST_SAMPLE)."""
-    runs = HIST_SAMPLE // SAMPLE_RUN
-    return runs, n // runs
-
-
-def hist_sample(values: torch.Tensor) -> torch.Tensor:
-    """``values`` itself, or a new tensor of :data:`HIST_SAMPLE` of them: evenly spaced
-    runs of :data:`SAMPLE_RUN` adjacent values of the 1-D ``values``."""
-    n = values.numel()
-    if n <= HIST_SAMPLE:
-        return values
-    runs, step = _sample_runs(n)
-    picked = values.unfold(0, SAMPLE_RUN, step)[:runs].reshape(-1)
-    # reshape copies the windows, unless they are adjacent (step == SAMPLE_RUN) and it can view
-    return picked.clone() if picked._is_view() else picked
-
-
-def _host_sample(values: torch.Tensor) -> np.ndarray:
-    """A NumPy copy of :func:`hist_sample`'s values of a CPU tensor (the same runs),
-    gathered by NumPy: one call instead of three tensor ops through the dispatcher."""
-    a = values.numpy()
-    n = a.shape[0]
-    if n <= HIST_SAMPLE:
-        return a.copy()
-    if not values.is_contiguous():
-        return hist_sample(values).numpy()
-    runs, step = _sample_runs(n)
-    return a[: runs * step].reshape(runs, step)[:, :SAMPLE_RUN].copy().reshape(-1)
 
 
 def _with_clamped(mn, mx, clamp):

@@ -11,13 +11,16 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, run
+from hookscope.core import onepass
 from hookscope.core import stats as S
 from hookscope.core.stats import PendingStats, summarize
 
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    # Blocks of 1000 values from 5000 on, so a small tensor takes the block path.
+    # The torch path (the compiled kernel reads float32 in one pass, no blocks), with
+    # blocks of 1000 values from 5000 on, so a small tensor takes the block path.
+    monkeypatch.setattr(onepass, "KERNEL", None)
     monkeypatch.setattr(S, "MOMENT_BLOCK", 1000)
     monkeypatch.setattr(S, "BLOCKS_FROM", 5000)
 
@@ -96,9 +99,9 @@ def test_histogram_sample_is_a_copy_an_in_place_op_cannot_change(n):
 
 @pytest.mark.parametrize("n", [100, S.HIST_SAMPLE + 5, 3 * S.HIST_SAMPLE + 7, 1 << 20])
 def test_cpu_sample_holds_the_values_the_device_path_samples(n):
-    from hookscope.core.stats import _host_sample, hist_sample
+    from hookscope.core.hist_sample import hist_sample, host_sample
 
     x = torch.randn(n, generator=torch.Generator().manual_seed(n))
-    np.testing.assert_array_equal(_host_sample(x), hist_sample(x).numpy())
+    np.testing.assert_array_equal(host_sample(x), hist_sample(x).numpy())
     strided = torch.randn(2 * n, generator=torch.Generator().manual_seed(1))[::2]
-    np.testing.assert_array_equal(_host_sample(strided), hist_sample(strided).numpy())
+    np.testing.assert_array_equal(host_sample(strided), hist_sample(strided).numpy())
