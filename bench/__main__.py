@@ -19,6 +19,7 @@ import time
 
 import torch
 
+from hookscope.core import onepass
 from hookscope.core.memory import freed_memory_kept, release_freed_memory
 
 from . import competitors
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "threads_default": not a.threads, "clock": a.clock, "device": a.device, "quick": a.quick,
         "malloc_keeps_freed_memory": malloc_tuned,
+        "statistics_path": onepass.which(),  # the compiled kernel, or why the torch path runs
         "when": _dt.datetime.now().isoformat(timespec="seconds"),
         # Other processes on a small machine move every figure: the load is recorded.
         "load_before": [round(x, 2) for x in os.getloadavg()],

@@ -136,6 +136,8 @@ def header(meta: dict) -> str:
              f"{threads}, {meta['cpus']} CPUs, {meta.get('clock', 'wall')} clock, freed memory {mem}, "
              f"{'quick' if meta['quick'] else 'full'} mode, {meta['when']}, "
              f"load avg {meta['load_before'][0]:.2f} before / {meta.get('load_after', ['?'])[0]} after"]
+    if meta.get("statistics_path"):
+        lines.append(f"  statistics: {meta['statistics_path']}")
     for name, m in meta["models"].items():
         lines.append(f"  {name}: {m['label']}, {m['params'] / 1e6:.2f}M params")
     for name, status in meta["competitors"].items():

@@ -296,9 +296,10 @@ class HookSession:
         self._hooks: dict[str, _LayerHook] = {}
         self._pending: list[_Pending] = []
         self._nested = False  # some capture has more than one tensor leaf
-        # Statistics only and no baseline to bin against: a layer's bare tensor output
-        # takes summarize_plain's short path (see _record).
+        # No baseline to join: a layer's bare tensor output takes a short path in
+        # _record (statistics only: summarize_plain's; kept: the reference alone).
         self._plain_stats = not keep_tensors and not self.baseline
+        self._plain_keep = keep_tensors and not self.baseline
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
@@ -335,10 +336,17 @@ class HookSession:
         return recs[call] if recs is not None and call < len(recs) else None
 
     def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
-        if pre is None and self._plain_stats and type(post) is torch.Tensor:
-            # The common case of a statistics-only forward, in as few Python steps as it
-            # takes: every layer pays them inside the forward, where they run cold.
-            st = summarize_plain(post)
+        if pre is None and type(post) is torch.Tensor:
+            # The common cases, in as few Python steps as they take: every layer pays
+            # them inside the forward, where they run cold. What _leaf would do for a
+            # bare tensor with no intervention and no baseline.
+            if self._plain_keep:
+                rec = _Pending(hook.path, call, "", {"": tuple(post.shape)}, None, True, None)
+                rec.kept = self._keep(post, hook.clone)
+                rec.copied = hook.clone
+                self._pending.append(rec)
+                return
+            st = summarize_plain(post) if self._plain_stats else None
             if st is not None:
                 rec = _Pending(hook.path, call, "", {"": st.shape}, None, False, None)
                 rec.stats = st
