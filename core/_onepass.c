@@ -175,14 +175,103 @@ static void hist_range(double mn, double mx, double *lo, double *hi) {
 /* Adds the counts of x in `bins` equal bins over [lo, hi], the top edge in the
  * last bin: hist_sample.histogram_np's arithmetic (float64, truncation, then
  * the edges), so both paths put every value in the same bin. */
-static void bin_values(const float *x, int64_t n, double lo, double hi, int64_t bins, int32_t *counts) {
-    double scale = (double)bins / (hi - lo);
+static void bin_scalar(const float *x, int64_t n, double lo, double scale, int64_t bins, int32_t *counts) {
     for (int64_t i = 0; i < n; i++) {
         int64_t k = (int64_t)(((double)x[i] - lo) * scale);
         k = k < bins - 1 ? k : bins - 1;
         k = k > 0 ? k : 0;
         counts[k]++;
     }
+}
+
+/* Sub-histograms of the vector loop, one per lane: most activations pile up in
+ * a few bins, and an increment that waits on the same counter's last one
+ * stalls; eight apart, they overlap (measured: 8 ~1.4x faster than 4). */
+#define SUB_HISTS 8
+#define SUB_BINS_MAX 256
+
+#ifdef HS_X86
+/* The same arithmetic, 8 values at a time: float64 (cvtps_pd), truncation
+ * (cvttpd), the edges; the values lie in [lo, hi], so every index fits int32.
+ * Bins `segs` segments of `len` values, `step` apart (the sample's runs) into
+ * one set of sub-histograms. ~4x the scalar loop, which cost more than the
+ * moments themselves on a 100k-value tensor. */
+__attribute__((target("avx2,fma")))
+static void bin_avx2(const float *x, int64_t segs, int64_t step, int64_t len, double lo, double scale,
+                     int64_t bins, int32_t *counts) {
+    int32_t sub[SUB_HISTS][SUB_BINS_MAX];
+    memset(sub, 0, sizeof(sub));
+    const __m256d vlo = _mm256_set1_pd(lo), vscale = _mm256_set1_pd(scale);
+    const __m128i top = _mm_set1_epi32((int)bins - 1), zero = _mm_setzero_si128();
+    int32_t k[8];
+    for (int64_t s = 0; s < segs; s++) {
+        const float *seg = x + s * step;
+        int64_t i = 0;
+        for (; i + 8 <= len; i += 8) {
+            __m256 v = _mm256_loadu_ps(seg + i);
+            __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+            __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+            __m128i ka = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_sub_pd(a, vlo), vscale));
+            __m128i kb = _mm256_cvttpd_epi32(_mm256_mul_pd(_mm256_sub_pd(b, vlo), vscale));
+            _mm_storeu_si128((__m128i *)k, _mm_max_epi32(_mm_min_epi32(ka, top), zero));
+            _mm_storeu_si128((__m128i *)(k + 4), _mm_max_epi32(_mm_min_epi32(kb, top), zero));
+            sub[0][k[0]]++; sub[1][k[1]]++; sub[2][k[2]]++; sub[3][k[3]]++;
+            sub[4][k[4]]++; sub[5][k[5]]++; sub[6][k[6]]++; sub[7][k[7]]++;
+        }
+        bin_scalar(seg + i, len - i, lo, scale, bins, counts);
+    }
+    for (int64_t j = 0; j < bins; j++)
+        for (int h = 0; h < SUB_HISTS; h++)
+            counts[j] += sub[h][j];
+}
+#endif
+
+/* Bins `segs` segments of `len` values, `step` apart, over [lo, hi]. */
+static void bin_values(const float *x, int64_t segs, int64_t step, int64_t len, double lo, double hi,
+                       int64_t bins, int32_t *counts) {
+    double scale = (double)bins / (hi - lo);
+#ifdef HS_X86
+    if (simd_ok() && bins <= SUB_BINS_MAX) { bin_avx2(x, segs, step, len, lo, scale, bins, counts); return; }
+#endif
+    for (int64_t s = 0; s < segs; s++)
+        bin_scalar(x + s * step, len, lo, scale, bins, counts);
+}
+
+/* Binning split over threads (each its own counts, summed after): with the
+ * moments on both cores, a single-threaded binning of the 16k-value sample
+ * was half of the call on a 100k-value tensor. */
+#define BIN_PAR_MIN 8192
+#define BIN_THREADS_MAX 8
+
+static void bin_parallel(const float *x, int64_t segs, int64_t step, int64_t len, double lo, double hi,
+                         int64_t bins, int32_t *counts, int nthreads) {
+    if (nthreads > BIN_THREADS_MAX) nthreads = BIN_THREADS_MAX;
+#ifdef _OPENMP
+    if (nthreads > 1 && segs * len >= BIN_PAR_MIN && bins <= SUB_BINS_MAX) {
+        int32_t part[BIN_THREADS_MAX][SUB_BINS_MAX];
+        int used = 1;
+        #pragma omp parallel num_threads(nthreads)
+        {
+            int t = omp_get_thread_num(), k = omp_get_num_threads();
+            memset(part[t], 0, (size_t)bins * sizeof(int32_t));
+            if (segs == 1) {  /* one segment (a small tensor): split its values */
+                int64_t a = len * t / k, b = len * (t + 1) / k;
+                bin_values(x + a, 1, 0, b - a, lo, hi, bins, part[t]);
+            } else {  /* the sample's runs: split the runs */
+                int64_t a = segs * t / k, b = segs * (t + 1) / k;
+                bin_values(x + a * step, b - a, step, len, lo, hi, bins, part[t]);
+            }
+            #pragma omp single
+            used = k;
+        }
+        for (int t = 0; t < used; t++)
+            for (int64_t j = 0; j < bins; j++)
+                counts[j] += part[t][j];
+        return;
+    }
+#endif
+    (void)nthreads;
+    bin_values(x, segs, step, len, lo, hi, bins, counts);
 }
 
 static void copy_sample(const float *p, int64_t n, int64_t runs, int64_t step, int64_t run_len, float *dst) {
@@ -243,12 +332,10 @@ static PyObject *summary_f32(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (isfinite(m.mn) && isfinite(m.mx) && isfinite(m.sum) && isfinite(m.sumsq)) {
             double lo, hi;
             hist_range(m.mn, m.mx, &lo, &hi);
-            if (runs == 0) {  /* a small tensor is its own sample */
-                bin_values(p, n, lo, hi, bins, counts);
-            } else {  /* the runs where they lie: no copy of the sample */
-                for (int64_t r = 0; r < runs; r++)
-                    bin_values(p + r * step, run_len, lo, hi, bins, counts);
-            }
+            if (runs == 0)  /* a small tensor is its own sample */
+                bin_parallel(p, 1, 0, n, lo, hi, bins, counts, (int)nthreads);
+            else  /* the runs where they lie: no copy of the sample */
+                bin_parallel(p, runs, step, run_len, lo, hi, bins, counts, (int)nthreads);
         }
     }
     Py_END_ALLOW_THREADS

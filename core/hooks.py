@@ -26,7 +26,7 @@ from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .plan import LayerPlan
 from .record_stats import changed_count, fraction, stats_range, summarize_shared
-from .stats import PendingStats, TensorStats, resolve_all, summarize, summarize_plain
+from .stats import PendingStats, PlainMoments, TensorStats, plain_moments, plain_pending, resolve_all, summarize
 
 
 class CaptureRecord:
@@ -219,6 +219,13 @@ class _Pending:
         self.baseline: CaptureRecord | None = baseline
         self.extra: tuple[_Pending, ...] = ()  # the other tensor leaves of a nested output
 
+    @classmethod
+    def of_plain(cls, path: str, call: int, got: PlainMoments) -> "_Pending":
+        """The pending capture of a statistics-only hook's kernel summary."""
+        rec = cls(path, call, "", {"": got[0]}, None, False, None)
+        rec.stats = plain_pending(got)
+        return rec
+
 
 def summarized_on_read(t: torch.Tensor) -> bool:
     """Whether a kept tensor's statistics wait for the first read (CPU) or are
@@ -294,7 +301,8 @@ class HookSession:
         self.baseline = baseline or {}
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._hooks: dict[str, _LayerHook] = {}
-        self._pending: list[_Pending] = []
+        # Statistics-only hooks append (path, call, PlainMoments) for _all_pending to lay out.
+        self._pending: list[_Pending | tuple[str, int, PlainMoments]] = []
         self._nested = False  # some capture has more than one tensor leaf
         # No baseline to join: a layer's bare tensor output takes a short path in
         # _record (statistics only: summarize_plain's; kept: the reference alone).
@@ -346,11 +354,9 @@ class HookSession:
                 rec.copied = hook.clone
                 self._pending.append(rec)
                 return
-            st = summarize_plain(post) if self._plain_stats else None
-            if st is not None:
-                rec = _Pending(hook.path, call, "", {"": st.shape}, None, False, None)
-                rec.stats = st
-                self._pending.append(rec)
+            got = plain_moments(post) if self._plain_stats else None
+            if got is not None:  # laid out as a _Pending after the forward (_all_pending)
+                self._pending.append((hook.path, call, got))
                 return
         leaves = tensor_leaves(post)
         shapes = {k: tuple(t.shape) for k, t in leaves}
@@ -398,11 +404,18 @@ class HookSession:
         return d, _version(d)
 
     # -- after the forward -----------------------------------------------------
+    def _laid_out(self) -> list[_Pending]:
+        """``_pending`` with the statistics-only hooks' raw entries made :class:`_Pending`."""
+        if self._plain_stats:
+            self._pending = [_Pending.of_plain(*r) if type(r) is tuple else r for r in self._pending]
+        return self._pending  # type: ignore[return-value]  # no tuples left
+
     def _all_pending(self) -> list[_Pending]:
         """Every leaf's pending capture: a record's first leaf, then its other leaves."""
+        pending = self._laid_out()
         if not self._nested:
-            return self._pending
-        return [r for rec in self._pending for r in (rec, *rec.extra)]
+            return pending
+        return [r for rec in pending for r in (rec, *rec.extra)]
 
     def stale_paths(self) -> set[str]:
         """Layers whose kept tensor was changed in place after it was captured."""
@@ -464,7 +477,7 @@ class HookSession:
                 baseline_stats=base.stats if base is not None and base_kept is None else None,
             )
 
-        for rec in self._pending:  # in the order of ``pending``: the counts come in that order
+        for rec in self._laid_out():  # in the order of ``pending``: the counts come in that order
             record = built(rec)
             if rec.extra:
                 record.extra_leaves = tuple(built(e) for e in rec.extra)

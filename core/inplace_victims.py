@@ -110,7 +110,9 @@ class GuardedSession(HookSession):
 
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         super()._record(hook, call, pre, post)
-        for rec in (self._pending[-1], *self._pending[-1].extra):  # every tensor leaf
+        last = self._pending[-1]
+        assert not isinstance(last, tuple)  # raw entries are statistics-only: nothing kept
+        for rec in (last, *last.extra):  # every tensor leaf
             for slot in ("kept", "pre_kept"):
                 kept = getattr(rec, slot)
                 if kept is not None and kept[1] is not None:  # not already a copy

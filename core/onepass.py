@@ -48,7 +48,8 @@ def _enabled() -> bool:
 
 #: The kernel, or None where the torch path runs (no build, no AVX2, switched off).
 KERNEL = _ext if _enabled() else None
-_THREADED = _shares_torch_threads()
+#: The kernel may use torch's threads (see _shares_torch_threads).
+THREADED = _shares_torch_threads()
 
 
 def which() -> str:
@@ -57,13 +58,13 @@ def which() -> str:
         why = ("not built" if _ext is None else
                "no AVX2/FMA on this CPU" if not _ext.uses_simd() else "HOOKSCOPE_NO_ONEPASS set")
         return f"torch reductions ({why})"
-    return f"one-pass kernel ({'torch threads' if _THREADED else 'one thread'})"
+    return f"one-pass kernel ({'torch threads' if THREADED else 'one thread'})"
 
 
 def threads() -> int:
     """Threads the kernel may use now: torch's own count (it follows
     ``torch.set_num_threads``) where it shares torch's OpenMP, else one."""
-    return torch.get_num_threads() if _THREADED else 1
+    return torch.get_num_threads() if THREADED else 1
 
 
 def summary_f32(flat: torch.Tensor, runs: int, step: int, run_len: int

@@ -30,7 +30,7 @@ from . import onepass
 from .hist_sample import HIST_SAMPLE, SAMPLE_RUN, hist_sample, histogram_np, host_sample, sample_runs
 
 __all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
-           "summarize", "summarize_plain"]
+           "plain_moments", "plain_pending", "summarize", "summarize_plain"]
 
 #: Histogram bins used everywhere (plots, JSON, CLI).
 HIST_BINS = 64
@@ -403,6 +403,42 @@ class _Unbinned:
         return v
 
 
+#: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):
+#: ``(shape, count, min, max, mean, std, histogram counts as int32 bytes)``.
+PlainMoments = tuple[tuple[int, ...], int, float, float, float, float, bytearray]
+
+_RUNS = HIST_SAMPLE // SAMPLE_RUN  # the sample's runs in a tensor of more than HIST_SAMPLE values
+
+
+def plain_moments(tensor: torch.Tensor) -> PlainMoments | None:
+    """The part of :func:`summarize_plain` that must run in the forward, in the fewest
+    Python steps (every layer pays them, cold): the kernel's numbers, or ``None``
+    where :func:`summarize` must do it. :func:`plain_pending` lays them out later."""
+    kernel = onepass.KERNEL
+    if kernel is None or tensor.dtype is not torch.float32 or not tensor.is_cpu \
+            or not tensor.is_contiguous():
+        return None
+    n = tensor.numel()
+    if n == 0:
+        return None
+    big = n > HIST_SAMPLE
+    mn, mx, total, sumsq, counts = kernel.summary_f32(
+        tensor.data_ptr(), n, torch.get_num_threads() if onepass.THREADED else 1,
+        _RUNS if big else 0, n // _RUNS if big else 0, SAMPLE_RUN, HIST_BINS)
+    mean = total / n
+    var = sumsq / n - mean * mean
+    # Written so that a NaN anywhere fails it: the torch path then counts them.
+    if not (1e-4 * mean * mean < var < math.inf and -math.inf < mn and mx < math.inf):
+        return None
+    return tuple(tensor.shape), n, mn, mx, mean, math.sqrt(var), counts
+
+
+def plain_pending(got: PlainMoments) -> PendingStats:
+    """The :class:`PendingStats` of a :func:`plain_moments` result."""
+    shape, n, mn, mx, mean, std, counts = got
+    return PendingStats(shape, "float32", n, _KernelBinned((mn, mx, mean, std), counts))
+
+
 def summarize_plain(tensor: torch.Tensor) -> PendingStats | None:
     """:func:`summarize` of ``tensor`` (no clamp, own histogram range) in the fewest
     steps, for the hooks of a statistics-only forward; ``None`` where it does not
@@ -412,25 +448,12 @@ def summarize_plain(tensor: torch.Tensor) -> PendingStats | None:
     there (:mod:`.onepass`), and its values are finite and not nearly constant
     (``E[x^2] - E[x]^2`` is exact enough: see :func:`_moments_to_mean_std`). The
     kernel reads the data once and bins the sample in the same call, so no tensor
-    op goes through the dispatcher and no sample waits in memory to be binned;
-    the vector is laid out after the forward."""
-    kernel = onepass.KERNEL
-    if (kernel is None or tensor.dtype is not torch.float32 or tensor.device.type != "cpu"
-            or not tensor.is_contiguous()):
-        return None
-    n = tensor.numel()
-    if n == 0:
-        return None
-    runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
-    mn, mx, total, sumsq, counts = kernel.summary_f32(tensor.data_ptr(), n, onepass.threads(),
-                                                      runs, step, SAMPLE_RUN, HIST_BINS)
-    mean = total / n
-    var = sumsq / n - mean * mean
-    # Written so that a NaN anywhere fails it: the torch path then counts them.
-    if not (1e-4 * mean * mean < var < math.inf and -math.inf < mn and mx < math.inf):
-        return None
-    return PendingStats(tuple(tensor.shape), "float32", n,
-                        _KernelBinned((mn, mx, mean, math.sqrt(var)), counts))
+    op goes through the dispatcher and no sample waits in memory to be binned."""
+    got = plain_moments(tensor)
+    return plain_pending(got) if got is not None else None
+
+
+_NO_SAMPLE = np.empty(0, dtype=np.float32)  # the kernel binned it: nothing to keep
 
 
 class _KernelBinned(_Unbinned):
@@ -440,7 +463,7 @@ class _KernelBinned(_Unbinned):
     __slots__ = ("counts",)
 
     def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
-        super().__init__(None, np.empty(0, dtype=np.float32), False, raw)
+        super().__init__(None, _NO_SAMPLE, False, raw)
         self.counts = counts
 
     def binned(self) -> np.ndarray:
