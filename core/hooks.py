@@ -26,7 +26,8 @@ from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .plan import LayerPlan
 from .record_stats import changed_count, fraction, stats_range, summarize_shared
-from .stats import PendingStats, PlainMoments, TensorStats, plain_moments, plain_pending, resolve_all, summarize
+from .stats import PendingStats, TensorStats, resolve_all, summarize
+from .stats_plain import PlainMoments, plain_moments, plain_pending
 
 
 class CaptureRecord:

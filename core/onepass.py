@@ -13,10 +13,13 @@ two paths, or to rule it out when something looks wrong).
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 import torch
+
+from .hist_sample import HIST_SAMPLE, SAMPLE_RUN, sample_runs
 
 try:
     from . import _onepass as _ext  # type: ignore[attr-defined]
@@ -77,3 +80,19 @@ def summary_f32(flat: torch.Tensor, runs: int, step: int, run_len: int
     mn, mx, total, sumsq, raw = KERNEL.summary_f32(flat.data_ptr(), flat.numel(), threads(),
                                                    runs, step, run_len, 0)
     return (mn, mx, total, sumsq), np.frombuffer(raw, dtype=np.float32)
+
+
+def one_pass(flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np.ndarray] | None":
+    """``stats._moments`` and ``hist_sample.host_sample`` of ``flat`` from one read by
+    the kernel; ``None`` where it does not apply (no kernel, not contiguous float32 on
+    the CPU) or the data holds a NaN, an infinity or a value whose square overflows
+    float32: the torch path then counts and handles those exactly."""
+    if (KERNEL is None or flat.dtype != torch.float32 or flat.device.type != "cpu"
+            or not flat.is_contiguous()):
+        return None
+    n = flat.numel()
+    runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
+    got, sample = summary_f32(flat, runs, step, SAMPLE_RUN)
+    if not all(map(math.isfinite, got)):
+        return None
+    return got, sample

@@ -10,7 +10,7 @@ Two reduction paths give the same numbers:
 * the *eager* path (CPU): reads min/max back at once (free on the CPU) and
   uses them to pick the cheapest route, e.g. skipping the NaN/Inf pass when
   min and max are finite. Float32 goes through the compiled one-pass kernel
-  where it was built (:mod:`.onepass`), and :func:`summarize_plain` is the
+  where it was built (:mod:`.onepass`), and :mod:`.stats_plain` is the
   statistics-only hooks' shortest route through it;
 * the *deferred* path (CUDA and other accelerators): never synchronises; every
   quantity stays a device tensor until :func:`resolve_all` moves all pending
@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from . import onepass
-from .hist_sample import HIST_SAMPLE, SAMPLE_RUN, hist_sample, histogram_np, host_sample, sample_runs
+from .hist_sample import HIST_SAMPLE, hist_sample, histogram_np, host_sample
 
 __all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
-           "plain_moments", "plain_pending", "summarize", "summarize_plain"]
+           "summarize"]
 
 #: Histogram bins used everywhere (plots, JSON, CLI).
 HIST_BINS = 64
@@ -307,14 +307,14 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
     """The CPU summary: the scalars now, the histogram when first read.
 
     A contiguous float32 tensor is read once by the compiled kernel
-    (:func:`_one_pass`). Otherwise, or without the kernel, every value is read by
+    (:func:`.onepass.one_pass`). Otherwise, or without the kernel, every value is read by
     three reductions (``aminmax``, ``sum``, a BLAS ``dot``), block by block so
     the tensor comes from memory about once (see :func:`_moments`). The
     histogram bins a copy of a sample (:data:`HIST_SAMPLE` values at most) when
     the summary is resolved, after the forward, so a forward that summarises
     every layer pays only for the copy.
     """
-    fast = _one_pass(flat)
+    fast = onepass.one_pass(flat)
     got = fast[0] if fast is not None else _moments(flat)
     nan = inf = 0
     values = flat
@@ -348,26 +348,10 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
     return _Unbinned(out, sample, rng is not None and drop_outside)
 
 
-def _one_pass(flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np.ndarray] | None":
-    """:func:`_moments` and :func:`host_sample` of ``flat`` from one read by the compiled
-    kernel (see :mod:`.onepass`); ``None`` where it does not apply (no kernel, not
-    contiguous float32 on the CPU) or the data holds a NaN, an infinity or a value whose
-    square overflows float32: the torch path then counts and handles those exactly."""
-    if (onepass.KERNEL is None or flat.dtype != torch.float32 or flat.device.type != "cpu"
-            or not flat.is_contiguous()):
-        return None
-    n = flat.numel()
-    runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
-    got, sample = onepass.summary_f32(flat, runs, step, SAMPLE_RUN)
-    if not all(map(math.isfinite, got)):
-        return None
-    return got, sample
-
-
 class _Unbinned:
     """A CPU summary vector whose histogram counts are binned when first needed.
 
-    Made by :func:`summarize_plain` it starts as the kernel's four numbers
+    Made by :func:`.stats_plain.summarize_plain` it starts as the kernel's four numbers
     (``raw``), and the vector is laid out on first use too: inside a forward
     that summarises every layer, each line of Python a layer runs costs several
     times what it costs after the forward (the forward has evicted it from cache).
@@ -400,75 +384,6 @@ class _Unbinned:
         # float64: (x - lo) of float32 values near ±3e38 overflows
         v[_N_SCALARS:] = histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
                                       v.shape[0] - _N_SCALARS, self.drop_outside)
-        return v
-
-
-#: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):
-#: ``(shape, count, min, max, mean, std, histogram counts as int32 bytes)``.
-PlainMoments = tuple[tuple[int, ...], int, float, float, float, float, bytearray]
-
-_RUNS = HIST_SAMPLE // SAMPLE_RUN  # the sample's runs in a tensor of more than HIST_SAMPLE values
-
-
-def plain_moments(tensor: torch.Tensor) -> PlainMoments | None:
-    """The part of :func:`summarize_plain` that must run in the forward, in the fewest
-    Python steps (every layer pays them, cold): the kernel's numbers, or ``None``
-    where :func:`summarize` must do it. :func:`plain_pending` lays them out later."""
-    kernel = onepass.KERNEL
-    if kernel is None or tensor.dtype is not torch.float32 or not tensor.is_cpu \
-            or not tensor.is_contiguous():
-        return None
-    n = tensor.numel()
-    if n == 0:
-        return None
-    big = n > HIST_SAMPLE
-    mn, mx, total, sumsq, counts = kernel.summary_f32(
-        tensor.data_ptr(), n, torch.get_num_threads() if onepass.THREADED else 1,
-        _RUNS if big else 0, n // _RUNS if big else 0, SAMPLE_RUN, HIST_BINS)
-    mean = total / n
-    var = sumsq / n - mean * mean
-    # Written so that a NaN anywhere fails it: the torch path then counts them.
-    if not (1e-4 * mean * mean < var < math.inf and -math.inf < mn and mx < math.inf):
-        return None
-    return tuple(tensor.shape), n, mn, mx, mean, math.sqrt(var), counts
-
-
-def plain_pending(got: PlainMoments) -> PendingStats:
-    """The :class:`PendingStats` of a :func:`plain_moments` result."""
-    shape, n, mn, mx, mean, std, counts = got
-    return PendingStats(shape, "float32", n, _KernelBinned((mn, mx, mean, std), counts))
-
-
-def summarize_plain(tensor: torch.Tensor) -> PendingStats | None:
-    """:func:`summarize` of ``tensor`` (no clamp, own histogram range) in the fewest
-    steps, for the hooks of a statistics-only forward; ``None`` where it does not
-    apply, and then :func:`summarize` does.
-
-    It applies to a contiguous float32 CPU tensor when the compiled kernel is
-    there (:mod:`.onepass`), and its values are finite and not nearly constant
-    (``E[x^2] - E[x]^2`` is exact enough: see :func:`_moments_to_mean_std`). The
-    kernel reads the data once and bins the sample in the same call, so no tensor
-    op goes through the dispatcher and no sample waits in memory to be binned."""
-    got = plain_moments(tensor)
-    return plain_pending(got) if got is not None else None
-
-
-_NO_SAMPLE = np.empty(0, dtype=np.float32)  # the kernel binned it: nothing to keep
-
-
-class _KernelBinned(_Unbinned):
-    """A summary the kernel finished in the forward (:func:`summarize_plain`): four
-    numbers and the histogram's counts, laid out as the vector when first read."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
-        super().__init__(None, _NO_SAMPLE, False, raw)
-        self.counts = counts
-
-    def binned(self) -> np.ndarray:
-        v = self.vector
-        v[_N_SCALARS:] = np.frombuffer(self.counts, dtype=np.int32)
         return v
 
 

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from hookscope.core import Plan, onepass, run
 from hookscope.core import stats as S
 from hookscope.core.hist_sample import HIST_SAMPLE, SAMPLE_RUN, host_sample, sample_runs
-from hookscope.core.stats import summarize, summarize_plain
+from hookscope.core.stats import summarize
+from hookscope.core.stats_plain import summarize_plain
 
 needs_kernel = pytest.mark.skipif(onepass.KERNEL is None, reason=f"the kernel is off: {onepass.which()}")
 
