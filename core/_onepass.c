@@ -1,5 +1,5 @@
 /* One pass over a float32 activation: min, max, sum, sum of squares, and the
- * histogram sample, read once.
+ * histogram sample (copied, or binned over [min, max]), read once.
  *
  * Why this exists: torch has no CPU kernel that returns min, max and the two
  * moments together, so the pure-torch path (core/stats.py, _moments) reads
@@ -10,8 +10,8 @@
  * Threads: the loop is split with OpenMP. Built with -fopenmp it needs
  * libgomp.so.1, the soname torch's own wheels load, so the loader hands it
  * torch's copy: the same worker threads torch's ops just used, no second
- * pool fighting them for the cores. core/onepass.py checks that and passes
- * nthreads = 1 where it does not hold.
+ * pool fighting them for the cores. core/onepass.py checks that (THREADED)
+ * and its callers pass nthreads = 1 where it does not hold.
  *
  * NaN and infinity: the vector min/max do not propagate NaN reliably, but any
  * NaN or infinity makes the sum or the sum of squares non-finite, and so does
