@@ -347,13 +347,10 @@ class HookSession:
     def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
         if pre is None and type(post) is torch.Tensor:
             # The common cases, in as few Python steps as they take: every layer pays
-            # them inside the forward, where they run cold. What _leaf would do for a
-            # bare tensor with no intervention and no baseline.
+            # them inside the forward, where they run cold. A bare tensor with no
+            # intervention and no baseline needs no leaf walk and no baseline lookup.
             if self._plain_keep:
-                rec = _Pending(hook.path, call, "", {"": tuple(post.shape)}, None, True, None)
-                rec.kept = self._keep(post, hook.clone)
-                rec.copied = hook.clone
-                self._pending.append(rec)
+                self._pending.append(self._leaf(hook, call, "", {"": tuple(post.shape)}, post, None, None))
                 return
             got = plain_moments(post) if self._plain_stats else None
             if got is not None:  # laid out as a _Pending after the forward (_all_pending)

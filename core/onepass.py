@@ -82,17 +82,25 @@ def summary_f32(flat: torch.Tensor, runs: int, step: int, run_len: int
     return (mn, mx, total, sumsq), np.frombuffer(raw, dtype=np.float32)
 
 
+def applies(t: torch.Tensor) -> bool:
+    """Whether the kernel can read ``t`` where it lies: contiguous float32 on the CPU."""
+    return t.dtype is torch.float32 and t.is_cpu and t.is_contiguous()
+
+
+def sample_layout(n: int) -> tuple[int, int]:
+    """``(runs, step)`` of the histogram sample of ``n`` values as the kernel takes
+    them: ``(0, 0)`` (every value) up to :data:`HIST_SAMPLE`, else the sample's runs."""
+    return sample_runs(n) if n > HIST_SAMPLE else (0, 0)
+
+
 def one_pass(flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np.ndarray] | None":
     """``stats._moments`` and ``hist_sample.host_sample`` of ``flat`` from one read by
-    the kernel; ``None`` where it does not apply (no kernel, not contiguous float32 on
-    the CPU) or the data holds a NaN, an infinity or a value whose square overflows
-    float32: the torch path then counts and handles those exactly."""
-    if (KERNEL is None or flat.dtype != torch.float32 or flat.device.type != "cpu"
-            or not flat.is_contiguous()):
+    the kernel; ``None`` where it does not apply (no kernel, see :func:`applies`) or
+    the data holds a NaN, an infinity or a value whose square overflows float32: the
+    torch path then counts and handles those exactly."""
+    if KERNEL is None or not applies(flat):
         return None
-    n = flat.numel()
-    runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
-    got, sample = summary_f32(flat, runs, step, SAMPLE_RUN)
+    got, sample = summary_f32(flat, *sample_layout(flat.numel()), SAMPLE_RUN)
     if not all(map(math.isfinite, got)):
         return None
     return got, sample

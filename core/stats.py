@@ -349,32 +349,14 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
 
 
 class _Unbinned:
-    """A CPU summary vector whose histogram counts are binned when first needed.
+    """A CPU summary vector whose histogram counts are binned when first needed."""
 
-    Made by :func:`.stats_plain.summarize_plain` it starts as the kernel's four numbers
-    (``raw``), and the vector is laid out on first use too: inside a forward
-    that summarises every layer, each line of Python a layer runs costs several
-    times what it costs after the forward (the forward has evicted it from cache).
-    """
+    __slots__ = ("vector", "sample", "drop_outside")
 
-    __slots__ = ("_vector", "raw", "sample", "drop_outside")
-
-    def __init__(self, vector: np.ndarray | None, sample: np.ndarray, drop_outside: bool,
-                 raw: tuple[float, float, float, float] | None = None):
-        self._vector = vector
-        self.raw = raw  # (min, max, mean, std) of an all-finite tensor, no clamp
+    def __init__(self, vector: np.ndarray, sample: np.ndarray, drop_outside: bool):
+        self.vector = vector
         self.sample = sample
         self.drop_outside = drop_outside
-
-    @property
-    def vector(self) -> np.ndarray:
-        if self._vector is None:
-            assert self.raw is not None
-            mn, mx, mean, std = self.raw
-            out = np.empty(_N_SCALARS + HIST_BINS, dtype=np.float64)
-            out[:_N_SCALARS] = (mn, mx, mean, std, 0, 0, 0, *_hist_range(mn, mx))
-            self._vector = out
-        return self._vector
 
     def __getitem__(self, i: int) -> float:  # the scalars are ready (bins_like reads them)
         return float(self.vector[i])

@@ -18,32 +18,25 @@ import numpy as np
 import torch
 
 from . import onepass
-from .hist_sample import HIST_SAMPLE, SAMPLE_RUN
-from .stats import _N_SCALARS, HIST_BINS, PendingStats, _Unbinned
+from .hist_sample import SAMPLE_RUN
+from .stats import _N_SCALARS, HIST_BINS, PendingStats, _hist_range, _Unbinned
 
 
 #: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):
 #: ``(shape, count, min, max, mean, std, histogram counts as int32 bytes)``.
 PlainMoments = tuple[tuple[int, ...], int, float, float, float, float, bytearray]
 
-_RUNS = HIST_SAMPLE // SAMPLE_RUN  # the sample's runs in a tensor of more than HIST_SAMPLE values
-
-
 def plain_moments(tensor: torch.Tensor) -> PlainMoments | None:
     """The part of :func:`summarize_plain` that must run in the forward, in the fewest
     Python steps (every layer pays them, cold): the kernel's numbers, or ``None``
     where :func:`summarize` must do it. :func:`plain_pending` lays them out later."""
     kernel = onepass.KERNEL
-    if kernel is None or tensor.dtype is not torch.float32 or not tensor.is_cpu \
-            or not tensor.is_contiguous():
-        return None
     n = tensor.numel()
-    if n == 0:
+    if kernel is None or n == 0 or not onepass.applies(tensor):
         return None
-    big = n > HIST_SAMPLE
-    mn, mx, total, sumsq, counts = kernel.summary_f32(
-        tensor.data_ptr(), n, torch.get_num_threads() if onepass.THREADED else 1,
-        _RUNS if big else 0, n // _RUNS if big else 0, SAMPLE_RUN, HIST_BINS)
+    runs, step = onepass.sample_layout(n)
+    mn, mx, total, sumsq, counts = kernel.summary_f32(tensor.data_ptr(), n, onepass.threads(),
+                                                      runs, step, SAMPLE_RUN, HIST_BINS)
     mean = total / n
     var = sumsq / n - mean * mean
     # Written so that a NaN anywhere fails it: the torch path then counts them.
@@ -79,13 +72,25 @@ class _KernelBinned(_Unbinned):
     """A summary the kernel finished in the forward (:func:`summarize_plain`): four
     numbers and the histogram's counts, laid out as the vector when first read."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("raw", "counts")
 
     def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
-        super().__init__(None, _NO_SAMPLE, False, raw)
+        super().__init__(None, _NO_SAMPLE, False)  # type: ignore[arg-type]  # see _laid_out
+        self.raw = raw  # (min, max, mean, std) of an all-finite tensor, no clamp
         self.counts = counts
 
+    def _laid_out(self) -> np.ndarray:
+        if self.vector is None:
+            mn, mx, mean, std = self.raw
+            out = np.empty(_N_SCALARS + HIST_BINS, dtype=np.float64)
+            out[:_N_SCALARS] = (mn, mx, mean, std, 0, 0, 0, *_hist_range(mn, mx))
+            self.vector = out
+        return self.vector
+
+    def __getitem__(self, i: int) -> float:
+        return float(self._laid_out()[i])
+
     def binned(self) -> np.ndarray:
-        v = self.vector
+        v = self._laid_out()
         v[_N_SCALARS:] = np.frombuffer(self.counts, dtype=np.int32)
         return v
