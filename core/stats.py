@@ -293,9 +293,13 @@ def _moments_to_mean_std(values: torch.Tensor, total: float, sumsq: float) -> tu
     """Population mean and std from a sum and a sum of squares.
 
     E[x^2] - E[x]^2 loses precision when |mean| >> std; then the exact
-    two-pass variance is used instead."""
+    two-pass variance is used instead. A float32 sum overflows for finite
+    values near ±3.4e38 (two values of 1.7e38): then the mean is taken in
+    float64 too, where it cannot overflow."""
     n = values.numel()
     mean = total / n
+    if not math.isfinite(mean):
+        mean = float(values.double().mean())
     var = sumsq / n - mean * mean
     if var <= 1e-4 * mean * mean or not math.isfinite(var):
         var = float(values.double().var(correction=0)) if n > 1 else 0.0

@@ -105,3 +105,14 @@ def test_cpu_sample_holds_the_values_the_device_path_samples(n):
     np.testing.assert_array_equal(host_sample(x), hist_sample(x).numpy())
     strided = torch.randn(2 * n, generator=torch.Generator().manual_seed(1))[::2]
     np.testing.assert_array_equal(host_sample(strided), hist_sample(strided).numpy())
+
+
+def test_finite_values_whose_float32_sum_overflows_keep_a_finite_mean(monkeypatch):
+    # Found by the property test of tests/core/test_onepass.py: the torch path's float32
+    # sum of two values near 1.7e38 is inf, so its mean was inf; the values are finite.
+    monkeypatch.setattr(onepass, "KERNEL", None)
+    x = torch.tensor([1.7014117331926443e38, 1.7014118346046923e38], dtype=torch.float32)
+    s = summarize(x).resolve()
+    ref = x.double()
+    assert s.mean == pytest.approx(float(ref.mean()), rel=1e-12)
+    assert s.std == pytest.approx(float(ref.std(correction=0)), rel=1e-6)
