@@ -22,6 +22,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
+from .hook_handles import Handle, add_forward_hook
 from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .plan import LayerPlan
@@ -300,7 +301,7 @@ class HookSession:
         self.clone_paths = frozenset(clone_paths)
         self.sources = sources or {}
         self.baseline = baseline or {}
-        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._handles: list[Handle] = []
         self._hooks: dict[str, _LayerHook] = {}
         # Statistics-only hooks append (path, call, PlainMoments) for _all_pending to lay out.
         self._pending: list[_Pending | tuple[str, int, PlainMoments]] = []
@@ -317,7 +318,7 @@ class HookSession:
                 hook = _LayerHook(self, lp, clone=path in self.clone_paths,
                                   sources=self.sources.get(path))
                 self._hooks[path] = hook
-                self._handles.append(lp.module.register_forward_hook(hook))
+                self._handles.append(add_forward_hook(lp.module, hook))
         except BaseException:
             self.remove()
             raise

@@ -1,0 +1,49 @@
+"""core/hook_handles.py: a hook put straight into ``_forward_hooks`` behaves as a
+registered one, and removing it removes exactly it."""
+
+import torch
+from torch import nn
+
+from hookscope.core.hook_handles import add_forward_hook
+
+
+def test_runs_after_existing_hooks_and_replaces_the_output():
+    lin = nn.Linear(3, 3)
+    seen = []
+    user = lin.register_forward_hook(lambda m, a, out: seen.append(("user", out.clone())))
+    ours = add_forward_hook(lin, lambda m, a, out: out * 0 + 7)
+    x = torch.randn(2, 3)
+    got = lin(x)
+    assert torch.equal(got, torch.full((2, 3), 7.0))
+    assert seen[0][0] == "user" and torch.equal(seen[0][1], nn.functional.linear(x, lin.weight, lin.bias))
+    ours.remove()
+    ours.remove()  # twice is harmless
+    assert torch.equal(lin(x), nn.functional.linear(x, lin.weight, lin.bias))
+    assert len(lin._forward_hooks) == 1  # the user's is still there
+    user.remove()
+
+
+def test_ids_never_collide_with_registered_handles():
+    lin = nn.Linear(2, 2)
+    ours = add_forward_hook(lin, lambda *a: None)
+    later = lin.register_forward_hook(lambda *a: None)  # takes the next id
+    ours.remove()
+    assert list(lin._forward_hooks) == [later.id]
+    later.remove()
+    assert not lin._forward_hooks
+
+
+def test_a_class_with_its_own_registration_is_asked():
+    calls = []
+
+    class OwnHooks(nn.Linear):
+        def register_forward_hook(self, hook, **kw):
+            calls.append(hook)
+            return super().register_forward_hook(hook, **kw)
+
+    m = OwnHooks(2, 2)
+    fn = lambda *a: None  # noqa: E731
+    handle = add_forward_hook(m, fn)
+    assert calls == [fn]
+    handle.remove()
+    assert not m._forward_hooks
