@@ -14,6 +14,7 @@ import datetime as _dt
 import fnmatch
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -71,6 +72,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="wall time (default) or this process's CPU time, which other "
                          "processes' load does not inflate (best with --threads 1)")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
+    ap.add_argument("--memory-runs", type=int, default=3, metavar="N",
+                    help="fresh processes per judged memory figure (the plain forward's and "
+                         "those with a memory target); the median is reported (default 3)")
     ap.add_argument("--malloc-default", action="store_true",
                     help="switch off the library's default of keeping freed memory for reuse "
                          "(hookscope.core.release_freed_memory, as HOOKSCOPE_KEEP_FREED_MEMORY=0 "
@@ -107,13 +111,22 @@ def memory(row: dict, case: Case, model: str, a: argparse.Namespace) -> None:
         fig = memory_cuda(case.fn)
         out = case.fn()
         fig["captured_mib"] = (case.captured_bytes(out) if case.captured_bytes else 0) / 2**20
+        figs = [fig]
     else:
-        fig = memory_in_child(model, case.name, a.quick)
-    if "error" in fig:
-        row["memory_error"] = fig["error"]
+        # A fresh process's peak moves by tens of MiB from one process to the next
+        # (the plain ResNet-50 b8 forward: 131-162 MiB), more than some limits leave:
+        # the figures a target is judged on are the median of a few processes.
+        judged = case.name == "plain_aa" or bool(case.target and case.target.memory)
+        figs = [memory_in_child(model, case.name, a.quick)
+                for _ in range(max(1, a.memory_runs) if judged else 1)]
+    good = [f for f in figs if "error" not in f]
+    if not good:
+        row["memory_error"] = figs[0]["error"]
         return
-    row["peak_above_model_mib"] = fig["peak_above_model_mib"]
-    row["captured_mib"] = fig.get("captured_mib", 0.0)
+    peaks = sorted(f["peak_above_model_mib"] for f in good)
+    row["peak_above_model_mib"] = statistics.median(peaks)
+    row["peak_runs_mib"] = peaks
+    row["captured_mib"] = good[0].get("captured_mib", 0.0)
 
 
 def run_model(name: str, a: argparse.Namespace, patterns: list[str],
@@ -224,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": [round(x, 2) for x in os.getloadavg()],
         "models": {}, "competitors": competitors.available(), "missing": [],
         "memory_method": ("torch.cuda.max_memory_allocated" if a.device != "cpu" else
-                          "VmHWM − VmRSS in a fresh process per case (bench/memory_case.py)"),
+                          f"VmHWM − VmRSS in a fresh process per case (bench/memory_case.py); judged figures "
+                          f"(plain, and cases with a memory target): median of {a.memory_runs} "
+                          "processes, [lowest–highest] beside it"),
     }
     rows: list[dict] = []
     for name in models:

@@ -80,7 +80,9 @@ def _mem(row: dict) -> str:
     if peak is None:
         return "—"
     cap = row.get("captured_mib")
-    return f"+{peak:.1f}" + (f" ({cap:.1f} kept)" if cap else "")
+    runs = row.get("peak_runs_mib") or []
+    spread = f" [{runs[0]:.0f}–{runs[-1]:.0f}]" if len(runs) > 1 else ""  # median of fresh processes
+    return f"+{peak:.1f}{spread}" + (f" ({cap:.1f} kept)" if cap else "")
 
 
 def _mem_met(row: dict) -> str:

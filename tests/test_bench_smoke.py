@@ -88,3 +88,27 @@ def test_memory_case_child_process():
     assert "error" not in fig, fig
     assert fig["peak_above_model_mib"] >= 0
     assert fig["captured_mib"] > 0
+
+
+def test_judged_memory_is_the_median_of_fresh_processes(monkeypatch):
+    import bench.__main__ as entry
+    from bench.cases import Case, Target
+
+    peaks = iter([30.0, 10.0, 20.0, 99.0])
+    calls = []
+
+    def child(model, case, quick):
+        calls.append(case)
+        return {"peak_above_model_mib": next(peaks), "captured_mib": 0.0}
+
+    monkeypatch.setattr(entry, "memory_in_child", child)
+    a = entry.parse_args(["--memory-runs", "3"])
+    judged = Case("stats_only", "t", lambda: None, Target("floor", 0.05, memory="stats", floor="x"))
+    row: dict = {}
+    entry.memory(row, judged, "demo:cnn", a)
+    assert calls == ["stats_only"] * 3
+    assert row["peak_above_model_mib"] == 20.0 and row["peak_runs_mib"] == [10.0, 20.0, 30.0]
+    context = Case("naive_clone", "t", lambda: None)  # no memory target: one process
+    row = {}
+    entry.memory(row, context, "demo:cnn", a)
+    assert calls[3:] == ["naive_clone"] and row["peak_above_model_mib"] == 99.0
