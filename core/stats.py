@@ -415,9 +415,16 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.T
     mx = torch.where(finite, flat, -inf_t).amax()
     zero = torch.zeros((), device=flat.device, dtype=flat.dtype)
     safe = torch.where(finite, flat, zero)
-    denom = n_finite.clamp_min(1).to(flat.dtype)
-    mean = safe.sum() / denom
-    var = (torch.where(finite, flat - mean, zero) ** 2).sum() / denom
+    # Sums in float64 (flat is float32 or float64 here): finite float32 values can sum
+    # past float32's range (two of 1.7e38), and their squares far sooner. The reductions
+    # are bound by reading the data, not by the adds. vector_norm squares and adds in
+    # float64; only a deviation past float32's range (values of both signs near ±3.4e38)
+    # still overflows.
+    denom = n_finite.clamp_min(1).to(torch.float64)
+    mean = safe.sum(dtype=torch.float64) / denom
+    dev = torch.where(finite, safe - mean.to(safe.dtype), zero)
+    norm = torch.linalg.vector_norm(dev, dtype=torch.float64)
+    var = norm * norm / denom
     std = var.sqrt()
     # Same bin rule as torch.histc: width = (hi - lo) / bins, the top edge falls in the last bin.
     # Bin arithmetic in float64, as on the eager path (see _hist_range, _histogram).
@@ -440,7 +447,7 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.T
     clamped = _clamped_count(flat, clamp)
     empty = n_finite == 0
     nan_t = torch.tensor(float("nan"), device=flat.device, dtype=torch.float64)
-    head = torch.stack([mn, mx, mean, std]).to(torch.float64)
+    head = torch.stack([mn.to(torch.float64), mx.to(torch.float64), mean, std])
     head = torch.where(empty, nan_t, head)
     tail = torch.stack([nan.to(torch.float64), inf.to(torch.float64), clamped.to(torch.float64),
                         lo_e.to(torch.float64), hi_e.to(torch.float64)])

@@ -143,3 +143,19 @@ def test_complex_and_bool_are_summarised_without_clamp_counts():
     assert (c.min, c.max) == (0.0, 5.0) and c.fraction_clamped is None
     b = summarize(torch.tensor([True, False, True]), clamp=(0.0, 0.5)).resolve()
     assert b.mean == pytest.approx(2 / 3) and b.fraction_clamped is None
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+@pytest.mark.parametrize("values, dtype", [
+    ([1.7e38, 1.7e38, -1.0e38], torch.float32),   # the float32 sum passes 3.4e38
+    ([60000.0] * 8 + [-1000.0], torch.float16),   # summarised as float32: no float16 sums
+    ([300.0, -300.0, 250.0], torch.float16),      # nor float16 squares
+])
+def test_finite_values_whose_sums_overflow_their_dtype(deferred, values, dtype):
+    x = torch.tensor(values, dtype=dtype)
+    s = summarize(x, deferred=deferred).resolve()
+    ref = x.double().numpy()
+    assert s.nan_count == 0 and s.inf_count == 0
+    assert s.mean == pytest.approx(ref.mean(), rel=1e-6)
+    assert s.std == pytest.approx(ref.std(), rel=1e-5)
+    assert s.min == ref.min() and s.max == ref.max()
