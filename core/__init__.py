@@ -12,7 +12,8 @@ from .devices import available_devices, resolve_device
 from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError, PlanError,
                      SpecError)
 from .exercises import feature_extraction_test, modify_hook_test
-from .hooks import CaptureRecord, HookSession
+from .capture_record import CaptureRecord
+from .hooks import HookSession
 from .inputs import parse_input
 from .intervention_base import InterventionContext, Param, param
 from .intervention_registry import get_kind, kinds, parse_intervention, register

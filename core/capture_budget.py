@@ -64,7 +64,7 @@ def kept_bytes(module: nn.Module, inputs: Any, plan: Plan) -> int:
     values before it), and once more where records also keep the baseline
     run's value of the same call.
     """
-    from .hooks import CaptureRecord
+    from .capture_record import CaptureRecord
     from .run import call_model, own_copy
 
     layers = plan.resolve(module)

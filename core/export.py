@@ -22,7 +22,7 @@ import numpy as np
 
 from .atomic_write import atomic_write
 from .errors import HookscopeError
-from .hooks import CaptureRecord
+from .capture_record import CaptureRecord
 from .intervention_base import Intervention
 from .plan import Plan
 from .script_template import HELPERS, SCRIPT, STATS

@@ -16,185 +16,19 @@ only the captures that need a copy pay for one.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Iterable
 
 import torch
 from torch import nn
 
+from .capture_record import CaptureRecord, _joined
 from .hook_handles import Handle, add_forward_hook
 from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .plan import LayerPlan
-from .record_stats import changed_count, fraction, stats_range, summarize_shared
-from .stats import PendingStats, TensorStats, resolve_all, summarize
+from .record_stats import changed_count, stats_range, summarize_shared
+from .stats import PendingStats, TensorStats, resolve_all
 from .stats_plain import PlainMoments, plain_moments, plain_pending
-
-
-class CaptureRecord:
-    """One call of one captured layer.
-
-    ``tensor`` is the layer's output as the rest of the model saw it (after
-    the intervention, if the layer has one), detached and on the CPU, or
-    ``None`` in statistics-only mode. ``pre_tensor``/``pre_stats`` hold the
-    value before the intervention. ``baseline_tensor``/``baseline_stats``
-    hold the same call in the baseline run (no interventions) of a
-    :func:`~hookscope.core.compare`. For a nested output (an attention block's
-    ``(hidden, weights)``, an LSTM's ``(out, (h, c))``, a ``ModelOutput``, a
-    detector's dicts) the record itself is the first tensor leaf, ``leaf`` its
-    name (``"[0]"``, ``".last_hidden_state"``), and ``extra_leaves`` holds one
-    record per other tensor leaf (same path, call and intervention; its own
-    ``leaf``, tensors and statistics, baseline included); ``leaf_shapes`` lists
-    every leaf's shape. A single-tensor output has no extra leaves. ``copied``
-    says the capture had to be copied because a later in-place op overwrites
-    the layer's output. ``intervention`` is the
-    layer's intervention in words (``intervention_obj`` the object), or ``None``.
-
-    The histograms of the versions a record has (baseline, before, after)
-    share one range, so they compare bin by bin (in statistics-only mode the
-    baseline keeps its own bins: its values are gone when the intervened run
-    is summarised; the intervened run's range spans it). ``stats.fraction_changed``
-    is the fraction of values the intervention changed, for every kind.
-
-    Statistics of tensors kept on the CPU are computed when first read,
-    outside the forward pass: capturing every layer then costs what keeping
-    references costs, and a caller that looks at a few layers pays for those
-    few. Off the CPU, and in statistics-only mode, they are computed in the
-    forward on the tensor's device.
-    """
-
-    __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "intervention_obj",
-                 "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
-                 "_lazy", "extra_leaves")
-
-    def __init__(self, path: str, call: int, stats: "TensorStats | PendingStats | None" = None,
-                 tensor: torch.Tensor | None = None, leaf: str = "",
-                 leaf_shapes: dict[str, tuple[int, ...]] | None = None,
-                 intervention: "str | Intervention | None" = None,
-                 pre_stats: "TensorStats | PendingStats | None" = None,
-                 pre_tensor: torch.Tensor | None = None, copied: bool = False, lazy: bool = False,
-                 baseline_tensor: torch.Tensor | None = None,
-                 baseline_stats: TensorStats | None = None,
-                 extra_leaves: "tuple[CaptureRecord, ...]" = ()):
-        self.path = path
-        self.call = call
-        self.tensor = tensor
-        self.leaf = leaf
-        self.leaf_shapes = leaf_shapes or {}
-        self.intervention_obj = intervention if isinstance(intervention, Intervention) else None
-        self.intervention = (intervention.describe() if isinstance(intervention, Intervention)
-                             else intervention)
-        self.pre_tensor = pre_tensor
-        self.baseline_tensor = baseline_tensor
-        self.copied = copied
-        # A PendingStats (statistics only, on the CPU) holds the scalars; its histogram
-        # is binned when first read (see the stats property).
-        self._stats: TensorStats | PendingStats | None = stats
-        self._pre_stats: TensorStats | PendingStats | None = pre_stats
-        self._baseline_stats = baseline_stats
-        self._lazy = lazy
-        self.extra_leaves = extra_leaves
-
-    def __repr__(self) -> str:
-        return (f"CaptureRecord(path={self.path!r}, call={self.call}, shape={self.shape}, "
-                f"intervention={self.intervention!r}, kept={self.tensor is not None})")
-
-    @property
-    def stats(self) -> TensorStats | None:
-        if self._lazy:
-            self._summarize_now()
-        if isinstance(self._stats, PendingStats):  # statistics only, CPU: binned on first read
-            self._stats = self._stats.resolve()
-        return self._stats
-
-    @property
-    def pre_stats(self) -> TensorStats | None:
-        if self._lazy:
-            self._summarize_now()
-        if isinstance(self._pre_stats, PendingStats):
-            self._pre_stats = self._pre_stats.resolve()
-        return self._pre_stats
-
-    @property
-    def baseline_stats(self) -> TensorStats | None:
-        """This call in the baseline run, binned like :attr:`stats` where its tensor is kept."""
-        if self._lazy:
-            self._summarize_now()
-        if self._baseline_stats is None and self.baseline_tensor is not None:
-            # Kept on a device run: the host copy, binned like the intervened run's summary.
-            self._baseline_stats = summarize(self.baseline_tensor,
-                                             hist_range=stats_range(self.stats)).resolve()
-        return self._baseline_stats
-
-    @property
-    def stats_ready(self) -> bool:
-        """False while statistics wait to be computed on first read."""
-        return not self._lazy
-
-    def _summarize_now(self) -> None:
-        base_t = self.baseline_tensor
-        extra = [stats_range(self._baseline_stats)] if base_t is None else []
-        pre, post, base = summarize_shared([self.pre_tensor, self.tensor, base_t], extra)
-        changed = None
-        if self.pre_tensor is not None and self.tensor is not None:
-            changed = changed_count(self.pre_tensor, self.tensor)
-        self._stats, self._pre_stats = _joined(post, pre, changed)
-        if base is not None:
-            self._baseline_stats = base.resolve()
-        self._lazy = False
-
-    @property
-    def shape(self) -> tuple[int, ...] | None:
-        if self.tensor is not None:
-            return tuple(self.tensor.shape)
-        return self._stats.shape if self._stats is not None else None
-
-    @property
-    def after_intervention(self) -> bool:
-        """True when ``tensor`` is the value after this layer's intervention."""
-        return self.intervention is not None
-
-    @property
-    def leaves(self) -> "tuple[CaptureRecord, ...]":
-        """This record (the first tensor leaf) and one per other tensor leaf, in the output's order."""
-        return (self, *self.extra_leaves) if self.extra_leaves else (self,)
-
-    def leaf_record(self, name: str) -> "CaptureRecord | None":
-        """The record of the tensor leaf called ``name`` (``""`` or :attr:`leaf`: this one)."""
-        if not name or name == self.leaf:
-            return self
-        return next((r for r in self.extra_leaves if r.leaf == name), None)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the kept tensors of every leaf (after, before, baseline)."""
-        n = 0
-        for r in self.leaves:
-            for t in (r.tensor, r.pre_tensor, r.baseline_tensor):
-                if t is not None:
-                    n += t.element_size() * t.numel()
-        return n
-
-
-def _joined(post: PendingStats | None, pre: PendingStats | None, changed=None):
-    """Resolve a post/pre pair; both report the fraction of values the intervention changed."""
-    stats = post.resolve() if post is not None else None
-    pre_s = pre.resolve() if pre is not None else None
-    if changed is not None:
-        counted = pre_s or stats
-        n = counted.count if counted is not None else 0
-        frac = fraction(changed, n)
-        stats = dataclasses.replace(stats, fraction_changed=frac) if stats is not None else None
-        pre_s = dataclasses.replace(pre_s, fraction_changed=frac) if pre_s is not None else None
-    return stats, pre_s
-
-
-def resolve_records(captures: dict[str, list[CaptureRecord]]) -> None:
-    """Compute every record's statistics now (e.g. on a worker, before a GUI reads them)."""
-    for recs in captures.values():
-        for rec in recs:
-            for r in rec.leaves:
-                r.stats, r.pre_stats, r.baseline_stats  # noqa: B018 - the properties compute and cache
 
 
 class _Pending:

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from .errors import Cancelled
-from .hooks import CaptureRecord
+from .capture_record import CaptureRecord
 from .meaning import OutputMeaning
 from .runner import error_message, leaf_count, same_values
 
@@ -190,7 +190,7 @@ class ModelHost:
 
     def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget):
         from .devices import resolve_device
-        from .hooks import resolve_records
+        from .capture_record import resolve_records
         from .run import compare, place_module, stop_points, to_device
         from .tree import observe as observe_tree
 

@@ -30,7 +30,8 @@ from .dispatch import is_dispatched
 from .errors import Cancelled, ForwardError, HookscopeError
 from .forward_state import (AUTOGRAD_MESSAGE, grad_mode_for, mark_needs_grad, needs_autograd,
                             restore, snapshot)
-from .hooks import CaptureRecord, HookSession, resolve_records
+from .capture_record import CaptureRecord, resolve_records
+from .hooks import HookSession
 from .inplace_victims import worth_guarding
 from .call_args import CallArgs
 from .interventions import Clamp

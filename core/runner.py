@@ -478,7 +478,7 @@ class LocalRunner(QueueRunner):
 
     def _run(self, job: _Job, req: RunRequest) -> RunnerEvent:
         from .devices import resolve_device
-        from .hooks import resolve_records
+        from .capture_record import resolve_records
         from .run import compare, place_module, stop_points, to_device
         from .tree import observe
 
