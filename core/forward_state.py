@@ -45,7 +45,12 @@ def snapshot(module: nn.Module) -> ForwardState:
     bufs = []
     if found:
         with torch.no_grad():
-            bufs = [(owner, name, buf, buf.clone()) for owner, name, buf in found]
+            live = [buf for _, _, buf in found]
+            copies = [torch.empty_like(b) for b in live]
+            # One call for every buffer: a ResNet-50 has 159, and a clone each cost
+            # three times as much in Python as in copying.
+            torch._foreach_copy_(copies, live)
+            bufs = [(owner, name, buf, copy) for (owner, name, buf), copy in zip(found, copies)]
     return ForwardState(torch.get_rng_state(), cuda, bufs)
 
 
@@ -60,16 +65,20 @@ def restore(module: nn.Module, state: ForwardState) -> None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
     if not state.buffers:
         return
+    plain, inference = [], []
+    for owner, name, buf, saved in state.buffers:
+        if owner._buffers.get(name) is not buf:
+            owner._buffers[name] = buf
+        # made under inference_mode: only writable there
+        (inference if buf.is_inference() else plain).append((buf, saved))
+    # Every buffer is copied back: BatchNorm's running statistics change in place
+    # without bumping their version counter, so no counter says which did not change.
     with torch.no_grad():
-        for owner, name, buf, saved in state.buffers:
-            if owner._buffers.get(name) is not buf:
-                owner._buffers[name] = buf
-            # always copied: an in-place update under inference_mode does not bump _version
-            if buf.is_inference():  # made under inference_mode: only writable there
-                with torch.inference_mode():
-                    buf.copy_(saved)
-            else:
-                buf.copy_(saved)
+        if plain:
+            torch._foreach_copy_([b for b, _ in plain], [s for _, s in plain])
+    if inference:
+        with torch.inference_mode():
+            torch._foreach_copy_([b for b, _ in inference], [s for _, s in inference])
 
 
 _NEEDS_GRAD: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()

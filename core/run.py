@@ -28,8 +28,8 @@ from torch import nn
 from .devices import accelerator_devices, resolve_device, synchronize
 from .dispatch import is_dispatched
 from .errors import Cancelled, ForwardError, HookscopeError
-from .forward_state import (AUTOGRAD_MESSAGE, grad_mode_for, mark_needs_grad, needs_autograd,
-                            restore, snapshot)
+from .forward_state import (AUTOGRAD_MESSAGE, ForwardState, grad_mode_for, mark_needs_grad,
+                            needs_autograd, restore, snapshot)
 from .capture_record import CaptureRecord, resolve_records
 from .hooks import HookSession
 from .inplace_victims import worth_guarding
@@ -261,14 +261,18 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
 
 def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
                   dev: torch.device, sources: dict[str, list[Any]] | None = None,
-                  baseline: dict[str, list[CaptureRecord]] | None = None) -> ForwardResult:
+                  baseline: dict[str, list[CaptureRecord]] | None = None,
+                  start: ForwardState | None = None) -> ForwardResult:
+    """One run of resolved ``layers``. ``start``: the model's state now, where the
+    caller has it (compare() does), so it is not recorded twice."""
     t0 = time.perf_counter()
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
     extra = dict(sources=sources, baseline=baseline)
     # A re-run starts where the first run did. Only a run that keeps tensors can re-run
     # (to learn in-place victims), so statistics-only runs skip copying every buffer.
-    start = snapshot(module) if keep else None
+    if start is None and keep:
+        start = snapshot(module)
     # Captured layers never watched before: watch them for in-place writes in this
     # same forward (core/inplace_victims.py) instead of paying a second one.
     learn = (keep and not set(layers) <= _GUARDED.get(module, set())
@@ -413,7 +417,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
             # The same layers captured, nothing changed; the intervened-only layers carry
             # inert hooks so both runs take the same kernels (see inert_hooks).
             clean = {p: LayerPlan(p, lp.module, capture=lp.capture) for p, lp in layers.items()}
-            b = _run_resolved(module, x, clean, plan.keep_tensors, dev)
+            b = _run_resolved(module, x, clean, plan.keep_tensors, dev, start=start)
             baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,
                                 captures=b.captures, captured=captured,
                                 keep_tensors=plan.keep_tensors)
@@ -426,7 +430,8 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
             timings["source"] = (time.perf_counter() - ts) * 1e3
             restore(module, start)
         try:
-            res = _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline.captures)
+            res = _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline.captures,
+                                start=start)
         finally:
             restore(module, start)  # the comparison leaves the model as it found it
     differ, max_diff = output_difference(baseline.output, res.output)

@@ -116,3 +116,28 @@ def test_observing_the_tree_leaves_buffers_and_rng_as_found():
     assert tree.find("1").output_shape == (5, 8)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_restore_puts_back_every_kind_of_buffer():
+    m = nn.Module()
+    m.register_buffer("f32", torch.arange(5.0))
+    m.register_buffer("i64", torch.tensor(7))
+    m.register_buffer("flags", torch.tensor([True, False]))
+    with torch.inference_mode():
+        m.register_buffer("made_in_inference", torch.ones(3))
+    m.child = nn.BatchNorm1d(3).train()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    replaced_obj = m.i64
+    state = snapshot(m)
+    m.child(torch.randn(6, 3))  # running statistics change in place, no version bump
+    m.f32.mul_(-2)
+    m.flags.logical_not_()
+    m.i64 = m.i64 + 1  # replaced, not changed in place
+    with torch.inference_mode():
+        m.made_in_inference.zero_()
+    restore(m, state)
+    after = m.state_dict()
+    assert after.keys() == before.keys()
+    for k, v in before.items():
+        assert after[k].dtype == v.dtype and torch.equal(after[k], v), k
+    assert m.i64 is replaced_obj  # the original object is back, not a copy
