@@ -59,6 +59,14 @@ class InplaceGuard(TorchDispatchMode):
     ``victims`` collects the paths whose captures had to be copied.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # By default torch wraps every mode's __torch_dispatch__ in torch._disable_dynamo,
+        # which costs ~8 µs an op here (a ResNet-50 forward runs ~390 ops: 3 ms of a
+        # 125 ms first run). This one only reads a dict and calls the op; nothing in it
+        # is for torch.compile to trace.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self._watched: dict[int, list[tuple[Any, str]]] = {}
