@@ -60,7 +60,8 @@ def restore(module: nn.Module, state: ForwardState) -> None:
         torch.cuda.set_rng_state_all(state.cuda_rng)
     if not state.buffers:
         return
-    plain, inference = [], []
+    plain: list[tuple[torch.Tensor, torch.Tensor]] = []
+    inference: list[tuple[torch.Tensor, torch.Tensor]] = []
     for owner, name, buf, saved in state.buffers:
         if owner._buffers.get(name) is not buf:
             owner._buffers[name] = buf
