@@ -32,6 +32,7 @@ from .forward_state import (AUTOGRAD_MESSAGE, ForwardState, grad_mode_for, mark_
                             needs_autograd, restore, snapshot)
 from .capture_record import CaptureRecord, resolve_records
 from .hooks import HookSession
+from .guard_pauses import GuardPauses
 from .inplace_victims import worth_guarding
 from .call_args import CallArgs
 from .interventions import Clamp
@@ -323,7 +324,7 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
         synchronize(gpus)
         t0 = time.perf_counter()
         if learn:
-            with session.guard:
+            with session.guard, GuardPauses(module, session.guard):
                 out = forward(module, own_copy(x), grad_mode)
         else:
             out = forward(module, own_copy(x), grad_mode)
