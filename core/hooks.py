@@ -28,7 +28,7 @@ from .nested import tensor_leaves
 from .plan import LayerPlan
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
-from .stats_plain import PlainMoments, plain_moments, plain_pending
+from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain
 
 
 class _Pending:
@@ -217,8 +217,13 @@ class HookSession:
         if not lazy:
             # Statistics only: summarise now, on the device, over one range shared by the
             # values before and after the intervention and the baseline's (see record_stats).
+            # A leaf with its own range (a nested output's, no intervention) is binned in
+            # the kernel now, as bare outputs are: no sample of it waits in memory.
+            alone = (summarize_plain(tensor) if pre_t is None and base is None
+                     and tensor is not None else None)
             extra = [stats_range(base.stats)] if base is not None else []
-            rec.pre_stats, rec.stats = summarize_shared([pre_t, tensor], extra)
+            rec.pre_stats, rec.stats = ((None, alone) if alone is not None
+                                        else summarize_shared([pre_t, tensor], extra))
             if pre_t is not None and tensor is not None:
                 rec.changed = changed_count(pre_t, tensor)
         if self.keep_tensors:

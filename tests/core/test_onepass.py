@@ -193,6 +193,28 @@ def test_statistics_only_run_records_every_layer_on_the_kernel(monkeypatch):
 
 
 @needs_kernel
+def test_nested_output_leaves_are_binned_in_the_forward_too(monkeypatch):
+    # An LSTM leaf returns (out, (h, c)): three leaves, each with its own range, so
+    # statistics only bins each contiguous one in the kernel and keeps no sample of it
+    # (batch_first's output is a transposed view: the torch path takes it).
+    torch.manual_seed(0)
+    m, x = torch.nn.Sequential(torch.nn.LSTM(8, 32, batch_first=True)).eval(), torch.randn(4, 600, 8)
+    r = run(m, x, Plan(capture=["0"], keep_tensors=False))
+    rec = r.captures["0"][0]
+    assert [lf.leaf for lf in rec.leaves] == ["[0]", "[1][0]", "[1][1]"]
+    kinds = [type(lf._stats.vector).__name__ for lf in rec.leaves]
+    assert kinds == ["_Unbinned", "_KernelBinned", "_KernelBinned"]
+    assert rec.leaves[0]._stats.vector.sample.size > 0  # the view's sample, binned on read
+    with monkeypatch.context() as mp:
+        mp.setattr(onepass, "KERNEL", None)
+        slow = run(m, x, Plan(capture=["0"], keep_tensors=False)).captures["0"][0]
+    for a, b in zip((lf.stats for lf in rec.leaves), (lf.stats for lf in slow.leaves)):
+        assert (a.shape, a.min, a.max) == (b.shape, b.min, b.max)
+        assert a.mean == pytest.approx(b.mean, rel=1e-6) and a.std == pytest.approx(b.std, rel=1e-5)
+        np.testing.assert_array_equal(a.hist_counts, b.hist_counts)
+
+
+@needs_kernel
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(width=32, min_value=-2.0**60, max_value=2.0**60)
                 | st.floats(width=32), min_size=1, max_size=700))
