@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .hook_handles import add_forward_hook, add_forward_pre_hook
+
 #: Layers whose forward reads its input and writes only new tensors.
 READ_ONLY: frozenset[type[nn.Module]] = frozenset({
     nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
@@ -48,8 +50,8 @@ class GuardPauses:
     def __enter__(self) -> "GuardPauses":
         try:
             for m in self._targets:
-                self._handles.append(m.register_forward_pre_hook(self._pause))
-                self._handles.append(m.register_forward_hook(self._resume, always_call=True))
+                self._handles.append(add_forward_pre_hook(m, self._pause))
+                self._handles.append(add_forward_hook(m, self._resume, always=True))
         except BaseException:
             self.__exit__()
             raise

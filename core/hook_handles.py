@@ -6,7 +6,8 @@ and a run arms and disarms every planned layer (1,000 layers: 9 ms, more than
 the forward of many models). The hook itself is only an entry in the module's
 ``_forward_hooks`` dict under a process-wide id, which is all this writes, so
 ``Module._call_impl`` runs it exactly as it runs a registered one (no kwargs,
-not always called, after the hooks already there).
+after the hooks already there; ``always`` also writes the entry of
+``always_call=True``, so it runs when the forward raises).
 
 Modules whose class registers hooks its own way (TorchScript's) and any torch
 without that dict take the public API.
@@ -25,28 +26,48 @@ class Handle(Protocol):
 
 
 class _DictEntry:
-    """Removes one hook from the dict it was put in; safe to call twice."""
+    """Removes one hook from the dicts it was put in; safe to call twice."""
 
-    __slots__ = ("hooks", "key")
+    __slots__ = ("dicts", "key")
 
-    def __init__(self, hooks: dict, key: int):
-        self.hooks = hooks
+    def __init__(self, dicts: tuple[dict, ...], key: int):
+        self.dicts = dicts
         self.key = key
 
     def remove(self) -> None:
-        self.hooks.pop(self.key, None)
+        for d in self.dicts:
+            d.pop(self.key, None)
 
 
-_PLAIN_REGISTER = nn.Module.register_forward_hook
-
-
-def add_forward_hook(module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any]) -> Handle:
-    """``module.register_forward_hook(hook)``, without the handle's bookkeeping."""
-    hooks = module.__dict__.get("_forward_hooks")
-    if type(module).register_forward_hook is not _PLAIN_REGISTER or not isinstance(hooks, dict):
-        return module.register_forward_hook(hook)
+def _add(module: nn.Module, table: str, hook: Callable, always: bool = False) -> Handle:
+    hooks = module.__dict__.get(table)
+    flags = module.__dict__.get("_forward_hooks_always_called") if always else None
+    plain = getattr(nn.Module, _REGISTER[table])
+    if (getattr(type(module), _REGISTER[table]) is not plain or not isinstance(hooks, dict)
+            or (always and not isinstance(flags, dict))):
+        register = getattr(module, _REGISTER[table])
+        return register(hook, always_call=True) if always else register(hook)
     # The same id sequence the handles use, so an id is never in two hooks' hands.
     key = RemovableHandle.next_id
     RemovableHandle.next_id += 1
     hooks[key] = hook
-    return _DictEntry(hooks, key)
+    if flags is not None:  # run even when the forward raises, as always_call=True does
+        flags[key] = True
+        return _DictEntry((hooks, flags), key)
+    return _DictEntry((hooks,), key)
+
+
+_REGISTER = {"_forward_hooks": "register_forward_hook",
+             "_forward_pre_hooks": "register_forward_pre_hook"}
+
+
+def add_forward_hook(module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any],
+                     always: bool = False) -> Handle:
+    """``module.register_forward_hook(hook, always_call=always)``, without the handle's
+    bookkeeping."""
+    return _add(module, "_forward_hooks", hook, always)
+
+
+def add_forward_pre_hook(module: nn.Module, hook: Callable[[nn.Module, Any], Any]) -> Handle:
+    """``module.register_forward_pre_hook(hook)``, without the handle's bookkeeping."""
+    return _add(module, "_forward_pre_hooks", hook)

@@ -4,7 +4,7 @@ registered one, and removing it removes exactly it."""
 import torch
 from torch import nn
 
-from hookscope.core.hook_handles import add_forward_hook
+from hookscope.core.hook_handles import add_forward_hook, add_forward_pre_hook
 
 
 def test_runs_after_existing_hooks_and_replaces_the_output():
@@ -47,3 +47,21 @@ def test_a_class_with_its_own_registration_is_asked():
     assert calls == [fn]
     handle.remove()
     assert not m._forward_hooks
+
+
+def test_pre_hooks_and_always_called_hooks():
+    lin = nn.Linear(2, 2)
+    order = []
+    pre = add_forward_pre_hook(lin, lambda m, a: order.append("pre"))
+    post = add_forward_hook(lin, lambda m, a, out: order.append("post"), always=True)
+    lin(torch.randn(1, 2))
+    assert order == ["pre", "post"]
+    order.clear()
+    try:
+        lin(torch.randn(1, 3))  # the forward raises: an always-called hook still runs
+    except RuntimeError:
+        pass
+    assert order == ["pre", "post"]
+    pre.remove(), post.remove()
+    assert not lin._forward_hooks and not lin._forward_pre_hooks
+    assert not lin._forward_hooks_always_called
