@@ -217,9 +217,10 @@ class HookSession:
         if not lazy:
             # Statistics only: summarise now, on the device, over one range shared by the
             # values before and after the intervention and the baseline's (see record_stats).
-            # A leaf with its own range (a nested output's, no intervention) is binned in
-            # the kernel now, as bare outputs are: no sample of it waits in memory.
-            alone = (summarize_plain(tensor) if pre_t is None and base is None
+            # A nested output's leaf with its own range (no intervention, no baseline) is
+            # binned in the kernel now, as bare outputs are: no sample of it waits in
+            # memory. (A bare output here is one the kernel already turned down in _record.)
+            alone = (summarize_plain(tensor) if leaf and pre_t is None and base is None
                      and tensor is not None else None)
             extra = [stats_range(base.stats)] if base is not None else []
             rec.pre_stats, rec.stats = ((None, alone) if alone is not None
