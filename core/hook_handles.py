@@ -42,10 +42,10 @@ class _DictEntry:
 def _add(module: nn.Module, table: str, hook: Callable, always: bool = False) -> Handle:
     hooks = module.__dict__.get(table)
     flags = module.__dict__.get("_forward_hooks_always_called") if always else None
-    plain = getattr(nn.Module, _REGISTER[table])
-    if (getattr(type(module), _REGISTER[table]) is not plain or not isinstance(hooks, dict)
+    name, plain = _REGISTER[table]
+    if (getattr(type(module), name) is not plain or not isinstance(hooks, dict)
             or (always and not isinstance(flags, dict))):
-        register = getattr(module, _REGISTER[table])
+        register = getattr(module, name)
         return register(hook, always_call=True) if always else register(hook)
     # The same id sequence the handles use, so an id is never in two hooks' hands.
     key = RemovableHandle.next_id
@@ -57,8 +57,9 @@ def _add(module: nn.Module, table: str, hook: Callable, always: bool = False) ->
     return _DictEntry((hooks,), key)
 
 
-_REGISTER = {"_forward_hooks": "register_forward_hook",
-             "_forward_pre_hooks": "register_forward_pre_hook"}
+# The table, the name of its public registration and nn.Module's own version of it.
+_REGISTER = {"_forward_hooks": ("register_forward_hook", nn.Module.register_forward_hook),
+             "_forward_pre_hooks": ("register_forward_pre_hook", nn.Module.register_forward_pre_hook)}
 
 
 def add_forward_hook(module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any],
