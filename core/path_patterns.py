@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from fnmatch import fnmatchcase
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from torch import nn
 
@@ -69,7 +69,7 @@ def expand_plan(plan: Plan, module: nn.Module, tree_paths: Iterable[str] = ()) -
     # a model in a Ray actor is known here only by its tree (``tree_paths``)
     paths = [p for p in dict.fromkeys([*(p for p, _ in module.named_modules()), *tree_paths]) if p]
 
-    def spread(mapping):
+    def spread(mapping: Mapping) -> dict:
         out: dict = {}
         for key, value in mapping.items():  # patterns first, so exact paths win
             if is_pattern(key):
