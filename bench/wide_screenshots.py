@@ -86,7 +86,7 @@ def session_file(path: Path, spec: str, text: str, capture: str, clamp: tuple[fl
                  view: str | None) -> Path:
     """A session file as the window writes it, with ``view`` chosen for the layer."""
     from hookscope.core import Plan
-    from hookscope.core.session import Options
+    from hookscope.core.session_types import Options
     from hookscope.core.session_file import FORMAT, VERSION
 
     plan = Plan(capture=(capture,), clamp={capture: clamp})

@@ -43,7 +43,8 @@ A run request names its model by the :class:`~hookscope.core.LoadedModel`
 its runner's :class:`Loaded` answer carried; a remote runner may answer with
 a stand-in whose module lives on the remote side.
 
-:class:`QueueRunner` is what every runner shares: the waiting load and run,
+The requests and answers themselves are in :mod:`.runner_messages` (imported
+here under the same names). :class:`QueueRunner` is what every runner shares: the waiting load and run,
 newest wins, the thread and the interface above; a runner says only how a
 load and a run are done. :class:`LocalRunner` is the in-process one:
 baseline reuse while only the plan changes (keyed on the input's values),
@@ -59,8 +60,7 @@ import threading
 import time
 import traceback
 import weakref
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Union
+from typing import Any
 
 import torch
 
@@ -68,124 +68,11 @@ from .errors import Cancelled as CancelledError
 from .errors import HookscopeError
 from .inputs import parse_input
 from .interventions import map_tensors, tensor_leaves
-from .plan import Plan
-from .sources import LoadedModel, load_model
-from .tree import TreeNode, module_tree
-
-
-# -- requests ----------------------------------------------------------------
-@dataclass(frozen=True)
-class LoadRequest:
-    """Load a model from a spec (a user factory may be slow: never on the GUI thread)."""
-
-    spec: str
-    weights: str | None = None
-    trust_pickle: bool = False
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """One comparison: baseline and intervened forward of ``input_text`` on ``model``.
-
-    ``observe_tree``: also record every module's output shape and call count
-    first (answered by :class:`Observed`). ``train``: run the module in train
-    mode instead of eval mode.
-    """
-
-    model: LoadedModel
-    input_text: str
-    plan: Plan
-    device: str = "cpu"
-    observe_tree: bool = False
-    train: bool = False
-
-
-Request = Union[LoadRequest, RunRequest]
-
-
-# -- answers -----------------------------------------------------------------
-@dataclass(frozen=True)
-class Started:
-    request_id: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    """``done`` of ``total`` layer calls of this request's forwards, ``elapsed_s`` since it started.
-
-    ``total`` is an estimate until the model's first observe pass has
-    counted its layer calls; ``done`` never exceeds it.
-    """
-
-    request_id: int
-    done: int
-    total: int
-    elapsed_s: float
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """A load's answer: the model and its tree (output shapes not yet known)."""
-
-    request_id: int
-    model: LoadedModel
-    tree: TreeNode
-
-
-@dataclass(frozen=True)
-class Observed:
-    """A fresh tree with output shapes and call counts (the caller's tree is never touched)."""
-
-    request_id: int
-    tree: TreeNode
-
-
-@dataclass(frozen=True)
-class Finished:
-    request_id: int
-    result: Any  # RunResult
-
-
-@dataclass(frozen=True)
-class Failed:
-    """``message`` for a person; ``error`` the exception itself where the runner
-    is in-process (a remote runner sends ``None``)."""
-
-    request_id: int
-    message: str
-    error: BaseException | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Cancelled:
-    request_id: int
-
-
-RunnerEvent = Union[Started, Progress, Loaded, Observed, Finished, Failed, Cancelled]
-Listener = Callable[[RunnerEvent], None]
-FINAL = (Loaded, Finished, Failed, Cancelled)
-
-
-@dataclass
-class Counts:
-    """Requests answered so far, by outcome (``dropped``: replaced or cancelled runs)."""
-
-    runs_done: int = 0
-    runs_failed: int = 0
-    dropped: int = 0
-    loads_done: int = 0
-
-
-class Runner(Protocol):
-    """The interface every runner implements (see the module docstring)."""
-
-    counts: Counts
-
-    def submit(self, request: Request) -> int: ...
-    def cancel(self) -> bool: ...
-    def close(self, timeout_s: float = 1.0) -> bool: ...
-    @property
-    def in_flight(self) -> int | None: ...
+from .runner_messages import (FINAL, Cancelled, Counts, Failed, Finished, Listener, Loaded,
+                              LoadRequest, Observed, Progress, Request, Runner, RunnerEvent,
+                              RunRequest, Started)
+from .sources import load_model
+from .tree import module_tree
 
 
 # -- helpers -----------------------------------------------------------------

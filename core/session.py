@@ -40,57 +40,9 @@ from .plan import Plan
 from .plan_edits import PlanHistory
 from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
                      Observed, Progress, Runner, RunnerEvent, RunRequest, Started)
+from .session_types import LoadSetup, Options, SessionEvent, tidy_input_text
 from .sources import LoadedModel
 from .tree import TreeNode
-
-
-@dataclass(frozen=True)
-class Options:
-    """How runs are made: statistics-only captures, train mode, Live (run on every change)."""
-
-    stats_only: bool = False
-    train: bool = False
-    live: bool = False
-
-
-def tidy_input_text(text: str | None) -> str:
-    """The input text as typed, less surrounding blanks, except a prompt's trailing
-    spaces (``text:the dog sat on the ``): those are tokens."""
-    text = (text or "").lstrip()
-    return text if text.startswith("text:") else (text.rstrip() or "example")
-
-
-@dataclass(frozen=True)
-class SessionEvent:
-    """One change. ``kind`` and ``value``:
-
-    ``model`` (LoadedModel; ``session.tree`` is its tree), ``load_failed`` (message),
-    ``load_warning`` (message: what the load could not apply, e.g. a layer the
-    model lacks; the rest of the setup applies),
-    ``plan`` (Plan), ``input`` (str), ``device`` (str), ``options`` (Options),
-    ``observed`` (TreeNode with output shapes), ``started`` (None),
-    ``progress`` (:class:`~hookscope.core.runner.Progress`), ``result`` (RunResult),
-    ``error`` (message), ``cancelled`` (None), ``idle`` (None: nothing in flight
-    or waiting any more). ``request_id`` is the runner's id where one applies.
-    """
-
-    kind: str
-    value: Any = None
-    request_id: int | None = None
-
-
-@dataclass
-class _Setup:
-    """What to apply once a load arrives."""
-
-    plan: Plan | None = None
-    input_text: str | None = None
-    device: str | None = None
-    options: Options | None = None
-    view: dict | None = None
-    run_after: bool = True
-    trust_pickle: bool = False
-    labels: str | None = None
 
 
 @dataclass
@@ -132,7 +84,7 @@ class Session:
         self.history = PlanHistory()
         self._load_id: int | None = None
         self._shown_run = 0  # the newest run whose result was shown: an older one never is
-        self._setup = _Setup()
+        self._setup = LoadSetup()
         self._valid_from = 0        # answers to older ids belong to a replaced model
         self._newest_run: int | None = None   # the one run whose answer is still wanted
         self._load_serial = 0
@@ -232,7 +184,7 @@ class Session:
         if self.runner is None:
             raise HookscopeError("this session has no runner to load a model with")
         with self._wlock:  # a caller may wait on this id: register it before any answer
-            self._setup = _Setup(plan, input_text, device, options, view, run_after,
+            self._setup = LoadSetup(plan, input_text, device, options, view, run_after,
                                  trust_pickle, labels)
             self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
             if self._register:

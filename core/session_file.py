@@ -35,6 +35,7 @@ from typing import Any
 from .atomic_write import write_text
 from .errors import HookscopeError
 from .plan import Plan
+from .session_types import Options
 
 FORMAT = "hookscope-session"
 VERSION = 1
@@ -163,8 +164,6 @@ def _get(d: dict, key: str, typ: type, where: str, default: Any = ...) -> Any:
 
 def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     """Check a parsed session file and build its :class:`SessionSetup` (raises :class:`SessionFileError`)."""
-    from .session import Options
-
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise SessionFileError("this is not a Hookscope session file (it has no "
                                f"\"format\": \"{FORMAT}\"); save one with File → Save session "

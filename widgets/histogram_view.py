@@ -28,7 +28,7 @@ from hookscope.core.binning import histogram_in
 from hookscope.core.wide_views import (count_ticks, log_counts, log_histogram, log_ticks,
                                        signed_exp, signed_log)
 
-from .layer_tree_model import format_bound
+from .value_format import format_bound
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools
 

@@ -14,23 +14,22 @@ resolution, the log colour scale) are drawn by :class:`WideDrawing`
 
 from __future__ import annotations
 
-import math
-
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from hookscope.core import CaptureRecord, HookscopeError, TensorStats
+from hookscope.core import CaptureRecord, HookscopeError
 from hookscope.core.record_stats import reference_of
 from hookscope.core.wide_views import TOP_K, typical_magnitude, value_decades, wide_views
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
-from .layer_tree_model import format_bound, format_shape
+from .value_format import format_shape
 from .plot_readouts import DrawnImage, bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools
+from .stats_text import stats_text
 from .view_chooser import ViewChooser
 from .views_by_shape import MAX_CHANNELS, view_kind
 from .wide_drawing import WideDrawing
@@ -44,35 +43,6 @@ _BARS_TITLE = "light: before · dark: after"
 #: Narrower than this, a panel stacks its histogram above its view: side by side
 #: each would get less than ~300 px, too little to read or to drag a bound on.
 STACK_BELOW = 620
-
-
-def _fmt(v: float) -> str:
-    return format_bound(v) if math.isinf(v) else f"{v:.4g}"
-
-
-def stats_text(stats: TensorStats | None, pre: TensorStats | None = None,
-               pre_label: str = "before", kind: str = "the intervention") -> str:
-    """The statistics line of a panel, in plain words."""
-    if stats is None:
-        return "No statistics (the layer did not produce a tensor)."
-    parts = [f"min {_fmt(stats.min)}", f"max {_fmt(stats.max)}", f"mean {_fmt(stats.mean)}",
-             f"std {_fmt(stats.std)}"]
-    text = " · ".join(parts)
-    if stats.fraction_changed is not None:
-        text += (f"<br>{kind} changed {100 * stats.fraction_changed:.1f}% of the "
-                 f"{stats.count:,} values")
-    if pre is not None:
-        name = "without the interventions" if pre_label == "without" else pre_label
-        text += f"<br>{name}: min {_fmt(pre.min)} · max {_fmt(pre.max)} · mean {_fmt(pre.mean)}"
-    bad = []
-    if stats.nan_count:
-        bad.append(f"{stats.nan_count:,} NaN")
-    if stats.inf_count:
-        bad.append(f"{stats.inf_count:,} Inf")
-    if bad:
-        text += f"<br><span style='color:#c62828'>contains {' and '.join(bad)}</span>"
-    return text
-
 
 
 class LayerPlot(QFrame, WideDrawing):

@@ -23,6 +23,8 @@ from PySide6.QtGui import QBrush, QColor, QFont
 
 from hookscope.core import Clamp, Intervention, Plan, PlanError, Session, SessionEvent, TreeNode
 
+from .value_format import format_bound, format_shape, parse_bound
+
 # What a person edits comes first, so it is on screen without scrolling the dock.
 # Device is last in the model (the other numbers stay put); the view shows it after
 # the clamp bounds, and only for a model spread over several devices.
@@ -50,35 +52,6 @@ class _Item:
         self.parent = parent
         self.row = row
         self.children: list[_Item] = []
-
-
-def format_bound(v: float) -> str:
-    """A clamp bound as shown in a cell: ``∞``/``−∞`` for the open ends."""
-    if math.isinf(v):
-        return "∞" if v > 0 else "−∞"
-    return f"{v:g}"
-
-
-def parse_bound(value: Any) -> float | None:
-    """A cell's new value as a float; ``None`` for empty. Raises ``ValueError``."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        v = float(value)
-    else:
-        text = str(value).strip().replace("−", "-").replace("∞", "inf")
-        if not text:
-            return None
-        v = float(text)  # raises ValueError on "abc"
-    if math.isnan(v):
-        raise ValueError("NaN")
-    return v
-
-
-def format_shape(shape: tuple[int, ...] | None) -> str:
-    if shape is None:
-        return ""
-    return "×".join(str(d) for d in shape) if shape else "scalar"
 
 
 class LayerTreeModel(QAbstractItemModel):

@@ -16,8 +16,9 @@ from PySide6.QtWidgets import QComboBox
 
 from hookscope.core import CaptureRecord
 
-from .layer_plot import LayerPlot, _fmt
-from .layer_tree_model import format_shape
+from .layer_plot import LayerPlot
+from .value_format import format_value
+from .value_format import format_shape
 
 
 def leaf_line(record: CaptureRecord) -> str:
@@ -26,8 +27,8 @@ def leaf_line(record: CaptureRecord) -> str:
     name = record.leaf or "output"
     if s is None:
         return f"{name} · {format_shape(record.shape)}"
-    text = (f"{name} · {format_shape(s.shape)} · min {_fmt(s.min)} · max {_fmt(s.max)} · "
-            f"mean {_fmt(s.mean)} · std {_fmt(s.std)}")
+    text = (f"{name} · {format_shape(s.shape)} · min {format_value(s.min)} · "
+            f"max {format_value(s.max)} · mean {format_value(s.mean)} · std {format_value(s.std)}")
     if s.fraction_changed is not None and record.intervention:
         text += f" · {100 * s.fraction_changed:.1f}% changed"
     return text

@@ -13,7 +13,7 @@ from PySide6.QtTest import QTest
 
 from hookscope.core import Plan, compare
 from hookscope.widgets.activation_panel import ActivationPanel
-from hookscope.widgets.layer_tree_model import format_shape
+from hookscope.widgets.value_format import format_shape
 from hookscope.widgets.leaf_chooser import LeafChooser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
