@@ -20,14 +20,14 @@ EXPECTED = {"hist_1m": "5a", "redraw_conv": "5b", "redraw_conv_clamped": "5b",
             "redraw_tokens": "5b", "redraw_tokens_clamped": "5b", "redraw_vector": "5b",
             "redraw_vector_clamped": "5b", "redraw_head": "5b", "redraw_output_1000": "5b",
             "redraw_panel_all": "5b", "live_cnn": "5c", "stall_single": "5d", "stall_drag": "5d",
-            "burst_linear": "5e", "burst_cnn": "5e"}
+            "burst_linear": "5e", "burst_cnn": "5e", "live_cadence": "5"}
 
 
 def test_quickest_gui_bench_reports_every_target_key():
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
     proc = subprocess.run(
         [sys.executable, "-m", "bench.gui_bench", "--quick", "--json", "--repeats", "1",
-         "--stall-ms", "30", "--burst-ms", "10", "--changes", "10"],
+         "--stall-ms", "30", "--burst-ms", "10", "--changes", "10", "--cadence-s", "0.4"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(proc.stdout)
@@ -40,3 +40,5 @@ def test_quickest_gui_bench_reports_every_target_key():
         assert row["n"] >= 1 and row["median_ms"] >= 0 and row["worst_ms"] >= row["median_ms"]
         assert row["limit_ms"] > 0
         assert isinstance(row["met"], bool) and isinstance(row["worst_met"], bool)
+    # Target 5's other half: after a continuous drag, the value drawn last is the last one set.
+    assert rows["live_cadence"]["last_value_drawn"] is True, rows["live_cadence"]["note"]
