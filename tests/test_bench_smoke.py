@@ -63,6 +63,10 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert leaf["over_floor"] == pytest.approx(
         statistics.median(leaf["round_ratios"][i] - rows[("demo:cnn", "naive_detach")]["round_ratios"][i]
                           for i in range(leaf["pairs"])))
+    # ... and printed with the spread of those differences, which a reader needs to judge a miss.
+    assert leaf["over_floor_q1"] <= leaf["over_floor"] <= leaf["over_floor_q3"]
+    from bench.report import table
+    assert f"{leaf['over_floor']:+.3f} [{leaf['over_floor_q1']:+.3f}–" in table([leaf])
     assert rows[("demo:cnn", "stats_only")]["floor_case"] == "aminmax_ref"
     fixed = {r["case"]: r for r in data["rows"] if r["model"] == "—"}
     assert {"compare_clamp", "arm_1000", "resolve_1000"} <= fixed.keys()
