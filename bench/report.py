@@ -16,8 +16,13 @@ from .cases import Target
 FIXED_COST_REGIME_MS = 1.0
 
 
-def judge(row: dict, target: Target | None, plain_peak: float | None) -> None:
-    """Fill ``met``/``miss`` (time) and ``mem_met``/``mem_limit_mib`` (memory) in ``row``."""
+def judge(row: dict, target: Target | None, plain: dict | None) -> None:
+    """Fill ``met``/``miss`` (time) and ``mem_met``/``mem_limit_mib`` (memory) in ``row``.
+
+    ``plain``: the plain forward's row of the same model (its memory figures).
+    Memory is judged on the live peaks (``live_peak_mib``, layout-independent)
+    where both rows have one, else on the resident peaks (``mem_basis`` says which).
+    """
     row["target"] = target.describe() if target else ""
     row["met"] = row["miss"] = row["mem_met"] = row["mem_limit_mib"] = None
     if target is None or row.get("error"):
@@ -41,8 +46,12 @@ def judge(row: dict, target: Target | None, plain_peak: float | None) -> None:
         row["met"] = row["median_ms"] <= target.limit
         if not row["met"]:
             row["miss"] = f"+{row['median_ms'] - target.limit:.2f} ms"
-    peak = row.get("peak_above_model_mib")
+    plain = plain or {}
+    basis = ("live_peak_mib" if row.get("live_peak_mib") is not None
+             and plain.get("live_peak_mib") is not None else "peak_above_model_mib")
+    peak, plain_peak = row.get(basis), plain.get(basis)
     if target.memory and peak is not None and plain_peak is not None:
+        row["mem_basis"] = "live" if basis == "live_peak_mib" else "resident"
         if target.memory == "capture":
             limit = plain_peak + 1.1 * (row.get("captured_mib") or 0.0)
         else:  # "stats": within 10% of the plain forward's peak
@@ -86,7 +95,9 @@ def _mem(row: dict) -> str:
     cap = row.get("captured_mib")
     runs = row.get("peak_runs_mib") or []
     spread = f" [{runs[0]:.0f}–{runs[-1]:.0f}]" if len(runs) > 1 else ""  # median of fresh processes
-    return f"+{peak:.1f}{spread}" + (f" ({cap:.1f} kept)" if cap else "")
+    live = row.get("live_peak_mib")
+    return (f"+{peak:.1f}{spread}" + (f", live +{live:.1f}" if live is not None else "")
+            + (f" ({cap:.1f} kept)" if cap else ""))
 
 
 def _mem_met(row: dict) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -221,16 +222,40 @@ def repeat(fn: Callable[[], object], n: int, warmup: int = 5, device: str = "cpu
 
 
 # -- memory ------------------------------------------------------------------------
-def memory_in_child(model: str, case: str, quick: bool, timeout: float = 300.0) -> dict:
+#: In a "live" memory child every block of at least this size is mapped on its own
+#: (glibc's ``M_MMAP_THRESHOLD``, fixed, so it does not grow as blocks are freed).
+LIVE_MMAP_THRESHOLD = 64 * 1024
+
+
+def live_env() -> dict[str, str]:
+    """The environment of a child whose peak RSS is the peak of live memory.
+
+    With the library's default (freed memory kept for reuse) or glibc's own
+    (a threshold that grows), where a freed block lands in the heap decides how
+    much of it stays resident, and one case's peak falls on a few discrete
+    heap layouts from one process to the next (ResNet-18 b8 plain: 65, 81 and
+    96 MiB). With every tensor-sized block mapped on its own, a freed tensor
+    leaves the resident set at once: the high-water mark is what was live at
+    the worst moment, the same to ~0.2 MiB in every process.
+    """
+    return {**os.environ, "HOOKSCOPE_KEEP_FREED_MEMORY": "0",
+            "MALLOC_MMAP_THRESHOLD_": str(LIVE_MMAP_THRESHOLD)}
+
+
+def memory_in_child(model: str, case: str, quick: bool, timeout: float = 300.0,
+                    live: bool = False) -> dict:
     """Run ``python -m bench.memory_case`` for one (model, case) and return its JSON.
 
-    A fresh process per case: its peak RSS belongs to that case alone.
+    A fresh process per case: its peak RSS belongs to that case alone. ``live``:
+    measured under :func:`live_env` (the peak of live memory, layout-independent)
+    instead of the parent's malloc setting.
     """
     cmd = [sys.executable, "-m", "bench.memory_case", model, case] + (["--quick"] if quick else [])
     try:
         # From the repository root, so that ``-m bench`` resolves wherever we were started.
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              cwd=Path(__file__).resolve().parent.parent)
+                              cwd=Path(__file__).resolve().parent.parent,
+                              env=live_env() if live else None)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
