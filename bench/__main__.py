@@ -161,8 +161,11 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     plain_ms = clock(plain, a.device)
     size = "demo" if name.startswith("demo:") else "big" if plain_ms > BIG_MS else "small"
     rounds = a.pairs or ROUNDS[mode][size]
+    by_name = {c.name: c for c in cases}
     timed = {c.name: Timed(c.plain or plain, c.fn, c.prepare,
-                           min(rounds, FIRST_RUN_PAIRS[mode]) if c.prepare else 0)
+                           min(rounds, FIRST_RUN_PAIRS[mode]) if c.prepare else 0,
+                           floor=(by_name[c.target.floor].fn if c.target and c.target.kind == "floor"
+                                  and c.target.floor in by_name else None))
              for c in cases}
     t0 = time.perf_counter()
     results = shuffled_rounds(timed, rounds, a.device, progress=lambda m: log(f"  {name:>16} {m}"))

@@ -34,6 +34,7 @@ class Paired:
 
     plain_ms: list[float] = field(default_factory=list)
     case_ms: list[float] = field(default_factory=list)
+    floor_ms: list[float] = field(default_factory=list)  # its floor, timed beside it (Timed.floor)
     error: str = ""   # the case failed during warm-up and was not timed
 
     @property
@@ -55,6 +56,10 @@ class Paired:
             "ratio_min": r[0],
             "ratio_max": r[-1],
             "round_ratios": self.ratios,  # in round order, for per-round comparisons
+            # (case - floor) / plain of each round's triple, where the floor was timed beside it
+            **({"round_over_floor": [(k - f) / p for p, k, f in
+                                     zip(self.plain_ms, self.case_ms, self.floor_ms)]}
+               if self.floor_ms else {}),
         }
 
 
@@ -133,6 +138,9 @@ class Timed:
     fn: Callable[[], object]
     prepare: Callable[[], None] | None = None
     pairs: int = 0          # at most this many rounds (0: every round)
+    #: The reference a floor target is read against, timed with the pair (a triple):
+    #: the case's distance to it is then taken between calls a few ms apart.
+    floor: Callable[[], object] | None = None
 
 
 def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
@@ -146,6 +154,13 @@ def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
     (Hookscope's and the references it is read against) is measured in the
     same process under the same conditions, so a row and its floor can be
     compared round by round (:func:`round_deltas`).
+
+    A case with a ``floor`` (the reference its target is read against) is timed
+    as a triple instead: plain, case and floor back to back in a drawn order,
+    so the case's distance to its floor comes from calls milliseconds apart.
+    Read from the two separate pairs of a round instead, seconds apart on a
+    big model, that distance had twice the spread (ResNet-50 b1, three runs of
+    12 rounds: IQR 0.03-0.09 wide against 0.13-0.23).
 
     Warm-up: each case and its plain forward run at least twice and for at
     least ``warm_s`` seconds (a fresh process's first convolutions are ~100x
@@ -181,6 +196,18 @@ def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
             t0 = time.perf_counter()
             for name in order:
                 c = cases[name]
+                if c.floor is not None:  # plain, case and floor back to back, in a drawn order
+                    calls = [("p", c.plain), ("k", c.fn), ("f", c.floor)]
+                    rng.shuffle(calls)
+                    got = {}
+                    for key, fn in calls:
+                        if key == "k" and c.prepare:
+                            c.prepare()
+                        got[key] = clock(fn, device)
+                    out[name].plain_ms.append(got["p"])
+                    out[name].case_ms.append(got["k"])
+                    out[name].floor_ms.append(got["f"])
+                    continue
                 if c.prepare:
                     c.prepare()
                 if rng.random() < 0.5:
@@ -202,14 +229,31 @@ def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
     return out
 
 
-def round_deltas(case: Paired, floor: Paired) -> dict:
-    """Median and IQR over rounds of ``case ratio - floor ratio`` (both from the same round)."""
-    n = min(len(case.ratios), len(floor.ratios))
-    d = sorted(a - b for a, b in zip(case.ratios[:n], floor.ratios[:n]))
+def _median_iqr(d: list[float], key: str) -> dict:
     if not d:
         return {}
+    d = sorted(d)
     q = statistics.quantiles(d, n=4) if len(d) >= 2 else [d[0], d[0], d[0]]
-    return {"over_floor": statistics.median(d), "over_floor_q1": q[0], "over_floor_q3": q[2]}
+    return {key: statistics.median(d), f"{key}_q1": q[0], f"{key}_q3": q[2]}
+
+
+def round_deltas(case: Paired, floor: Paired) -> dict:
+    """Median and IQR over rounds of the case's ratio minus the floor's.
+
+    ``over_floor``: from the triple of each round where the floor was timed beside
+    the case (``(case - floor) / plain``, three calls back to back); without one,
+    from the two pairs of the round. ``over_floor_pairs``: always the latter, from
+    pairs that may be seconds apart, kept to compare the two estimates.
+    """
+    n = min(len(case.ratios), len(floor.ratios))
+    out = _median_iqr([a - b for a, b in zip(case.ratios[:n], floor.ratios[:n])], "over_floor_pairs")
+    if case.floor_ms and len(case.floor_ms) == len(case.case_ms):
+        out.update(_median_iqr([(k - f) / p for p, k, f in
+                                zip(case.plain_ms, case.case_ms, case.floor_ms)], "over_floor"))
+    elif out:
+        out.update(over_floor=out["over_floor_pairs"], over_floor_q1=out["over_floor_pairs_q1"],
+                   over_floor_q3=out["over_floor_pairs_q3"])
+    return out
 
 
 def repeat(fn: Callable[[], object], n: int, warmup: int = 5, device: str = "cpu") -> dict:

@@ -60,7 +60,11 @@ def test_json_has_every_case_with_its_figures(capsys):
         assert isinstance(leaf["met"], bool)
     # A floor target is read against its reference from the same rounds.
     assert leaf["floor_case"] == "naive_detach"
-    assert leaf["over_floor"] == pytest.approx(
+    # ... from each round's triple (plain, case and floor back to back) ...
+    assert len(leaf["round_over_floor"]) == leaf["pairs"]
+    assert leaf["over_floor"] == pytest.approx(statistics.median(leaf["round_over_floor"]))
+    # ... while the estimate from the round's two separate pairs is kept beside it.
+    assert leaf["over_floor_pairs"] == pytest.approx(
         statistics.median(leaf["round_ratios"][i] - rows[("demo:cnn", "naive_detach")]["round_ratios"][i]
                           for i in range(leaf["pairs"])))
     # ... and printed with the spread of those differences, which a reader needs to judge a miss.
