@@ -41,6 +41,11 @@ class Paired:
     def ratios(self) -> list[float]:
         return [c / p for p, c in zip(self.plain_ms, self.case_ms)]
 
+    @property
+    def floor_deltas(self) -> list[float]:
+        """``(case - floor) / plain`` of each round's triple (empty without a floor)."""
+        return [(k - f) / p for p, k, f in zip(self.plain_ms, self.case_ms, self.floor_ms)]
+
     def summary(self) -> dict:
         if self.error:
             return {"error": self.error}
@@ -57,9 +62,7 @@ class Paired:
             "ratio_max": r[-1],
             "round_ratios": self.ratios,  # in round order, for per-round comparisons
             # (case - floor) / plain of each round's triple, where the floor was timed beside it
-            **({"round_over_floor": [(k - f) / p for p, k, f in
-                                     zip(self.plain_ms, self.case_ms, self.floor_ms)]}
-               if self.floor_ms else {}),
+            **({"round_over_floor": self.floor_deltas} if self.floor_ms else {}),
         }
 
 
@@ -196,28 +199,19 @@ def shuffled_rounds(cases: dict[str, Timed], rounds: int, device: str = "cpu",
             t0 = time.perf_counter()
             for name in order:
                 c = cases[name]
-                if c.floor is not None:  # plain, case and floor back to back, in a drawn order
-                    calls = [("p", c.plain), ("k", c.fn), ("f", c.floor)]
-                    rng.shuffle(calls)
-                    got = {}
-                    for key, fn in calls:
-                        if key == "k" and c.prepare:
-                            c.prepare()
-                        got[key] = clock(fn, device)
-                    out[name].plain_ms.append(got["p"])
-                    out[name].case_ms.append(got["k"])
+                # Plain and case (and the floor, where there is one) back to back, in a
+                # drawn order; a case's own preparation is never inside a timed call.
+                calls = [("p", c.plain), ("k", c.fn)] + ([("f", c.floor)] if c.floor else [])
+                rng.shuffle(calls)
+                got = {}
+                for key, fn in calls:
+                    if key == "k" and c.prepare:
+                        c.prepare()
+                    got[key] = clock(fn, device)
+                out[name].plain_ms.append(got["p"])
+                out[name].case_ms.append(got["k"])
+                if c.floor:
                     out[name].floor_ms.append(got["f"])
-                    continue
-                if c.prepare:
-                    c.prepare()
-                if rng.random() < 0.5:
-                    p = clock(c.plain, device)
-                    k = clock(c.fn, device)
-                else:
-                    k = clock(c.fn, device)
-                    p = clock(c.plain, device)
-                out[name].plain_ms.append(p)
-                out[name].case_ms.append(k)
             gc.enable()
             gc.collect()
             gc.disable()
@@ -248,8 +242,7 @@ def round_deltas(case: Paired, floor: Paired) -> dict:
     n = min(len(case.ratios), len(floor.ratios))
     out = _median_iqr([a - b for a, b in zip(case.ratios[:n], floor.ratios[:n])], "over_floor_pairs")
     if case.floor_ms and len(case.floor_ms) == len(case.case_ms):
-        out.update(_median_iqr([(k - f) / p for p, k, f in
-                                zip(case.plain_ms, case.case_ms, case.floor_ms)], "over_floor"))
+        out.update(_median_iqr(case.floor_deltas, "over_floor"))
     elif out:
         out.update(over_floor=out["over_floor_pairs"], over_floor_q1=out["over_floor_pairs_q1"],
                    over_floor_q3=out["over_floor_pairs_q3"])
