@@ -35,11 +35,11 @@ from .devices import resolve_device
 from .errors import Cancelled as CancelledError
 from .errors import ForwardError, HookscopeError
 from .interventions import Intervention
-from .path_patterns import expand_plan, without_unknown_layers
 from .plan import Plan
 from .plan_edits import PlanHistory
-from .runner import (FINAL, Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, LocalRunner,
-                     Observed, Progress, Runner, RunnerEvent, RunRequest, Started)
+from .runner import (FINAL, Cancelled, Failed, Listener, LoadRequest, LocalRunner, Runner,
+                     RunnerEvent, RunRequest)
+from .session_answers import apply_answer
 from .session_types import LoadSetup, Options, SessionEvent, tidy_input_text
 from .sources import LoadedModel
 from .tree import TreeNode
@@ -409,117 +409,4 @@ class Session:
 
     def _apply(self, ev: RunnerEvent) -> None:
         """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
-        rid = ev.request_id
-        if rid == self._load_id:
-            self._apply_load(ev)
-        elif rid < self._valid_from:
-            return  # the model it ran on was replaced
-        elif isinstance(ev, Observed):
-            key = self._observe_keys.pop(rid, None)
-            if key is not None:
-                self._observed_key = key
-            self._copy_shapes(ev.tree)
-            self._emit("observed", self.tree, rid)
-        elif rid != self._newest_run:
-            # An older run the runner let finish (Live: it was nearly done) is shown
-            # while the newest runs; anything else of a replaced run is dropped.
-            if isinstance(ev, Finished) and self._newest_run is not None and rid > self._shown_run:
-                self._shown_run = rid
-                self.last_result, self.last_error = ev.result, None
-                self._emit("result", ev.result, rid)
-        elif isinstance(ev, Started):
-            self._emit("started", None, rid)
-        elif isinstance(ev, Progress):
-            self._emit("progress", ev, rid)
-        elif isinstance(ev, Finished):
-            self._newest_run = None
-            self._shown_run = rid
-            self.last_result, self.last_error = ev.result, None
-            self._emit("result", ev.result, rid)
-            self._emit("idle", None, rid)
-        elif isinstance(ev, Failed):
-            self._newest_run = None
-            self.last_error = ev.message
-            self._emit("error", ev.message, rid)
-            self._emit("idle", None, rid)
-        elif isinstance(ev, Cancelled):
-            self._newest_run = None
-            self._emit("cancelled", None, rid)
-            self._emit("idle", None, rid)
-
-    def _apply_load(self, ev: RunnerEvent) -> None:
-        if isinstance(ev, Started):
-            self._emit("started", None, ev.request_id)
-            return
-        if isinstance(ev, Progress):
-            return
-        self._load_id = None
-        if isinstance(ev, Failed):
-            self._emit("load_failed", ev.message, ev.request_id)
-            self._emit("idle", None, ev.request_id)
-            return
-        if not isinstance(ev, Loaded):
-            self._emit("idle", None, ev.request_id)
-            return
-        setup = self._setup
-        self._valid_from = ev.request_id
-        self._load_serial += 1
-        self._observed_key = None
-        self._newest_run = None
-        self.model, self.tree = ev.model, ev.tree
-        self.trust_pickle = setup.trust_pickle
-        self.last_result = self.last_error = None
-        self.plan, self.plan_problem = Plan(), None
-        warnings: list[str] = []  # told after "model", which clears a window's old messages
-        if setup.plan is not None:
-            try:  # wildcards of a command line (--capture 'h.*.mlp') to this model's paths
-                known = [n.path for n in ev.tree.walk()] if ev.tree is not None else []
-                self.plan, self.plan_problem = without_unknown_layers(
-                    expand_plan(setup.plan, ev.model.module, known), ev.model.module, known)
-            except HookscopeError as exc:
-                self.plan_problem = str(exc)
-        self.history.clear()
-        if setup.input_text is not None:
-            self.input_text = tidy_input_text(setup.input_text)
-        elif ev.model.example_input is not None:
-            self.input_text = "example"
-        else:
-            self.input_text = ""
-        if setup.device is not None:
-            try:
-                resolve_device(setup.device)
-                self.device = setup.device
-                self._emit("device", self.device, ev.request_id)
-            except HookscopeError as exc:
-                warnings.append(str(exc))
-        if setup.options is not None:
-            self.options = setup.options
-        self.view = dict(setup.view or {})
-        self.labels = None
-        if setup.labels is not None:
-            try:
-                self._name_classes(setup.labels)
-            except HookscopeError as exc:
-                warnings.append(str(exc))
-        self._emit("model", ev.model, ev.request_id)
-        if self.plan_problem:
-            warnings.insert(0, f"{self.plan_problem}\nThat part of the plan was left out: "
-                               "tick the layers you meant in the tree.")
-        self.load_warnings = warnings
-        for message in warnings:
-            self._emit("load_warning", message, ev.request_id)
-        self._emit("plan", self.plan, ev.request_id)
-        self._emit("options", self.options, ev.request_id)
-        if setup.run_after or self.options.live:
-            self.submit_run()
-        if not self.busy:
-            self._emit("idle", None, ev.request_id)
-
-    def _copy_shapes(self, observed: TreeNode) -> None:
-        if self.tree is None:
-            return
-        by_path = {n.path: n for n in observed.walk()}
-        for node in self.tree.walk():
-            o = by_path.get(node.path)
-            if o is not None:
-                node.output_shape, node.calls = o.output_shape, o.calls
+        apply_answer(self, ev)
