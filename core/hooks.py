@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from .capture_record import CaptureRecord, _joined
-from .hook_handles import Handle, add_forward_hook
+from .hook_handles import HookSet
 from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .plan import LayerPlan
@@ -135,7 +135,7 @@ class HookSession:
         self.clone_paths = frozenset(clone_paths)
         self.sources = sources or {}
         self.baseline = baseline or {}
-        self._handles: list[Handle] = []
+        self._handles = HookSet()
         self._hooks: dict[str, _LayerHook] = {}
         # Statistics-only hooks append (path, call, PlainMoments) for _all_pending to lay out.
         self._pending: list[_Pending | tuple[str, int, PlainMoments]] = []
@@ -152,7 +152,7 @@ class HookSession:
                 hook = _LayerHook(self, lp, clone=path in self.clone_paths,
                                   sources=self.sources.get(path))
                 self._hooks[path] = hook
-                self._handles.append(add_forward_hook(lp.module, hook))
+                self._handles.add(lp.module, hook)
         except BaseException:
             self.remove()
             raise
@@ -163,8 +163,7 @@ class HookSession:
 
     def remove(self) -> None:
         """Remove every hook this session added; safe to call twice."""
-        while self._handles:
-            self._handles.pop().remove()
+        self._handles.remove()
 
     @property
     def active_hooks(self) -> int:

@@ -4,7 +4,7 @@ registered one, and removing it removes exactly it."""
 import torch
 from torch import nn
 
-from hookscope.core.hook_handles import add_forward_hook, add_forward_pre_hook
+from hookscope.core.hook_handles import HookSet, add_forward_hook, add_forward_pre_hook
 
 
 def test_runs_after_existing_hooks_and_replaces_the_output():
@@ -65,3 +65,41 @@ def test_pre_hooks_and_always_called_hooks():
     pre.remove(), post.remove()
     assert not lin._forward_hooks and not lin._forward_pre_hooks
     assert not lin._forward_hooks_always_called
+
+
+def test_a_hook_set_removes_exactly_its_own_hooks_and_keeps_the_users_order():
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    order = []
+    first = a.register_forward_hook(lambda m, i, o: order.append("user first"))
+    hooks = HookSet()
+    hooks.add(a, lambda m, i, o: order.append("ours a"))
+    hooks.add(b, lambda m, i, o: order.append("ours b"))
+    later = a.register_forward_hook(lambda m, i, o: order.append("user later"))
+    assert len(hooks) == 2
+    b(a(torch.randn(1, 2)))
+    assert order == ["user first", "ours a", "user later", "ours b"]
+    hooks.remove()
+    hooks.remove()  # twice is harmless
+    assert len(hooks) == 0
+    assert list(a._forward_hooks) == [first.id, later.id] and not b._forward_hooks
+    order.clear()
+    b(a(torch.randn(1, 2)))
+    assert order == ["user first", "user later"]
+
+
+def test_a_hook_set_asks_a_class_with_its_own_registration():
+    calls = []
+
+    class OwnHooks(nn.Linear):
+        def register_forward_hook(self, hook, **kw):
+            calls.append(hook)
+            return super().register_forward_hook(hook, **kw)
+
+    m, plain = OwnHooks(2, 2), nn.Linear(2, 2)
+    fn = lambda *a: None  # noqa: E731
+    hooks = HookSet()
+    hooks.add(m, fn)
+    hooks.add(plain, fn)
+    assert calls == [fn] and len(hooks) == 2
+    hooks.remove()
+    assert not m._forward_hooks and not plain._forward_hooks
