@@ -13,6 +13,7 @@ import torch
 from .intervention_base import Intervention
 from .record_stats import changed_count, fraction, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, summarize
+from .stats_plain import PlainMoments, plain_pending
 
 
 class CaptureRecord:
@@ -79,6 +80,23 @@ class CaptureRecord:
         self._lazy = lazy
         self.extra_leaves = extra_leaves
 
+    @classmethod
+    def of_kernel(cls, path: str, call: int, got: PlainMoments) -> "CaptureRecord":
+        """The record of a statistics-only call the kernel summarised in the forward
+        (bare tensor, no intervention, no baseline), as ``CaptureRecord(path, call,
+        plain_pending(got), leaf_shapes=...)`` would build it. Every slot is set here
+        directly and the summary is laid out when first read: a run builds one per
+        layer call right after the forward (tests check it against ``__init__``)."""
+        rec = object.__new__(cls)
+        rec.path, rec.call, rec.tensor, rec.leaf = path, call, None, ""
+        rec.leaf_shapes = {"": got[0]}
+        rec.intervention_obj = rec.intervention = None
+        rec.pre_tensor = rec.baseline_tensor = None
+        rec.copied = rec._lazy = False
+        rec._stats, rec._pre_stats, rec._baseline_stats = got, None, None  # type: ignore[assignment]
+        rec.extra_leaves = ()
+        return rec
+
     def __repr__(self) -> str:
         return (f"CaptureRecord(path={self.path!r}, call={self.call}, shape={self.shape}, "
                 f"intervention={self.intervention!r}, kept={self.tensor is not None})")
@@ -87,6 +105,8 @@ class CaptureRecord:
     def stats(self) -> TensorStats | None:
         if self._lazy:
             self._summarize_now()
+        if type(self._stats) is tuple:  # of_kernel's numbers, laid out on first read
+            self._stats = plain_pending(self._stats)
         if isinstance(self._stats, PendingStats):  # statistics only, CPU: binned on first read
             self._stats = self._stats.resolve()
         return self._stats
@@ -131,6 +151,8 @@ class CaptureRecord:
     def shape(self) -> tuple[int, ...] | None:
         if self.tensor is not None:
             return tuple(self.tensor.shape)
+        if type(self._stats) is tuple:  # of_kernel's numbers: (shape, ...)
+            return self._stats[0]
         return self._stats.shape if self._stats is not None else None
 
     @property

@@ -266,6 +266,8 @@ class HookSession:
 
     def finish(self) -> dict[str, list[CaptureRecord]]:
         """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
+        if self._plain_stats and all(type(r) is tuple for r in self._pending):
+            return self._finish_plain()
         pending = self._all_pending()
         for rec in pending:
             if rec.lazy and rec.kept is not None and not summarized_on_read(rec.kept[0]):
@@ -322,6 +324,16 @@ class HookSession:
             out[rec.path].append(record)
         self._pending.clear()
         self._nested = False
+        return out
+
+    def _finish_plain(self) -> dict[str, list[CaptureRecord]]:
+        """:meth:`finish` where every capture is a kernel summary (statistics only, bare
+        tensors, no intervention): nothing to join, copy or transfer, so each record is
+        built straight from its numbers (see CaptureRecord.of_kernel)."""
+        out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
+        for path, call, got in self._pending:  # type: ignore[misc]  # all tuples (see finish)
+            out[path].append(CaptureRecord.of_kernel(path, call, got))
+        self._pending.clear()
         return out
 
 

@@ -200,6 +200,41 @@ def test_stats_only_keeps_no_tensors_but_right_stats():
     assert rec.stats.mean == pytest.approx(float(ref.mean()), abs=1e-6)
 
 
+def test_kernel_summaries_become_the_records_init_would_build():
+    """Statistics only, every capture summarised by the kernel in the forward: finish()
+    builds each record with CaptureRecord.of_kernel, which must equal __init__'s."""
+    from hookscope.core import onepass
+    from hookscope.core.capture_record import CaptureRecord
+    from hookscope.core.stats_plain import plain_moments, plain_pending
+
+    if onepass.KERNEL is None:
+        pytest.skip(f"no kernel here: {onepass.which()}")
+    torch.manual_seed(5)
+    m = nn.Sequential(OrderedDict(a=nn.Linear(6, 300), act=nn.Tanh(), b=nn.Linear(300, 40)))
+    x = torch.randn(70, 6)
+    r = run(m, x, Plan(capture=["a", "act", "b"], keep_tensors=False))
+    outs = {}
+    hooks = [getattr(m, n).register_forward_hook(lambda mod, a, o, n=n: outs.__setitem__(n, o.detach()))
+             for n in ("a", "act", "b")]
+    with torch.no_grad():
+        m(x)
+    for h in hooks:
+        h.remove()
+    for name, out in outs.items():
+        got = plain_moments(out)
+        assert got is not None  # the kernel's path, which of_kernel serves
+        fast = r.captures[name][0]
+        assert fast.shape == tuple(out.shape)  # before the summary is laid out
+        slow = CaptureRecord(name, 0, plain_pending(got), leaf_shapes={"": got[0]})
+        for slot in CaptureRecord.__slots__:
+            if slot != "_stats":
+                assert getattr(fast, slot) == getattr(slow, slot), slot
+        assert fast.stats.to_dict(with_histogram=True) == slow.stats.to_dict(with_histogram=True)
+        assert fast.stats.min == pytest.approx(float(out.min()))
+        assert fast.stats.std == pytest.approx(float(out.std(unbiased=False)), rel=1e-5)
+        assert int(fast.stats.hist_counts.sum()) == min(out.numel(), 1 << 14)
+
+
 def test_cpu_captures_summarise_on_first_read():
     torch.manual_seed(5)
     m = small()
