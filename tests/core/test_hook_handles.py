@@ -33,18 +33,23 @@ def test_ids_never_collide_with_registered_handles():
     assert not lin._forward_hooks
 
 
+class OwnHooks(nn.Linear):
+    """A class that registers hooks its own way (TorchScript's do): it must be asked."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.asked = []
+
+    def register_forward_hook(self, hook, **kw):
+        self.asked.append(hook)
+        return super().register_forward_hook(hook, **kw)
+
+
 def test_a_class_with_its_own_registration_is_asked():
-    calls = []
-
-    class OwnHooks(nn.Linear):
-        def register_forward_hook(self, hook, **kw):
-            calls.append(hook)
-            return super().register_forward_hook(hook, **kw)
-
     m = OwnHooks(2, 2)
     fn = lambda *a: None  # noqa: E731
     handle = add_forward_hook(m, fn)
-    assert calls == [fn]
+    assert m.asked == [fn]
     handle.remove()
     assert not m._forward_hooks
 
@@ -88,18 +93,11 @@ def test_a_hook_set_removes_exactly_its_own_hooks_and_keeps_the_users_order():
 
 
 def test_a_hook_set_asks_a_class_with_its_own_registration():
-    calls = []
-
-    class OwnHooks(nn.Linear):
-        def register_forward_hook(self, hook, **kw):
-            calls.append(hook)
-            return super().register_forward_hook(hook, **kw)
-
     m, plain = OwnHooks(2, 2), nn.Linear(2, 2)
     fn = lambda *a: None  # noqa: E731
     hooks = HookSet()
     hooks.add(m, fn)
     hooks.add(plain, fn)
-    assert calls == [fn] and len(hooks) == 2
+    assert m.asked == [fn] and len(hooks) == 2
     hooks.remove()
     assert not m._forward_hooks and not plain._forward_hooks
