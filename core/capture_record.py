@@ -50,7 +50,7 @@ class CaptureRecord:
 
     __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "intervention_obj",
                  "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
-                 "_lazy", "extra_leaves")
+                 "_lazy", "extra_leaves", "_same_base")
 
     def __init__(self, path: str, call: int, stats: "TensorStats | PendingStats | None" = None,
                  tensor: torch.Tensor | None = None, leaf: str = "",
@@ -79,6 +79,7 @@ class CaptureRecord:
         self._baseline_stats = baseline_stats
         self._lazy = lazy
         self.extra_leaves = extra_leaves
+        self._same_base: tuple[torch.Tensor, torch.Tensor, bool] | None = None  # matches_baseline
 
     @classmethod
     def of_kernel(cls, path: str, call: int, got: PlainMoments) -> "CaptureRecord":
@@ -95,6 +96,7 @@ class CaptureRecord:
         rec.copied = rec._lazy = False
         rec._stats, rec._pre_stats, rec._baseline_stats = got, None, None  # type: ignore[assignment]
         rec.extra_leaves = ()
+        rec._same_base = None
         return rec
 
     def __repr__(self) -> str:
@@ -129,6 +131,18 @@ class CaptureRecord:
             self._baseline_stats = summarize(self.baseline_tensor,
                                              hist_range=stats_range(self.stats)).resolve()
         return self._baseline_stats
+
+    def matches_baseline(self) -> bool:
+        """Whether the kept tensor equals the baseline run's, value for value (an
+        unchanged layer is drawn once). Remembered for the tensors it compared: a view
+        asks several times a redraw, and each ``torch.equal`` reads both tensors."""
+        b, t = self.baseline_tensor, self.tensor
+        if b is None or t is None:
+            return False
+        known = self._same_base
+        if known is None or known[0] is not b or known[1] is not t:
+            known = self._same_base = (b, t, b.shape == t.shape and torch.equal(b, t))
+        return known[2]
 
     @property
     def stats_ready(self) -> bool:

@@ -127,7 +127,7 @@ def reference_of(record: Any) -> tuple[torch.Tensor | None, TensorStats | None, 
         return record.pre_tensor, record.pre_stats, "before"
     base_t, base_s = record.baseline_tensor, record.baseline_stats
     if base_t is not None and record.tensor is not None:
-        if base_t.shape == record.tensor.shape and torch.equal(base_t, record.tensor):
+        if record.matches_baseline():
             return None, None, ""
         return base_t, base_s, "without"
     s = record.stats

@@ -31,7 +31,10 @@ WIDE_VIEWS = ("map", "row_norm", "unit_norm", "top_k")
 #: histogram or map switches to a log scale unless the user said otherwise.
 LOG_DECADES = 4.0
 TOP_K = 32
-_SAMPLE = 1 << 20   # values looked at to judge a tensor's spread
+# Values a typical |value| (a median) is taken from, a strided sample: the median of
+# 65k values is within ~2% of the whole tensor's, and np.median of a 1M-value sample
+# took 12 ms of every redraw on the GUI thread. The largest |value| is exact (_largest).
+_SAMPLE = 1 << 16
 
 
 def wide_views(shape: tuple[int, ...] | None, kind: str) -> tuple[str, ...]:
@@ -119,6 +122,24 @@ def _magnitudes(values: torch.Tensor | np.ndarray) -> np.ndarray:
     return a[np.isfinite(a) & (a > 0)]
 
 
+def _largest(values: torch.Tensor | np.ndarray) -> float:
+    """The largest finite |value| of all of ``values``, not of a sample: a single
+    outlier is the case a log scale is for. One pass where every value is finite."""
+    v = torch.as_tensor(values).detach().reshape(-1)
+    if v.numel() == 0:
+        return 0.0
+    if v.is_complex():
+        v = v.abs()
+    if v.dtype == torch.bool:
+        v = v.to(torch.uint8)
+    mn, mx = (float(e) for e in torch.aminmax(v))
+    if math.isfinite(mn) and math.isfinite(mx):
+        return max(abs(mn), abs(mx))
+    a = v.float().abs()
+    a = a[torch.isfinite(a)]
+    return float(a.max()) if a.numel() else 0.0
+
+
 def typical_magnitude(values: torch.Tensor | np.ndarray) -> float:
     """The median nonzero finite |value| (1.0 when there is none): the scale
     ``s`` of :func:`signed_log`, where the transform turns from linear to log."""
@@ -129,11 +150,13 @@ def typical_magnitude(values: torch.Tensor | np.ndarray) -> float:
 def value_decades(*tensors: torch.Tensor | np.ndarray | None) -> float:
     """How many decades lie between the largest |value| and a typical one
     (:func:`typical_magnitude`) over ``tensors``; 0 for empty or all-zero ones."""
-    a = np.concatenate([_magnitudes(t) for t in tensors if t is not None] or [np.zeros(0)])
+    given = [t for t in tensors if t is not None]
+    a = np.concatenate([_magnitudes(t) for t in given] or [np.zeros(0)])
     if a.size == 0:
         return 0.0
     typical = float(np.median(a))
-    return max(0.0, math.log10(float(a.max()) / typical)) if typical > 0 else 0.0
+    largest = max(_largest(t) for t in given)
+    return max(0.0, math.log10(largest / typical)) if typical > 0 else 0.0
 
 
 def wants_log(decades: float) -> bool:

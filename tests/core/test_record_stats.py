@@ -43,3 +43,18 @@ def test_changed_count_treats_nan_as_equal_and_works_for_every_dtype():
     assert int(changed_count(ids, ids.clamp(max=2))) == 1
     assert int(changed_count(torch.tensor([True, False]), torch.tensor([True, True]))) == 1
     assert changed_count(torch.zeros(2), torch.zeros(3)) is None
+
+
+def test_matches_baseline_compares_the_tensors_it_holds_now():
+    from hookscope.core.capture_record import CaptureRecord
+
+    t = torch.arange(6.0).reshape(2, 3)
+    rec = CaptureRecord("a", 0, tensor=t, baseline_tensor=t.clone())
+    assert rec.matches_baseline() and rec.matches_baseline()  # the second answer is remembered
+    rec.tensor = t + 1  # a record given another tensor is compared again
+    assert not rec.matches_baseline()
+    rec.baseline_tensor = t + 1
+    assert rec.matches_baseline()
+    rec.baseline_tensor = torch.zeros(3, 2)  # another shape
+    assert not rec.matches_baseline()
+    assert not CaptureRecord("a", 0, tensor=t).matches_baseline()  # no baseline
