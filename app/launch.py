@@ -10,6 +10,7 @@ told) to a PNG, exit.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -221,6 +222,14 @@ def gui_main(argv: list[str]) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "hookscope"])
     app.setApplicationName("Hookscope")
     app.setOrganizationName("Hookscope")
+    # Collect reference cycles on the GUI thread only, on a timer: an automatic
+    # collection can run in whichever thread allocates (the forward's worker), and a
+    # Qt object in a cycle destroyed there crashes Qt. pyqtgraph's collector exists
+    # for this; it follows gc's own thresholds, so a check costs little.
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    gc_was_enabled = gc.isenabled()
+    collector = GarbageCollector(interval=1.0)
     win = create_window(argv)
     try:
         if ns.screenshot:
@@ -230,5 +239,8 @@ def gui_main(argv: list[str]) -> int:
         return int(app.exec())
     finally:
         win.shutdown()
+        collector.timer.stop()
+        if gc_was_enabled:  # as it was before the window: a caller's code runs on after it
+            gc.enable()
         win.close()
         win.deleteLater()   # an embedding app (or a test) keeps running: the window must go

@@ -89,6 +89,25 @@ def _top_level_widgets() -> dict[int, object]:
             and (w.isVisible() or type(w).__module__.startswith("hookscope"))}
 
 
+# Collections only on the main (GUI) thread, between tests, as the app does on its
+# timer (app/launch.py): an automatic one can run in a worker thread that allocates,
+# and a Qt object in a cycle destroyed there crashes Qt (seen twice in 7 suite runs:
+# a segfault in libQt6Widgets, after which the run hung).
+gc.disable()
+_GC_THRESHOLDS = gc.get_threshold()
+
+
+def _collect_as_due() -> None:
+    """gc's own generational schedule, run here instead of wherever it falls due."""
+    l0, l1, l2 = gc.get_count()
+    if l0 > _GC_THRESHOLDS[0]:
+        gc.collect(0)
+        if l1 > _GC_THRESHOLDS[1]:
+            gc.collect(1)
+            if l2 > _GC_THRESHOLDS[2]:
+                gc.collect(2)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
     item._widgets_before = set(_top_level_widgets())
@@ -127,6 +146,7 @@ def leaks(widgets_before: set, threads_before: int) -> list[str]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
+    _collect_as_due()
     found = leaks(getattr(item, "_widgets_before", set()), getattr(item, "_threads_before", 0))
     assert not found, f"{item.nodeid}: " + "; ".join(found)
 

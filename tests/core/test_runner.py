@@ -186,20 +186,21 @@ def test_no_automatic_gc_while_a_job_runs_and_back_after():
 
     from hookscope.core.runner import no_automatic_gc
 
-    assert gc.isenabled()
-    with no_automatic_gc():
-        assert not gc.isenabled()
-        with no_automatic_gc():   # a second runner's job overlapping
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the first job still runs
-    assert gc.isenabled()
-    gc.disable()                   # a caller that turned it off keeps it off
+    was = gc.isenabled()  # the suite collects between tests itself (tests/conftest.py)
+    gc.enable()
     try:
+        with no_automatic_gc():
+            assert not gc.isenabled()
+            with no_automatic_gc():   # a second runner's job overlapping
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the first job still runs
+        assert gc.isenabled()
+        gc.disable()                   # a caller that turned it off keeps it off
         with no_automatic_gc():
             pass
         assert not gc.isenabled()
     finally:
-        gc.enable()
+        (gc.enable if was else gc.disable)()
 
 
 def test_the_rule_finishes_a_half_done_run_or_one_that_the_plots_waited_for():
