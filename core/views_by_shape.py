@@ -129,12 +129,13 @@ def feature_grid(maps: torch.Tensor, max_channels: int = MAX_CHANNELS,
     tile_w = min(w, max(1, max_side // cols - 1))
     if (tile_h, tile_w) != (h, w):
         maps = F.adaptive_avg_pool2d(maps[None], (tile_h, tile_w))[0]
-    grid = torch.full((rows * (tile_h + 1) - 1, cols * (tile_w + 1) - 1), float("nan"))
-    for i in range(c):
-        y, x = divmod(i, cols)
-        grid[y * (tile_h + 1): y * (tile_h + 1) + tile_h,
-             x * (tile_w + 1): x * (tile_w + 1) + tile_w] = maps[i]
-    return grid.numpy()
+    # Every tile with its NaN border (right, below) in one tensor, laid out as the
+    # grid by one reshape: a copy per channel took ~1 ms of each redraw of 64 maps.
+    tiles = torch.full((rows * cols, tile_h + 1, tile_w + 1), float("nan"), dtype=maps.dtype)
+    tiles[:c, :tile_h, :tile_w] = maps
+    grid = tiles.reshape(rows, cols, tile_h + 1, tile_w + 1).permute(0, 2, 1, 3)
+    grid = grid.reshape(rows * (tile_h + 1), cols * (tile_w + 1))[:-1, :-1]
+    return np.ascontiguousarray(grid.numpy())
 
 
 def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 2) -> np.ndarray:

@@ -150,13 +150,57 @@ def typical_magnitude(values: torch.Tensor | np.ndarray) -> float:
 def value_decades(*tensors: torch.Tensor | np.ndarray | None) -> float:
     """How many decades lie between the largest |value| and a typical one
     (:func:`typical_magnitude`) over ``tensors``; 0 for empty or all-zero ones."""
-    given = [t for t in tensors if t is not None]
-    a = np.concatenate([_magnitudes(t) for t in given] or [np.zeros(0)])
-    if a.size == 0:
-        return 0.0
-    typical = float(np.median(a))
-    largest = max(_largest(t) for t in given)
-    return max(0.0, math.log10(largest / typical)) if typical > 0 else 0.0
+    return ValueSpread(*tensors).decades
+
+
+class ValueSpread:
+    """:func:`value_decades` of ``tensors`` and, on demand, the
+    :func:`typical_magnitude` of the first, from one sample of each: a panel's
+    redraw needs the first always and the second when the log scale is on, and
+    the sample and its median were the larger part of a redraw's own work.
+
+    ``largest``, where the caller knows it (a record's statistics hold the
+    exact finite min and max of the very tensors: :func:`largest_finite`),
+    saves reading every value once more.
+    """
+
+    def __init__(self, *tensors: torch.Tensor | np.ndarray | None,
+                 largest: float | None = None) -> None:
+        given = [t for t in tensors if t is not None]
+        self._samples = [_magnitudes(t) for t in given]
+        self._typical: float | None = None
+        a = np.concatenate(self._samples) if len(given) > 1 else \
+            self._samples[0] if given else np.zeros(0)
+        self.decades = 0.0
+        if a.size == 0:
+            return
+        typical = float(np.median(a))
+        if len(given) == 1:
+            self._typical = typical
+        if largest is None:
+            largest = max(_largest(t) for t in given)
+        if typical > 0:
+            self.decades = max(0.0, math.log10(largest / typical))
+
+    @property
+    def typical(self) -> float:
+        """The first tensor's :func:`typical_magnitude` (1.0 without one)."""
+        if self._typical is None:
+            first = self._samples[0] if self._samples else np.zeros(0)
+            self._typical = float(np.median(first)) if first.size else 1.0
+        return self._typical
+
+
+def largest_finite(*stats) -> float | None:
+    """The largest finite |value| that statistics (``TensorStats``) say their
+    tensors hold, or ``None`` when one of them cannot say (missing, or no
+    finite value): then the tensors themselves are read."""
+    out = 0.0
+    for s in stats:
+        if s is None or not (math.isfinite(s.min) and math.isfinite(s.max)):
+            return None
+        out = max(out, abs(s.min), abs(s.max))
+    return out
 
 
 def wants_log(decades: float) -> bool:

@@ -29,7 +29,7 @@ from hookscope.core.wide_views import (count_ticks, log_counts, log_histogram, l
                                        signed_exp, signed_log)
 
 from .value_format import format_bound
-from .plot_style import index_axes, plain_axes, title_never_widens
+from .plot_style import index_axes, plain_axes, set_label, set_ticks, title_never_widens
 from .plot_tools import PlotTools
 
 PRE_COLOUR = (150, 170, 200)    # values before the intervention: light, behind
@@ -380,19 +380,16 @@ class HistogramView(QObject):
         """Real counts on a log count axis, real values on a signed-log value axis."""
         hp = self.widget.getPlotItem()
         left, bottom = hp.getAxis("left"), hp.getAxis("bottom")
-        if self.log_counts:
-            left.setTicks([count_ticks(10.0 ** self._y_top)])
-        else:
-            left.setTicks(None)
+        set_ticks(left, [count_ticks(10.0 ** self._y_top)] if self.log_counts else None)
         if self.log_scale is not None:
             lo, hi = self.inv(self._data_range[0]), self.inv(self._data_range[1])
             # About one label per 45 px each side of zero: no crowding in a narrow plot.
             per_side = max(2, int(self.widget.width() / 90))
-            bottom.setTicks([log_ticks(lo, hi, self.log_scale, per_side)])
+            set_ticks(bottom, [log_ticks(lo, hi, self.log_scale, per_side)])
         else:
-            bottom.setTicks(None)
-        hp.setLabel("left", "count (log)" if self.log_counts else "count")
-        hp.setLabel("bottom", "value (signed log)" if self.log_scale is not None else "value")
+            set_ticks(bottom, None)
+        set_label(hp, "left", "count (log)" if self.log_counts else "count")
+        set_label(hp, "bottom", "value (signed log)" if self.log_scale is not None else "value")
 
     def _fit(self, pre_peak: tuple[float, float] | None,
              post_peak: tuple[float, float] | None, at_bound: bool) -> None:

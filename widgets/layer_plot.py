@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayo
 
 from hookscope.core import CaptureRecord, HookscopeError
 from hookscope.core.record_stats import reference_of
-from hookscope.core.wide_views import TOP_K, typical_magnitude, value_decades, wide_views
+from hookscope.core.wide_views import TOP_K, ValueSpread, largest_finite, wide_views
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
@@ -243,13 +243,17 @@ class LayerPlot(QFrame, WideDrawing):
 
     def _draw(self, record: CaptureRecord) -> None:
         self._stale = False
-        pre_t = reference_of(record)[0]
-        tensors = [t for t in (record.tensor, pre_t) if t is not None]
-        self.chooser.set_decades(value_decades(*tensors) if tensors else 0.0)
+        pre_t, pre_stats, _ = reference_of(record)
+        # Each tensor drawn with its statistics, whose exact min and max spare
+        # the log-scale test a read of every value.
+        drawn = [(t, s) for t, s in ((record.tensor, record.stats), (pre_t, pre_stats)) if t is not None]
+        tensors = [t for t, _s in drawn]
+        spread = ValueSpread(*tensors, largest=largest_finite(*(s for _t, s in drawn)))
+        self.chooser.set_decades(spread.decades)
         log = self.chooser.log_on()
-        scale = typical_magnitude(tensors[0]) if log and tensors else 1.0
+        scale = spread.typical if log else 1.0
         self.histogram.set_log(log, tensors, scale)
-        self.set_map_log(log, tensors[0] if tensors else None)
+        self.set_map_log(log, scale)
         self.histogram.draw(record)
         self._draw_view(record)
         self.set_bounds(self.histogram.bounds)

@@ -26,7 +26,7 @@ from hookscope.core.verdict import output_verdict
 
 from .plot_readouts import bar_cell
 from .output_meaning import OutputMeaningView
-from .plot_style import index_axes, peak_envelope, plain_axes
+from .plot_style import index_axes, peak_envelope, plain_axes, set_label
 from .plot_tools import PlotTools
 
 MAX_BARS = 64
@@ -139,13 +139,13 @@ class OutputComparison(QWidget):
         if self.mode == "bars":
             self.bars_without.setOpts(x=np.arange(without.size) - 0.2, height=without, width=0.4)
             self.bars_with.setOpts(x=np.arange(with_.size) + 0.2, height=with_, width=0.4)
-            self.plot.setLabel("bottom", "output index")
+            set_label(self.plot, "bottom", "output index")
         else:
             self.line_without.setData(*peak_envelope(without))
             self.line_with.setData(*peak_envelope(with_))
             m = min(without.size, with_.size)
             self.line_diff.setData(*peak_envelope(with_[:m] - without[:m]))
-            self.plot.setLabel("bottom", None)
+            set_label(self.plot, "bottom", None)
         self.plot.enableAutoRange()
         self.diff_plot.enableAutoRange()
         self.summary.setText(verdict(result, without, with_))

@@ -26,6 +26,26 @@ def plain_axes(plot: pg.PlotItem) -> pg.PlotItem:
     return plot
 
 
+def set_ticks(axis: pg.AxisItem, ticks: list | None) -> None:
+    """``axis.setTicks(ticks)``, only when they differ from the ticks it has.
+
+    pyqtgraph throws an axis' drawn picture away on every ``setTicks`` (and
+    ``setLabel``), equal or not, and builds it again at the next paint: 1-2 ms
+    an axis. A Live drag redraws the same labels many times a second.
+    """
+    if axis._tickLevels != ticks:
+        axis.setTicks(ticks)
+
+
+def set_label(plot: pg.PlotItem, side: str, text: str | None) -> None:
+    """``plot.setLabel(side, text)``, only when the axis does not already show
+    that label (see :func:`set_ticks` for why)."""
+    axis = plot.getAxis(side)
+    if axis.labelText != (text or "") or axis.label.isVisible() != bool(text) \
+            or not axis.isVisible():
+        plot.setLabel(side, text)
+
+
 #: A line plot is reduced to about this many points before drawing.
 MAX_LINE_POINTS = 4096
 

@@ -22,10 +22,10 @@ from hookscope.core.map_window import Window, pool_window, visible_window
 from hookscope.core.views_by_shape import (as_float_array, bars_values, full_size, reduce_2d,
                                            side_by_side, symmetric_level, view_image)
 from hookscope.core.wide_views import (log_ticks, picture, row_norms, signed_log, top_k_picture,
-                                       top_units, typical_magnitude, unit_norms)
+                                       top_units, unit_norms)
 
 from .plot_readouts import DrawnImage, bar_cell
-from .plot_style import peak_envelope
+from .plot_style import peak_envelope, set_ticks
 
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
@@ -188,10 +188,11 @@ class WideDrawing:
         self.image.setRect(rect)
         self._drawn_size = (self.view_widget.width(), self.view_widget.height())
 
-    def set_map_log(self, on: bool, tensor: torch.Tensor | None) -> None:
-        """Draw maps on a signed-log colour scale (its knee at the typical |value|)."""
+    def set_map_log(self, on: bool, scale: float = 1.0) -> None:
+        """Draw maps on a signed-log colour scale, its knee at ``scale`` (the
+        typical |value|, core's ``typical_magnitude``)."""
         self.log_map = on
-        self._log_scale_of_map = typical_magnitude(tensor) if on and tensor is not None else 1.0
+        self._log_scale_of_map = scale if on else 1.0
 
     _log_scale_of_map = 1.0
     _level = 1.0
@@ -276,21 +277,19 @@ class WideDrawing:
             room = max(20, int(self.view_widget.height() - 50) // 14)
             step = max(1, -(-len(labels) // room))
             mid = 0.0 if self.shown_view == "row_norm" else 0.5   # bars sit on whole rows
-            axis.setTicks([[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
+            set_ticks(axis, [[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
         elif self.shown_view == "unit_norm" and self._norm_ticks:
-            axis.setTicks([self._norm_ticks])   # log-scaled norms, labelled with real norms
+            set_ticks(axis, [self._norm_ticks])   # log-scaled norms, labelled with real norms
         else:
-            axis.setTicks(None)
+            set_ticks(axis, None)
 
     def _apply_unit_labels(self, halves: tuple | None) -> None:
         """The top-k view's columns are named by their unit index (both halves)."""
         axis = self.view_widget.getPlotItem().getAxis("bottom")
         units = self.top_units if self.shown_view == "top_k" and self._map_source is not None else None
         if units is None:
-            if self.shown_view == "row_norm" and self._norm_ticks:
-                axis.setTicks([self._norm_ticks])
-            elif axis._tickLevels is not None:
-                axis.setTicks(None)
+            set_ticks(axis, [self._norm_ticks] if self.shown_view == "row_norm" and self._norm_ticks
+                      else None)
             return
         k = len(units)
         width = max(self.view_widget.width() - 60, 100) / (2 if halves else 1)
@@ -300,7 +299,7 @@ class WideDrawing:
         if halves:
             n, offset = halves[0], halves[1]
             ticks += [(offset + (c + 0.5) * n / k, str(int(units[c]))) for c in range(0, k, step)]
-        axis.setTicks([ticks])
+        set_ticks(axis, [ticks])
 
     _layout_key: tuple | None = None
 

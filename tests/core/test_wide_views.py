@@ -148,3 +148,27 @@ def test_pool_window_is_the_block_mean_of_the_crop():
     expected = x[8:24, 100:260].reshape(8, 2, 40, 4).mean(dim=(1, 3))
     assert np.allclose(got, expected.numpy(), atol=1e-6)
     assert np.array_equal(pool_window(x, Window("", 0, 4, 0, 5), 100, 100), x[:4, :5].numpy())
+
+
+def test_the_spread_from_statistics_is_the_spread_from_every_value():
+    # A panel passes its records' exact finite min/max instead of reading every
+    # value again: the verdict and the log scale's knee must not change.
+    from hookscope.core.stats import summarize
+    from hookscope.core.wide_views import ValueSpread, largest_finite
+
+    torch.manual_seed(8)
+    t = torch.randn(300_000)
+    t[123_457] = -3e9   # off the sample's stride
+    t[5] = float("nan")
+    pre = torch.exp(3 * torch.randn(300_000))
+    stats = [summarize(x).resolve() for x in (t, pre)]
+    largest = largest_finite(*stats)
+    assert largest == max(float(pre.max()), 3e9)
+    spread = ValueSpread(t, pre, largest=largest)
+    assert spread.decades == value_decades(t, pre) and wants_log(spread.decades)
+    assert spread.typical == typical_magnitude(t)
+    assert ValueSpread(pre).typical == typical_magnitude(pre)
+    # Statistics that cannot say (missing, or no finite value) leave it to the tensors.
+    assert largest_finite(stats[0], None) is None
+    assert largest_finite(summarize(torch.tensor([float("nan"), float("inf")])).resolve()) is None
+    assert ValueSpread().decades == 0.0 and ValueSpread().typical == 1.0
