@@ -153,6 +153,8 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     # A floor target needs its reference in the same rounds.
     names = {c.name for c in cases}
     floors = {c.target.floor for c in cases if c.target and c.target.kind == "floor"}
+    if "every_leaf" in names:   # read against the cheapest correct capture too (see below)
+        floors.add("naive_victims")
     for c in model_cases(bm, a.device):
         if c.name in floors - names:
             cases.append(c)
@@ -206,6 +208,18 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
         rows.append(row)
     for row in rows:
         judge(row, targets[row["case"]], plain_mem)
+    by_case = {r["case"]: r for r in rows}
+    for case, ref, what in (("every_leaf", "naive_victims", "− the cheapest correct capture"),
+                            ("naive_victims", "naive_detach", "− the detach floor (the copies alone)")):
+        # Target 1 is read against the detach floor; these split its difference into
+        # what correct values cost anyone (the copies) and what Hookscope adds.
+        if case in by_case and ref in by_case and not by_case[case].get("error") \
+                and not by_case[ref].get("error"):
+            d = round_deltas(results[case], results[ref])
+            if d:
+                by_case[case][f"over_{ref}"] = d["over_floor_pairs"]
+                by_case[case]["note"] += (f"; {what}: {d['over_floor_pairs']:+.3f} "
+                                          f"[{d['over_floor_pairs_q1']:+.3f}–{d['over_floor_pairs_q3']:+.3f}]")
     info = {"label": bm.label, "params": bm.params, "plain_ms": plain_ms}
     return info, rows, missing
 

@@ -132,15 +132,20 @@ def aminmax_reference(bm: BenchModel, paths: list[str]) -> Callable[[], Any]:
     return fn
 
 
-def naive_capture(bm: BenchModel, paths: list[str], clone: bool) -> Callable[[], Any]:
+def naive_capture(bm: BenchModel, paths: list[str],
+                  clone: bool | Callable[[], set[str]]) -> Callable[[], Any]:
     """Hooks on ``paths`` storing ``detach()`` (or ``detach().clone()``); registered,
-    run and removed inside the call, as a script would."""
+    run and removed inside the call, as a script would. ``clone`` may name the
+    layers to copy instead (a callable, asked at each call: its answer is found
+    in the warm-up, see :func:`victim_paths`)."""
     mods = dict(bm.module.named_modules())
     module, x = bm.module, bm.inputs
 
     def fn() -> tuple[Any, dict[str, list[torch.Tensor]]]:
+        chosen = clone() if callable(clone) else None
         caps: dict[str, list[torch.Tensor]] = {p: [] for p in paths}
-        handles = [mods[p].register_forward_hook(_Store(caps[p], clone)) for p in paths]
+        handles = [mods[p].register_forward_hook(
+            _Store(caps[p], p in chosen if chosen is not None else bool(clone))) for p in paths]
         try:
             with torch.inference_mode():
                 out = call_model(module, x)
@@ -149,6 +154,17 @@ def naive_capture(bm: BenchModel, paths: list[str], clone: bool) -> Callable[[],
                 h.remove()
         return out, caps
     return fn
+
+
+def victim_paths(bm: BenchModel, paths: list[str]) -> set[str]:
+    """The layers whose bare ``detach()`` capture a later in-place op overwrote
+    (``ReLU(inplace=True)``, ``out += identity``): what a correct hand-written
+    capture must copy. Found against the clone reference, not taken from
+    Hookscope's own bookkeeping."""
+    _, caps = naive_capture(bm, paths, clone=False)()
+    ref = reference(bm, paths)
+    return {p for p, ts in ref.items()
+            if len(caps[p]) != len(ts) or not all(torch.equal(a.cpu(), b) for a, b in zip(caps[p], ts))}
 
 
 def reference(bm: BenchModel, paths: list[str]) -> dict[str, list[torch.Tensor]]:
@@ -268,6 +284,17 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
         stale, total = count_stale(caps, reference(bm, leaves))
         return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
 
+    found: list[set[str]] = []
+
+    def victims() -> set[str]:
+        if not found:
+            found.append(victim_paths(bm, leaves))
+        return found[0]
+
+    def victims_check(out: Any) -> tuple[bool, str]:
+        ok, note = stale_check(out)
+        return ok, f"{note}; {len(victims())} layers copied"
+
     plain1 = plain_forward(bm)
 
     def plain_twice() -> Any:
@@ -303,6 +330,12 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
              captured_bytes=_dict_bytes, memory=False, note="reference, wrong by design"),
         Case("aminmax_ref", "hand hooks, every leaf one aminmax (stats floor)",
              aminmax_reference(bm, leaves), note="reference: every value read once"),
+        Case("naive_victims", "hand hooks, every leaf detach(), in-place victims clone()d",
+             naive_capture(bm, leaves, clone=victims),
+             check=victims_check,
+             captured_bytes=_dict_bytes, memory=False,
+             note="reference: the cheapest correct capture (copies only what a later "
+                  "in-place op overwrites)"),
         Case("naive_clone", "hand hooks, every leaf detach().clone()",
              naive_capture(bm, leaves, clone=True), check=None,
              captured_bytes=_dict_bytes, memory=True, note="reference, the correct values"),

@@ -37,7 +37,7 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert data["meta"]["models"]["demo:cnn"]["params"] > 0
     rows = {(r["model"], r["case"]): r for r in data["rows"]}
     for case in ("plain_aa", "capture3", "clamp1", "every_leaf", "every_leaf_first",
-                 "stats_only", "naive_detach", "aminmax_ref", "naive_clone", "compare"):
+                 "stats_only", "naive_detach", "naive_victims", "aminmax_ref", "naive_clone", "compare"):
         row = rows[("demo:cnn", case)]
         assert ROW_KEYS <= row.keys(), case
         assert "error" not in row, row.get("error")
@@ -49,6 +49,15 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert rows[("demo:cnn", "stats_only")]["correct"] is True
     assert rows[("demo:cnn", "naive_detach")]["correct"] is False
     assert "stale" in rows[("demo:cnn", "naive_detach")]["check_note"]
+    # Copying just the layers a later in-place op overwrites is correct (the cheapest
+    # correct capture), and every-leaf capture is read against it too.
+    victims = rows[("demo:cnn", "naive_victims")]
+    assert victims["correct"] is True and "0 of " in victims["check_note"]
+    assert int(victims["check_note"].split("; ")[-1].split()[0]) >= 1   # "N layers copied"
+    assert victims["over_naive_detach"] == pytest.approx(statistics.median(
+        victims["round_ratios"][i] - rows[("demo:cnn", "naive_detach")]["round_ratios"][i]
+        for i in range(victims["pairs"])))
+    assert "the cheapest correct capture" in rows[("demo:cnn", "every_leaf")]["note"]
     # Ratio targets are not judged on a forward of microseconds (fixed costs only):
     # the row says why instead of a yes/no.
     # (On a shared machine a demo forward can take far longer than usual, so the
