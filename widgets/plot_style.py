@@ -16,7 +16,9 @@ def plain_axes(plot: pg.PlotItem) -> pg.PlotItem:
     with ticks at -200); a learner comparing with torch's printed -0.2042 should
     read -0.2 on the axis.
     """
-    for side in ("left", "bottom"):
+    # All four: a hidden top or right axis still follows the view's range, and with
+    # its prefix on it re-typesets its (empty) label on every range change.
+    for side in ("left", "bottom", "top", "right"):
         axis = plot.getAxis(side)
         axis.enableAutoSIPrefix(False)
         # pyqtgraph 0.14 still rescales in updateAutoSIPrefix() whenever the label is

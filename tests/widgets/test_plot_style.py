@@ -74,3 +74,22 @@ def test_a_redraw_with_the_same_labels_keeps_the_axes_drawn(qtbot):
     assert bottom._tickLevels == [[(0.0, "zero")]] and bottom.picture is None
     set_label(hp, "bottom", None)
     assert not bottom.label.isVisible()
+
+
+def test_a_range_change_typesets_no_axis_label_again(qtbot):
+    # With its SI prefix on, an axis (a hidden top or right one too) typesets its
+    # label again on every range change: a Live drag changes ranges many times a second.
+    import pyqtgraph as pg
+
+    from hookscope.widgets.plot_style import plain_axes
+
+    w = pg.PlotWidget()
+    qtbot.addWidget(w)
+    plot = plain_axes(w.getPlotItem())
+    plot.setLabel("left", "value")
+    typeset: list[str] = []
+    for side in ("left", "bottom", "top", "right"):
+        plot.getAxis(side).label.setHtml = lambda _html, s=side: typeset.append(s)
+    for k in range(5):
+        plot.getViewBox().setRange(xRange=(0, 10.0 ** -k), yRange=(0, 10.0 ** k), padding=0)
+    assert typeset == []
