@@ -79,6 +79,7 @@ class OutputMeaningView(QWidget):
         self.notes.setObjectName("outputMeaningNotes")
         self.notes.setWordWrap(True)
         self.notes.setStyleSheet("color: #a15c00;")
+        self._headers: list[str] | None = None   # the columns shown (None: none yet)
         self.table = QTableWidget(0, 4, self)
         self.table.setObjectName("outputMeaningTable")
         self.table.verticalHeader().hide()
@@ -139,28 +140,42 @@ class OutputMeaningView(QWidget):
         notes = desc.get("notes") or []
         self.notes.setText("\n".join(notes))
         self.notes.setVisible(bool(notes))
-        self.table.setColumnCount(len(headers))
-        self.table.setHorizontalHeaderLabels(headers)
-        self.table.setRowCount(len(rows))
+        new_kind = headers != self._headers
+        if new_kind:
+            self._headers = list(headers)
+            self.table.clearContents()
+            self.table.setColumnCount(len(headers))
+            self.table.setHorizontalHeaderLabels(headers)
+        if self.table.rowCount() != len(rows):
+            self.table.setRowCount(len(rows))
+        # The cells are updated in place: a Live drag sends the table again with
+        # every result, and a table of new items is laid out and measured anew.
         for r, (cells, changed) in enumerate(rows):
-            for c, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
-                if changed:
-                    item.setBackground(QBrush(CHANGED))
-                self.table.setItem(r, c, item)
-                item.setToolTip(text)  # a narrow dock elides; the whole text stays a hover away
-        self._fit_columns(desc, rows)
+            for c in range(len(headers)):
+                self._set_cell(r, c, cells[c] if c < len(cells) else "", changed)
+        self._fit_columns(desc, rows, new_kind)
         if desc.get("kind") == TOKENS and rows:
             self.table.scrollToBottom()  # where the prompt ends: the next token
 
-    def _fit_columns(self, desc: dict[str, Any], rows: list) -> None:
+    def _set_cell(self, r: int, c: int, text: str, changed: bool) -> None:
+        item = self.table.item(r, c)
+        if item is None:
+            item = QTableWidgetItem()
+            item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+            self.table.setItem(r, c, item)
+        if item.text() != text:
+            item.setText(text)
+            item.setToolTip(text)  # a narrow dock elides; the whole text stays a hover away
+        if (item.background().style() != Qt.BrushStyle.NoBrush) != changed:
+            item.setBackground(QBrush(CHANGED) if changed else QBrush())
+
+    def _fit_columns(self, desc: dict[str, Any], rows: list, new_kind: bool = True) -> None:
         """Short columns to their contents, ``without`` and ``with`` share the rest,
         so both outputs are side by side in a narrow dock (elided, full text in the
         tooltip); the sample column only when the batch has more than one."""
         header = self.table.horizontalHeader()
         n = self.table.columnCount()
-        for c in range(n):
+        for c in range(n if new_kind else 0):
             mode = (QHeaderView.ResizeMode.Stretch if c >= n - 2 and n == 4
                     else QHeaderView.ResizeMode.ResizeToContents)
             header.setSectionResizeMode(c, mode)

@@ -69,3 +69,35 @@ def test_classifier_shows_its_input_image_beside_the_classes(qtbot):
     assert at(hi) == 255 and at(lo) == 0
     _, w2, _ = _shown(qtbot, "demo:lm", Plan())
     assert not w2.meaning_view.thumbnail.isVisible()
+
+
+def test_the_table_follows_each_new_description_in_place(qtbot):
+    # A Live drag sends a new table with every result: the cells are the new
+    # description's, the changed-row shading comes and goes with it, and a
+    # description of another kind replaces the columns and drops the old rows.
+    from PySide6.QtCore import Qt
+
+    from hookscope.widgets.output_meaning import CHANGED, OutputMeaningView
+
+    view = OutputMeaningView()
+    qtbot.addWidget(view)
+
+    def classes(labels_with, changed):
+        top = [{"label": f"c{i}", "prob": 0.5 - 0.1 * i} for i in range(3)]
+        top_with = [{"label": lab, "prob": 0.4} for lab in labels_with]
+        return {"kind": "classes", "rows": [{"top_without": top, "top_with": top_with,
+                                             "top_changed": changed}]}
+
+    view.show_description(classes(["c9", "c1", "c2"], True))
+    first = view.table.item(0, 3)
+    assert view.cell_texts()[0][3] == "c9  0.400" and first.background().color() == CHANGED
+    view.show_description(classes(["c0", "c1"], False))
+    cells = view.cell_texts()
+    assert len(cells) == 3 and cells[0][3] == "c0  0.400" and cells[2][3] == ""
+    assert view.table.item(0, 3).toolTip() == "c0  0.400"
+    assert view.table.item(0, 3).background().style() == Qt.BrushStyle.NoBrush
+    view.show_description({"kind": "generic", "leaves": [
+        {"name": "logits", "shape": [1, 4], "changed_values": 2, "max_abs_diff": 0.5}]})
+    assert [view.table.horizontalHeaderItem(c).text() for c in range(4)] == \
+        ["leaf", "shape", "values changed", "max |Δ|"]
+    assert view.cell_texts() == [["logits", "1×4", "2", "0.5"]]
