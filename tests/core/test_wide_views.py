@@ -172,3 +172,33 @@ def test_the_spread_from_statistics_is_the_spread_from_every_value():
     assert largest_finite(stats[0], None) is None
     assert largest_finite(summarize(torch.tensor([float("nan"), float("inf")])).resolve()) is None
     assert ValueSpread().decades == 0.0 and ValueSpread().typical == 1.0
+
+
+@pytest.mark.parametrize("c,h,w,side", [(64, 112, 112, 300), (7, 30, 20, 1000), (3, 5, 7, 300),
+                                        (1, 4, 4, 300), (10, 9, 9, 50)])
+def test_the_feature_grid_puts_each_channel_in_its_tile(c, h, w, side):
+    # Tile i sits at grid row i // cols, column i % cols, one NaN line between
+    # tiles and NaN where the grid has no channel left (laid out in one reshape).
+    import math
+
+    import torch.nn.functional as F
+
+    from hookscope.core.views_by_shape import feature_grid
+
+    torch.manual_seed(c)
+    maps = torch.randn(c, h, w)
+    grid = feature_grid(maps, max_side=side)
+    cols = math.ceil(math.sqrt(c))
+    rows = math.ceil(c / cols)
+    th, tw = min(h, max(1, side // rows - 1)), min(w, max(1, side // cols - 1))
+    tiles = F.adaptive_avg_pool2d(maps[None], (th, tw))[0] if (th, tw) != (h, w) else maps
+    assert grid.shape == (rows * (th + 1) - 1, cols * (tw + 1) - 1) and grid.flags.c_contiguous
+    for i in range(rows * cols):
+        y, x = divmod(i, cols)
+        cell = grid[y * (th + 1): y * (th + 1) + th, x * (tw + 1): x * (tw + 1) + tw]
+        if i < c:
+            np.testing.assert_array_equal(cell, tiles[i].numpy())
+        else:
+            assert np.isnan(cell).all()
+    # the lines between tiles are blank
+    assert np.isnan(grid[th::th + 1, :]).all() and np.isnan(grid[:, tw::tw + 1]).all()
