@@ -166,7 +166,8 @@ def test_the_spread_from_statistics_is_the_spread_from_every_value():
     assert largest == max(float(pre.max()), 3e9)
     spread = ValueSpread(t, pre, largest=largest)
     assert spread.decades == value_decades(t, pre) and wants_log(spread.decades)
-    assert spread.typical == typical_magnitude(t)
+    # beside a second tensor the first is sampled half as densely: within a few percent
+    assert spread.typical == pytest.approx(typical_magnitude(t), rel=0.03)
     assert ValueSpread(pre).typical == typical_magnitude(pre)
     # Statistics that cannot say (missing, or no finite value) leave it to the tensors.
     assert largest_finite(stats[0], None) is None
