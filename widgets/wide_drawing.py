@@ -405,6 +405,8 @@ def _heat_map(t: torch.Tensor) -> torch.Tensor:
         shape = full_size(tuple(t.shape), "heatmap")
         assert shape is not None
         v = x.reshape(-1)
+        if v.numel() == shape[0] * shape[1]:   # fills the square: no padded copy
+            return v.reshape(shape)
         out = torch.full((shape[0] * shape[1],), float("nan"))
         out[: v.numel()] = v
         return out.reshape(shape)

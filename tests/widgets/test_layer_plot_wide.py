@@ -247,3 +247,18 @@ def test_norms_of_a_heavy_tailed_layer_go_on_the_log_scale_too(plot, qtbot):
     assert plot.view_widget.getPlotItem().getAxis("bottom").labelText.endswith("(log)")
     text = _read(plot, qtbot, 0.5, 5.0)
     assert text.endswith(f"before {float(norms[5]):.4g}")   # the readout keeps the real norm
+
+
+def test_a_long_vector_is_folded_row_by_row_into_a_near_square_map():
+    # A 1 × N output is drawn as a near-square map, row by row; the cells past
+    # the last value are blank (NaN). A vector that fills the square is folded
+    # without a padded copy.
+    from hookscope.widgets.wide_drawing import _heat_map
+
+    square = torch.arange(16.0).reshape(1, 16)
+    m = _heat_map(square)
+    assert m.shape == (4, 4) and torch.equal(m, torch.arange(16.0).reshape(4, 4))
+    assert m.data_ptr() == square.data_ptr()
+    m = _heat_map(torch.arange(10.0).reshape(1, 10))
+    assert m.shape == (3, 4) and torch.equal(m.reshape(-1)[:10], torch.arange(10.0))
+    assert torch.isnan(m.reshape(-1)[10:]).all()
