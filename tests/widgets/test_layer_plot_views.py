@@ -281,3 +281,27 @@ def test_a_narrow_bar_view_is_not_cut_off_at_the_right(qtbot):
     p.resize(900, 320)
     p.grab()
     assert p._title_form == "light: before · dark: after"
+
+
+def test_a_redraw_with_the_same_labels_keeps_the_axes_drawn(plot, qtbot):
+    # pyqtgraph rebuilds an axis' picture after every setTicks/setLabel, equal or
+    # not; a Live drag redraws the same labels many times a second (1-2 ms an axis).
+    from hookscope.widgets.plot_style import set_label, set_ticks
+
+    torch.manual_seed(3)
+    rec = _record(torch.randn(200))
+    hp = plot.hist_widget.getPlotItem()
+    axes = [hp.getAxis("left"), hp.getAxis("bottom"), plot.view_widget.getPlotItem().getAxis("left")]
+    plot.update_record(rec)
+    qtbot.waitUntil(lambda: all(a.picture is not None for a in axes))   # painted once
+    plot.update_record(rec)
+    assert all(a.picture is not None for a in axes)
+    # A label or ticks that do change are shown (and the axis drawn again).
+    bottom = axes[1]
+    set_label(hp, "bottom", "another label")
+    assert bottom.labelText == "another label" and bottom.picture is None
+    qtbot.waitUntil(lambda: bottom.picture is not None)
+    set_ticks(bottom, [[(0.0, "zero")]])
+    assert bottom._tickLevels == [[(0.0, "zero")]] and bottom.picture is None
+    set_label(hp, "bottom", None)
+    assert not bottom.label.isVisible()

@@ -41,41 +41,6 @@ def test_plain_axes_never_rescale_small_values(qtbot):
     assert plot.getAxis("left").labelUnitPrefix == ""
 
 
-def test_a_redraw_with_the_same_labels_keeps_the_axes_drawn(qtbot):
-    # pyqtgraph rebuilds an axis' picture after every setTicks/setLabel, equal or
-    # not; a Live drag redraws the same labels many times a second (1-2 ms an axis).
-    import torch
-
-    from hookscope.core import CaptureRecord
-    from hookscope.core.stats import summarize
-    from hookscope.widgets.layer_plot import LayerPlot
-    from hookscope.widgets.plot_style import set_label, set_ticks
-
-    plot = LayerPlot("x")
-    qtbot.addWidget(plot)
-    plot.resize(1000, 380)
-    plot.show()
-    qtbot.waitExposed(plot)
-    torch.manual_seed(3)
-    t = torch.randn(1, 200)
-    rec = CaptureRecord("x", 0, stats=summarize(t).resolve(), tensor=t)
-    hp = plot.hist_widget.getPlotItem()
-    axes = [hp.getAxis("left"), hp.getAxis("bottom"), plot.view_widget.getPlotItem().getAxis("left")]
-    plot.update_record(rec)
-    qtbot.waitUntil(lambda: all(a.picture is not None for a in axes))   # painted once
-    plot.update_record(rec)
-    assert all(a.picture is not None for a in axes)
-    # A label or ticks that do change are shown (and the axis drawn again).
-    bottom = axes[1]
-    set_label(hp, "bottom", "another label")
-    assert bottom.labelText == "another label" and bottom.picture is None
-    qtbot.waitUntil(lambda: bottom.picture is not None)
-    set_ticks(bottom, [[(0.0, "zero")]])
-    assert bottom._tickLevels == [[(0.0, "zero")]] and bottom.picture is None
-    set_label(hp, "bottom", None)
-    assert not bottom.label.isVisible()
-
-
 def test_a_range_change_typesets_no_axis_label_again(qtbot):
     # With its SI prefix on, an axis (a hidden top or right one too) typesets its
     # label again on every range change: a Live drag changes ranges many times a second.
