@@ -146,6 +146,7 @@ class OutputMeaningView(QWidget):
             self.table.clearContents()
             self.table.setColumnCount(len(headers))
             self.table.setHorizontalHeaderLabels(headers)
+            self._size_columns()
         if self.table.rowCount() != len(rows):
             self.table.setRowCount(len(rows))
         # The cells are updated in place: a Live drag sends the table again with
@@ -153,7 +154,7 @@ class OutputMeaningView(QWidget):
         for r, (cells, changed) in enumerate(rows):
             for c in range(len(headers)):
                 self._set_cell(r, c, cells[c] if c < len(cells) else "", changed)
-        self._fit_columns(desc, rows, new_kind)
+        self._hide_sample_column(desc, rows)
         if desc.get("kind") == TOKENS and rows:
             self.table.scrollToBottom()  # where the prompt ends: the next token
 
@@ -169,16 +170,19 @@ class OutputMeaningView(QWidget):
         if (item.background().style() != Qt.BrushStyle.NoBrush) != changed:
             item.setBackground(QBrush(CHANGED) if changed else QBrush())
 
-    def _fit_columns(self, desc: dict[str, Any], rows: list, new_kind: bool = True) -> None:
+    def _size_columns(self) -> None:
         """Short columns to their contents, ``without`` and ``with`` share the rest,
         so both outputs are side by side in a narrow dock (elided, full text in the
-        tooltip); the sample column only when the batch has more than one."""
+        tooltip). Set once per kind of table: the modes do not change with the rows."""
         header = self.table.horizontalHeader()
         n = self.table.columnCount()
-        for c in range(n if new_kind else 0):
+        for c in range(n):
             mode = (QHeaderView.ResizeMode.Stretch if c >= n - 2 and n == 4
                     else QHeaderView.ResizeMode.ResizeToContents)
             header.setSectionResizeMode(c, mode)
+
+    def _hide_sample_column(self, desc: dict[str, Any], rows: list) -> None:
+        """The sample column only when the batch has more than one."""
         one_sample = desc.get("kind") in (CLASSES, DETECTIONS) and sum(bool(r[0][0]) for r in rows) <= 1
         self.table.setColumnHidden(0, one_sample)
 
