@@ -59,3 +59,38 @@ def test_opting_out_by_call_gives_freed_memory_back_every_time():
     faults, kept = _faults(None, release=True)
     assert not kept
     assert min(faults) > 1500  # mapped and unmapped on every cycle
+
+
+# A run that frees more than 1 GiB (ResNet-50 b8 keeps 0.98 GiB of activations, plus
+# its copies and the forward's own buffers): 48 blocks of 24 MiB (heap-served, under
+# the 32 MiB mmap threshold) are written and freed, then written again, and the page
+# faults of the second pass are printed. With a 1 GiB limit glibc trimmed the whole
+# freed top of the heap (~295k faults to write it again).
+_BIG_PROBE = """
+import resource, torch, hookscope.core as hc
+from hookscope.core import memory
+blocks = [torch.empty(6 << 20).fill_(1.0) for _ in range(48)]
+del blocks
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+blocks = [torch.empty(6 << 20).fill_(2.0) for _ in range(48)]
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, memory.TRIM_THRESHOLD)
+"""
+
+
+def _ram() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+@pytest.mark.skipif(_ram() < 12 << 30, reason="keeps 1.5 GiB only with 12 GiB of memory or more")
+def test_a_run_freeing_more_than_a_gibibyte_is_not_faulted_in_again():
+    out = subprocess.run([sys.executable, "-c", _BIG_PROBE], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    faults, threshold = int(out[0]), int(out[1])
+    assert threshold > 1.125 * (1 << 30)
+    assert faults < 5_000, faults  # 1.125 GiB is 295k pages
+
+
+def test_the_kept_limit_is_an_eighth_of_memory_within_what_mallopt_takes():
+    from hookscope.core import memory
+
+    assert memory.TRIM_THRESHOLD == min((1 << 31) - 1, max(1 << 30, _ram() // 8))
