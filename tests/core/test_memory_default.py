@@ -87,7 +87,10 @@ def test_a_run_freeing_more_than_a_gibibyte_is_not_faulted_in_again():
                          check=True, timeout=120).stdout.split()
     faults, threshold = int(out[0]), int(out[1])
     assert threshold > 1.125 * (1 << 30)
-    assert faults < 5_000, faults  # 1.125 GiB is 295k pages
+    # 1.125 GiB is 295k pages, all faulted again when the heap was trimmed. Kept, a
+    # block or two may still land in fresh pages (one 24 MiB block, 6,144 faults,
+    # under CI's parallel workers).
+    assert faults < 30_000, faults
 
 
 def test_the_kept_limit_is_an_eighth_of_memory_within_what_mallopt_takes():
