@@ -141,3 +141,48 @@ def test_restore_puts_back_every_kind_of_buffer():
     for k, v in before.items():
         assert after[k].dtype == v.dtype and torch.equal(after[k], v), k
     assert m.i64 is replaced_obj  # the original object is back, not a copy
+
+
+class OwnStepNorm(nn.BatchNorm1d):
+    """A BatchNorm subclass whose own forward counts its calls, in eval mode too."""
+
+    def forward(self, x):
+        self.num_batches_tracked += 1
+        return super().forward(x)
+
+
+def test_eval_mode_norm_layers_are_not_copied_but_others_are():
+    # Eval-mode BatchNorm/InstanceNorm only read their running statistics, so a
+    # snapshot skips them; train mode and a subclass's own forward are still recorded.
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.InstanceNorm1d(8, track_running_stats=True),
+                          OwnStepNorm(8)).eval()
+    recorded = {(type(owner).__name__, name) for owner, name, _, _ in snapshot(model).buffers}
+    assert ("BatchNorm1d", "running_mean") not in recorded
+    assert ("InstanceNorm1d", "running_mean") not in recorded
+    assert ("OwnStepNorm", "num_batches_tracked") in recorded
+    model.train()
+    assert ("BatchNorm1d", "running_mean") in {(type(o).__name__, n) for o, n, _, _ in snapshot(model).buffers}
+
+
+def test_a_clamped_comparison_in_eval_mode_leaves_every_buffer_as_found():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), OwnStepNorm(8)).eval()
+    model[1].running_mean.normal_()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    r = compare(model, torch.randn(5, 4), Plan(capture=["1"], clamp={"1": (-0.1, 0.1)}))
+    assert r.outputs_differ
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_a_model_with_an_uninitialised_lazy_layer_can_be_compared():
+    # Its buffers hold no values before the first forward: nothing to copy (copying
+    # one raised), and the comparison still starts both forwards from the same state.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.LazyLinear(8), nn.LazyBatchNorm1d(), nn.Linear(8, 2)).train()
+    x = torch.randn(5, 4)
+    r = compare(model, x, Plan())
+    assert not r.outputs_differ
+    r = compare(model, x, Plan(clamp={"1": (-0.1, 0.1)}))
+    assert r.outputs_differ
+    assert model[1].running_mean.shape == (8,)
