@@ -83,7 +83,7 @@ class _LayerHook:
 
     def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool,
                  sources: list[Any] | None = None):
-        self.session = session
+        self.session: Any = session  # None once removed (see HookSession.remove)
         self.path = lp.path
         self.module = lp.module
         self.capture = lp.capture
@@ -162,8 +162,17 @@ class HookSession:
         self.remove()
 
     def remove(self) -> None:
-        """Remove every hook this session added; safe to call twice."""
+        """Remove every hook this session added; safe to call twice.
+
+        Each hook points back at the session, a reference cycle: left in place, a
+        dropped session (and what it still holds, e.g. an in-place guard's watched
+        captures) waited for the cycle collector instead of going at once. On
+        ResNet-50 at batch 8 a first run's 0.7 GiB of captures outlived its result
+        that way. Hooks off the model are never called again, so the link goes.
+        """
         self._handles.remove()
+        for hook in self._hooks.values():
+            hook.session = None
 
     @property
     def active_hooks(self) -> int:

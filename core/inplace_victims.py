@@ -80,6 +80,11 @@ class InplaceGuard(TorchDispatchMode):
         if key is not None and key != 0:
             self._watched.setdefault(key, []).append((rec, slot))
 
+    def __exit__(self, *exc: Any) -> Any:
+        # Nothing is watched past the forward: the captures belong to the result.
+        self._watched.clear()
+        return super().__exit__(*exc)
+
     def _rescue(self, t: Any) -> None:
         if not isinstance(t, torch.Tensor):
             return

@@ -111,3 +111,29 @@ def test_a_small_model_learns_without_the_guard_and_stays_correct(monkeypatch):
         want = m[0](x)
     assert torch.equal(res.captures["0"][0].tensor, want)  # not the ReLU'd values
     assert res.recaptured == ("0",)
+
+
+@pytest.mark.parametrize("compared", [False, True])
+def test_a_dropped_result_frees_its_captures_without_the_cycle_collector(guard_every_model, compared):
+    # The hooks pointed back at their session (and the guard at the captures it
+    # watched): dropped results stayed in memory until the cycle collector ran, on
+    # ResNet-50 at batch 8 a first run's 0.7 GiB.
+    import gc
+    import weakref
+
+    from hookscope.core import compare
+
+    model = fresh()
+    plan = Plan(capture=["lin", "bn", "relu", "lin2", "lin3"])
+    x = torch.randn(3, 4)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(2):  # the first run (guarded, copies the victims), then a steady one
+            r = compare(model, x, plan) if compared else run(model, x, plan)
+            refs = [weakref.ref(rec.tensor) for recs in r.captures.values() for rec in recs]
+            assert len(refs) == 5 and all(ref() is not None for ref in refs)
+            del r
+            assert [ref() for ref in refs] == [None] * 5
+    finally:
+        gc.enable()
