@@ -23,7 +23,7 @@ import torch
 
 from hookscope.core.run import call_model
 
-from .cases import Case
+from .cases import Case, count_stale, reference
 from .models import BenchModel, leaf_paths
 
 PEERS = {"torchlens": "torchlens", "nnsight": "nnsight", "transformer_lens": "transformer_lens"}
@@ -110,7 +110,16 @@ def _nnsight_case(bm: BenchModel, version: str) -> Case:
     note = "first call of each leaf module, in the order they first run"
     if skipped:
         note += f" ({skipped} never called as modules left out)"
-    return Case("nnsight", f"nnsight {version}, save every leaf", fn, memory=True, note=note)
+
+    def check(saved: list) -> tuple[bool, str]:
+        # nnsight saves references, not copies: a capture a later in-place op
+        # overwrites (ResNet's bn outputs under ReLU(inplace=True)) holds the new values.
+        ref = reference(bm, paths)
+        got = {p: [getattr(s, "value", s)] for p, s in zip(paths, saved)}
+        stale, total = count_stale(got, {p: ts[:1] for p, ts in ref.items()})
+        return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
+    return Case("nnsight", f"nnsight {version}, save every leaf", fn, memory=True, note=note,
+                check=check)
 
 
 def _transformer_lens_case(bm: BenchModel, version: str) -> Case | None:

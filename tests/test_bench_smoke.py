@@ -167,3 +167,43 @@ def test_memory_targets_are_judged_on_the_live_peak_where_both_rows_have_one():
            "peak_above_model_mib": 100.0, "live_peak_mib": 53.0}
     judge(row, stats, {"peak_above_model_mib": 80.0})
     assert row["mem_met"] is False and row["mem_basis"] == "resident"
+
+
+def test_what_a_case_leaves_in_reference_cycles_is_gone_before_the_next_case_runs():
+    # TorchLens's trace leaves its activations in cycles; with the collector off for a
+    # whole round they piled up and made glibc trim the heap under the next cases.
+    import weakref
+
+    from bench.timing import Timed, shuffled_rounds
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+    alive: list[weakref.ref] = []
+    seen_alive: list[bool] = []
+
+    def leaves_a_cycle():
+        obj = Cycle()
+        alive.append(weakref.ref(obj))
+
+    def looks():
+        seen_alive.append(any(r() is not None for r in alive))
+
+    cases = {"cycle": Timed(plain=lambda: None, fn=leaves_a_cycle),
+             "look": Timed(plain=looks, fn=looks)}
+    shuffled_rounds(cases, rounds=6, warm_s=0.0)
+    assert len(seen_alive) >= 12 + 4  # warm-up (2 pairs) and 6 rounds of a pair
+    assert not any(seen_alive[4:])  # every timed call of "look" found the cycles collected
+
+
+def test_the_nnsight_peer_is_checked_against_the_clone_reference():
+    pytest.importorskip("nnsight")
+    from bench.competitors import _nnsight_case
+    from bench.models import build
+
+    bm = build("demo:cnn", quick=True)
+    case = _nnsight_case(bm, "test")
+    ok, note = case.check(case.fn())
+    # demo:cnn's ReLU(inplace=True) overwrites two saved outputs: nnsight keeps references
+    assert not ok and note.startswith("2 of 10 captures stale"), note
