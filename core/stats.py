@@ -289,6 +289,9 @@ def _moments(flat: torch.Tensor) -> tuple[float, float, float, float] | None:
     return mn, mx, math.fsum(host[2::4]), math.fsum(host[3::4])
 
 
+_F32_TINY = float(torch.finfo(torch.float32).tiny)
+
+
 def _moments_to_mean_std(values: torch.Tensor, total: float, sumsq: float) -> tuple[float, float]:
     """Population mean and std from a sum and a sum of squares.
 
@@ -301,7 +304,11 @@ def _moments_to_mean_std(values: torch.Tensor, total: float, sumsq: float) -> tu
     if not math.isfinite(mean):
         mean = float(values.double().mean())
     var = sumsq / n - mean * mean
-    if var <= 1e-4 * mean * mean or not math.isfinite(var):
+    # The sum of squares is float32 for float32 values: squares under its smallest
+    # normal number (|x| < 1.1e-19) keep few bits or none (one value of 6e-23 gave a
+    # std of 2.4e-23, not 0). There, too, the exact two-pass variance.
+    if (var <= 1e-4 * mean * mean or not math.isfinite(var)
+            or sumsq < n * _F32_TINY):
         var = float(values.double().var(correction=0)) if n > 1 else 0.0
     return mean, math.sqrt(max(var, 0.0))
 
