@@ -99,6 +99,23 @@ class CaptureRecord:
         rec._same_base = None
         return rec
 
+    @classmethod
+    def of_kept(cls, path: str, call: int, tensor: torch.Tensor, copied: bool) -> "CaptureRecord":
+        """The record of a kept bare tensor on the CPU (no intervention, no baseline),
+        summarised on first read, as ``CaptureRecord(path, call, tensor=tensor,
+        leaf_shapes={"": shape}, copied=copied, lazy=True)`` would build it; every slot
+        set directly (a run builds one per layer call; tests check it against ``__init__``)."""
+        rec = object.__new__(cls)
+        rec.path, rec.call, rec.tensor, rec.leaf = path, call, tensor, ""
+        rec.leaf_shapes = {"": tuple(tensor.shape)}
+        rec.intervention_obj = rec.intervention = None
+        rec.pre_tensor = rec.baseline_tensor = None
+        rec.copied, rec._lazy = copied, True
+        rec._stats = rec._pre_stats = rec._baseline_stats = None
+        rec.extra_leaves = ()
+        rec._same_base = None
+        return rec
+
     def __repr__(self) -> str:
         return (f"CaptureRecord(path={self.path!r}, call={self.call}, shape={self.shape}, "
                 f"intervention={self.intervention!r}, kept={self.tensor is not None})")

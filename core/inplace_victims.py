@@ -120,6 +120,7 @@ class GuardedSession(HookSession):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.guard = InplaceGuard()
+        self._raw_keep = False  # the guard watches and replaces a _Pending's kept slot
 
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         super()._record(hook, call, pre, post)

@@ -235,6 +235,32 @@ def test_kernel_summaries_become_the_records_init_would_build():
         assert int(fast.stats.hist_counts.sum()) == min(out.numel(), 1 << 14)
 
 
+def test_kept_bare_tensors_become_the_records_init_would_build():
+    """Every leaf kept on the CPU, no intervention: the hooks append raw entries and
+    finish() builds each record with CaptureRecord.of_kept, which must equal __init__'s,
+    copies of in-place victims and their statistics included."""
+    from hookscope.core.capture_record import CaptureRecord
+
+    torch.manual_seed(6)
+    m = nn.Sequential(OrderedDict(a=nn.Linear(6, 30), act=nn.ReLU(inplace=True), b=nn.Linear(30, 4))).eval()
+    x = torch.randn(9, 6)
+    paths = ["a", "act", "b"]
+    ref = clone_reference(m, x, paths)
+    for attempt in range(3):  # learning the victim (a, overwritten by act), then steady runs
+        r = run(m, x, Plan(capture=paths))
+        for name in paths:
+            fast = r.captures[name][0]
+            assert torch.equal(fast.tensor, ref[name]), (attempt, name)
+            slow = CaptureRecord(name, 0, tensor=fast.tensor, leaf_shapes={"": tuple(ref[name].shape)},
+                                 copied=fast.copied, lazy=True)
+            for slot in CaptureRecord.__slots__:
+                assert getattr(fast, slot) is getattr(slow, slot) or getattr(fast, slot) == getattr(slow, slot), slot
+            assert fast.stats.to_dict(with_histogram=True) == slow.stats.to_dict(with_histogram=True)
+            assert fast.stats.min == pytest.approx(float(ref[name].min()))
+        assert r.captures["a"][0].copied and not r.captures["b"][0].copied
+        assert r.calls == {"a": 1, "act": 1, "b": 1}
+
+
 def test_cpu_captures_summarise_on_first_read():
     torch.manual_seed(5)
     m = small()
