@@ -191,6 +191,13 @@ def count_stale(caps: dict[str, list[torch.Tensor]], ref: dict[str, list[torch.T
     return stale, total
 
 
+def stale_verdict(caps: dict[str, list[torch.Tensor]], ref: dict[str, list[torch.Tensor]]
+                  ) -> tuple[bool, str]:
+    """A check's answer: no capture differs from the reference, and how many do."""
+    stale, total = count_stale(caps, ref)
+    return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
+
+
 def _captures_equal(captures: dict, ref: dict[str, list[torch.Tensor]]) -> tuple[bool, str]:
     wrong = []
     total = 0
@@ -281,8 +288,7 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
 
     def stale_check(out: Any) -> tuple[bool, str]:
         _, caps = out
-        stale, total = count_stale(caps, reference(bm, leaves))
-        return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
+        return stale_verdict(caps, reference(bm, leaves))
 
     found: list[set[str]] = []
 

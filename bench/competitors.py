@@ -23,7 +23,7 @@ import torch
 
 from hookscope.core.run import call_model
 
-from .cases import Case, count_stale, reference
+from .cases import Case, reference, stale_verdict
 from .models import BenchModel, leaf_paths
 
 PEERS = {"torchlens": "torchlens", "nnsight": "nnsight", "transformer_lens": "transformer_lens"}
@@ -116,8 +116,7 @@ def _nnsight_case(bm: BenchModel, version: str) -> Case:
         # overwrites (ResNet's bn outputs under ReLU(inplace=True)) holds the new values.
         ref = reference(bm, paths)
         got = {p: [getattr(s, "value", s)] for p, s in zip(paths, saved)}
-        stale, total = count_stale(got, {p: ts[:1] for p, ts in ref.items()})
-        return stale == 0, f"{stale} of {total} captures stale (overwritten in place)"
+        return stale_verdict(got, {p: ts[:1] for p, ts in ref.items()})
     return Case("nnsight", f"nnsight {version}, save every leaf", fn, memory=True, note=note,
                 check=check)
 

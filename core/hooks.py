@@ -207,9 +207,7 @@ class HookSession:
             # them inside the forward, where they run cold. A bare tensor with no
             # intervention and no baseline needs no leaf walk and no baseline lookup.
             if self._raw_keep:
-                d = post.detach()
-                self._pending.append((hook.path, call, d.clone(), None, True) if hook.clone
-                                     else (hook.path, call, d, _version(d), False))
+                self._pending.append((hook.path, call, *self._keep(post, hook.clone), hook.clone))
                 return
             if self._plain_keep:
                 self._pending.append(self._leaf(hook, call, "", {"": tuple(post.shape)}, post, None, None))
