@@ -14,6 +14,7 @@ from .intervention_base import Intervention
 from .record_stats import changed_count, fraction, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, summarize
 from .stats_plain import PlainMoments, plain_pending
+from .victim_remake import Remake
 
 
 class CaptureRecord:
@@ -48,7 +49,7 @@ class CaptureRecord:
     forward on the tensor's device.
     """
 
-    __slots__ = ("path", "call", "tensor", "leaf", "leaf_shapes", "intervention", "intervention_obj",
+    __slots__ = ("path", "call", "_tensor", "_remake", "leaf", "leaf_shapes", "intervention", "intervention_obj",
                  "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
                  "_lazy", "extra_leaves", "_same_base")
 
@@ -63,7 +64,8 @@ class CaptureRecord:
                  extra_leaves: "tuple[CaptureRecord, ...]" = ()):
         self.path = path
         self.call = call
-        self.tensor = tensor
+        self._remake: Remake | None = None
+        self._tensor = tensor
         self.leaf = leaf
         self.leaf_shapes = leaf_shapes or {}
         self.intervention_obj = intervention if isinstance(intervention, Intervention) else None
@@ -89,7 +91,7 @@ class CaptureRecord:
         directly and the summary is laid out when first read: a run builds one per
         layer call right after the forward (tests check it against ``__init__``)."""
         rec = object.__new__(cls)
-        rec.path, rec.call, rec.tensor, rec.leaf = path, call, None, ""
+        rec.path, rec.call, rec._tensor, rec._remake, rec.leaf = path, call, None, None, ""
         rec.leaf_shapes = {"": got[0]}
         rec.intervention_obj = rec.intervention = None
         rec.pre_tensor = rec.baseline_tensor = None
@@ -106,7 +108,7 @@ class CaptureRecord:
         leaf_shapes={"": shape}, copied=copied, lazy=True)`` would build it; every slot
         set directly (a run builds one per layer call; tests check it against ``__init__``)."""
         rec = object.__new__(cls)
-        rec.path, rec.call, rec.tensor, rec.leaf = path, call, tensor, ""
+        rec.path, rec.call, rec._tensor, rec._remake, rec.leaf = path, call, tensor, None, ""
         rec.leaf_shapes = {"": tuple(tensor.shape)}
         rec.intervention_obj = rec.intervention = None
         rec.pre_tensor = rec.baseline_tensor = None
@@ -115,6 +117,36 @@ class CaptureRecord:
         rec.extra_leaves = ()
         rec._same_base = None
         return rec
+
+    @classmethod
+    def of_remade(cls, path: str, call: int, remake: Remake) -> "CaptureRecord":
+        """The record of an in-place victim whose tensor is computed from its intact input
+        when first read (core/victim_remake.py); otherwise as :meth:`of_kept` with
+        ``copied=True``: its values are the layer's output, whatever overwrote it later."""
+        rec = cls.of_kept(path, call, remake.x, True)
+        rec._tensor, rec._remake = None, remake
+        return rec
+
+    @property
+    def tensor(self) -> torch.Tensor | None:
+        if self._remake is not None:
+            self._tensor = self._remake.value(self.path)
+            self._remake = None
+        return self._tensor
+
+    @tensor.setter
+    def tensor(self, t: torch.Tensor | None) -> None:
+        self._tensor, self._remake = t, None
+
+    def __getstate__(self) -> tuple[None, dict]:
+        # A remade tensor is computed before the record leaves the process (e.g. from
+        # a Ray actor): its recipe holds the layer's input, not the value.
+        self.tensor  # noqa: B018 - the property computes and caches
+        return None, {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state: tuple[None, dict]) -> None:
+        for k, v in state[1].items():
+            setattr(self, k, v)
 
     def __repr__(self) -> str:
         return (f"CaptureRecord(path={self.path!r}, call={self.call}, shape={self.shape}, "
@@ -180,6 +212,8 @@ class CaptureRecord:
 
     @property
     def shape(self) -> tuple[int, ...] | None:
+        if self._remake is not None:  # the input's shape: not computed for this
+            return tuple(self._remake.x.shape)
         if self.tensor is not None:
             return tuple(self.tensor.shape)
         if type(self._stats) is tuple:  # of_kernel's numbers: (shape, ...)
@@ -207,7 +241,9 @@ class CaptureRecord:
         """Bytes of the kept tensors of every leaf (after, before, baseline)."""
         n = 0
         for r in self.leaves:
-            for t in (r.tensor, r.pre_tensor, r.baseline_tensor):
+            if r._remake is not None:  # what it will hold once read
+                n += r._remake.nbytes
+            for t in (r._tensor, r.pre_tensor, r.baseline_tensor):
                 if t is not None:
                     n += t.element_size() * t.numel()
         return n

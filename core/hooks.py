@@ -11,7 +11,9 @@ records) and detached. A kept tensor is *not* cloned by default: its version
 counter is remembered, and :meth:`HookSession.finish` reports the layers whose
 captured tensor a later in-place op (``ReLU(inplace=True)``, ``x += y``)
 changed. The caller re-runs with ``clone_paths`` naming just those layers, so
-only the captures that need a copy pay for one.
+only the captures that need a copy pay for one; of those, an eval-mode
+BatchNorm's is not copied but computed again from its intact input when first
+read (core/victim_remake.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .plan import LayerPlan
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
 from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain
+from .victim_remake import Norm, Remake, norm_copy, norm_tensors, param_versions
 
 
 class _Pending:
@@ -116,6 +119,46 @@ class _LayerHook:
         return new
 
 
+class _RemakeHook(_LayerHook):
+    """The hook of a captured in-place victim whose capture is computed again from its
+    intact input on first read instead of copied in the forward (core/victim_remake.py).
+    Appends ``(hook, call, input, input version)``; anything else takes the copy."""
+
+    __slots__ = ("norm", "armed_versions", "copy")
+
+    def __init__(self, session: "HookSession", lp: LayerPlan, norm: tuple[torch.Tensor, ...]):
+        super().__init__(session, lp, clone=True)
+        self.norm = norm
+        self.armed_versions = param_versions(norm)
+        self.copy: Norm | None = None
+
+    def changed(self) -> bool:
+        """Whether the layer's statistics, weight or bias changed since it was armed
+        (then its captures cannot be computed again: the caller copies them)."""
+        return param_versions(self.norm) != self.armed_versions
+
+    def norm_copy(self) -> Norm:
+        """The copy of the layer's tensors its remade captures read (see norm_copy).
+        Taken after the forward, at the versions the hook was armed with: a run reports
+        the layer stale where they changed (stale_paths), so its records are not used."""
+        if self.copy is None:
+            self.copy = norm_copy(self.module, self.norm, self.armed_versions)
+        return self.copy
+
+    def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
+        if type(output) is torch.Tensor and len(args) == 1:
+            x = args[0]
+            # Same dtype: autocast did not cast the input for this layer.
+            if type(x) is torch.Tensor and x.dtype is output.dtype:
+                v = _version(x)
+                if v is not None:
+                    call = self.calls
+                    self.calls += 1
+                    self.session._pending.append((self, call, x, v))
+                    return None
+        return super().__call__(module, args, output)
+
+
 class HookSession:
     """Registers a resolved plan's hooks on enter and removes them on exit.
 
@@ -134,20 +177,27 @@ class HookSession:
     baseline
         The baseline run's captures: each record of this run gets the same
         call's baseline tensor and statistics, binned over a shared range.
+    no_remake
+        Layers of ``clone_paths`` to copy even where their capture could be
+        computed again from their input on first read (core/victim_remake.py):
+        a run found that input changed in place as well.
     """
 
     def __init__(self, layers: dict[str, LayerPlan], keep_tensors: bool = True,
                  clone_paths: Iterable[str] = (), sources: dict[str, list[Any]] | None = None,
-                 baseline: dict[str, list[CaptureRecord]] | None = None):
+                 baseline: dict[str, list[CaptureRecord]] | None = None,
+                 no_remake: Iterable[str] = ()):
         self.layers = layers
         self.keep_tensors = keep_tensors
         self.clone_paths = frozenset(clone_paths)
         self.sources = sources or {}
         self.baseline = baseline or {}
+        self.no_remake = frozenset(no_remake)
         self._handles = HookSet()
         self._hooks: dict[str, _LayerHook] = {}
         # Statistics-only hooks append (path, call, PlainMoments), kept bare tensors
-        # (path, call, tensor, version, copied), for _laid_out to make _Pending if needed.
+        # (path, call, tensor, version, copied), remade victims (hook, call, input,
+        # version), for _laid_out to make _Pending if needed.
         self._pending: list[Any] = []
         self._nested = False  # some capture has more than one tensor leaf
         # No baseline to join: a layer's bare tensor output takes a short path in
@@ -161,10 +211,12 @@ class HookSession:
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
+        # A global forward hook could change any layer's output: no capture is remade.
+        self._remakes = self._raw_keep and not nn.modules.module._global_forward_hooks
         try:
             for path, lp in self.layers.items():
-                hook = _LayerHook(self, lp, clone=path in self.clone_paths,
-                                  sources=self.sources.get(path))
+                hook = self._remake_hook(path, lp) or _LayerHook(
+                    self, lp, clone=path in self.clone_paths, sources=self.sources.get(path))
                 self._hooks[path] = hook
                 self._handles.add(lp.module, hook)
         except BaseException:
@@ -174,6 +226,16 @@ class HookSession:
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
+
+    def _remake_hook(self, path: str, lp: LayerPlan) -> _RemakeHook | None:
+        """A victim's hook that keeps its input instead of copying its output, where the
+        capture can be computed again on first read (checked before our hook is added:
+        another forward hook on the layer could change its output)."""
+        if (not self._remakes or path not in self.clone_paths or path in self.no_remake
+                or not lp.capture or lp.intervention is not None):
+            return None
+        norm = norm_tensors(lp.module)
+        return _RemakeHook(self, lp, norm) if norm is not None else None
 
     def remove(self) -> None:
         """Remove every hook this session added; safe to call twice.
@@ -274,7 +336,11 @@ class HookSession:
         if self._plain_stats:
             self._pending = [_Pending.of_plain(*r) if type(r) is tuple else r for r in self._pending]
         elif self._raw_keep:
-            self._pending = [_Pending.of_kept(*r) if type(r) is tuple else r for r in self._pending]
+            self._pending = [(r if type(r) is not tuple else _Pending.of_kept(*r) if len(r) == 5
+                              # with other kinds of capture: computed now (as a copy would be)
+                              else _Pending.of_kept(r[0].path, r[1], _remade(r).value(r[0].path),
+                                                    None, True))
+                             for r in self._pending]
         return self._pending
 
     def _all_pending(self) -> list[_Pending]:
@@ -291,6 +357,8 @@ class HookSession:
             if type(entry) is tuple:  # a raw entry: (path, call, tensor, version, copied) if kept
                 if len(entry) == 5 and entry[3] is not None and _version(entry[2]) != entry[3]:
                     stale.add(entry[0])
+                elif len(entry) == 4 and (_version(entry[2]) != entry[3] or entry[0].changed()):
+                    stale.add(entry[0].path)  # a remade victim's input or statistics changed
                 continue
             for rec in (entry, *entry.extra):
                 for kept in (rec.kept, rec.pre_kept):
@@ -378,10 +446,21 @@ class HookSession:
         intervention, no baseline): summarised on first read, nothing to copy or join,
         so each record is built straight from its tensor (see CaptureRecord.of_kept)."""
         out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
-        for path, call, tensor, _, copied in self._pending:  # all tuples (see finish)
-            out[path].append(CaptureRecord.of_kept(path, call, tensor, copied))
+        for entry in self._pending:  # all tuples (see finish)
+            if len(entry) == 5:
+                path, call, tensor, _, copied = entry
+                out[path].append(CaptureRecord.of_kept(path, call, tensor, copied))
+            else:  # a remade victim: (hook, call, input, version)
+                out[entry[0].path].append(CaptureRecord.of_remade(entry[0].path, entry[1],
+                                                                   _remade(entry)))
         self._pending.clear()
         return out
+
+
+def _remade(entry: tuple[Any, ...]) -> Remake:
+    """The recipe of a remade victim's raw entry ``(hook, call, input, version)``."""
+    hook, _, x, version = entry
+    return Remake(x, version, hook.norm_copy())
 
 
 def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -84,7 +84,7 @@ def dumps(obj: Any) -> bytes:
 
 
 # What a capture record keeps: its tensors, and the summaries computed from them.
-_TENSORS = [n for n in ("tensor", "pre_tensor", "baseline_tensor") if n in CaptureRecord.__slots__]
+_TENSORS = ("tensor", "pre_tensor", "baseline_tensor")
 _SUMMARIES = [n for n in ("stats", "pre_stats", "baseline_stats") if hasattr(CaptureRecord, n)]
 
 

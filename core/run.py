@@ -47,6 +47,9 @@ _INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.Wea
 # Per model: captured layers whose in-place victims were watched for (the first run
 # that captures a layer watches it in the same forward; see core/inplace_victims.py).
 _GUARDED: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
+# Per model: victims whose capture cannot be computed again from their input on first
+# read (core/victim_remake.py), because a later in-place op changed that input too.
+_NO_REMAKE: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
 
 
 class _Captures:
@@ -294,6 +297,10 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
+        # A known victim is stale only where its capture was to be remade from an
+        # input that changed as well: from now on it is copied.
+        if stale & known:
+            _NO_REMAKE.setdefault(module, set()).update(stale & known)
         victims = _INPLACE_VICTIMS.setdefault(module, set())
         victims |= stale
         recaptured = tuple(sorted(stale))
@@ -316,7 +323,8 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
 
     session = (GuardedSession if learn else HookSession)(layers, keep_tensors=keep,
                                                          clone_paths=clone_paths,
-                                                         sources=sources, baseline=baseline)
+                                                         sources=sources, baseline=baseline,
+                                                         no_remake=_NO_REMAKE.get(module, ()))
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     gpus = accelerator_devices(dev, module)
