@@ -153,7 +153,7 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     # A floor target needs its reference in the same rounds.
     names = {c.name for c in cases}
     floors = {c.target.floor for c in cases if c.target and c.target.kind == "floor"}
-    if "every_leaf" in names:   # read against the cheapest correct capture too (see below)
+    if names & {"every_leaf", "every_leaf_read"}:   # read against the cheapest correct capture too
         floors.add("naive_victims")
     for c in model_cases(bm, a.device):
         if c.name in floors - names:
@@ -210,7 +210,9 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
         judge(row, targets[row["case"]], plain_mem)
     by_case = {r["case"]: r for r in rows}
     for case, ref, what in (("every_leaf", "naive_victims", "− the cheapest correct capture"),
-                            ("naive_victims", "naive_detach", "− the detach floor (the copies alone)")):
+                            ("naive_victims", "naive_detach", "− the detach floor (the copies alone)"),
+                            ("every_leaf_read", "naive_victims", "− the cheapest correct capture"),
+                            ("every_leaf_read", "every_leaf", "− the run alone (what the reads cost)")):
         # Target 1 is read against the detach floor; these split its difference into
         # what correct values cost anyone (the copies) and what Hookscope adds.
         if case in by_case and ref in by_case and not by_case[case].get("error") \

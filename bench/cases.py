@@ -322,6 +322,11 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
         Case("every_leaf", "Hookscope run(), every leaf kept", lambda: run(module, x, plan_all, device),
              Target("floor", 0.05, "capture", floor="naive_detach"), check=lambda r: _captures_equal(r.captures, ref()),
              captured_bytes=_result_bytes, memory=True, note=f"{n} leaves, steady state"),
+        Case("every_leaf_read", "Hookscope run(), every leaf kept, every tensor read",
+             lambda: _read_every_tensor(run(module, x, plan_all, device)),
+             check=lambda r: _captures_equal(r.captures, ref()),
+             note="what a reader of every capture pays: in-place victims that are eval-mode "
+                  "BatchNorms are computed from their input on first read (core/victim_remake.py)"),
         Case("stats_only", "Hookscope run(), every leaf stats only",
              lambda: run(module, x, plan_stats, device),
              Target("floor", 0.05, "stats", floor="aminmax_ref"),
@@ -346,6 +351,14 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
              naive_capture(bm, leaves, clone=True), check=None,
              captured_bytes=_dict_bytes, memory=True, note="reference, the correct values"),
     ]
+
+
+def _read_every_tensor(result: Any) -> Any:
+    """``result`` after reading every capture's tensor once (a remade one is computed)."""
+    for recs in result.captures.values():
+        for rec in recs:
+            rec.tensor  # noqa: B018 - the property computes a remade capture
+    return result
 
 
 def first_run_case(bm: BenchModel, device: str = "cpu") -> Case:

@@ -197,3 +197,41 @@ def test_statistics_and_pickling_compute_the_remade_tensor():
     assert torch.equal(copy.tensor, want["bn1"]) and copy.copied
     rec2 = res.captures["bn2"][0]
     assert rec2.stats.min == pytest.approx(float(clone_reference(m, X, ["bn2"])["bn2"].min()))
+
+
+class Norm1d(nn.Module):
+    """BatchNorm1d on (N, C) and on (N, C, L), each overwritten by an in-place ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.conv = nn.Conv1d(8, 8, 3, padding=1)
+        self.bn_seq = nn.BatchNorm1d(8)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        h = self.relu(self.bn(self.lin(x)))
+        return self.relu(self.bn_seq(self.conv(h.unsqueeze(-1).expand(-1, -1, 5).contiguous())))
+
+
+def test_other_layouts_remade_bit_for_bit():
+    torch.manual_seed(0)
+    m1 = Norm1d().eval()
+    for bn in (m1.bn, m1.bn_seq):
+        with torch.no_grad():
+            bn.running_mean.normal_(0, 0.5)
+            bn.running_var.uniform_(0.3, 3.0)
+    x1 = torch.randn(3, 6)
+    m2 = block().to(memory_format=torch.channels_last)
+    x2 = X.to(memory_format=torch.channels_last)
+    for m, x, bns in ((m1, x1, ["bn", "bn_seq"]), (m2, x2, ["bn1", "bn2"])):
+        plan = Plan(capture=bns)
+        run(m, x, plan)
+        res = run(m, x, plan)
+        want = clone_reference(m, x, bns)
+        for p in bns:
+            rec = res.captures[p][0]
+            assert remade(rec), p
+            got = rec.tensor
+            assert torch.equal(got, want[p]) and got.stride() == want[p].stride(), p
