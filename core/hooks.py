@@ -31,7 +31,7 @@ from .plan import LayerPlan
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
 from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain
-from .victim_remake import Norm, Remake, norm_copy, norm_tensors, param_versions
+from .victim_remake import NormStore, Remake, Where, norm_tensors
 
 
 class _Pending:
@@ -124,26 +124,11 @@ class _RemakeHook(_LayerHook):
     intact input on first read instead of copied in the forward (core/victim_remake.py).
     Appends ``(hook, call, input, input version)``; anything else takes the copy."""
 
-    __slots__ = ("norm", "armed_versions", "copy")
+    __slots__ = ("dtype", "where")
 
-    def __init__(self, session: "HookSession", lp: LayerPlan, norm: tuple[torch.Tensor, ...]):
+    def __init__(self, session: "HookSession", lp: LayerPlan, at: tuple[torch.dtype, Where]):
         super().__init__(session, lp, clone=True)
-        self.norm = norm
-        self.armed_versions = param_versions(norm)
-        self.copy: Norm | None = None
-
-    def changed(self) -> bool:
-        """Whether the layer's statistics, weight or bias changed since it was armed
-        (then its captures cannot be computed again: the caller copies them)."""
-        return param_versions(self.norm) != self.armed_versions
-
-    def norm_copy(self) -> Norm:
-        """The copy of the layer's tensors its remade captures read (see norm_copy).
-        Taken after the forward, at the versions the hook was armed with: a run reports
-        the layer stale where they changed (stale_paths), so its records are not used."""
-        if self.copy is None:
-            self.copy = norm_copy(self.module, self.norm, self.armed_versions)
-        return self.copy
+        self.dtype, self.where = at  # its copied statistics (see NormStore.add)
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
         if type(output) is torch.Tensor and len(args) == 1:
@@ -208,6 +193,7 @@ class HookSession:
         # replaces a _Pending's kept slot). On ResNet-50's 158 layers, building a _Pending
         # in each hook and a record from it took ~0.5 ms a run, ~1% of its forward.
         self._raw_keep = self._plain_keep
+        self._norms = NormStore()  # the statistics of victims remade on first read
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
@@ -219,6 +205,7 @@ class HookSession:
                     self, lp, clone=path in self.clone_paths, sources=self.sources.get(path))
                 self._hooks[path] = hook
                 self._handles.add(lp.module, hook)
+            self._norms.seal()
         except BaseException:
             self.remove()
             raise
@@ -235,7 +222,7 @@ class HookSession:
                 or not lp.capture or lp.intervention is not None):
             return None
         norm = norm_tensors(lp.module)
-        return _RemakeHook(self, lp, norm) if norm is not None else None
+        return _RemakeHook(self, lp, self._norms.add(lp.module, norm)) if norm is not None else None
 
     def remove(self) -> None:
         """Remove every hook this session added; safe to call twice.
@@ -338,10 +325,15 @@ class HookSession:
         elif self._raw_keep:
             self._pending = [(r if type(r) is not tuple else _Pending.of_kept(*r) if len(r) == 5
                               # with other kinds of capture: computed now (as a copy would be)
-                              else _Pending.of_kept(r[0].path, r[1], _remade(r).value(r[0].path),
+                              else _Pending.of_kept(r[0].path, r[1], self._remade(r).value(r[0].path),
                                                     None, True))
                              for r in self._pending]
         return self._pending
+
+    def _remade(self, entry: tuple[Any, ...]) -> Remake:
+        """The recipe of a remade victim's raw entry ``(hook, call, input, version)``."""
+        hook, _, x, version = entry
+        return Remake(x, version, self._norms.copies()[hook.dtype], hook.where)
 
     def _all_pending(self) -> list[_Pending]:
         """Every leaf's pending capture: a record's first leaf, then its other leaves."""
@@ -353,11 +345,12 @@ class HookSession:
     def stale_paths(self) -> set[str]:
         """Layers whose kept tensor was changed in place after it was captured."""
         stale = set()
+        norms_changed = self._norms.changed()  # then no remade victim's capture is right
         for entry in self._pending:
             if type(entry) is tuple:  # a raw entry: (path, call, tensor, version, copied) if kept
                 if len(entry) == 5 and entry[3] is not None and _version(entry[2]) != entry[3]:
                     stale.add(entry[0])
-                elif len(entry) == 4 and (_version(entry[2]) != entry[3] or entry[0].changed()):
+                elif len(entry) == 4 and (norms_changed or _version(entry[2]) != entry[3]):
                     stale.add(entry[0].path)  # a remade victim's input or statistics changed
                 continue
             for rec in (entry, *entry.extra):
@@ -452,15 +445,9 @@ class HookSession:
                 out[path].append(CaptureRecord.of_kept(path, call, tensor, copied))
             else:  # a remade victim: (hook, call, input, version)
                 out[entry[0].path].append(CaptureRecord.of_remade(entry[0].path, entry[1],
-                                                                   _remade(entry)))
+                                                                   self._remade(entry)))
         self._pending.clear()
         return out
-
-
-def _remade(entry: tuple[Any, ...]) -> Remake:
-    """The recipe of a remade victim's raw entry ``(hook, call, input, version)``."""
-    hook, _, x, version = entry
-    return Remake(x, version, hook.norm_copy())
 
 
 def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
