@@ -16,6 +16,7 @@ not import, the report says so and moves on.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from typing import Any, Callable
 
@@ -53,7 +54,7 @@ def is_installed(status: str) -> bool:
 def _torchlens_case(bm: BenchModel, version: str) -> Case:
     import torchlens as tl
 
-    module, x = bm.module, bm.inputs
+    module, x = copy.deepcopy(bm.module), bm.inputs  # its own copy, as nnsight's (below)
 
     def fn() -> Any:
         with torch.no_grad():
@@ -94,7 +95,11 @@ def first_call_order(bm: BenchModel) -> list[str]:
 def _nnsight_case(bm: BenchModel, version: str) -> Case:
     from nnsight import NNsight
 
-    wrapped = NNsight(bm.module)
+    # On its own copy: NNsight(model) replaces every module's forward with its own
+    # (an instance attribute that stays), which would change the model every other
+    # case runs on (Hookscope, rightly, copies rather than remakes a layer whose
+    # forward is not torch's own: core/victim_remake.py).
+    wrapped = NNsight(copy.deepcopy(bm.module))
     # nnsight interleaves the requests with the forward, so they must come in the order the
     # modules first run (a ResNet block's one ReLU runs after bn1 but is defined after bn3).
     paths = first_call_order(bm)

@@ -139,7 +139,9 @@ class _RemakeHook(_LayerHook):
                 if v is not None:
                     call = self.calls
                     self.calls += 1
-                    self.session._pending.append((self, call, x, v))
+                    # Detached where it has a graph (a forward that needs autograd), so the
+                    # record does not keep that graph alive; it shares the version counter.
+                    self.session._pending.append((self, call, x.detach() if x.requires_grad else x, v))
                     return None
         return super().__call__(module, args, output)
 

@@ -48,7 +48,8 @@ _INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.Wea
 # that captures a layer watches it in the same forward; see core/inplace_victims.py).
 _GUARDED: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
 # Per model: victims whose capture cannot be computed again from their input on first
-# read (core/victim_remake.py), because a later in-place op changed that input too.
+# read (core/victim_remake.py): a run found that input, or the layer's statistics,
+# changed in place during the forward.
 _NO_REMAKE: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
 
 

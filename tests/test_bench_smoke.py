@@ -207,3 +207,22 @@ def test_the_nnsight_peer_is_checked_against_the_clone_reference():
     ok, note = case.check(case.fn())
     # demo:cnn's ReLU(inplace=True) overwrites two saved outputs: nnsight keeps references
     assert not ok and note.startswith("2 of 10 captures stale"), note
+
+
+@pytest.mark.parametrize("peer", ["nnsight", "torchlens"])
+def test_a_peer_runs_on_its_own_copy_of_the_model(peer):
+    """NNsight(model) puts its own ``forward`` on every module and leaves it there; on the
+    shared model, every later Hookscope case ran with it (and copied the BatchNorm
+    victims it otherwise remakes)."""
+    pytest.importorskip(peer)
+    from bench import competitors
+    from bench.models import build
+
+    bm = build("demo:cnn", quick=True)
+    before = {n: dict(m.__dict__) for n, m in bm.module.named_modules()}
+    case = competitors.BUILDERS[peer](bm, "test")
+    case.fn()
+    for n, m in bm.module.named_modules():
+        assert "forward" not in m.__dict__, n
+        assert m._forward_hooks == before[n]["_forward_hooks"], n
+        assert m._forward_pre_hooks == before[n]["_forward_pre_hooks"], n
