@@ -38,7 +38,7 @@ class _Pending:
     """A capture whose stats may still be on the device."""
 
     __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
-                 "kept", "pre_kept", "copied", "lazy", "changed", "baseline", "extra")
+                 "kept", "pre_kept", "copied", "lazy", "changed", "baseline", "extra", "remake")
 
     def __init__(self, path: str, call: int, leaf: str, leaf_shapes: dict[str, tuple[int, ...]],
                  intervention: Intervention | None, lazy: bool,
@@ -57,6 +57,10 @@ class _Pending:
         self.changed: torch.Tensor | None = None
         self.baseline: CaptureRecord | None = baseline
         self.extra: tuple[_Pending, ...] = ()  # the other tensor leaves of a nested output
+        # (hook, input, input version) of a capture that can be computed again from its
+        # input (core/victim_remake.py); it is, once ``kept`` is dropped for it (the first
+        # run's in-place guard does that instead of copying).
+        self.remake: tuple[Any, torch.Tensor, int] | None = None
 
     @classmethod
     def of_plain(cls, path: str, call: int, got: PlainMoments) -> "_Pending":
@@ -196,6 +200,9 @@ class HookSession:
         # in each hook and a record from it took ~0.5 ms a run, ~1% of its forward.
         self._raw_keep = self._plain_keep
         self._norms = NormStore()  # the statistics of victims remade on first read
+        # Remade victims whose input or statistics changed in the forward (see stale_paths):
+        # the caller copies them from then on.
+        self.remade_stale: set[str] = set()
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
@@ -354,7 +361,12 @@ class HookSession:
                     stale.add(entry[0])
                 elif len(entry) == 4 and (norms_changed or _version(entry[2]) != entry[3]):
                     stale.add(entry[0].path)  # a remade victim's input or statistics changed
+                    self.remade_stale.add(entry[0].path)
                 continue
+            if entry.remake is not None and entry.kept is None and (
+                    norms_changed or _version(entry.remake[1]) != entry.remake[2]):
+                stale.add(entry.path)  # as above, for the first run's remade victims
+                self.remade_stale.add(entry.path)
             for rec in (entry, *entry.extra):
                 for kept in (rec.kept, rec.pre_kept):
                     if kept is not None and kept[1] is not None and _version(kept[0]) != kept[1]:
@@ -419,6 +431,9 @@ class HookSession:
 
         for rec in self._laid_out():  # in the order of ``pending``: the counts come in that order
             record = built(rec)
+            if rec.remake is not None and rec.kept is None:  # dropped for a remake (see _Pending)
+                hook, x, version = rec.remake
+                record._remake = self._remade((hook, rec.call, x, version))
             if rec.extra:
                 record.extra_leaves = tuple(built(e) for e in rec.extra)
             out[rec.path].append(record)

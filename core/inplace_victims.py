@@ -27,9 +27,11 @@ import weakref
 from typing import Any
 
 import torch
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .hooks import HookSession
+from .hooks import HookSession, _LayerHook, _version
+from .victim_remake import Where, norm_tensors
 
 # Per ATen overload: positions and names of the arguments it writes into (cached).
 _WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
@@ -91,8 +93,11 @@ class InplaceGuard(TorchDispatchMode):
         key = _storage_key(t)
         recs = self._watched.pop(key, None) if key is not None else None
         for rec, slot in recs or ():
-            tensor, _ = getattr(rec, slot)
-            setattr(rec, slot, (tensor.clone(), None))  # a copy has no version to check
+            if slot == "kept" and rec.remake is not None:
+                rec.kept = None  # computed again from its input when read: no copy
+            else:
+                tensor, _ = getattr(rec, slot)
+                setattr(rec, slot, (tensor.clone(), None))  # a copy has no version to check
             if slot == "kept":
                 rec.copied = True
             self.victims.add(rec.path)
@@ -110,6 +115,22 @@ class InplaceGuard(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+class _InputHook(_LayerHook):
+    """A first run's hook of a BatchNorm whose capture can be remade: it keeps the
+    layer's input for :meth:`GuardedSession._record` (see core/victim_remake.py)."""
+
+    __slots__ = ("dtype", "where", "last_input")
+
+    def __init__(self, session: Any, lp: Any, at: tuple[torch.dtype, Where]):
+        super().__init__(session, lp, clone=False)
+        self.dtype, self.where = at  # its copied statistics (see NormStore.add)
+        self.last_input: Any = None
+
+    def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
+        self.last_input = args[0] if len(args) == 1 else None
+        return super().__call__(module, args, output)
+
+
 class GuardedSession(HookSession):
     """A :class:`HookSession` whose kept captures are watched by an :class:`InplaceGuard`.
 
@@ -122,10 +143,27 @@ class GuardedSession(HookSession):
         self.guard = InplaceGuard()
         self._raw_keep = False  # the guard watches and replaces a _Pending's kept slot
 
+    def _remake_hook(self, path: str, lp: Any) -> Any:
+        """A captured BatchNorm whose capture can be computed again from its input
+        (core/victim_remake.py) gets a hook that hands that input over: if an in-place
+        op is about to overwrite the capture, the guard drops it instead of copying it."""
+        if (path in self.clone_paths or path in self.no_remake or not lp.capture
+                or lp.intervention is not None or nn.modules.module._global_forward_hooks):
+            return None
+        norm = norm_tensors(lp.module)
+        return _InputHook(self, lp, self._norms.add(lp.module, norm)) if norm is not None else None
+
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         super()._record(hook, call, pre, post)
         last = self._pending[-1]
         assert not isinstance(last, tuple)  # raw entries are statistics-only: nothing kept
+        if type(hook) is _InputHook:
+            x, hook.last_input = hook.last_input, None
+            if (pre is None and type(post) is torch.Tensor and type(x) is torch.Tensor
+                    and x.dtype is post.dtype):
+                v = _version(x)
+                if v is not None:
+                    last.remake = (hook, x.detach() if x.requires_grad else x, v)
         for rec in (last, *last.extra):  # every tensor leaf
             for slot in ("kept", "pre_kept"):
                 kept = getattr(rec, slot)

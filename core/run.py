@@ -298,23 +298,22 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
-        # A known victim is stale only where its capture was to be remade from an
-        # input that changed as well: from now on it is copied.
-        if stale & known:
-            _NO_REMAKE.setdefault(module, set()).update(stale & known)
         victims = _INPLACE_VICTIMS.setdefault(module, set())
         victims |= stale
         recaptured = tuple(sorted(stale))
         assert start is not None  # stale paths are only looked for when keeping
         restore(module, start)
-        out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev, **extra)
+        # Copied, every one: the re-run's result is the one returned, so none of its
+        # captures may depend on an input that could change (core/victim_remake.py).
+        out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev,
+                                                          remake=False, **extra)
     output = map_tensors(lambda t: t.detach().cpu(), out)
     total = (time.perf_counter() - t0) * 1e3
     return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
 
 
 def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sources=None,
-                    baseline=None):
+                    baseline=None, remake=True):
     """One hooked forward; returns (output, captures, calls, forward ms, stale paths).
 
     ``learn``: watch kept captures with an :class:`InplaceGuard`, copy the ones an
@@ -325,7 +324,8 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
     session = (GuardedSession if learn else HookSession)(layers, keep_tensors=keep,
                                                          clone_paths=clone_paths,
                                                          sources=sources, baseline=baseline,
-                                                         no_remake=_NO_REMAKE.get(module, ()))
+                                                         no_remake=(_NO_REMAKE.get(module, ())
+                                                                    if remake else layers))
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     gpus = accelerator_devices(dev, module)
@@ -343,6 +343,8 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
         _INPLACE_VICTIMS.setdefault(module, set()).update(session.guard.victims)
         _GUARDED.setdefault(module, set()).update(layers)
     stale = session.stale_paths() if keep else set()
+    if session.remade_stale:  # their input or statistics changed too: copied from now on
+        _NO_REMAKE.setdefault(module, set()).update(session.remade_stale)
     return out, session.finish(), session.calls(), fwd_ms, stale
 
 

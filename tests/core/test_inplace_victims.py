@@ -79,6 +79,7 @@ def test_guard_copies_before_the_write_and_only_watched_memory():
     class Rec:
         path = "a"
         copied = False
+        remake = None  # not a capture that can be computed again (core/victim_remake.py)
 
     rec = Rec()
     t = torch.arange(6.0)
