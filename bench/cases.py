@@ -379,7 +379,7 @@ def first_run_case(bm: BenchModel, device: str = "cpu") -> Case:
         ok, note = _captures_equal(r.captures, reference(bm, leaves))
         how = (f"re-ran once to copy {len(r.recaptured)} layers" if r.recaptured else
                f"one forward, {sum(x.copied for v in r.captures.values() for x in v)} "
-               "captures copied before an in-place op")
+               "captures kept from an in-place op (copied, or BatchNorms remade on read)")
         return ok, f"{how}; {note}"
 
     return Case("every_leaf_first", "Hookscope run(), every leaf, first run", fn,
