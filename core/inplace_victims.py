@@ -146,8 +146,9 @@ class GuardedSession(HookSession):
     def _remake_hook(self, path: str, lp: Any) -> Any:
         """A captured BatchNorm whose capture can be computed again from its input
         (core/victim_remake.py) gets a hook that hands that input over: if an in-place
-        op is about to overwrite the capture, the guard drops it instead of copying it."""
-        if (path in self.clone_paths or path in self.no_remake or not lp.capture
+        op is about to overwrite the capture, the guard drops it instead of copying it.
+        Not in a comparison (a baseline to join): those are copied, as in later runs."""
+        if (self.baseline or path in self.clone_paths or path in self.no_remake or not lp.capture
                 or lp.intervention is not None or nn.modules.module._global_forward_hooks):
             return None
         norm = norm_tensors(lp.module)

@@ -268,3 +268,25 @@ def test_other_layouts_remade_bit_for_bit():
             assert remade(rec), p
             got = rec.tensor
             assert torch.equal(got, want[p]) and got.stride() == want[p].stride(), p
+
+
+def test_a_comparisons_victims_are_right_first_run_and_after(first_run):
+    """compare(): the baseline's captures (a plain run, which may remake its victims)
+    and the intervened run's (joined with them), on the model's first run and after."""
+    from hookscope.core import compare
+
+    m = block()
+    want = clone_reference(m, X, LEAVES)
+    plan = Plan(capture=LEAVES, clamp={"conv1": (-0.5, 0.5)})
+    h = m.conv1.register_forward_hook(lambda mod, args, out: out.clamp(-0.5, 0.5))
+    try:
+        clamped = clone_reference(m, X, LEAVES)
+    finally:
+        h.remove()
+    for _ in range(2):
+        res = compare(m, X, plan)
+        for p in ("bn1", "bn2"):
+            rec = res.captures[p][0]
+            assert rec.copied, p
+            assert torch.equal(rec.baseline_tensor, want[p]), p
+            assert torch.equal(rec.tensor, clamped[p]), p
