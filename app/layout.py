@@ -69,8 +69,10 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
         win.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, output)
         win.splitDockWidget(tree, output, Qt.Orientation.Vertical)
         win.resizeDocks([tree], [tree_w], Qt.Orientation.Horizontal)
+        # The output gets the larger share: its summary, two plots and a next-token or
+        # class table need ~340 px, the tree scrolls at any height.
         h = max(win.height(), 600)
-        win.resizeDocks([tree, output], [int(h * 0.5), int(h * 0.5)], Qt.Orientation.Vertical)
+        win.resizeDocks([tree, output], [int(h * 0.4), int(h * 0.6)], Qt.Orientation.Vertical)
     else:
         win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, output)
         win.resizeDocks([tree, output], [tree_w, output_w], Qt.Orientation.Horizontal)

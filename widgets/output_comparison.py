@@ -74,7 +74,9 @@ class OutputComparison(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground("w")
-        self.graphics.setMinimumHeight(200)
+        # Two plots of ~75 px each at the least: with a next-token table below, the
+        # output dock of a 1000×650 window still shows all of it without scrolling.
+        self.graphics.setMinimumHeight(150)
         # Output indices are counted: whole-number ticks only, never "0.5".
         self.plot = plain_axes(self.graphics.addPlot(row=0, col=0, axisItems=index_axes("bottom")))
         self.plot.setMenuEnabled(False)

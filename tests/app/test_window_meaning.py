@@ -74,3 +74,24 @@ def test_a_labels_file_names_a_user_classifiers_classes_in_the_cli_and_the_windo
     cells = win.outputs.meaning_view.cell_texts()  # rows: sample, rank, without, with
     assert cells[0][2].split()[0] == want
     assert sorted(row[2].split()[0] for row in cells) == sorted(names)
+
+
+def test_the_output_panel_never_draws_its_plots_under_the_token_table(make_window, qtbot):
+    """At 1000×650 (stacked docks) the output dock holds its summary, both plots and the
+    next-token table one under the other: the table's title used to sit on the
+    difference plot's axis label, the dock being shorter than their minimum heights."""
+    from PySide6.QtWidgets import QApplication
+
+    win = make_window(["demo:lm", "--input", "text:the owl sat on the ",
+                       "--clamp", "blocks.1.mlp=-0.05:0.05"])
+    for size in ((1000, 650), (2560, 1440)):
+        win.resize(*size)
+        qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+        for _ in range(3):
+            QApplication.processEvents()
+        out = win.outputs
+        assert out.meaning_view.isVisible()
+        parts = [out.summary, out.legend, out.graphics, out.meaning_view]
+        for upper, lower in zip(parts, parts[1:]):
+            assert upper.geometry().bottom() < lower.geometry().top(), (size, upper, lower)
+        assert out.graphics.height() >= out.graphics.minimumHeight()
