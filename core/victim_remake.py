@@ -33,8 +33,6 @@ What keeps that correct:
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import nn
