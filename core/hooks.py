@@ -31,7 +31,7 @@ from .plan import LayerPlan
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
 from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain
-from .victim_remake import NormStore, Remake, Where, norm_tensors
+from .victim_remake import NormStore, Remake, Where, _version, norm_tensors
 
 
 class _Pending:
@@ -83,13 +83,6 @@ def summarized_on_read(t: torch.Tensor) -> bool:
     """Whether a kept tensor's statistics wait for the first read (CPU) or are
     computed in :meth:`HookSession.finish` on its device, before the copy to the host."""
     return t.device.type == "cpu"
-
-
-def _version(t: torch.Tensor) -> int | None:
-    try:
-        return t._version
-    except RuntimeError:  # inference tensors keep no version counter
-        return None
 
 
 class _LayerHook:
@@ -206,8 +199,6 @@ class HookSession:
 
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
-        # A global forward hook could change any layer's output: no capture is remade.
-        self._remakes = self._raw_keep and not nn.modules.module._global_forward_hooks
         try:
             for path, lp in self.layers.items():
                 hook = self._remake_hook(path, lp) or _LayerHook(
@@ -225,13 +216,20 @@ class HookSession:
 
     def _remake_hook(self, path: str, lp: LayerPlan) -> _RemakeHook | None:
         """A victim's hook that keeps its input instead of copying its output, where the
-        capture can be computed again on first read (checked before our hook is added:
-        another forward hook on the layer could change its output)."""
-        if (not self._remakes or path not in self.clone_paths or path in self.no_remake
-                or not lp.capture or lp.intervention is not None):
+        capture can be computed again on first read."""
+        at = self._remake_at(path, lp) if self._raw_keep and path in self.clone_paths else None
+        return _RemakeHook(self, lp, at) if at is not None else None
+
+    def _remake_at(self, path: str, lp: LayerPlan) -> tuple[torch.dtype, Where] | None:
+        """Where the copied statistics of ``lp``'s layer will lie (NormStore.add), if its
+        capture can be computed again from its input (core/victim_remake.py). Checked
+        before our hook is added: another forward hook on the layer, or a global one,
+        could change its output."""
+        if (path in self.no_remake or not lp.capture or lp.intervention is not None
+                or nn.modules.module._global_forward_hooks):
             return None
         norm = norm_tensors(lp.module)
-        return _RemakeHook(self, lp, self._norms.add(lp.module, norm)) if norm is not None else None
+        return self._norms.add(lp.module, norm) if norm is not None else None
 
     def remove(self) -> None:
         """Remove every hook this session added; safe to call twice.

@@ -30,8 +30,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .hooks import HookSession, _LayerHook, _version
-from .victim_remake import Where, norm_tensors
+from .hooks import HookSession, _LayerHook
+from .victim_remake import Where, _version
 
 # Per ATen overload: positions and names of the arguments it writes into (cached).
 _WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
@@ -148,11 +148,8 @@ class GuardedSession(HookSession):
         (core/victim_remake.py) gets a hook that hands that input over: if an in-place
         op is about to overwrite the capture, the guard drops it instead of copying it.
         Not in a comparison (a baseline to join): those are copied, as in later runs."""
-        if (self.baseline or path in self.clone_paths or path in self.no_remake or not lp.capture
-                or lp.intervention is not None or nn.modules.module._global_forward_hooks):
-            return None
-        norm = norm_tensors(lp.module)
-        return _InputHook(self, lp, self._norms.add(lp.module, norm)) if norm is not None else None
+        at = None if self.baseline or path in self.clone_paths else self._remake_at(path, lp)
+        return _InputHook(self, lp, at) if at is not None else None
 
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         super()._record(hook, call, pre, post)
