@@ -49,7 +49,7 @@ class CaptureRecord:
     forward on the tensor's device.
     """
 
-    __slots__ = ("path", "call", "_tensor", "_remake", "leaf", "leaf_shapes", "intervention", "intervention_obj",
+    __slots__ = ("path", "call", "_tensor", "_remake", "leaf", "_leaf_shapes", "intervention", "intervention_obj",
                  "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
                  "_lazy", "extra_leaves", "_same_base")
 
@@ -67,7 +67,7 @@ class CaptureRecord:
         self._remake: Remake | None = None
         self._tensor = tensor
         self.leaf = leaf
-        self.leaf_shapes = leaf_shapes or {}
+        self._leaf_shapes: dict[str, tuple[int, ...]] | None = leaf_shapes or {}
         self.intervention_obj = intervention if isinstance(intervention, Intervention) else None
         self.intervention = (intervention.describe() if isinstance(intervention, Intervention)
                              else intervention)
@@ -92,7 +92,7 @@ class CaptureRecord:
         layer call right after the forward (tests check it against ``__init__``)."""
         rec = object.__new__(cls)
         rec.path, rec.call, rec._tensor, rec._remake, rec.leaf = path, call, None, None, ""
-        rec.leaf_shapes = {"": got[0]}
+        rec._leaf_shapes = {"": got[0]}
         rec.intervention_obj = rec.intervention = None
         rec.pre_tensor = rec.baseline_tensor = None
         rec.copied = rec._lazy = False
@@ -109,7 +109,7 @@ class CaptureRecord:
         set directly (a run builds one per layer call; tests check it against ``__init__``)."""
         rec = object.__new__(cls)
         rec.path, rec.call, rec._tensor, rec._remake, rec.leaf = path, call, tensor, None, ""
-        rec.leaf_shapes = {"": tuple(tensor.shape)}
+        rec._leaf_shapes = None  # {"": its shape}, made when asked (see leaf_shapes)
         rec.intervention_obj = rec.intervention = None
         rec.pre_tensor = rec.baseline_tensor = None
         rec.copied, rec._lazy = copied, True
@@ -126,6 +126,18 @@ class CaptureRecord:
         rec = cls.of_kept(path, call, remake.x, True)
         rec._tensor, rec._remake = None, remake
         return rec
+
+    @property
+    def leaf_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor leaf's shape, by leaf name. A single kept tensor's is made on
+        first read: a run makes a record per layer call, and few are asked this."""
+        if self._leaf_shapes is None:
+            self._leaf_shapes = {"": self.shape or ()}
+        return self._leaf_shapes
+
+    @leaf_shapes.setter
+    def leaf_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
+        self._leaf_shapes = shapes
 
     @property
     def tensor(self) -> torch.Tensor | None:

@@ -41,9 +41,11 @@ class GuardPauses:
     layers of ``model``. Every hook is removed on exit, and a pause a raising layer
     left open is closed."""
 
-    def __init__(self, model: nn.Module, guard: Any):
+    def __init__(self, model: nn.Module, guard: Any, modules: list[nn.Module] | None = None):
+        """``modules``: ``model.modules()``, where the caller has walked them already."""
         self.guard = guard
-        self._targets = [m for m in model.modules() if type(m) in READ_ONLY]
+        self._targets = [m for m in (modules if modules is not None else model.modules())
+                         if type(m) in READ_ONLY]
         self._handles: list[Any] = []
         self._paused: list[nn.Module] = []
 

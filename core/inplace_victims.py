@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .hooks import HookSession, _LayerHook
+from .hooks import HookSession, _LayerHook, _Pending
 from .victim_remake import Where, _version
 
 # Per ATen overload: positions and names of the arguments it writes into (cached).
@@ -152,9 +152,15 @@ class GuardedSession(HookSession):
         return _InputHook(self, lp, at) if at is not None else None
 
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
-        super()._record(hook, call, pre, post)
-        last = self._pending[-1]
-        assert not isinstance(last, tuple)  # raw entries are statistics-only: nothing kept
+        if pre is None and type(post) is torch.Tensor and self._plain_keep:
+            # A bare output kept, no intervention, no baseline (every layer of an every-leaf
+            # first run): the _Pending made directly, without the general leaf walk.
+            last = _Pending.of_kept(hook.path, call, *self._keep(post, hook.clone), hook.clone)
+            self._pending.append(last)
+        else:
+            super()._record(hook, call, pre, post)
+            last = self._pending[-1]
+            assert not isinstance(last, tuple)  # raw entries are statistics-only: nothing kept
         if type(hook) is _InputHook:
             x, hook.last_input = hook.last_input, None
             if (pre is None and type(post) is torch.Tensor and type(x) is torch.Tensor
@@ -185,6 +191,11 @@ def worth_guarding(module: torch.nn.Module) -> bool:
         return True
     got = _WORTH.get(module)
     if got is None:
-        got = sum(p.numel() for p in module.parameters()) >= GUARD_FROM_PARAMS
+        total = 0
+        for p in module.parameters():  # stops at the threshold: a model's first run pays this
+            total += p.numel()
+            if total >= GUARD_FROM_PARAMS:
+                break
+        got = total >= GUARD_FROM_PARAMS
         _WORTH[module] = got
     return got

@@ -18,6 +18,7 @@ from torch import nn
 
 from .errors import PlanError
 from .interventions import Clamp, Intervention
+from .module_walk import Walk, module_walk
 
 
 @dataclass(frozen=True)
@@ -133,16 +134,17 @@ class Plan:
                    interventions={p: _intervention_at(p, d) for p, d in ivs.items()})
 
     # -- checking against a model ---------------------------------------------
-    def resolve(self, module: nn.Module) -> dict[str, "LayerPlan"]:
+    def resolve(self, module: nn.Module, tree: Walk | None = None) -> dict[str, "LayerPlan"]:
         """Check every path against ``module`` and group the work by module.
 
         Returns ``{canonical_path: LayerPlan}``. A module reachable by two
         paths is one entry under its first path (``named_modules`` order),
-        whichever path the plan used.
+        whichever path the plan used. ``tree``: ``module_walk(module)`` where
+        the caller has it (a run shares it with its snapshot).
         """
         by_name: dict[str, nn.Module] = {}
         canonical: dict[int, str] = {}  # a module's first path, as named_modules() gives it
-        for p, m in module.named_modules(remove_duplicate=False):  # one walk: it runs every forward
+        for p, m in tree if tree is not None else module_walk(module):
             by_name[p] = m
             canonical.setdefault(id(m), p)
         interventions = self.all_interventions()

@@ -3,6 +3,8 @@ per-call captures, nested outputs, and captures that survive in-place ops."""
 
 from collections import OrderedDict, namedtuple
 
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -227,6 +229,7 @@ def test_kernel_summaries_become_the_records_init_would_build():
         assert fast.shape == tuple(out.shape)  # before the summary is laid out
         slow = CaptureRecord(name, 0, plain_pending(got), leaf_shapes={"": got[0]})
         for slot in CaptureRecord.__slots__:
+            slot = "leaf_shapes" if slot == "_leaf_shapes" else slot  # made on first read
             if slot != "_stats":
                 assert getattr(fast, slot) == getattr(slow, slot), slot
         assert fast.stats.to_dict(with_histogram=True) == slow.stats.to_dict(with_histogram=True)
@@ -235,12 +238,21 @@ def test_kernel_summaries_become_the_records_init_would_build():
         assert int(fast.stats.hist_counts.sum()) == min(out.numel(), 1 << 14)
 
 
-def test_kept_bare_tensors_become_the_records_init_would_build():
-    """Every leaf kept on the CPU, no intervention: the hooks append raw entries and
-    finish() builds each record with CaptureRecord.of_kept, which must equal __init__'s,
+@pytest.mark.parametrize("guarded", [False, True])
+def test_kept_bare_tensors_become_the_records_init_would_build(guarded, monkeypatch):
+    """Every leaf kept on the CPU, no intervention: the hooks append raw entries (a
+    first run under the in-place guard: pending captures it watches) and finish()
+    builds each record with CaptureRecord.of_kept, which must equal __init__'s,
     copies of in-place victims and their statistics included."""
+    import hookscope.core.inplace_victims as iv
     from hookscope.core.capture_record import CaptureRecord
 
+    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
+    if guarded:
+        monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
+    else:
+        monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)
+        monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 10**12)
     torch.manual_seed(6)
     m = nn.Sequential(OrderedDict(a=nn.Linear(6, 30), act=nn.ReLU(inplace=True), b=nn.Linear(30, 4))).eval()
     x = torch.randn(9, 6)
@@ -254,11 +266,14 @@ def test_kept_bare_tensors_become_the_records_init_would_build():
             slow = CaptureRecord(name, 0, tensor=fast.tensor, leaf_shapes={"": tuple(ref[name].shape)},
                                  copied=fast.copied, lazy=True)
             for slot in CaptureRecord.__slots__:
+                slot = "leaf_shapes" if slot == "_leaf_shapes" else slot  # made on first read
                 assert getattr(fast, slot) is getattr(slow, slot) or getattr(fast, slot) == getattr(slow, slot), slot
             assert fast.stats.to_dict(with_histogram=True) == slow.stats.to_dict(with_histogram=True)
             assert fast.stats.min == pytest.approx(float(ref[name].min()))
         assert r.captures["a"][0].copied and not r.captures["b"][0].copied
         assert r.calls == {"a": 1, "act": 1, "b": 1}
+        # Learned in the first forward under the guard; by a second one without it.
+        assert r.recaptured == (() if guarded or attempt else ("a",)), attempt
 
 
 def test_cpu_captures_summarise_on_first_read():

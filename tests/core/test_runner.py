@@ -121,7 +121,7 @@ def test_user_and_internal_errors_come_back_as_messages(runner):
     assert isinstance(ev, Failed) and ev.message and not ev.message.startswith("internal error")
 
     class BadPlan(Plan):
-        def resolve(self, module):
+        def resolve(self, module, tree=None):
             raise ZeroDivisionError("boom")
 
     runner.submit(RunRequest(lm, "example", BadPlan()))
