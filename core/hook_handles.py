@@ -94,13 +94,15 @@ class HookSet:
 
     def add(self, module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any]) -> None:
         """``module.register_forward_hook(hook)``, removed with the others."""
-        got = _direct(module, "_forward_hooks", False)
-        if got is None:
+        # _direct and _new_key, written out: a run arms every planned layer this way.
+        hooks = module.__dict__.get("_forward_hooks")
+        if type(module).register_forward_hook is not _PLAIN_FORWARD or not isinstance(hooks, dict):
             self._handles.append(_registered(module, "_forward_hooks", hook, False))
             return
-        key = _new_key()
-        got[0][key] = hook
-        self._dicts.append(got[0])
+        key = RemovableHandle.next_id
+        RemovableHandle.next_id = key + 1
+        hooks[key] = hook
+        self._dicts.append(hooks)
         self._keys.append(key)
 
     def __len__(self) -> int:
@@ -118,6 +120,9 @@ class HookSet:
 # The table, the name of its public registration and nn.Module's own version of it.
 _REGISTER = {"_forward_hooks": ("register_forward_hook", nn.Module.register_forward_hook),
              "_forward_pre_hooks": ("register_forward_pre_hook", nn.Module.register_forward_pre_hook)}
+
+
+_PLAIN_FORWARD = nn.Module.register_forward_hook
 
 
 def add_forward_hook(module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any],

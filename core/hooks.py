@@ -200,11 +200,13 @@ class HookSession:
     # -- lifetime --------------------------------------------------------------
     def __enter__(self) -> "HookSession":
         try:
+            clone_paths, sources, hooks, add = (self.clone_paths, self.sources, self._hooks,
+                                                self._handles.add)
             for path, lp in self.layers.items():
                 hook = self._remake_hook(path, lp) or _LayerHook(
-                    self, lp, clone=path in self.clone_paths, sources=self.sources.get(path))
-                self._hooks[path] = hook
-                self._handles.add(lp.module, hook)
+                    self, lp, clone=path in clone_paths, sources=sources.get(path))
+                hooks[path] = hook
+                add(lp.module, hook)
             self._norms.seal()
         except BaseException:
             self.remove()
