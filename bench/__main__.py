@@ -38,13 +38,17 @@ ROUNDS = {"quick": {"small": 8, "big": 5, "demo": 30},
           "full": {"small": 24, "big": 10, "demo": 60}}
 #: Above this plain-forward time (ms) a model gets the "big" round count.
 BIG_MS = 150.0
-# A full run gives every model about the same seconds of plain forwards per case, not
-# the same number of rounds: at 24 rounds ResNet-50 b1 (a 40-45 ms forward) gathered
-# 1.1 s where ResNet-18 b8 and the big models gathered 2.7, and its per-round spread is
-# the widest (over-floor rounds -0.1 to +0.2), so its verdict on target 1 moved
-# +0.046 to +0.077 between runs of the same code. Capped: a round costs ~2.5 s there.
-TIMED_S = {"quick": 0.0, "full": 2.7}
+# A full run gives every model about the same seconds of plain forwards per judged
+# case, not the same number of rounds. At 24 rounds ResNet-50 b1 (a 40-45 ms forward)
+# gathered 1.1 s where ResNet-18 b8 and the big models gathered 2.7, with the widest
+# per-round spread (over-floor rounds -0.1 to +0.2): its target-1 verdict moved +0.046
+# to +0.077 between runs of the same code. At 10 rounds ResNet-50 b8's moved -0.000 to
+# +0.056 (rounds -0.15 to +0.15 on a busy afternoon). So 5 s each, at most 64 rounds.
+TIMED_S = {"quick": 0.0, "full": 5.0}
 MAX_ROUNDS = 64
+# Cases no target is read from (the peers, the extra references) keep the round count
+# by size: they are the slowest calls of a round (TorchLens 3-17x a forward).
+UNJUDGED = {"every_leaf_read", "naive_clone"}
 # The first-run case deep-copies the model before each call (outside the timing); with
 # 4 rounds its median moved 1.26-1.33 between runs on ResNet-50 b1, so a full run times
 # it every round.
@@ -160,9 +164,11 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     plain = cases[0].fn
     cases.insert(4, first_run_case(bm, a.device))
     missing: list[str] = []
+    peers: set[str] = set()
     if not a.no_peers:
         comp, missing = competitors.competitor_cases(bm)
         cases += comp
+        peers = {c.name for c in comp}
     cases = [c for c in cases if c.name == "plain_aa" or wanted(c.name, patterns)]
     # A floor target needs its reference in the same rounds.
     names = {c.name for c in cases}
@@ -176,12 +182,17 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     clock(plain, a.device)
     plain_ms = clock(plain, a.device)
     size = "demo" if name.startswith("demo:") else "big" if plain_ms > BIG_MS else "small"
-    rounds = a.pairs or max(ROUNDS[mode][size],
-                            min(MAX_ROUNDS, math.ceil(TIMED_S[mode] * 1e3 / max(plain_ms, 1e-3)))
+    by_size = a.pairs or ROUNDS[mode][size]
+    rounds = a.pairs or max(by_size, min(MAX_ROUNDS, math.ceil(TIMED_S[mode] * 1e3 / max(plain_ms, 1e-3)))
                             if size != "demo" else 0)
     by_name = {c.name: c for c in cases}
-    timed = {c.name: Timed(c.plain or plain, c.fn, c.prepare,
-                           min(rounds, FIRST_RUN_PAIRS[mode]) if c.prepare else 0,
+
+    def pairs(c: Case) -> int:  # 0: every round
+        if c.name in peers or c.name in UNJUDGED:
+            return min(rounds, by_size)
+        return min(rounds, FIRST_RUN_PAIRS[mode]) if c.prepare else 0
+
+    timed = {c.name: Timed(c.plain or plain, c.fn, c.prepare, pairs(c),
                            floor=(by_name[c.target.floor].fn if c.target and c.target.kind == "floor"
                                   and c.target.floor in by_name else None))
              for c in cases}
