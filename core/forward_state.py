@@ -26,8 +26,6 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from .module_walk import Walk, unique_modules
-
 
 @dataclass
 class ForwardState:
@@ -53,20 +51,21 @@ def _unchanged_by_forward(owner: nn.Module) -> bool:
             and type(owner).forward in _NORM_FORWARDS)
 
 
-def snapshot(module: nn.Module, tree: Walk | None = None) -> ForwardState:
+def snapshot(module: nn.Module, modules: list[nn.Module] | None = None) -> ForwardState:
     """Record the RNG states and a copy of every buffer a forward of ``module`` may change.
 
     Buffers of torch's normalisation layers in eval mode are not copied: their
     forward only reads them. On ResNet-50 those are all 159 of its buffers, and
     copying them was half of what a steady-state run spent outside the forward
     (0.3-0.5 ms against a 40-55 ms forward here), paid by every run that keeps
-    tensors and every comparison. ``tree``: ``module_walk(module)`` where the
-    caller has it, made since the last forward (one may add modules).
+    tensors and every comparison. ``modules``: ``module.modules()`` where the
+    caller has them (``unique_modules`` of a run's walk), listed since the last
+    forward (one may add modules).
     """
     # cheap when there is little to record: this runs twice per comparison (Live mode)
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    owners = unique_modules(tree) if tree is not None else module.modules()
-    found = [(owner, name, buf) for owner in owners if owner._buffers
+    found = [(owner, name, buf) for owner in (modules if modules is not None else module.modules())
+             if owner._buffers
              and not _unchanged_by_forward(owner)
              for name, buf in owner._buffers.items()
              # a lazy module's buffer holds no values until its first forward

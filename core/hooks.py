@@ -27,56 +27,12 @@ from .capture_record import CaptureRecord, _joined
 from .hook_handles import HookSet
 from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
+from .pending_capture import _Pending, kept_on_cpu
 from .plan import LayerPlan
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
-from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain
+from .stats_plain import plain_moments, summarize_plain
 from .victim_remake import NormStore, Remake, Where, _version, norm_tensors
-
-
-class _Pending:
-    """A capture whose stats may still be on the device."""
-
-    __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
-                 "kept", "pre_kept", "copied", "lazy", "changed", "baseline", "extra", "remake")
-
-    def __init__(self, path: str, call: int, leaf: str, leaf_shapes: dict[str, tuple[int, ...]],
-                 intervention: Intervention | None, lazy: bool,
-                 baseline: CaptureRecord | None) -> None:
-        self.path = path
-        self.call = call
-        self.leaf = leaf
-        self.leaf_shapes = leaf_shapes
-        self.intervention = intervention
-        self.stats: PendingStats | None = None
-        self.pre_stats: PendingStats | None = None
-        self.kept: tuple[torch.Tensor, int | None] | None = None
-        self.pre_kept: tuple[torch.Tensor, int | None] | None = None
-        self.copied = False
-        self.lazy = lazy
-        self.changed: torch.Tensor | None = None
-        self.baseline: CaptureRecord | None = baseline
-        self.extra: tuple[_Pending, ...] = ()  # the other tensor leaves of a nested output
-        # (hook, input, input version) of a capture that can be computed again from its
-        # input (core/victim_remake.py); it is, once ``kept`` is dropped for it (the first
-        # run's in-place guard does that instead of copying).
-        self.remake: tuple[Any, torch.Tensor, int] | None = None
-
-    @classmethod
-    def of_plain(cls, path: str, call: int, got: PlainMoments) -> "_Pending":
-        """The pending capture of a statistics-only hook's kernel summary."""
-        rec = cls(path, call, "", {"": got[0]}, None, False, None)
-        rec.stats = plain_pending(got)
-        return rec
-
-    @classmethod
-    def of_kept(cls, path: str, call: int, tensor: torch.Tensor, version: int | None,
-                copied: bool) -> "_Pending":
-        """The pending capture of a kept bare tensor's raw entry (see HookSession._record)."""
-        rec = cls(path, call, "", {"": tuple(tensor.shape)}, None, True, None)
-        rec.kept = (tensor, version)
-        rec.copied = copied
-        return rec
 
 
 def summarized_on_read(t: torch.Tensor) -> bool:
@@ -264,12 +220,9 @@ class HookSession:
             # The common cases, in as few Python steps as they take: every layer pays
             # them inside the forward, where they run cold. A bare tensor with no
             # intervention and no baseline needs no leaf walk and no baseline lookup.
-            if self._raw_keep:  # _keep, written out: this runs for every layer call
-                if hook.clone:
-                    self._pending.append((hook.path, call, post.detach().clone(), None, True))
-                else:
-                    d = post.detach() if post.requires_grad else post
-                    self._pending.append((hook.path, call, d, _version(d), False))
+            if self._raw_keep:
+                kept, version = self._keep(post, hook.clone)
+                self._pending.append((hook.path, call, kept, version, hook.clone))
                 return
             if self._plain_keep:
                 self._pending.append(self._leaf(hook, call, "", {"": tuple(post.shape)}, post, None, None))
@@ -351,6 +304,11 @@ class HookSession:
         hook, _, x, version = entry
         return Remake(x, version, self._norms.copies()[hook.dtype], hook.where)
 
+    def _remade_pending(self, rec: _Pending) -> Remake:
+        """The recipe of a first run's capture whose kept tensor was dropped for a remake."""
+        hook, x, version = rec.remake  # type: ignore[misc]
+        return self._remade((hook, rec.call, x, version))
+
     def _all_pending(self) -> list[_Pending]:
         """Every leaf's pending capture: a record's first leaf, then its other leaves."""
         pending = self._laid_out()
@@ -385,7 +343,7 @@ class HookSession:
         """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
         if self._plain_stats and all(type(r) is tuple for r in self._pending):
             return self._finish_plain()
-        if self._plain_keep and all(_kept_on_cpu(r) for r in self._pending):
+        if self._plain_keep and all(kept_on_cpu(r) for r in self._pending):
             return self._finish_kept()
         pending = self._all_pending()
         for rec in pending:
@@ -439,8 +397,7 @@ class HookSession:
         for rec in self._laid_out():  # in the order of ``pending``: the counts come in that order
             record = built(rec)
             if rec.remake is not None and rec.kept is None:  # dropped for a remake (see _Pending)
-                hook, x, version = rec.remake
-                record._remake = self._remade((hook, rec.call, x, version))
+                record._remake = self._remade_pending(rec)
             if rec.extra:
                 record.extra_leaves = tuple(built(e) for e in rec.extra)
             out[rec.path].append(record)
@@ -463,15 +420,14 @@ class HookSession:
         intervention, no baseline): summarised on first read, nothing to copy or join,
         so each record is built straight from its tensor (see CaptureRecord.of_kept)."""
         out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
-        for entry in self._pending:  # see _kept_on_cpu
+        for entry in self._pending:  # see kept_on_cpu
             if type(entry) is _Pending:  # the first run's (the in-place guard watched it)
                 if entry.kept is not None:
                     out[entry.path].append(CaptureRecord.of_kept(entry.path, entry.call,
                                                                  entry.kept[0], entry.copied))
                 else:  # dropped for a remake (see _Pending)
-                    hook, x, version = entry.remake  # type: ignore[misc]
-                    out[entry.path].append(CaptureRecord.of_remade(
-                        entry.path, entry.call, self._remade((hook, entry.call, x, version))))
+                    out[entry.path].append(CaptureRecord.of_remade(entry.path, entry.call,
+                                                                   self._remade_pending(entry)))
             elif len(entry) == 5:
                 path, call, tensor, _, copied = entry
                 out[path].append(CaptureRecord.of_kept(path, call, tensor, copied))
@@ -480,17 +436,6 @@ class HookSession:
                                                                    self._remade(entry)))
         self._pending.clear()
         return out
-
-
-def _kept_on_cpu(entry: Any) -> bool:
-    """Whether a pending entry is a bare tensor kept on the CPU, to be read as it is
-    (:meth:`HookSession._finish_kept`): a raw entry, or a first run's :class:`_Pending`
-    with no intervention, no other leaf and no baseline, kept or to be remade."""
-    if type(entry) is tuple:
-        return len(entry) != 3 and entry[2].is_cpu  # (3: a statistics-only kernel summary)
-    return (entry.intervention is None and not entry.extra and entry.pre_kept is None
-            and entry.baseline is None and entry.lazy
-            and (entry.kept[0].is_cpu if entry.kept is not None else entry.remake is not None))
 
 
 def to_host(tensors: list[torch.Tensor]) -> list[torch.Tensor]:

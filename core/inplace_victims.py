@@ -30,7 +30,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .hooks import HookSession, _LayerHook, _Pending
+from .hooks import HookSession, _LayerHook
+from .pending_capture import _Pending
 from .victim_remake import Where, _version
 
 # Per ATen overload: positions and names of the arguments it writes into (cached).

@@ -36,7 +36,7 @@ from .guard_pauses import GuardPauses
 from .inplace_victims import worth_guarding
 from .call_args import CallArgs
 from .interventions import Clamp
-from .module_walk import Walk, module_walk, unique_modules
+from .module_walk import module_walk, unique_modules
 from .nested import map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
 from .source_pass import source_groups, source_outputs
@@ -263,18 +263,21 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     x = to_device(inputs, dev)
     groups = source_groups(layers, x, dev)
     sources = source_outputs(module, layers, groups) if groups else None
-    # The tree as the plan found it, unless a source forward ran since (it could add modules).
-    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources,
-                         tree=None if groups else tree)
+    # The modules as the plan found them, unless a source forward ran since (it could add
+    # some); only a run that keeps tensors asks (its snapshot, its first-run guard).
+    owners = unique_modules(tree) if plan.keep_tensors and not groups else None
+    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, modules=owners)
 
 
 def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
                   dev: torch.device, sources: dict[str, list[Any]] | None = None,
                   baseline: dict[str, list[CaptureRecord]] | None = None,
-                  start: ForwardState | None = None, tree: Walk | None = None) -> ForwardResult:
+                  start: ForwardState | None = None,
+                  modules: list[nn.Module] | None = None) -> ForwardResult:
     """One run of resolved ``layers``. ``start``: the model's state now, where the
-    caller has it (compare() does), so it is not recorded twice. ``tree``: the
-    model's ``module_walk``, made since its last forward, where the caller has it."""
+    caller has it (compare() does), so it is not recorded twice. ``modules``:
+    ``module.modules()`` from the caller's walk, listed since the model's last
+    forward, where the caller has them."""
     t0 = time.perf_counter()
     keep = keep_tensors and any(lp.capture for lp in layers.values())
     known = _INPLACE_VICTIMS.get(module, set())
@@ -282,14 +285,14 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     # A re-run starts where the first run did. Only a run that keeps tensors can re-run
     # (to learn in-place victims), so statistics-only runs skip copying every buffer.
     if start is None and keep:
-        start = snapshot(module, tree)
+        start = snapshot(module, modules)
     # Captured layers never watched before: watch them for in-place writes in this
     # same forward (core/inplace_victims.py) instead of paying a second one.
     learn = (keep and not set(layers) <= _GUARDED.get(module, set())
              and worth_guarding(module))
     try:
         out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known,
-                                                              dev, learn, tree=tree, **extra)
+                                                              dev, learn, modules=modules, **extra)
     except ForwardError:
         if not learn:
             raise
@@ -318,7 +321,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
 
 
 def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sources=None,
-                    baseline=None, remake=True, tree=None):
+                    baseline=None, remake=True, modules=None):
     """One hooked forward; returns (output, captures, calls, forward ms, stale paths).
 
     ``learn``: watch kept captures with an :class:`InplaceGuard`, copy the ones an
@@ -338,8 +341,7 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
         synchronize(gpus)
         t0 = time.perf_counter()
         if learn:
-            with session.guard, GuardPauses(module, session.guard,
-                                            unique_modules(tree) if tree is not None else None):
+            with session.guard, GuardPauses(module, session.guard, modules):
                 out = forward(module, own_copy(x), grad_mode)
         else:
             out = forward(module, own_copy(x), grad_mode)
@@ -430,13 +432,15 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     reused = baseline is not None and baseline.fits(str(dev), hooked, captured, plan.keep_tensors,
                                                       stoppable)
     timings: dict[str, float] = {}
-    start = snapshot(module, tree)  # every forward of the comparison starts from the same RNG state and buffers
+    owners = unique_modules(tree)
+    start = snapshot(module, owners)  # every forward of the comparison starts from the same RNG state and buffers
     with stop_points(module, should_stop):
         if not reused:
             # The same layers captured, nothing changed; the intervened-only layers carry
             # inert hooks so both runs take the same kernels (see inert_hooks).
             clean = {p: LayerPlan(p, lp.module, capture=lp.capture) for p, lp in layers.items()}
-            b = _run_resolved(module, x, clean, plan.keep_tensors, dev, start=start, tree=tree)
+            b = _run_resolved(module, x, clean, plan.keep_tensors, dev, start=start,
+                              modules=owners)
             baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,
                                 captures=b.captures, captured=captured,
                                 keep_tensors=plan.keep_tensors)
