@@ -1,12 +1,13 @@
 """The Hookscope application: main window, wiring, worker thread, CLI.
 
-``create_window`` is imported lazily so that ``hookscope run`` (headless)
-never loads Qt.
+``create_window`` and ``explore`` (the window on a model of this Python
+session, :mod:`.explore`) are imported lazily so that ``hookscope run``
+(headless) never loads Qt.
 """
 
 from typing import Any
 
-__all__ = ["create_window"]
+__all__ = ["create_window", "explore"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,4 +15,8 @@ def __getattr__(name: str) -> Any:
         from .launch import create_window
 
         return create_window
+    if name == "explore":
+        from .explore import explore
+
+        return explore
     raise AttributeError(name)

@@ -44,13 +44,14 @@ class MainWindow(SessionReactions, QMainWindow):
     :meth:`set_live`, :attr:`last_result`, :attr:`worker`, :meth:`error_text`.
 
     Signals: ``modelLoaded(str)`` (spec), ``resultShown(object)`` (RunResult), ``errorShown(str)``,
-    ``idle()`` (nothing in flight or waiting any more).
+    ``idle()`` (nothing in flight or waiting any more), ``windowClosed()``.
     """
 
     modelLoaded = Signal(str)
     resultShown = Signal(object)
     errorShown = Signal(str)
     idle = Signal()
+    windowClosed = Signal()
 
     # Set from outside __init__ (annotations only: no class attribute at run time).
     hooks_view: HooksView        # window_tools.install_window_tools
@@ -238,6 +239,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self.hide()  # gone at once for the user; the run in flight stops at its next layer
         self.shutdown()
         super().closeEvent(event)
+        self.windowClosed.emit()
 
     def shutdown(self) -> None:
         """Stop delivering answers and stop the forward in flight at its next layer; idempotent."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from hookscope.core import SessionEvent
 from hookscope.core.outputs import input_token_strings, inputs_for_display
+from hookscope.core.live_model import is_live
 
 from .demo_setup import note_for
 
@@ -81,7 +82,8 @@ class SessionReactions(_WindowBase):
         self.note.setText(note)
         self.note.setVisible(bool(note))
         self.setWindowTitle(f"Hookscope — {lm.spec}")
-        self.recent.add(lm.spec, lm.weights)
+        if not is_live(lm):  # a model of a Python session cannot be reopened from the menu
+            self.recent.add(lm.spec, lm.weights)
         self._clear_transient_error()
         self.modelLoaded.emit(lm.spec)
         if s.view.get("selected"):

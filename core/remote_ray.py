@@ -330,6 +330,10 @@ class RayRunner(QueueRunner):
                 raise RemoteError("the Ray actor stopped answering; open the model again") from exc
 
     def _load(self, job: _Job, req: LoadRequest) -> list[RunnerEvent]:
+        if req.model is not None:
+            raise RemoteError("a model built in this Python session stays in this process: "
+                              "explore it with the local runner, or give Ray a spec it can "
+                              "load (file.py:factory)")
         actor = self._ensure_actor(req.spec)
         spec, weights = remote_spec(req.spec, req.weights, local_files=self.address == "local")
         try:

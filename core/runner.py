@@ -95,6 +95,13 @@ def error_message(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {exc}"
 
 
+def weights_version(module: torch.nn.Module) -> tuple:
+    """Which parameter and buffer objects the module has and how often each was changed in
+    place: a module its caller holds may be trained between two runs (an optimizer step,
+    ``load_state_dict``), and a baseline computed before must not be reused after."""
+    return tuple((id(t), t._version) for t in itertools.chain(module.parameters(), module.buffers()))
+
+
 def leaf_count(module: torch.nn.Module) -> int:
     return sum(1 for m in module.modules() if next(m.children(), None) is None)
 
@@ -357,23 +364,38 @@ class LocalRunner(QueueRunner):
         self._calls: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
 
     def _load(self, job: _Job, req: LoadRequest) -> RunnerEvent:
-        lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
+        if req.model is not None:  # a module built in this process: used as it is
+            from .model_kinds import prepare_loaded
+
+            lm = req.model
+            prepare_loaded(lm)
+        else:
+            lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
         tree = module_tree(lm.module)
         with self._cv:
             self.counts.loads_done += 1
         return Loaded(job.rid, lm, tree)
 
     def _run(self, job: _Job, req: RunRequest) -> RunnerEvent:
+        module = req.model.module
+        inputs = parse_input(req.input_text, req.model.example_input, req.model.meaning.codec)
+        was_training = module.training
+        if module.training != req.train:
+            module.train(req.train)
+        try:
+            return self._compare(job, req, module, inputs)
+        finally:
+            if req.model.kind == "live" and module.training != was_training:
+                module.train(was_training)  # the caller's module: its mode as they left it
+
+    def _compare(self, job: _Job, req: RunRequest, module: torch.nn.Module, inputs: Any) -> RunnerEvent:
         from .devices import resolve_device
         from .capture_record import resolve_records
         from .run import compare, place_module, stop_points, to_device
         from .tree import observe
 
-        module = req.model.module
-        inputs = parse_input(req.input_text, req.model.example_input, req.model.meaning.codec)
-        if module.training != req.train:
-            module.train(req.train)
-        key = (weakref.ref(module), req.device)
+        live = req.model.kind == "live"  # a caller's module may be trained between runs
+        key = (weakref.ref(module), req.device, weights_version(module) if live else None)
         baseline = None
         if self._baseline and self._baseline[0] == key and same_values(self._baseline[1], inputs):
             baseline = self._baseline[2]
@@ -397,6 +419,9 @@ class LocalRunner(QueueRunner):
         # The core summarises CPU-kept captures on first read; read them here,
         # so histograms are never computed on the GUI thread.
         resolve_records(result.captures)
+        result.meaning = req.model.meaning  # what the output means, for a notebook's display
+        if result.inputs is None:
+            result.inputs = inputs
         with self._cv:
             self.counts.runs_done += 1
         return Finished(job.rid, result)

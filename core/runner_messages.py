@@ -19,11 +19,15 @@ from .tree import TreeNode
 # -- requests ----------------------------------------------------------------
 @dataclass(frozen=True)
 class LoadRequest:
-    """Load a model from a spec (a user factory may be slow: never on the GUI thread)."""
+    """Load a model from a spec (a user factory may be slow: never on the GUI thread), or
+    take ``model``, already built in this process (a notebook's module,
+    :mod:`.live_model`): it is made hookable in the runner's thread and answered as a load,
+    so the newest request still wins."""
 
     spec: str
     weights: str | None = None
     trust_pickle: bool = False
+    model: LoadedModel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,20 @@ so no widget keeps a copy of a bound, the device or a mode. No Qt::
     r = s.run()
     s.save("digits.hookscope.json")
 
-Threads: edits are made, and their events sent, in the caller's thread. The
-runner answers in its own thread; each answer enters the session through
-``post`` (given to the constructor), which the window sets to "queue this onto
-the GUI thread", so session state only ever changes on one thread. Without a
-``post`` the answers are applied in the runner's thread, which suits a
-script that waits for them (:meth:`run`, :meth:`load`).
+A model built in this Python session (a notebook's) opens with
+:meth:`Session.from_module` or :meth:`Session.open_module`: the module itself
+is used, see :mod:`.live_model`.
+
+Threads: edits are made in the caller's thread. The runner answers in its own
+thread; each answer enters the session through ``post`` (given to the
+constructor), which the window sets to "queue this onto the GUI thread", so
+session state only ever changes on one thread. A session with a ``post``
+belongs to the thread that made it (the GUI thread): an edit made on another
+thread sends its events through ``post``, so subscribers (widgets) hear of it
+on their own thread; :meth:`run` called on that thread applies its answer
+before returning, so ``last_result`` is the run's at once. Without a ``post``
+the answers are applied in the runner's thread, which suits a script that
+waits for them (:meth:`run`, :meth:`load`).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -57,6 +66,10 @@ class Session:
     def __init__(self, runner_factory: Callable[[Listener], Runner] | None = LocalRunner,
                  post: Callable[[Callable[[], None]], None] | None = None) -> None:
         self._post = post or (lambda fn: fn())
+        # The thread whose subscribers hear the events (see the module docstring).
+        self._home = threading.get_ident() if post is not None else None
+        self._answers: deque[RunnerEvent] = deque()  # answers posted, not yet applied
+        self._closed = False
         self._listeners: list[Callable[[SessionEvent], None]] = []
         self._waiters: dict[int, _Waiter] = {}
         self._register = False  # the next request made gets a waiter (a caller will wait on it)
@@ -113,6 +126,12 @@ class Session:
 
     def _emit(self, kind: str, value: Any = None, request_id: int | None = None) -> None:
         ev = SessionEvent(kind, value, request_id)
+        if self._home is not None and threading.get_ident() != self._home:
+            self._post(lambda: self._tell(ev))  # an edit from another thread (a notebook's)
+        else:
+            self._tell(ev)
+
+    def _tell(self, ev: SessionEvent) -> None:
         for cb in list(self._listeners):
             cb(ev)
 
@@ -131,6 +150,25 @@ class Session:
             s._wait(rid, timeout_s)
         except BaseException:
             s.close()  # nobody gets this session: its runner thread must not outlive the call
+            raise
+        return s
+
+    @classmethod
+    def from_module(cls, model: Any, example_input: Any = None, *, tokenizer: Any = None,
+                    labels: Any = None, plan: Plan | None = None, options: Options | None = None,
+                    timeout_s: float | None = None) -> "Session":
+        """A session on ``model``, an ``nn.Module`` built in this Python session (waits for it).
+
+        The module itself is used, on its own device; ``tokenizer`` and ``labels``
+        say what its output means (:func:`~.live_model.live_model`). No window.
+        """
+        s = cls()
+        try:
+            s._wait(s._waited(lambda: s.open_module(model, example_input, tokenizer=tokenizer,
+                                                     labels=labels, plan=plan, options=options,
+                                                     run_after=False)), timeout_s)
+        except BaseException:
+            s.close()  # as in load(): no runner thread left behind
             raise
         return s
 
@@ -181,12 +219,28 @@ class Session:
         ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
         A failed load leaves the current model, plan and results as they were.
         """
+        return self._queue_load(LoadRequest(spec, weights, trust_pickle),
+                                LoadSetup(plan, input_text, device, options, view, run_after,
+                                          trust_pickle, labels))
+
+    def open_module(self, model: Any, example_input: Any = None, *, tokenizer: Any = None,
+                    labels: Any = None, plan: Plan | None = None, options: Options | None = None,
+                    run_after: bool = True) -> int:
+        """Queue ``model`` (an ``nn.Module`` of this Python session, used in place) as
+        :meth:`open_model` queues a spec; it runs on the device its parameters are on."""
+        from .live_model import live_model, module_device
+
+        lm = live_model(model, example_input, tokenizer=tokenizer, labels=labels)
+        return self._queue_load(LoadRequest(lm.spec, model=lm),
+                                LoadSetup(plan, None, module_device(model), options, None,
+                                          run_after))
+
+    def _queue_load(self, request: LoadRequest, setup: LoadSetup) -> int:
         if self.runner is None:
             raise HookscopeError("this session has no runner to load a model with")
         with self._wlock:  # a caller may wait on this id: register it before any answer
-            self._setup = LoadSetup(plan, input_text, device, options, view, run_after,
-                                 trust_pickle, labels)
-            self._load_id = self.runner.submit(LoadRequest(spec, weights, trust_pickle))
+            self._setup = setup
+            self._load_id = self.runner.submit(request)
             if self._register:
                 self._waiters[self._load_id] = _Waiter()
             return self._load_id
@@ -208,7 +262,9 @@ class Session:
         self.labels = path
 
     def close(self, timeout_s: float = 1.0) -> bool:
-        """Stop the runner (the run in flight stops at its next layer); whether it ended in time."""
+        """Stop the runner (the run in flight stops at its next layer); whether it ended in time.
+        The plan and the last result stay readable; :meth:`run` raises from now on."""
+        self._closed = True
         self._listeners.clear()
         return self.runner.close(timeout_s) if self.runner is not None else True
 
@@ -351,11 +407,17 @@ class Session:
         """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        if self._closed:
+            raise HookscopeError("this session is closed (its window was closed): open a new "
+                                 "one to run again; its plan and last result are still here")
         rid = self._waited(self.submit_run)
         if rid is None:
             raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
                                  "then run")
-        return self._wait(rid, timeout_s).result  # type: ignore[union-attr]
+        result = self._wait(rid, timeout_s).result  # type: ignore[union-attr]
+        if self._home == threading.get_ident():
+            self._drain()  # the answer is queued for this very thread: apply it now
+        return result
 
     def cancel(self) -> bool:
         """Drop waiting runs and stop the one in flight at its next layer."""
@@ -401,11 +463,21 @@ class Session:
     def _from_runner(self, ev: RunnerEvent) -> None:
         """Runner thread: hand the answer to ``post`` and wake a waiting caller."""
         with self._wlock:  # after the request's id is recorded (see _wlock)
-            self._post(lambda: self._apply(ev))
+            self._answers.append(ev)
+            self._post(self._drain)
             w = self._waiters.get(ev.request_id) if isinstance(ev, FINAL) else None
             if w is not None:
                 w.event = ev
                 w.done.set()
+
+    def _drain(self) -> None:
+        """Apply every answer posted so far, in order (the ``post`` thread)."""
+        while True:
+            with self._wlock:
+                if not self._answers:
+                    return
+                ev = self._answers.popleft()
+            self._apply(ev)  # outside the lock: a redraw must not hold up the runner thread
 
     def _apply(self, ev: RunnerEvent) -> None:
         """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""

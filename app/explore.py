@@ -1,0 +1,134 @@
+"""``explore(model, inputs)``: the window on a model that lives in this Python session.
+
+napari's convention, which notebook users know: from a script the call shows
+the window and returns when it is closed; in IPython with Qt's event loop
+integrated (``%gui qt``) it returns at once and the window stays responsive
+while cells run. The returned :class:`~hookscope.core.Session` is the one the
+window edits::
+
+    from hookscope.app import explore
+    s = explore(model, x)                 # the window opens on model itself
+    s.intervene("layer1", Clamp(0, 1))    # the tree and plots follow
+    r = s.run(); r                         # the result shows in the window and the notebook
+
+The module is used in place (no copy), on its own device, and keeps its own
+hooks (:mod:`hookscope.core.live_model`). In IPython without ``%gui qt``,
+the integration is switched on first (as ``%gui qt`` would) when it can be.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from hookscope.core import Session
+
+#: Windows opened by :func:`explore` and not closed yet: a notebook may drop the
+#: returned session, and the window must stay until the person closes it.
+_OPEN: list[Any] = []
+
+
+def _shell() -> Any:
+    """The running IPython shell, or ``None`` (IPython is not imported here unless it runs)."""
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
+
+
+def qt_loop_active(shell: Any) -> bool:
+    """Whether IPython runs Qt's event loop between cells (``%gui qt`` was given)."""
+    return shell is not None and str(getattr(shell, "active_eventloop", "") or "").startswith("qt")
+
+
+def _enable_qt_loop(shell: Any) -> bool:
+    """Switch IPython's Qt integration on, as ``%gui qt`` would; whether it is on."""
+    if shell is None:
+        return False
+    if not qt_loop_active(shell):
+        try:
+            shell.enable_gui("qt")
+        except Exception:  # noqa: BLE001 - an old IPython or another GUI's loop: block instead
+            return False
+    return qt_loop_active(shell)
+
+
+def _application() -> Any:
+    from PySide6.QtWidgets import QApplication
+
+    from .qt_compat import guard_none_refcount
+
+    guard_none_refcount()
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "hookscope"])
+    app.setApplicationName("Hookscope")
+    app.setOrganizationName("Hookscope")
+    return app
+
+
+def open_window(model: Any, inputs: Any = None, *, tokenizer: Any = None,
+                labels: Any = None) -> Any:
+    """The main window on ``model`` (shown, loading on the runner's thread); needs a
+    QApplication. :func:`explore` without the event loop, for embedding and tests."""
+    from .main_window import MainWindow
+
+    win = MainWindow()
+    win.status.show_busy(True)
+    try:
+        win.session.open_module(model, inputs, tokenizer=tokenizer, labels=labels)
+    except BaseException:
+        win.shutdown()
+        win.deleteLater()
+        raise
+    _OPEN.append(win)
+    win.windowClosed.connect(lambda: _OPEN.remove(win) if win in _OPEN else None)
+    win.resize(1400, 900)
+    win.show()
+    win.raise_()
+    return win
+
+
+def _wait_closed(win: Any) -> None:
+    from PySide6.QtCore import QEventLoop
+
+    if win.isHidden():
+        return
+    loop = QEventLoop()
+    win.windowClosed.connect(loop.quit)
+    loop.exec()
+
+
+def explore(model: Any, inputs: Any = None, *, tokenizer: Any = None, labels: Any = None,
+            block: bool | None = None) -> Session:
+    """Open Hookscope's window on ``model``, an ``nn.Module`` of this Python session.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Used in place: not copied, kept on its device; its own hooks stay.
+    inputs : optional
+        What a run feeds it: a tensor, a tuple of positional inputs, a dict
+        of keyword inputs, or a prompt string when ``tokenizer`` is given.
+    tokenizer : optional
+        A Hugging Face tokenizer (or a TextCodec): the output reads as next
+        tokens, and ``text:...`` inputs are tokenized.
+    labels : optional
+        Class names (a list, or a labels file): the output reads as classes.
+    block : bool, optional
+        Wait until the window is closed. By default only outside IPython;
+        in IPython Qt's event loop runs between cells (``%gui qt``, switched
+        on here if it was not) and this returns at once.
+
+    Returns
+    -------
+    Session
+        The session the window edits: ``s.plan``, ``s.capture(...)``,
+        ``s.intervene(...)``, ``s.run()``, ``s.last_result``. Once the window
+        is closed it holds the last plan and result but runs no more.
+    """
+    shell = _shell()
+    app = _application()  # PySide6 is imported before IPython picks a Qt binding
+    if block is None:
+        block = not _enable_qt_loop(shell)
+    win = open_window(model, inputs, tokenizer=tokenizer, labels=labels)
+    if block:
+        _wait_closed(win)
+    app.processEvents()
+    return win.session
