@@ -10,6 +10,7 @@ the error banner.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import QWidget
 from hookscope.core import HookscopeError, Session
 from hookscope.core.atomic_write import write_text
 from hookscope.core.export import save_captures, standalone_script
+from hookscope.core.live_save import LiveModelNotSaved
 from hookscope.core.session_file import SUFFIX, SessionSetup, read_session_file
 from hookscope.widgets.last_folder import pick_file
 
@@ -90,12 +92,18 @@ def save_session(session: Session, ui: ActionUi, path: str | None = None) -> Pat
         return None
     if not path.endswith(".json"):
         path += SUFFIX
+    session.save_note = None
     try:
-        written = session.save(path)
+        with warnings.catch_warnings():  # a live model's note is shown below instead
+            warnings.simplefilter("ignore", LiveModelNotSaved)
+            written = session.save(path)
     except HookscopeError as exc:
         ui.error(str(exc))
         return None
-    ui.note(f"session saved to {written}")
+    if session.save_note:  # a model of a notebook: say what the file does not hold, and stay
+        ui.error(f"session saved to {written}, but {session.save_note}")
+    else:
+        ui.note(f"session saved to {written}")
     return written
 
 

@@ -93,6 +93,7 @@ class Session:
         # What the last load left out of the plan it was given (e.g. a layer the model lacks).
         self.plan_problem: str | None = None
         self.labels: str | None = None  # the labels file naming the output's classes, if any
+        self.save_note: str | None = None  # what the last save could not put in the file
         self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
         self._load_id: int | None = None
@@ -195,10 +196,21 @@ class Session:
             raise
         return s
 
-    def save(self, path: str | Path) -> Path:
-        """Write this session to ``path`` (``*.hookscope.json``); returns the path written."""
+    def save(self, path: str | Path, *, weights: bool = False) -> Path:
+        """Write this session to ``path`` (``*.hookscope.json``); returns the path written.
+
+        A session file names its model and never holds it. For a model of this
+        Python session (:meth:`from_module`) that means the model is not saved:
+        ``weights=True`` writes its state_dict beside the file, and the file names
+        its class where that reopens it (:mod:`.live_save`, which warns otherwise).
+        """
+        from .live_model import is_live
         from .session_file import write_session_file
 
+        if is_live(self.model):
+            from .live_save import save_live
+
+            return save_live(self, Path(path).expanduser(), weights, write_session_file)
         return write_session_file(path, self)
 
     def open_setup(self, setup: Any, run_after: bool = True) -> int:

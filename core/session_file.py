@@ -108,20 +108,29 @@ def _map_spec(spec: str, fn) -> str:
 
 
 # -- writing ----------------------------------------------------------------------
-def session_to_dict(session: Any, base: Path) -> dict:
-    """The JSON object for ``session`` (a :class:`~hookscope.core.Session`), paths under ``base``."""
+def session_to_dict(session: Any, base: Path, model: dict | None = None,
+                    input_text: str | None = None) -> dict:
+    """The JSON object for ``session`` (a :class:`~hookscope.core.Session`), paths under ``base``.
+
+    ``model``: the model entry to write instead of the model's own spec (a live model's,
+    :mod:`.live_save`; its ``weights`` and ``weights_file`` paths are written under ``base``);
+    ``input_text``: the input to write instead of the session's (its example, saved to a file).
+    """
     if session.model is None:
         raise HookscopeError("nothing to save: no model is open")
     lm = session.model
-    text = session.input_text or "example"
+    if model is not None:
+        model = {k: (_rel(v, base) if k in ("weights", "weights_file") and v else v)
+                 for k, v in model.items()}
+    text = input_text or session.input_text or "example"
     is_file = Path(text).expanduser().is_file()
     plan = session.plan
     return {
         "format": FORMAT,
         "version": VERSION,
-        "model": {"spec": _map_spec(lm.spec, lambda p: _rel(p, base)),
-                  "weights": _rel(lm.weights, base) if lm.weights else None,
-                  **({"labels": _rel(session.labels, base)} if session.labels else {})},
+        "model": model or {"spec": _map_spec(lm.spec, lambda p: _rel(p, base)),
+                           "weights": _rel(lm.weights, base) if lm.weights else None,
+                           **({"labels": _rel(session.labels, base)} if session.labels else {})},
         "input": {"text": _rel(text, base) if is_file else text, "file": is_file},
         "device": session.device,
         "plan": plan.to_dict(),
@@ -130,14 +139,16 @@ def session_to_dict(session: Any, base: Path) -> dict:
     }
 
 
-def write_session_file(path: str | Path, session: Any) -> Path:
-    """Write ``session`` to ``path`` atomically (a temporary file, then a rename)."""
+def write_session_file(path: str | Path, session: Any, model: dict | None = None,
+                       input_text: str | None = None) -> Path:
+    """Write ``session`` to ``path`` atomically (a temporary file, then a rename);
+    ``model`` and ``input_text`` as in :func:`session_to_dict`."""
     path = Path(path).expanduser()
     folder = path.resolve().parent
     if not folder.is_dir():
         raise HookscopeError(f"cannot save the session to {path}: the folder {path.parent} "
                              "does not exist")
-    text = json.dumps(session_to_dict(session, folder), indent=1, allow_nan=False) + "\n"
+    text = json.dumps(session_to_dict(session, folder, model, input_text), indent=1, allow_nan=False) + "\n"
     try:
         write_text(path, text)  # whole or not at all
     except HookscopeError as exc:

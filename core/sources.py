@@ -65,6 +65,11 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
     spec = (spec or "").strip()
     if not spec:
         raise SpecError("no model given: " + SPEC_HELP)
+    if spec.startswith("live:"):
+        raise SpecError(f"{shown(spec)} names a model that was built in a Python session and is "
+                        "not in any file: pass the model itself (explore(model), "
+                        "Session.from_module(model)); a session file's plan still applies "
+                        "(plan=read_session_file(path).plan)")
     if spec.startswith("demo:"):
         lm = _load_demo(spec)
     elif spec.startswith(ADAPTER_PREFIXES):
