@@ -1,7 +1,7 @@
 """The Hookscope application: main window, wiring, worker thread, CLI.
 
 ``create_window`` and ``explore`` (the window on a model of this Python
-session, :mod:`.explore`) are imported lazily so that ``hookscope run``
+session, :mod:`.notebook`) are imported lazily so that ``hookscope run``
 (headless) never loads Qt.
 """
 
@@ -16,7 +16,7 @@ def __getattr__(name: str) -> Any:
 
         return create_window
     if name == "explore":
-        from .explore import explore
+        from .notebook import explore
 
         return explore
     raise AttributeError(name)
