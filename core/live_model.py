@@ -141,7 +141,6 @@ def live_model(module: nn.Module, example_input: Any = None, *, tokenizer: Any =
     elif isinstance(example_input, dict):
         meaning.input_keys = tuple(example_input)
     label = name or type(module).__name__
-    notes = ["a model from this Python session: the module itself is used (not a copy); "
-             "its weights are not in a saved session file"]
+    notes = ["a model of this Python session, used in place (not a copy)"]
     return LoadedModel(module, example_input, f"{LIVE}:{label}", LIVE,
                        f"{label} from this Python session", meaning=meaning, notes=notes)

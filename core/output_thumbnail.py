@@ -5,7 +5,7 @@ Pillow. The values drawn are what a person reads the output by: a
 classifier's scores of the first row, a language model's next-token scores at
 the last position, else every output value in order. Up to :data:`MAX_BARS`
 values are bars side by side (grey without, orange with); more are drawn as
-each pixel column's range, so the picture's size and cost stay bounded
+a trace whose every pixel column spans its values' range, so the picture's size and cost stay bounded
 whatever the output's size.
 """
 
@@ -59,6 +59,17 @@ def _scale(lo: float, hi: float):
     return lambda v: (HEIGHT - 1) - (np.asarray(v) - lo) / (hi - lo) * (HEIGHT - 1)
 
 
+def _trace(draw: Any, values: np.ndarray, y: Any, colour: tuple[int, int, int]) -> None:
+    """``values`` across the picture: each pixel column spans the range of its values and
+    the last value of the column before, so the trace is continuous at any length."""
+    edges = np.linspace(0, values.size, WIDTH + 1).astype(int)
+    for x in range(WIDTH):
+        lo, hi = max(0, edges[x] - 1), max(edges[x + 1], edges[x] + 1)
+        seg = values[lo:hi]
+        if seg.size and not np.isnan(seg).all():
+            draw.line([(x, float(y(np.nanmax(seg)))), (x, float(y(np.nanmin(seg))))], fill=colour)
+
+
 def comparison_png(without: Any, with_: Any, meaning: Any = None) -> bytes | None:
     """PNG bytes of the two outputs (see the module docstring); ``None`` when neither has a
     finite value to draw."""
@@ -85,11 +96,7 @@ def comparison_png(without: Any, with_: Any, meaning: Any = None) -> bytes | Non
                     draw.rectangle([x0, top, x0 + bar, max(bottom, top + 1)], fill=colour)
     else:
         for values, colour in ((a, WITHOUT), (b, WITH)):
-            cols = np.array_split(np.where(np.isfinite(values), values, np.nan), WIDTH)
-            for x, col in enumerate(cols):
-                if col.size and not np.isnan(col).all():
-                    draw.line([(x, float(y(np.nanmax(col)))), (x, float(y(np.nanmin(col))))],
-                              fill=colour)
+            _trace(draw, np.where(np.isfinite(values), values, np.nan), y, colour)
     buf = io.BytesIO()
     img.save(buf, "PNG")
     return buf.getvalue()

@@ -130,3 +130,23 @@ def test_a_hugging_face_model_and_its_tokenizer_from_a_kernel(kernel, tmp_path):
     cell = kernel.ok("r = s.run(timeout_s=120)\nr", timeout_s=150)
     assert "Next token" in cell.data.get("text/html", "")
     kernel.ok("win.close()")
+
+
+def test_the_example_notebook_runs(kernel, tmp_path):
+    """resources/explore.ipynb, cell by cell, in a kernel working in a temporary folder."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "resources" / "explore.ipynb")
+                    .read_text())
+    kernel.ok(f"import os\nos.chdir({str(tmp_path)!r})")
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    for code in cells:
+        kernel.ok(code)
+    kernel.ok("import pandas\n"
+              "assert isinstance(r.to_dataframe(), pandas.DataFrame)\n"
+              "from hookscope.app.notebook import _OPEN\n"
+              "assert _OPEN[-1].session is s and s.plan.clamp['2'] == (0.0, 0.5)\n"
+              "_OPEN[-1].close()")
+    assert (tmp_path / "explore.weights.pt").is_file()
+    assert (tmp_path / "explore.hookscope.json").is_file()
