@@ -21,6 +21,7 @@ Its spec, ``live:ClassName``, names no file: a session saved from it says so
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -109,11 +110,8 @@ def live_meaning(module: nn.Module, codec: Any, labels: list[str] | None) -> Out
 def module_device(module: nn.Module) -> str:
     """The device the module's first parameter (or buffer) is on, as a device name; ``cpu``
     for a module without any."""
-    for t in module.parameters():
-        return str(t.device)
-    for t in module.buffers():
-        return str(t.device)
-    return "cpu"
+    first = next(itertools.chain(module.parameters(), module.buffers()), None)
+    return str(first.device) if first is not None else "cpu"
 
 
 def live_model(module: nn.Module, example_input: Any = None, *, tokenizer: Any = None,

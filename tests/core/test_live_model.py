@@ -177,3 +177,15 @@ def test_a_closed_session_keeps_its_result_and_refuses_to_run(opened):
     assert s.last_result is r
     with pytest.raises(HookscopeError, match="closed"):
         s.run(timeout_s=5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_model_on_the_gpu_runs_there_and_stays_there(opened):
+    model = TinyNet().cuda()
+    s = opened(model, X)
+    assert s.device == "cuda:0"
+    s.capture("fc1")
+    r = s.run(timeout_s=60)
+    assert next(model.parameters()).device.type == "cuda"
+    with torch.no_grad():
+        assert torch.allclose(r.output_with.cpu(), model(X.cuda()).cpu())
