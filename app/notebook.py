@@ -18,7 +18,9 @@ the integration is switched on first (as ``%gui qt`` would) when it can be.
 
 from __future__ import annotations
 
+import gc
 import sys
+import weakref
 from typing import Any
 
 from hookscope.core import Session
@@ -26,6 +28,33 @@ from hookscope.core import Session
 #: Windows opened by :func:`explore` and not closed yet: a notebook may drop the
 #: returned session, and the window must stay until the person closes it.
 _OPEN: list[Any] = []
+
+
+#: pyqtgraph's collector while any of those windows is open, and whether gc was on before.
+_collector: list[Any] = []
+
+
+def _collect_on_gui_thread() -> None:
+    """While an explore() window is open, garbage is collected on the GUI thread only, on a
+    timer, as the application does (app/launch.py): a kernel's own threads (IOPub, history)
+    allocate too, and a collection there could destroy a Qt object off the GUI thread.
+    Started before the first job, so the runner finds automatic collection off and leaves
+    it so (core/runner.py ``no_automatic_gc``)."""
+    if not _collector:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        was_enabled = gc.isenabled()
+        _collector.extend([GarbageCollector(interval=1.0), was_enabled])
+
+
+def _release_collector() -> None:
+    """The last explore() window closed: automatic collection as it was before."""
+    if _collector and not _OPEN:
+        collector, was_enabled = _collector
+        collector.timer.stop()
+        _collector.clear()
+        if was_enabled:
+            gc.enable()
 
 
 def _shell() -> Any:
@@ -69,6 +98,7 @@ def open_window(model: Any, inputs: Any = None, *, tokenizer: Any = None,
     QApplication. :func:`explore` without the event loop, for embedding and tests."""
     from .main_window import MainWindow
 
+    _collect_on_gui_thread()
     win = MainWindow()
     win.status.show_busy(True)
     try:
@@ -76,9 +106,19 @@ def open_window(model: Any, inputs: Any = None, *, tokenizer: Any = None,
     except BaseException:
         win.shutdown()
         win.deleteLater()
+        _release_collector()
         raise
     _OPEN.append(win)
-    win.windowClosed.connect(lambda: _OPEN.remove(win) if win in _OPEN else None)
+    ref = weakref.ref(win)  # the connection must not keep the window (and the model) alive
+
+    def closed() -> None:
+        w = ref()
+        if w is not None and w in _OPEN:
+            _OPEN.remove(w)
+            w.deleteLater()  # closed for good: its session stays readable, the window goes
+            _release_collector()
+
+    win.windowClosed.connect(closed)
     win.resize(1400, 900)
     win.show()
     win.raise_()
@@ -128,7 +168,9 @@ def explore(model: Any, inputs: Any = None, *, tokenizer: Any = None, labels: An
     if block is None:
         block = not _enable_qt_loop(shell)
     win = open_window(model, inputs, tokenizer=tokenizer, labels=labels)
+    session = win.session
     if block:
         _wait_closed(win)
-    app.processEvents()
-    return win.session
+    else:
+        app.processEvents()
+    return session
