@@ -30,6 +30,11 @@ class Kernel:
         env = dict(os.environ, QT_QPA_PLATFORM="offscreen", QT_API="pyside6",
                    XDG_CONFIG_HOME=str(folder / "config"), PYTHONUNBUFFERED="1")
         self.km, self.kc = _start(env, folder)
+        # a cell that never answers is reported with every thread's stack (see run)
+        self._stacks = folder / "kernel-stacks.txt"
+        self.ok(f"import faulthandler, signal\n"
+                f"faulthandler.register(signal.SIGUSR1, open({str(self._stacks)!r}, 'w'), "
+                "all_threads=True)")
 
     def run(self, code: str, timeout_s: float = CELL_TIMEOUT_S) -> Cell:
         """Execute ``code``; its reply and output. A request that gets no answer within
@@ -47,7 +52,8 @@ class Kernel:
         idle = replied = False
         while not (idle and replied):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no answer to this cell within {timeout_s} s:\n{code}")
+                raise TimeoutError(f"no answer to this cell within {timeout_s} s:\n{code}\n"
+                                   f"The kernel's threads:\n{self._stack_dump()}")
             if time.monotonic() > next_nudge:
                 self.kc.kernel_info()
                 next_nudge = time.monotonic() + NUDGE_S
@@ -74,6 +80,16 @@ class Kernel:
                     cell.status, replied = reply["content"]["status"], True
         cell.stdout = "".join(out)
         return cell
+
+    def _stack_dump(self) -> str:
+        import signal
+
+        try:
+            os.kill(self.km.provisioner.process.pid, signal.SIGUSR1)  # type: ignore[union-attr]
+            time.sleep(1.0)
+            return self._stacks.read_text()
+        except (OSError, AttributeError) as exc:
+            return f"(no stacks: {exc})"
 
     def ok(self, code: str, timeout_s: float = CELL_TIMEOUT_S) -> Cell:
         cell = self.run(code, timeout_s)
