@@ -126,13 +126,15 @@ def open_window(model: Any, inputs: Any = None, *, tokenizer: Any = None,
 
 
 def _wait_closed(win: Any) -> None:
-    from PySide6.QtCore import QEventLoop
+    """Run Qt's event loop until ``win`` is closed, and until it is deleted: a script goes on
+    (and ends) without an event loop, and a window left to a later one outlives its app."""
+    from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop
 
-    if win.isHidden():
-        return
-    loop = QEventLoop()
-    win.windowClosed.connect(loop.quit)
-    loop.exec()
+    if not win.isHidden():
+        loop = QEventLoop()
+        win.windowClosed.connect(loop.quit)
+        loop.exec()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 def explore(model: Any, inputs: Any = None, *, tokenizer: Any = None, labels: Any = None,

@@ -42,6 +42,6 @@ def test_explore_blocks_until_the_window_is_closed(tmp_path):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                           text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     assert done.stdout.strip() == ("returned [True, 'first', 'second'] {'0': (-0.25, 0.25)} "
                                    "{'0': (-0.25, 0.25)} True")
