@@ -18,7 +18,7 @@ from hookscope.core.path_patterns import expand_plan
 from hookscope.core.ray_actor import is_text_input
 from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
-from hookscope.core.user_text import is_dir
+from hookscope.core.user_text import escape_controls, is_dir
 from hookscope.core.verdict import output_verdict
 
 from .arg_parser import OneLineParser
@@ -128,8 +128,17 @@ def print_json(result, out: TextIO) -> None:
     out.write("\n")
 
 
+def terminal_writer(out: TextIO):
+    """``out.write`` with every line's control characters escaped (the newlines between lines
+    kept): layer names, labels and token strings come from files and models, and an ESC or
+    CR in them must reach the terminal as text, not as a command."""
+    def write(text: str) -> None:
+        out.write("\n".join(escape_controls(line) for line in text.split("\n")))
+    return write
+
+
 def print_table(result, out: TextIO) -> None:
-    w = out.write
+    w = terminal_writer(out)
     fmt = lambda vs: "[" + ", ".join(f"{v:.4f}" for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
     a, b = flat_floats(result.output_without), flat_floats(result.output_with)
     w(f"device          {result.device}\n")

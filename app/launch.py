@@ -19,6 +19,7 @@ from hookscope.core import HookscopeError, Plan, resolve_device
 from hookscope.core.atomic_write import atomic_write
 
 from hookscope.core.session_file import read_session_file
+from hookscope.core.user_text import one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
@@ -177,7 +178,7 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     errors = list(getattr(win, "startup_errors", [])) or ([win.error_text()] if win.error_text() else [])
     if errors:
         for msg in errors:
-            print(f"hookscope: error: {msg}", file=sys.stderr)
+            print(f"hookscope: error: {one_line(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
     for _ in range(3):  # let layouts and plots settle at the final size
         QApplication.processEvents()
@@ -190,9 +191,9 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     try:
         atomic_write(path, save)  # whole or not at all
     except HookscopeError as exc:
-        print(f"hookscope: error: {exc}", file=sys.stderr)
+        print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    print(path)
+    print(one_line(path))
     return 0
 
 

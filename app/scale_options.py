@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from hookscope.core import LoadedModel, Plan, compare, load_model
 from hookscope.core.dispatch import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
+from hookscope.core.user_text import one_line
 
 DEFAULT_RAY_BUDGET = "64MiB"
 
@@ -108,7 +109,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
         session = lm.module.session
         try:
             result = session.run(lm, opts.input or "example", plan, opts.device)
-            print(f"hookscope: note: {session.last_transfer.describe()}", file=err)
+            print(f"hookscope: note: {one_line(session.last_transfer.describe())}", file=err)
             return result
         finally:
             session.close()
@@ -117,6 +118,6 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
 
         decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
         if decision.note:
-            print(f"hookscope: note: {decision.note}", file=err)
+            print(f"hookscope: note: {one_line(decision.note)}", file=err)
         plan = decision.plan
     return compare(lm.module, x, plan, opts.device)
