@@ -14,6 +14,7 @@ from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core import atomic_write, json_safe
 from hookscope.core.errors import ForwardError
+from hookscope.core.own_inputs import files_read, refuse_overwrite
 from hookscope.core.path_patterns import expand_plan
 from hookscope.core.ray_actor import is_text_input
 from hookscope.core.run import flat_floats
@@ -75,6 +76,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
+    reads = files_read(opts.spec, opts.weights, [opts.input], opts.labels, plan=plan)
+    refuse_overwriting_inputs(ns, reads)
     if ns.save_plots:
         from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
 
@@ -102,7 +105,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
                         opts.labels)
     if ns.save_plots:
-        save_plots(result, ns.save_plots, lm.meaning, x)
+        save_plots(result, ns.save_plots, lm.meaning, x, reads=reads)
     return 0
 
 
@@ -117,6 +120,14 @@ def check_output_paths(ns: argparse.Namespace) -> None:
                         ("--export-script", ns.export_script)):
         if value and not is_dir(Path(value).expanduser().parent):
             raise HookscopeError(f"{flag} {value}: the folder {Path(value).parent} does not exist")
+
+
+def refuse_overwriting_inputs(ns: argparse.Namespace, reads: list) -> None:
+    """No output file may replace a file this command reads (its model file, weights, input,
+    labels, session file): one line, before anything runs or is written."""
+    refuse_overwrite([(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
+                      ("--save-captures", "--save-json", "--export-script", "--save-session")],
+                     reads)
 
 
 def write_text(path: str, text: str) -> None:

@@ -234,7 +234,10 @@ def gui_main(argv: list[str]) -> int:
     win = create_window(argv)
     try:
         if ns.screenshot:
-            return save_screenshot(win, ns.screenshot, size=ns.size)
+            from .qt_messages import offscreen_notes_dropped
+
+            with offscreen_notes_dropped():  # stderr stays empty when all is well
+                return save_screenshot(win, ns.screenshot, size=ns.size)
         win.resize(*ns.size)
         win.show()
         return int(app.exec())

@@ -11,19 +11,33 @@ without and with). Qt is imported here only, when the option is given, so a plai
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from hookscope.core import HookscopeError, RunResult
 from hookscope.core.meaning import DETECTIONS, OutputMeaning
+from hookscope.core.own_inputs import refuse_overwrite
 
 PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "model"
+#: The longest layer part of a file name (file systems stop at 255 bytes).
+STEM_LIMIT = 100
+
+
+def plot_stem(layer: str) -> str:
+    """A file-name stem for ``layer``, unique and the same on every run: the path itself when
+    it is made of safe characters only, else the safe characters followed by ``@`` and a hash
+    of the whole path (``@`` is not a safe character, so two layers never share a stem:
+    ``blocks.a b`` and ``blocks.a_b`` give ``blocks.a_b@…`` and ``blocks.a_b``)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", layer).strip(".")
+    if safe == layer and 0 < len(layer) <= STEM_LIMIT:
+        return layer
+    digest = hashlib.sha256(layer.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{safe[:STEM_LIMIT] or 'model'}@{digest}"
 
 
 def plots_folder(folder: str | Path) -> Path:
@@ -51,16 +65,30 @@ def _app():
 
 
 def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | None = None,
-               inputs: Any = None) -> list[Path]:
+               inputs: Any = None, reads: Sequence[tuple[str, Path]] = ()) -> list[Path]:
     """Write ``result``'s plots into ``folder``; returns the files written. With a detector's
-    ``meaning`` and its ``inputs`` also ``detections.png``: the boxes on the input image."""
+    ``meaning`` and its ``inputs`` also ``detections.png``: the boxes on the input image.
+    ``reads``: the files the command reads (:func:`~hookscope.core.own_inputs.files_read`),
+    which no plot may replace (checked before any file is written)."""
     out = plots_folder(folder)
     app = _app()
     from hookscope.widgets.activation_panel import ActivationPanel
     from hookscope.widgets.output_comparison import OutputComparison
 
+    from .qt_messages import offscreen_notes_dropped
+
     panel, outputs = ActivationPanel(), OutputComparison()
     written: list[Path] = []
+    with offscreen_notes_dropped():  # stderr stays empty when all is well
+        _draw_and_write(app, result, out, panel, outputs, meaning, inputs, reads, written)
+    return written
+
+
+def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs: Any,
+                    meaning: OutputMeaning | None, inputs: Any,
+                    reads: Sequence[tuple[str, Path]], written: list[Path]) -> None:
+    from hookscope.widgets.plot_tools import save_png
+
     try:
         rows = max(1, len(result.captures))
         panel.resize(PANEL_WIDTH + 30, min(rows * 360 + 40, 30000))
@@ -72,28 +100,29 @@ def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | N
         for _ in range(3):   # layouts settle, panels scrolled away draw (flush)
             app.processEvents()
         panel.flush_visible()
+        writes: list[tuple[Path, Callable[[Path], Any]]] = []  # every file, known before any is written
         for (path, call), p in panel.panels().items():
-            stem = f"{_safe(path)}_call{call}"
-            written.append(Path(p.export(str(out / f"{stem}.png"))))
-            written.append(p.hist_tools.export(out / f"{stem}_histogram.csv"))
+            stem = f"{plot_stem(path)}_call{call}"
+            writes.append((out / f"{stem}.png", lambda f, p=p: Path(p.export(str(f)))))
+            writes.append((out / f"{stem}_histogram.csv", p.hist_tools.export))
             if p.view_kind != "none":
-                written.append(p.view_tools.export(out / f"{stem}_{p.view_kind}.csv"))
+                writes.append((out / f"{stem}_{p.view_kind}.csv", p.view_tools.export))
+        if meaning is not None and meaning.kind == DETECTIONS:
+            view = outputs.meaning_view.detections
+            writes.append((out / "detections.png", lambda f: save_png(view, f)))
+        writes.append((out / "output.png", outputs.tools.export))
+        writes.append((out / "output.csv", outputs.tools.export))
+        if panel.panels():
+            writes.append((out / "activations.png", panel.export_figure))
+        refuse_overwrite([("--save-plots", f) for f, _ in writes], list(reads))
         if meaning is not None and meaning.kind == DETECTIONS:
             outputs.graphics.show()  # the series plot too: output.png stays what it always was
-            view = outputs.meaning_view.detections
             view.resize(max(view.width(), 640), max(view.height(), 520))
             app.processEvents()
-            target = out / "detections.png"
-            if not view.grab().save(str(target)):
-                raise HookscopeError(f"--save-plots: cannot write {target}")
-            written.append(target)
-        written.append(outputs.tools.export(out / "output.png"))
-        written.append(outputs.tools.export(out / "output.csv"))
-        if panel.panels():
-            written.append(panel.export_figure(out / "activations.png"))
+        for target, write in writes:  # each whole or not at all (atomic_write)
+            written.append(write(target))
     finally:
         for w in (panel, outputs):
             w.close()
             w.deleteLater()
         app.processEvents()
-    return written

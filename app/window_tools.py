@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 
 from hookscope.core import HookscopeError
 from hookscope.core.hook_inventory import list_hooks
+from hookscope.core.own_inputs import refuse_overwrite
 from hookscope.widgets.hooks_view import HooksView
 from hookscope.widgets.last_folder import pick_file
 
@@ -90,6 +91,9 @@ def export_figure(win: "MainWindow", path: str | None = None) -> Path | None:
         if not path:
             return None
     try:
+        from .export_actions import files_the_session_reads
+
+        refuse_overwrite([("the figure", path)], files_the_session_reads(win.session))
         written = win.panel.export_figure(path)
     except HookscopeError as exc:
         win.show_error(str(exc))

@@ -21,7 +21,7 @@ from hookscope.core import HookscopeError, RunResult
 from .histogram_view import PLOT_HEIGHT
 from .layer_plot import LayerPlot
 from .leaf_chooser import show_leaves
-from .plot_tools import render_svg
+from .plot_tools import save_png, save_svg
 
 Key = tuple[str, int]
 
@@ -208,14 +208,9 @@ class ActivationPanel(QWidget):
         for panel in self._panels.values():   # scrolled-away panels may not be drawn yet
             if panel._stale and panel.record is not None:
                 panel._draw(panel.record)
-        content = self._content
-        if suffix == ".png":
-            ok = content.grab().save(str(path), "PNG")
-        else:
-            ok = render_svg(content, path, "Hookscope activations")
-        if not ok:
-            raise HookscopeError(f"cannot write {path}")
-        return path
+        if suffix == ".png":  # whole or not at all
+            return save_png(self._content, path)
+        return save_svg(self._content, path, "Hookscope activations")
 
     def flush_visible(self) -> int:
         """Draw the panels that came into view since their last record; returns how many."""

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessag
                                QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
+from hookscope.core.atomic_write import atomic_write
 
 from .last_folder import pick_file
 
@@ -53,6 +54,27 @@ def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
     finally:
         ok = painter.end()
     return bool(ok)
+
+
+def save_png(widget: QWidget, path: str | Path) -> Path:
+    """``widget`` drawn to a PNG at ``path``, whole or not at all (a full disk leaves the old
+    file, or none); a :class:`HookscopeError` naming the file when it cannot be written."""
+    image = widget.grab()
+
+    def write(tmp: Path) -> None:
+        if not image.save(str(tmp), "PNG"):
+            raise OSError("Qt could not write the PNG (is the disk full?)")
+
+    return atomic_write(path, write)
+
+
+def save_svg(widget: QWidget, path: str | Path, title: str) -> Path:
+    """``widget`` as an SVG drawing at ``path``, whole or not at all."""
+    def write(tmp: Path) -> None:
+        if not render_svg(widget, tmp, title):
+            raise OSError("Qt could not write the SVG (is the disk full?)")
+
+    return atomic_write(path, write)
 
 
 class PlotTools(QObject):
@@ -203,24 +225,17 @@ class PlotTools(QObject):
         suffix = path.suffix.lower()
         if suffix not in EXPORT_FORMATS:
             raise HookscopeError(f"{path.name}: export a plot to .png, .svg or .csv")
-        try:
-            self._write(path, suffix)
-        except OSError as exc:
-            raise HookscopeError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        return path
-
-    def _write(self, path: Path, suffix: str) -> None:
-        if suffix == ".csv":
+        if suffix == ".csv":  # every file whole or not at all (a full disk keeps the old one)
             header, rows = self._rows()
-            with path.open("w", newline="", encoding="utf-8") as f:
-                writer = csv.writer(f)
-                writer.writerow(header)
-                writer.writerows(rows)
-        elif suffix == ".svg":
-            self.label.setVisible(False)
-            if not render_svg(self.widget, path, self.name):
-                raise OSError(f"cannot write {path}")
-        elif suffix == ".png":
-            self.label.setVisible(False)   # the readout box is not part of the figure
-            if not self.widget.grab().save(str(path), "PNG"):
-                raise OSError(f"cannot write {path}")
+            return atomic_write(path, lambda tmp: _write_csv(tmp, header, rows))
+        self.label.setVisible(False)   # the readout box is not part of the figure
+        if suffix == ".svg":
+            return save_svg(self.widget, path, self.name)
+        return save_png(self.widget, path)
+
+
+def _write_csv(path: Path, header: Sequence, rows: Sequence[Sequence]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
