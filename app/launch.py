@@ -16,7 +16,6 @@ import sys
 import time
 
 from hookscope.core import HookscopeError, Plan, resolve_device
-from hookscope.core.atomic_write import atomic_write
 
 from hookscope.core.session_file import read_session_file
 from hookscope.core.user_text import one_line
@@ -182,14 +181,10 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
         return EXIT_USER_ERROR
     for _ in range(3):  # let layouts and plots settle at the final size
         QApplication.processEvents()
-    image = win.grab()
-
-    def save(tmp):
-        if not image.save(str(tmp), "PNG"):
-            raise OSError("Qt could not write the PNG")
+    from hookscope.widgets.plot_tools import save_png
 
     try:
-        atomic_write(path, save)  # whole or not at all
+        save_png(win, path)  # whole or not at all
     except HookscopeError as exc:
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR

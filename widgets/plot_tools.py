@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Callable, Sequence, cast
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtCore import (QBuffer, QEvent, QIODevice, QObject, QPoint, QPointF, QRect, Qt,
+                            Signal)
 from PySide6.QtGui import QContextMenuEvent, QPainter, QWheelEvent
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessageBox,
                                QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
-from hookscope.core.atomic_write import atomic_write
+from hookscope.core.atomic_write import atomic_write, write_bytes
 
 from .last_folder import pick_file
 
@@ -40,11 +41,13 @@ EXPORT_FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)",
                   ".csv": "The plotted data as CSV (*.csv)"}
 
 
-def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
-    """Draw ``widget`` into an SVG file: pyqtgraph's items stay vector paths
+def render_svg(widget, title: str = "Hookscope") -> bytes:
+    """``widget`` drawn as an SVG document: pyqtgraph's items stay vector paths
     (pyqtgraph's own SVG exporter cannot parse the paths Qt 6 writes)."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     gen = QSvgGenerator()
-    gen.setFileName(str(path))
+    gen.setOutputDevice(buffer)
     gen.setSize(widget.size())
     gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
     gen.setTitle(title)
@@ -52,29 +55,31 @@ def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
     try:
         QWidget.render(widget, painter, QPoint(0, 0))   # not QGraphicsView.render: the whole widget
     finally:
-        ok = painter.end()
-    return bool(ok)
+        painter.end()
+    return bytes(buffer.data().data())
 
 
+def png_bytes(widget: QWidget) -> bytes:
+    """``widget`` as it is drawn, encoded as PNG."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not widget.grab().save(buffer, "PNG"):
+        raise HookscopeError("Qt could not encode the picture as PNG")
+    return bytes(buffer.data().data())
+
+
+# Pictures are encoded in memory and written by Python, whole or not at all: a full disk is
+# then an OSError naming the reason (Qt's own file writing reports no reason, and libpng
+# prints to stderr).
 def save_png(widget: QWidget, path: str | Path) -> Path:
     """``widget`` drawn to a PNG at ``path``, whole or not at all (a full disk leaves the old
     file, or none); a :class:`HookscopeError` naming the file when it cannot be written."""
-    image = widget.grab()
-
-    def write(tmp: Path) -> None:
-        if not image.save(str(tmp), "PNG"):
-            raise OSError("Qt could not write the PNG (is the disk full?)")
-
-    return atomic_write(path, write)
+    return write_bytes(path, png_bytes(widget))
 
 
 def save_svg(widget: QWidget, path: str | Path, title: str) -> Path:
     """``widget`` as an SVG drawing at ``path``, whole or not at all."""
-    def write(tmp: Path) -> None:
-        if not render_svg(widget, tmp, title):
-            raise OSError("Qt could not write the SVG (is the disk full?)")
-
-    return atomic_write(path, write)
+    return write_bytes(path, render_svg(widget, title))
 
 
 class PlotTools(QObject):
