@@ -176,6 +176,12 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
         else:
             if weights:
                 _load_in_place(module, weights)
+            if dm.get("") == "disk" and folder is not None:
+                # The whole model on disk: accelerate would pick the weights of module "" by
+                # the prefix ".", find none and write no index.json; write them all here.
+                from accelerate.utils import offload_state_dict
+
+                offload_state_dict(folder, module.state_dict())
             acc.dispatch_model(module, device_map=dm, offload_dir=folder)
     except (ValueError, RuntimeError, OSError) as exc:
         raise DeviceError(f"accelerate could not place the model ({type(exc).__name__}: "

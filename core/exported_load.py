@@ -35,6 +35,7 @@ from typing import Iterator
 import torch
 
 from .errors import SpecError
+from .torch_load import load_tensors
 
 TRUST_HINT = ("Pass --trust-pickle (in the window: 'Trust this file' in File > Open model) only "
               "if you trust where the file came from, or re-export it with torch.export.save")
@@ -126,7 +127,7 @@ def _check_payload_config(raw: bytes, kind: str, name: str) -> None:
 def _check_weights_only(raw: bytes, name: str) -> None:
     try:
         with _weights_only_everywhere():
-            torch.load(io.BytesIO(raw), weights_only=True)
+            load_tensors(io.BytesIO(raw))
     except Exception as exc:  # UnpicklingError, RuntimeError, ...: all mean "not plain tensors"
         raise SpecError(f"{name} stores its example inputs as Python objects that a safe "
                         "(weights_only) load refuses; it is not loaded. " + TRUST_HINT) from exc

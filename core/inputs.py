@@ -37,6 +37,7 @@ from .input_checks import check_npy, check_torch_file, open_image
 from .inputs_structured import (is_structured, is_structured_literal, load_safetensors_input,
                                 parse_structured, parse_text, random_like)
 from .interventions import map_tensors, tensor_leaves
+from .torch_load import load_tensors
 from .user_text import is_file, shown, user_path
 
 _DTYPES = {
@@ -191,7 +192,7 @@ def _load_file(path: Path) -> Any:
         return torch.from_numpy(np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("="))))
     check_torch_file(path)
     try:
-        value = torch.load(path, map_location="cpu", weights_only=True)
+        value = load_tensors(path)
     except Exception as exc:  # torch raises several types for a bad or unsafe file
         raise InputError(f"cannot load {path} as tensors (weights_only=True refuses anything "
                          f"but tensors and plain containers): {str(exc).splitlines()[0]}") from exc

@@ -28,6 +28,12 @@ def output_verdict(result: Any) -> str:
         if not intervened:
             return "Outputs are identical: the plan only captured, it did not change anything."
         return identical_despite_intervention(result, intervened)
+    if not intervened:  # nothing was changed, yet the outputs differ: the model itself did
+        d = result.max_abs_diff
+        return ("The outputs differ although the plan changed nothing (largest change |Δ| = "
+                f"{'∞' if math.isinf(d) else f'{d:.4g}'}): the model changed between the two "
+                "forwards (its forward changes its own weights, buffers or other state, or its "
+                "arithmetic is not deterministic).")
     names = ", ".join(f"{iv.describe()} on {p}" for p, iv in list(intervened.items())[:3])
     if is_torchvision_style(result.output_without) and is_torchvision_style(result.output_with):
         # a detector: boxes, labels and scores flattened into one series say nothing
