@@ -44,7 +44,7 @@ def files_the_session_reads(session: Session) -> list:
 
 
 def _refuse_inputs(session: Session, what: str, path: str) -> None:
-    refuse_overwrite([(what, path)], files_the_session_reads(session))
+    refuse_overwrite([(what, path)], files_the_session_reads(session), "the open model")
 
 
 def _ask_save(ui: ActionUi, title: str, default: str, filters: str) -> str | None:

@@ -93,7 +93,8 @@ def export_figure(win: "MainWindow", path: str | None = None) -> Path | None:
     try:
         from .export_actions import files_the_session_reads
 
-        refuse_overwrite([("the figure", path)], files_the_session_reads(win.session))
+        refuse_overwrite([("the figure", path)], files_the_session_reads(win.session),
+                         "the open model")
         written = win.panel.export_figure(path)
     except HookscopeError as exc:
         win.show_error(str(exc))

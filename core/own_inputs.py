@@ -53,17 +53,18 @@ def files_read(spec: str | None = None, weights: str | None = None,
     return found
 
 
-def refuse_overwrite(outputs: Iterable[tuple[str, Any]], reads: list[tuple[str, Path]]) -> None:
+def refuse_overwrite(outputs: Iterable[tuple[str, Any]], reads: list[tuple[str, Path]],
+                     reader: str = "this command") -> None:
     """A :class:`HookscopeError` (nothing written) when an output ``(flag, path)`` is, or lies
-    in a model folder on, a file that ``reads`` lists."""
+    in a model folder on, a file that ``reads`` lists; ``reader`` says who reads them."""
     for flag, out in outputs:
         if not out:
             continue
         target = user_path(str(out))
         for what, read in reads:
             if _same(target, read) or (read.is_dir() and _inside(target, read)):
-                raise HookscopeError(f"{flag} {shown(str(out))} would overwrite {what} this "
-                                     f"command reads ({shown(str(read))}); write to another file")
+                raise HookscopeError(f"{flag} {shown(str(out))} would overwrite {what} {reader} "
+                                     f"reads ({shown(str(read))}); write to another file")
 
 
 def _candidates(text: str) -> list[Path]:

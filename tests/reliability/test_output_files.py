@@ -236,26 +236,34 @@ def test_save_plots_never_replaces_an_input_image(project, capsys):
 
 
 def test_a_session_run_never_replaces_its_session_file(project, capsys):
-    assert main([*BASE, "--save-session", "s.hookscope.json"]) == 0
+    # A demo model: a session file naming a factory would (rightly) need trust to reopen.
+    assert main(["run", "demo:clamp", "--input", "x.npy", "--labels", "labels.txt",
+                 "--save-session", "s.hookscope.json"]) == 0
     capsys.readouterr()
     _refused(capsys, ["run", "--session", "s.hookscope.json", "--save-json", "s.hookscope.json"],
              "s.hookscope.json", "the session file")
-    _refused(capsys, ["run", "--session", "s.hookscope.json", "--save-captures", "w.safetensors"],
-             "w.safetensors", "the --weights file")
+    _refused(capsys, ["run", "--session", "s.hookscope.json", "--export-script", "x.npy"],
+             "x.npy", "the input file")
+    _refused(capsys, ["run", "--session", "s.hookscope.json", "--save-json", "labels.txt"],
+             "labels.txt", "the labels file")
 
 
-def test_the_window_never_exports_over_its_model_file(make_window, qtbot, project):
-    from hookscope.app.export_actions import export_captures, export_script
+def test_the_window_never_exports_over_what_it_reads(make_window, qtbot, project):
+    from hookscope.app.export_actions import export_captures, export_script, save_session
     from hookscope.app.window_tools import export_figure
 
-    win = make_window(["net.py:build", "--weights", "w.safetensors", "--capture", "0"])
+    win = make_window(["demo:clamp", "--input", "x.npy", "--labels", "labels.txt",
+                       "--capture", "0"])
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
-    before = Path("net.py").read_bytes()
-    assert export_script(win.session, win.ui, "net.py") is None
-    assert "would overwrite the model file" in win.error_text()
-    assert export_captures(win.session, win.ui, "w.safetensors") is None
-    assert "would overwrite the --weights file" in win.error_text()
-    os.symlink("net.py", "fig.png")
+    before = {name: Path(name).read_bytes() for name in ("x.npy", "labels.txt")}
+    assert export_script(win.session, win.ui, "x.npy") is None
+    assert "would overwrite the input file the open model reads" in win.error_text()
+    assert export_captures(win.session, win.ui, "labels.txt") is None
+    assert "would overwrite the labels file" in win.error_text()
+    os.symlink("labels.txt", "l.hookscope.json")
+    assert save_session(win.session, win.ui, "l.hookscope.json") is None
+    os.symlink("x.npy", "fig.png")
     assert export_figure(win, "fig.png") is None
-    assert Path("net.py").read_bytes() == before
+    assert "would overwrite the input file" in win.error_text()
+    assert {name: Path(name).read_bytes() for name in before} == before
     assert export_script(win.session, win.ui, "repro.py") is not None  # still usable
