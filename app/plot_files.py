@@ -11,6 +11,7 @@ without and with). Qt is imported here only, when the option is given, so a plai
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -84,6 +85,10 @@ def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | N
     return written
 
 
+def _panel_png(panel: Any, target: Path) -> Path:
+    return Path(panel.export(str(target)))
+
+
 def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs: Any,
                     meaning: OutputMeaning | None, inputs: Any,
                     reads: Sequence[tuple[str, Path]], written: list[Path]) -> None:
@@ -103,7 +108,7 @@ def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs:
         writes: list[tuple[Path, Callable[[Path], Any]]] = []  # every file, known before any is written
         for (path, call), p in panel.panels().items():
             stem = f"{plot_stem(path)}_call{call}"
-            writes.append((out / f"{stem}.png", lambda f, p=p: Path(p.export(str(f)))))
+            writes.append((out / f"{stem}.png", functools.partial(_panel_png, p)))
             writes.append((out / f"{stem}_histogram.csv", p.hist_tools.export))
             if p.view_kind != "none":
                 writes.append((out / f"{stem}_{p.view_kind}.csv", p.view_tools.export))
