@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .budget import check_input_size
 from .call_args import CallArgs
 from .errors import InputError
+from .regular_file import open_regular
 from .interventions import tensor_leaves
 
 
@@ -141,12 +144,13 @@ def parse_text(text: str, example: Any, codec: Any) -> Any:
 
 def load_safetensors_input(path: Path) -> dict[str, torch.Tensor]:
     """A ``.safetensors`` file's tensors, by name (keyword inputs)."""
-    if not path.is_file():
-        raise InputError(f"input file {str(path)!r} does not exist")
+    with open_regular(path, "input file") as f:  # never a FIFO or a device
+        check_input_size(os.fstat(f.fileno()).st_size, path.name)
+        data = f.read()
     try:
-        from safetensors.torch import load_file
+        from safetensors.torch import load
 
-        tensors = load_file(str(path))
+        tensors = load(data)
     except Exception as exc:  # a corrupt or foreign file
         raise InputError(f"cannot read {path} as safetensors: {exc}") from exc
     if not tensors:

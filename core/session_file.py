@@ -35,6 +35,7 @@ from typing import Any
 from .atomic_write import write_text
 from .errors import HookscopeError
 from .plan import Plan
+from .regular_file import read_regular
 from .session_types import Options
 
 FORMAT = "hookscope-session"
@@ -211,12 +212,8 @@ def read_session_file(path: str | Path) -> SessionSetup:
     """Read and check a ``*.hookscope.json`` file (raises :class:`SessionFileError`)."""
     path = Path(path).expanduser()
     name = path.name
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SessionFileError(f"{name} is {size:,} bytes, too large for a session file "
-                                   f"(at most {MAX_BYTES:,})")
-        raw = path.read_bytes()
+    try:  # a FIFO or /dev/zero under this name is refused, never waited on or read without end
+        raw = read_regular(path, MAX_BYTES, "the session file", SessionFileError)
     except OSError as exc:
         raise SessionFileError(f"cannot read the session file {path}: {exc.strerror or exc}") from exc
     try:
