@@ -38,7 +38,7 @@ from .inputs_structured import (is_structured, is_structured_literal, load_safet
                                 parse_structured, parse_text, random_like)
 from .interventions import map_tensors, tensor_leaves
 from .regular_file import open_regular
-from .user_text import shown, user_path
+from .user_text import shorten, shown, user_path
 
 _DTYPES = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64,
@@ -160,7 +160,7 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
     numel = 1
     for n in shape:
         numel *= n
-    check_input_size(numel * max(dtype.itemsize, 4), f"random input {'x'.join(map(str, shape))}")
+    check_input_size(numel * max(dtype.itemsize, 4), f"random input {shorten('x'.join(map(str, shape)), 60)}")
     try:
         if dtype.is_floating_point:
             return torch.randn(shape, generator=g).to(dtype)

@@ -34,6 +34,7 @@ from .budget import check_input_size
 from .call_args import CallArgs
 from .errors import InputError
 from .regular_file import open_regular
+from .user_text import shorten
 from .interventions import tensor_leaves
 
 
@@ -171,8 +172,21 @@ def random_like(text: str, example: Any, seed: int, shape: tuple[int, ...] | Non
 
     g = torch.Generator().manual_seed(seed)
 
+    def size_of(t: torch.Tensor) -> tuple[int, ...]:
+        return shape if shape is not None and len(shape) == t.dim() else tuple(t.shape)
+
+    # every leaf together within the budget, before any of them is made
+    total = 0
+    for _, t in tensor_leaves(example):
+        numel = 1
+        for n in size_of(t):
+            numel *= n
+        total += numel * max(t.element_size(), 4)
+    what = f"random input {shorten('x'.join(map(str, shape)), 60)}" if shape else "random input"
+    check_input_size(total, f"{what} (every tensor of the example input)")
+
     def make(t: torch.Tensor) -> torch.Tensor:
-        size = shape if shape is not None and len(shape) == t.dim() else tuple(t.shape)
+        size = size_of(t)
         if t.is_floating_point():
             return torch.randn(size, generator=g).to(dtype if dtype is not None and dtype.is_floating_point
                                                       else t.dtype)

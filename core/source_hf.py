@@ -26,11 +26,13 @@ from typing import Any
 
 import torch
 
+from .budget import check_input_size
 from .errors import SpecError
 from .meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
 from .source_adapters import missing_package
-from .source_hf_audio import audio_example
+from .source_hf_audio import audio_example, config_count
 from .text_codec import HFCodec
+from .user_text import shown
 
 DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -72,10 +74,7 @@ def load_hf(spec: str) -> Any:
                         "save_pretrained, or a model id already in the local cache "
                         f"({os.environ.get('HF_HOME', '~/.cache/huggingface')}); nothing is "
                         "downloaded") from exc
-    arch = next(iter(config.architectures or []), None)
-    cls = getattr(tf, arch, None) if arch else None
-    if cls is None:
-        cls = tf.AutoModel
+    cls = _model_class(tf, config.architectures)
     try:
         model = cls.from_pretrained(where, local_files_only=True)
     except Exception as exc:
@@ -97,6 +96,22 @@ def load_hf(spec: str) -> Any:
         "no tokenizer in this folder: text: inputs are off, token ids show as numbers"]
     desc = f"Hugging Face {type(model).__name__} from {name}"
     return LoadedModel(model, example, spec, "hf", desc, meaning=meaning, notes=notes)
+
+
+def _model_class(tf, architectures: Any) -> Any:
+    """The class ``config.json``'s ``architectures`` names (its first entry), else ``AutoModel``;
+    :class:`SpecError` for a name that is not a transformers model class."""
+    if not architectures:
+        return tf.AutoModel
+    arch = architectures[0] if isinstance(architectures, (list, tuple)) else architectures
+    cls = getattr(tf, arch, None) if isinstance(arch, str) and arch.isidentifier() else None
+    # a model whose backend is missing is a placeholder class: its load says what to install
+    placeholder = type(cls).__name__ == "DummyObject"
+    if not placeholder and not (isinstance(cls, type) and issubclass(cls, tf.PreTrainedModel)):
+        raise SpecError(f"config.json's architectures names {shown(arch, 60)}, which is not a "
+                        "transformers model class (such as GPT2LMHeadModel): correct it, or "
+                        "remove the key to load the plain model")
+    return cls
 
 
 def _tokenizer(tf, where: str) -> HFCodec | None:
@@ -136,8 +151,16 @@ def _example(tf, model, config, where: str, codec: HFCodec | None) -> tuple[Any,
 def _pixel_values(tf, config, where: str) -> torch.Tensor:
     """A smooth test image of the model's size, normalised like its image processor does."""
     size = getattr(config, "image_size", 224)
-    h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
-    channels = int(getattr(config, "num_channels", 3))
+    try:
+        h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
+        h, w = config_count(h, "image_size"), config_count(w, "image_size")
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"config.json's image_size {shown(size, 60)} is not one or two positive "
+                        "whole numbers: fix it (e.g. 224)") from exc
+    channels = config_count(getattr(config, "num_channels", 3), "num_channels")
+    # the image is made here, from sizes a config file gives: within the input budget first
+    check_input_size(channels * h * w * 4, f"the example image ({channels}x{h}x{w} from "
+                     "config.json's num_channels and image_size)")
     mean, std = [0.5] * channels, [0.5] * channels
     try:
         proc = tf.AutoImageProcessor.from_pretrained(where, local_files_only=True)
