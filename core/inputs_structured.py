@@ -43,8 +43,14 @@ def _literal(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         pass
+    except (RecursionError, MemoryError) as exc:  # the parser gives up on very deep nesting
+        raise InputError(f"input literal of {len(text)} characters is nested too deeply to read: "
+                         "use a .npy, .pt or .safetensors file") from exc
     try:
         return json.loads(text)  # JSON's true/false/null
+    except RecursionError as exc:
+        raise InputError(f"input literal of {len(text)} characters is nested too deeply to read: "
+                         "use a .npy, .pt or .safetensors file") from exc
     except ValueError as exc:
         raise InputError(f"input {text[:60]!r} is neither a Python literal nor JSON: write e.g. "
                          '{"input_ids": [[1, 2, 3]], "attention_mask": [[1, 1, 1]]}') from exc
@@ -55,7 +61,7 @@ def _tensor(value: Any, like: torch.Tensor | None, where: str) -> torch.Tensor:
         return value
     try:
         return torch.tensor(value, dtype=like.dtype if like is not None else None)
-    except (TypeError, ValueError, RuntimeError) as exc:
+    except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError) as exc:
         raise InputError(f"input {where} is not a rectangular list of numbers: {exc}") from exc
 
 
