@@ -83,7 +83,7 @@ def cli_results(tmp_path_factory):
     limit = _address_space_now() + (6 << 30)  # torch's own mappings, plus room to run
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(argvs), str(limit)],
-                          capture_output=True, text=True, timeout=240, env=env, cwd=folder)
+                          capture_output=True, text=True, timeout=120, env=env, cwd=folder)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {tuple(k.split("|")): v for k, v in json.loads(proc.stdout.splitlines()[-1]).items()}
 
