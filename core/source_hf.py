@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from .budget import check_input_size
+from .regular_file import kind_of
 from .errors import SpecError
 from .meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
 from .source_adapters import missing_package
@@ -67,6 +68,8 @@ def load_hf(spec: str) -> Any:
                         "the local Hugging Face cache")
     tf = _transformers(spec)
     where = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+    if where != name or Path(where).is_dir():
+        _only_regular_files(Path(where))  # transformers opens them by name: a FIFO would block
     try:
         config = tf.AutoConfig.from_pretrained(where, local_files_only=True)
     except (OSError, ValueError) as exc:
@@ -96,6 +99,25 @@ def load_hf(spec: str) -> Any:
         "no tokenizer in this folder: text: inputs are off, token ids show as numbers"]
     desc = f"Hugging Face {type(model).__name__} from {name}"
     return LoadedModel(model, example, spec, "hf", desc, meaning=meaning, notes=notes)
+
+
+def _only_regular_files(folder: Path) -> None:
+    """Refuse a model folder holding a FIFO, socket, device or a symlink to one (such as
+    ``config.json -> /dev/zero``): transformers would block on it or read it without end."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError as exc:
+        raise SpecError(f"cannot list the model folder {shown(str(folder))}: "
+                        f"{exc.strerror or exc}") from exc
+    for entry in entries:
+        try:
+            if entry.is_dir() or entry.is_file():  # both follow symlinks
+                continue
+            mode = os.stat(entry.path).st_mode
+        except OSError:  # a dangling symlink: transformers reports it if it needs the file
+            continue
+        raise SpecError(f"the model folder {shown(str(folder))} holds {shown(entry.name)}, which is "
+                        f"{kind_of(mode)}, not a regular file: replace it with the file itself")
 
 
 def _model_class(tf, architectures: Any) -> Any:

@@ -133,3 +133,18 @@ def test_the_window_opens_with_a_fifo_session_in_its_banner(make_window, qtbot, 
     assert "FIFO" in win.error_text() and "could not open the session" in win.error_text()
     assert win.loaded.spec == "demo:clamp"  # the default model instead, usable
 
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_an_hf_folder_holding_a_non_regular_file_is_refused(tmp_path, kind):
+    tf = pytest.importorskip("transformers")
+    from hookscope.core import SpecError, load_model
+
+    folder = tmp_path / "gpt"
+    tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=50,
+                               n_positions=16, bos_token_id=0,
+                               eos_token_id=0)).save_pretrained(folder)
+    make_irregular(folder / "tokenizer.json", kind)  # transformers would open it by name
+    with pytest.raises(SpecError, match=f"holds 'tokenizer.json', which is .*{KINDS[kind]}"):
+        load_model(f"hf:{folder}")

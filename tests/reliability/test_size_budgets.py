@@ -118,7 +118,8 @@ def hf_folders(tmp_path_factory):
     for name, arch in (("config_class", ["GPT2Config"]), ("number", [123])):
         folder = root / name
         tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=50,
-                                   n_positions=16)).save_pretrained(folder)
+                                   n_positions=16, bos_token_id=0,
+                                   eos_token_id=0)).save_pretrained(folder)
         _edit_json(folder / "config.json", architectures=arch)
         bad[name] = folder
     return {"resnet": resnet, "whisper": whisper, "w2v": w2v, **bad}
