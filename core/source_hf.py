@@ -195,7 +195,11 @@ def _pixel_values(tf, config, where: str) -> torch.Tensor:
 
 def normalised_test_image(channels: int, h: int, w: int, mean: list[float],
                           std: list[float]) -> torch.Tensor:
-    """A deterministic smooth colour gradient (1 x C x H x W), normalised by ``mean``/``std``."""
+    """A deterministic smooth colour gradient (1 x C x H x W), normalised by ``mean``/``std``.
+
+    Its sizes may come from a file (a config, a cached pretrained config): within the
+    input budget, checked before anything is made."""
+    check_input_size(channels * h * w * 4, f"the example image ({channels}x{h}x{w})")
     ys = torch.linspace(0, 1, h).view(h, 1)
     xs = torch.linspace(0, 1, w).view(1, w)
     planes = [(xs * (1 - ys) + 0.5 * ys * (c % 2)) % 1.0 for c in range(channels)]

@@ -148,3 +148,11 @@ def test_an_hf_folder_holding_a_non_regular_file_is_refused(tmp_path, kind):
     make_irregular(folder / "tokenizer.json", kind)  # transformers would open it by name
     with pytest.raises(SpecError, match=f"holds 'tokenizer.json', which is .*{KINDS[kind]}"):
         load_model(f"hf:{folder}")
+
+
+@pytest.mark.timeout(90)
+def test_the_window_says_what_a_fifo_labels_file_is(make_window, qtbot, tmp_path):
+    fifo = make_irregular(tmp_path / "classes.txt", "fifo")
+    win = make_window(["demo:clamp", "--labels", str(fifo)])
+    qtbot.waitUntil(lambda: "FIFO" in win.error_text() and win.is_idle(), timeout=30_000)
+    assert "labels file" in win.error_text()
