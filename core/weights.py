@@ -14,16 +14,16 @@ import torch
 from torch import nn
 
 from .errors import SpecError
+from .regular_file import check_regular
 from .torch_load import load_tensors
-from .user_text import is_file, shown, user_path
+from .user_text import user_path
 
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "weights")
 
 
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     path = user_path(path)
-    if not is_file(path):
-        raise SpecError(f"weights file {shown(str(path))} does not exist")
+    check_regular(path, "weights file", SpecError)  # never a FIFO or a device
     if path.suffix == ".safetensors":
         from safetensors import SafetensorError
         from safetensors.torch import load_file
