@@ -24,8 +24,24 @@ from .detection_view import DetectionView
 CHANGED = QColor(255, 235, 200)  # light orange: this row's top answer changed
 
 
-def _tops(top: list[dict[str, Any]], n: int = 3) -> str:
+TOKEN_RANKS = 3   # next tokens shown per position, without and with: one column each
+
+
+def _tops(top: list[dict[str, Any]], n: int = TOKEN_RANKS) -> str:
     return ", ".join(f"{t['label']} {t['prob']:.3f}" for t in top[:n])
+
+
+def _token_cells(top: list[dict[str, Any]]) -> list[str]:
+    """One cell per rank (token, probability): the runners-up are never elided away."""
+    return [f"{t['label']} {t['prob']:.3f}" for t in top[:TOKEN_RANKS]] + \
+        [""] * max(0, TOKEN_RANKS - len(top))
+
+
+def token_row_tip(p: dict[str, Any]) -> str:
+    """The whole row of one position, for the tooltip of each of its cells."""
+    token = "" if p["input"] is None else f" {p['input']!r}"
+    return (f"position {p['position']}{token}\nwithout: {_tops(p['top_without'], 10)}"
+            f"\nwith: {_tops(p['top_with'], 10)}")
 
 
 def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str], bool]]]:
@@ -43,13 +59,14 @@ def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str]
                              i == 0 and row["top_changed"]))
         return ("Top classes", ["row", "rank", "without", "with"], rows)
     if kind == TOKENS:
-        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"]),
-                  _tops(p["top_without"]), _tops(p["top_with"])], p["top_changed"])
+        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"])]
+                 + _token_cells(p["top_without"]) + _token_cells(p["top_with"]), p["top_changed"])
                 for p in desc["positions"]]
         n = len(desc["changed_positions"])
         title = (f"{desc['predicts'].capitalize()}: the top token changed at {n} of "
                  f"{desc['positions_total']} positions")
-        return (title, ["pos", "token", "without", "with"], rows)
+        ranks = [f"#{i + 1}" for i in range(1, TOKEN_RANKS)]
+        return (title, ["pos", "token", "without #1", *ranks, "with #1", *ranks], rows)
     if kind == DETECTIONS:
         rows = []
         for i, img in enumerate(desc["images"]):
@@ -151,14 +168,16 @@ class OutputMeaningView(QWidget):
             self.table.setRowCount(len(rows))
         # The cells are updated in place: a Live drag sends the table again with
         # every result, and a table of new items is laid out and measured anew.
+        tips = ([token_row_tip(p) for p in desc["positions"]] if desc.get("kind") == TOKENS
+                else [None] * len(rows))
         for r, (cells, changed) in enumerate(rows):
             for c in range(len(headers)):
-                self._set_cell(r, c, cells[c] if c < len(cells) else "", changed)
+                self._set_cell(r, c, cells[c] if c < len(cells) else "", changed, tips[r])
         self._hide_sample_column(desc, rows)
         if desc.get("kind") == TOKENS and rows:
             self.table.scrollToBottom()  # where the prompt ends: the next token
 
-    def _set_cell(self, r: int, c: int, text: str, changed: bool) -> None:
+    def _set_cell(self, r: int, c: int, text: str, changed: bool, tip: str | None = None) -> None:
         item = self.table.item(r, c)
         if item is None:
             item = QTableWidgetItem()
@@ -166,7 +185,9 @@ class OutputMeaningView(QWidget):
             self.table.setItem(r, c, item)
         if item.text() != text:
             item.setText(text)
-            item.setToolTip(text)  # a narrow dock elides; the whole text stays a hover away
+        tip = text if tip is None else tip  # a narrow dock elides; the whole row a hover away
+        if item.toolTip() != tip:
+            item.setToolTip(tip)
         if (item.background().style() != Qt.BrushStyle.NoBrush) != changed:
             item.setBackground(QBrush(CHANGED) if changed else QBrush())
 

@@ -101,3 +101,24 @@ def test_the_table_follows_each_new_description_in_place(qtbot):
     assert [view.table.horizontalHeaderItem(c).text() for c in range(4)] == \
         ["leaf", "shape", "values changed", "max |Δ|"]
     assert view.cell_texts() == [["logits", "1×4", "2", "0.5"]]
+
+
+def test_each_next_token_rank_has_its_own_column_and_the_row_its_tooltip(qtbot):
+    # The runners-up are what a clamp moves: each of the top three is a cell of its
+    # own, wide enough for its text, and any cell's tooltip holds the whole row.
+    lm, w, r = _shown(qtbot, "demo:lm", Plan(clamp={"blocks.0.mlp": (-0.02, 0.02)}))
+    view = w.meaning_view
+    headers = [view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())]
+    assert headers[:3] == ["pos", "token", "without #1"] and "with #1" in headers
+    probs = torch.softmax(r.output_without[0, -1].float(), -1)
+    top = probs.topk(3)
+    codec = lm.meaning.codec
+    want = [f"{codec.token_strings([int(i)])[0]} {float(p):.3f}" for p, i in zip(top.values, top.indices)]
+    last = view.cell_texts()[-1]
+    assert last[2:5] == want
+    row = view.table.rowCount() - 1
+    metrics = view.table.fontMetrics()
+    for c in range(2, view.table.columnCount()):
+        item = view.table.item(row, c)
+        assert view.table.columnWidth(c) >= metrics.horizontalAdvance(item.text())
+        assert all(cell in item.toolTip() for cell in want)
