@@ -8,13 +8,13 @@ capture and interventions live in the session the model adapts.
 
 from __future__ import annotations
 
-from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersistentModelIndex,
+from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersistentModelIndex, QPoint,
                             QSortFilterProxyModel, Qt, Signal)
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QLineEdit, QTreeView, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
+                               QPushButton, QTreeView, QVBoxLayout, QWidget)
 
-from hookscope.core.path_patterns import is_pattern, matches
+from hookscope.core.path_patterns import is_pattern, matches, rooted_suggestion
 
 from .intervention_editor import InterventionDelegate
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_DEVICE, COL_HI, COL_INTERVENTION, COL_LAYER,
@@ -55,30 +55,56 @@ class LayerFilterProxy(QSortFilterProxyModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._needle = ""
+        #: a pattern that matched nothing from the root but does one level down or
+        #: deeper (``h.*.mlp`` on GPT-2's ``transformer.h.0.mlp``): matched as ``**.PATTERN``
+        self.anywhere = False
         self.setRecursiveFilteringEnabled(True)
         # A matching parent keeps its whole subtree: "encoder" shows every layer inside.
         self.setAutoAcceptChildRows(True)
 
     def set_needle(self, text: str) -> None:
+        needle = text.strip().lower()
+        paths = self._paths()
+        self.anywhere = (is_pattern(needle) and not any(matches(needle, p.lower()) for p in paths)
+                         and rooted_suggestion(needle, [p.lower() for p in paths]) is not None)
         # Qt >= 6.10 replaces invalidateFilter() with begin/endFilterChange().
         if hasattr(self, "beginFilterChange"):
             self.beginFilterChange()
-            self._needle = text.strip().lower()
+            self._needle = needle
             self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
         else:
-            self._needle = text.strip().lower()
+            self._needle = needle
             self.invalidateFilter()
+
+    def _paths(self) -> list[str]:
+        src = self.sourceModel()
+        root = src.tree() if isinstance(src, LayerTreeModel) else None
+        return [n.path for n in root.walk() if n.path] if root is not None else []
+
+    def accepts(self, path: str, type_name: str) -> bool:
+        """Whether a row itself (not for a match inside it) fits the filter text."""
+        path, type_name = path.lower(), type_name.lower()
+        if not self._needle:
+            return True
+        if is_pattern(self._needle):  # h.*.mlp, layer*.0.conv1: the same patterns as --capture
+            return matches(("**." if self.anywhere else "") + self._needle, path)
+        return self._needle in path or self._needle in type_name
+
+    def matching_paths(self) -> list[str]:
+        """Every layer the filter text names itself, in model order (empty text: none)."""
+        src = self.sourceModel()
+        root = src.tree() if isinstance(src, LayerTreeModel) else None
+        if not self._needle or root is None:
+            return []
+        return [n.path for n in root.walk() if n.path and self.accepts(n.path, n.type_name)]
 
     def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         if not self._needle:
             return True
         src = self.sourceModel()
         idx = src.index(source_row, COL_LAYER, source_parent)
-        path = str(src.data(idx, PATH_ROLE) or "").lower()
-        type_name = str(src.data(idx.siblingAtColumn(COL_TYPE)) or "").lower()
-        if is_pattern(self._needle):  # h.*.mlp, layer*.0.conv1: the same patterns as --capture
-            return matches(self._needle, path)
-        return self._needle in path or self._needle in type_name
+        return self.accepts(str(src.data(idx, PATH_ROLE) or ""),
+                            str(src.data(idx.siblingAtColumn(COL_TYPE)) or ""))
 
 
 class LayerTreeWidget(QWidget):
@@ -102,6 +128,19 @@ class LayerTreeWidget(QWidget):
         self.filter_edit.setPlaceholderText("Filter layers by name or type")
         self.filter_edit.setClearButtonEnabled(True)
         self.filter_edit.textChanged.connect(self._on_filter)
+        self.filter_edit.returnPressed.connect(self.capture_matching)
+        self.filter_edit.setToolTip("Name, type or pattern (h.*.mlp); Enter captures every match")
+        # what the filter did with a pattern (matched below the root, or nothing and why)
+        self.filter_note = QLabel(self)
+        self.filter_note.setObjectName("layerFilterNote")
+        self.filter_note.setWordWrap(True)
+        self.filter_note.setStyleSheet("color: #555;")
+        self.filter_note.hide()
+        self.capture_button = QPushButton("Capture all matching", self)
+        self.capture_button.setObjectName("captureMatching")
+        self.capture_button.setToolTip("Capture every layer the filter names (Enter in the filter)")
+        self.capture_button.clicked.connect(self.capture_matching)
+        self.capture_button.hide()
 
         self.view = QTreeView(self)
         self.view.setObjectName("layerTree")
@@ -149,10 +188,17 @@ class LayerTreeWidget(QWidget):
         self.empty_hint.setStyleSheet("color: #777; padding: 12px;")
         self.empty_hint.hide()
         self.view.viewport().installEventFilter(self)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+        self.menu: QMenu | None = None   # the open context menu (tests reach its actions)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.filter_edit)
+        top = QHBoxLayout()
+        top.addWidget(self.filter_edit, 1)
+        top.addWidget(self.capture_button)
+        layout.addLayout(top)
+        layout.addWidget(self.filter_note)
         layout.addWidget(self.view)
         self._quiet = False
         self._expand()
@@ -181,6 +227,13 @@ class LayerTreeWidget(QWidget):
 
     def set_filter(self, text: str) -> None:
         self.filter_edit.setText(text)
+
+    def capture_matching(self) -> list[str]:
+        """Capture every layer the filter names (one undo step); returns them."""
+        paths = self.proxy.matching_paths()
+        if paths:
+            self.model.session.set_capture(paths, True)
+        return paths
 
     def fit_columns(self) -> None:
         """Size the edited columns for the font and give the Layer column what is
@@ -222,10 +275,48 @@ class LayerTreeWidget(QWidget):
     def _update_empty_hint(self) -> None:
         needle = self.filter_edit.text().strip()
         empty = bool(needle) and self.proxy.rowCount() == 0 and self.model.rowCount() > 0
+        paths = self.proxy._paths()
         if empty:
-            self.empty_hint.setText(f"no layer matches ‘{needle}’")
+            example = next((p for p in paths if "." in p), paths[0] if paths else "")
+            how = (" ('*' stands for one name between dots, '**' for any number; "
+                   f"a path here is ‘{example}’)" if is_pattern(needle) and example else "")
+            self.empty_hint.setText(f"no layer matches ‘{needle}’{how}")
             self.empty_hint.setGeometry(self.view.viewport().rect())
         self.empty_hint.setVisible(empty)
+        rooted = rooted_suggestion(needle, paths) if self.proxy.anywhere else None
+        if rooted:
+            self.filter_note.setText(f"‘{needle}’ matches from the root nowhere; shown at any "
+                                     f"depth, e.g. ‘{rooted}’")
+        self.filter_note.setVisible(bool(rooted))
+        n = len(self.proxy.matching_paths()) if needle else 0
+        self.capture_button.setText(f"Capture {n} matching" if n != 1 else "Capture 1 match")
+        self.capture_button.setVisible(n > 0)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        idx = self.view.indexAt(pos)
+        path = self.model.path_for_index(self.proxy.mapToSource(idx)) if idx.isValid() else ""
+        menu = QMenu(self.view)
+        menu.setObjectName("layerTreeMenu")
+        if path:
+            captured = path in self.model.plan().capture
+            menu.addAction("Stop capturing this layer" if captured else "Capture this layer",
+                           lambda: self.model.set_capture(path, not captured))
+            node = self.model.tree()
+            inside = self.model.children_captured(path)
+            src_item = self.model.index_for_path(path)
+            if node is not None and self.model.rowCount(src_item):
+                menu.addAction("Capture children", lambda: self.model.capture_children(path, True))
+                if inside:
+                    menu.addAction(f"Stop capturing children ({inside})",
+                                   lambda: self.model.capture_children(path, False))
+        n = len(self.proxy.matching_paths())
+        if n:
+            menu.addAction(f"Capture all matching ‘{self.filter_edit.text().strip()}’ ({n})",
+                           self.capture_matching)
+        if menu.isEmpty():
+            return
+        self.menu = menu
+        menu.popup(self.view.viewport().mapToGlobal(pos))
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if obj is self.view.viewport() and event.type() == QEvent.Type.Resize:
