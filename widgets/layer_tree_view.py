@@ -9,7 +9,7 @@ capture and interventions live in the session the model adapts.
 from __future__ import annotations
 
 from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersistentModelIndex, QPoint,
-                            QSortFilterProxyModel, Qt, Signal)
+                            QSortFilterProxyModel, Qt, QTimer, Signal)
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
                                QPushButton, QTreeView, QVBoxLayout, QWidget)
@@ -25,25 +25,24 @@ _EXPAND_ALL_UNDER = 200
 #: The columns a person edits: always within the view's width, so a 1000x650
 #: window's dock shows them without a horizontal scroll (the rest scroll into view).
 EDITABLE_COLUMNS = (COL_CAPTURE, COL_INTERVENTION, COL_LO, COL_HI)
-#: The Layer column's width range: the names give way (elided in the middle, the
+#: The Layer column's least width: the names give way (elided in the middle, the
 #: full path in the tooltip) before an edited column leaves the view.
-MIN_LAYER, MAX_LAYER = 104, 220
+MIN_LAYER = 104
 INDENT = 12  # px a tree level
 _PAD = 12   # a cell's margins around its text
 _ROOMY_LAYER = 120   # the Device column comes on screen only if the names keep this much
-_WIDTHS = {COL_TYPE: 150, COL_SHAPE: 90, COL_PARAMS: 70, COL_CALLS: 45}
+#: The read-only columns, sized to their contents (and header) after the edited ones.
+_READ_ONLY = (COL_SHAPE, COL_TYPE, COL_PARAMS, COL_CALLS, COL_DEVICE)
 
 
 def _column_widths(font: QFont) -> tuple[dict[int, int], int]:
-    """``(widths, min_intervention)``: the edited columns' widths for ``font`` (room for
-    a tick box, a bold ``clamp(-0.5, 0.5)``, a bound such as ``-0.1235``) and the
-    least the Intervention column gives way to in a narrow view."""
+    """``(widths, min_intervention)``: the edited columns' least widths for ``font`` (room
+    for a tick box, the Intervention header, a bound such as ``-0.1235``) and the least
+    the Intervention column gives way to in a narrow view."""
     fm = QFontMetrics(font)
-    bold = QFont(font)
-    bold.setBold(True)
-    bound = fm.horizontalAdvance("-0.1235") + _PAD
+    bound = max(fm.horizontalAdvance("-0.1235"), fm.horizontalAdvance("High")) + _PAD
     return ({COL_CAPTURE: max(30, fm.horizontalAdvance("✓") + 2 * _PAD),
-             COL_INTERVENTION: QFontMetrics(bold).horizontalAdvance("clamp(-0.5, 0.5)") + _PAD,
+             COL_INTERVENTION: fm.horizontalAdvance("Intervention") + _PAD,
              COL_LO: bound, COL_HI: bound, COL_DEVICE: fm.horizontalAdvance("cuda:0, disk") + _PAD},
             fm.horizontalAdvance("clamp(…") + _PAD)
 
@@ -165,15 +164,18 @@ class LayerTreeWidget(QWidget):
         header = self.view.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        for col, width in _WIDTHS.items():
-            self.view.setColumnWidth(col, width)
+        self._content: dict[int, int] = {}   # the widest text of each column (px, with margins)
         # Device reads next to the bounds (where a wide dock still shows it); the
         # model keeps it last, so the other columns keep their numbers.
         header.moveSection(header.visualIndex(COL_DEVICE), header.visualIndex(COL_HI) + 1)
         self._fitting = False
         self._user_sized = False   # a person dragged a column edge: their widths stay
         header.sectionResized.connect(self._on_section_resized)
-        self.fit_columns()
+        self._measure_timer = QTimer(self, singleShot=True, interval=0)
+        self._measure_timer.timeout.connect(self._measure)
+        self.model.modelReset.connect(self._measure)
+        self.model.dataChanged.connect(self._on_data_changed)
+        self._measure()
         self._show_device_column()
         self.model.modelReset.connect(self._show_device_column)
         self.view.selectionModel().selectionChanged.connect(self._on_selection)
@@ -236,20 +238,35 @@ class LayerTreeWidget(QWidget):
         return paths
 
     def fit_columns(self) -> None:
-        """Size the edited columns for the font and give the Layer column what is
-        left of the view's width (between :data:`MIN_LAYER` and :data:`MAX_LAYER`;
-        the Intervention column gives way first), so that every edited column sits
-        inside the viewport. Stops once a person resizes a column by hand."""
+        """Size every column from its contents and the view's width: the Layer column
+        gets its longest name when there is room, else what the edited columns leave
+        (at least :data:`MIN_LAYER`; the Intervention column gives way first), so every
+        edited column sits inside the viewport; the read-only columns follow at their
+        contents' width (a scroll away in a narrow dock). Stops once a person resizes a
+        column by hand."""
         if self._user_sized:
             return
-        widths, min_iv = _column_widths(self.view.font())
+        font = self.view.font()
+        widths, min_iv = _column_widths(font)
+        bold = QFont(font)
+        bold.setBold(True)
+        bold_fm = QFontMetrics(bold)
+        described = [iv.describe() for iv in self.model.plan().all_interventions().values()]
+        widths[COL_INTERVENTION] = max([widths[COL_INTERVENTION]]
+                                       + [bold_fm.horizontalAdvance(t) + _PAD for t in described])
         room = self.view.viewport().width() - widths[COL_CAPTURE] - widths[COL_LO] - widths[COL_HI]
-        iv = int(min(max(room - MIN_LAYER, min_iv), widths[COL_INTERVENTION]))
+        want_layer = max(self._content.get(COL_LAYER, MIN_LAYER), MIN_LAYER)
+        # the names come first: the Intervention column gives way to them, down to its least
+        iv = int(min(max(room - want_layer, min_iv), widths[COL_INTERVENTION]))
         widths[COL_INTERVENTION] = iv
-        layer = room - iv
-        if not self.view.isColumnHidden(COL_DEVICE) and layer - widths[COL_DEVICE] >= _ROOMY_LAYER:
-            layer -= widths[COL_DEVICE]   # a wide dock shows the devices too
-        widths[COL_LAYER] = int(min(max(layer, MIN_LAYER), MAX_LAYER))
+        layer = min(room - iv, want_layer)
+        device = self._content.get(COL_DEVICE, widths[COL_DEVICE])
+        if not self.view.isColumnHidden(COL_DEVICE) and room - iv - layer >= device:
+            widths[COL_DEVICE] = device   # a wide dock shows the devices too, after the bounds
+        widths[COL_LAYER] = int(max(layer, MIN_LAYER))
+        for col in _READ_ONLY:
+            if col != COL_DEVICE:
+                widths[col] = self._content.get(col, widths.get(col, 60))
         self._fitting = True
         try:
             for col, w in widths.items():
@@ -257,6 +274,35 @@ class LayerTreeWidget(QWidget):
                     self.view.setColumnWidth(col, w)
         finally:
             self._fitting = False
+
+    def _measure(self) -> None:
+        """The widest text of each column over the whole tree (header included)."""
+        fm = QFontMetrics(self.view.font())
+        header = self.model.headerData
+        content = {c: fm.horizontalAdvance(str(header(c, Qt.Orientation.Horizontal) or "")) + 2 * _PAD
+                   for c in (COL_LAYER, *_READ_ONLY)}
+        root = self.model.tree()
+        if root is not None:
+            for node in root.walk():
+                if not node.path:
+                    continue
+                idx = self.model.index_for_path(node.path)
+                depth = node.path.count(".") + 1   # the root's rows are indented once too
+                name = str(self.model.data(idx) or "")
+                content[COL_LAYER] = max(content[COL_LAYER],
+                                         depth * INDENT + fm.horizontalAdvance(name) + _PAD + 4)
+                for c in _READ_ONLY:
+                    text = self.model.data(idx.siblingAtColumn(c))
+                    if text:
+                        content[c] = max(content[c], fm.horizontalAdvance(str(text)) + _PAD)
+        self._content = content
+        self.fit_columns()
+
+    def _on_data_changed(self, top: QModelIndex, bottom: QModelIndex, roles=()) -> None:
+        if top.column() == COL_SHAPE and bottom.column() == COL_CALLS:
+            self._measure_timer.start()   # shapes and calls arrived: once for the whole tree
+        elif top.column() <= COL_INTERVENTION <= bottom.column():
+            self.fit_columns()  # an intervention's text may want more room
 
     def editable_right_edge(self) -> int:
         """The right edge (viewport x) of the rightmost edited column, as scrolled now."""

@@ -126,3 +126,35 @@ def test_ticking_a_block_captures_that_row_only_and_children_show_apart(qtbot):
     qtbot.waitUntil(lambda: inside <= set(w.model.plan().capture))
     assert "blocks.1.mlp" not in w.model.plan().capture
     assert check("blocks.1.mlp") == Qt.CheckState.PartiallyChecked
+
+
+def test_columns_take_their_contents_width_and_the_names_come_first(qtbot):
+    # A wide dock shows every name, every header and the Type column whole; the
+    # Layer column is as wide as its longest name, not a fixed 220 px.
+    from PySide6.QtGui import QFontMetrics
+
+    from hookscope.widgets.layer_tree_model import (COL_CAPTURE, COL_HI, COL_INTERVENTION, COL_LAYER,
+                                                    COL_LO, COL_SHAPE, COL_TYPE, HEADERS)
+    from hookscope.widgets.layer_tree_view import INDENT, MIN_LAYER
+
+    w = _widget(qtbot, "demo:transformer")
+    w.resize(900, 600)
+    w.show()
+    qtbot.waitExposed(w)
+    view, fm = w.view, QFontMetrics(w.view.font())
+    nodes = [n for n in w.model.tree().walk() if n.path]
+    longest = max((n.path.count(".") + 1) * INDENT + fm.horizontalAdvance(n.name) for n in nodes)
+    assert longest <= view.columnWidth(COL_LAYER) <= longest + 40
+    for col in (COL_INTERVENTION, COL_LO, COL_HI, COL_SHAPE, COL_TYPE):
+        assert view.columnWidth(col) >= fm.horizontalAdvance(HEADERS[col]), HEADERS[col]
+    assert view.columnWidth(COL_TYPE) >= max(fm.horizontalAdvance(n.type_name) for n in nodes)
+    header = view.header()
+    assert header.sectionViewportPosition(COL_TYPE) + header.sectionSize(COL_TYPE) <= view.viewport().width()
+    # a clamp's text gets its room in the Intervention column
+    w.model.set_clamp("encoder.layers.0.linear1", -0.5, 0.5)
+    text = w.model.intervention("encoder.layers.0.linear1").describe()
+    assert view.columnWidth(COL_INTERVENTION) >= fm.horizontalAdvance(text)
+    # a narrow dock: the edited columns stay in view, the names keep at least their minimum
+    w.resize(330, 600)
+    qtbot.waitUntil(lambda: w.editable_right_edge() <= view.viewport().width())
+    assert view.columnWidth(COL_LAYER) >= MIN_LAYER and view.columnWidth(COL_CAPTURE) >= 30
