@@ -91,7 +91,7 @@ def test_hovering_an_output_bar_reads_its_index_label_and_values(view, qtbot):
     with qtbot.waitSignal(view.readout) as sig:
         hover(view.graphics, view_to_viewport(view.graphics, vb, 1.0, with_[1] / 2))
     assert sig.args[0] == f"output 1 (dog): without {without[1]:.4g} · with {with_[1]:.4g}"
-    assert view.tools.label.isVisible() and view.tools.label.textItem.toPlainText() == sig.args[0]
+    assert view.tools.label.isVisible() and view.tools.label.text() == sig.args[0]
     header, rows = view.rows()
     assert header == ["index", "label", "without", "with"]
     assert rows[1] == [1, "dog", pytest.approx(without[1]), pytest.approx(with_[1])]
