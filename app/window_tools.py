@@ -83,14 +83,14 @@ def refresh_hooks(win: "MainWindow") -> bool:
 
 
 def export_figure(win: "MainWindow", path: str | None = None) -> Path | None:
-    """File → Export figure: every activation panel as one PNG or SVG."""
+    """File → Export figure: every activation panel and the output as one PNG or SVG."""
     if path is None:
         path = pick_file(win, "export", "Export figure", "PNG image (*.png);;SVG drawing (*.svg)",
                          save=True, file_name="activations.png")
         if not path:
             return None
     try:
-        written = win.panel.export_figure(path)
+        written = win.panel.export_figure(path, beside=win.outputs)
     except HookscopeError as exc:
         win.show_error(str(exc))
         return None
