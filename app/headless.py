@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-script", metavar="FILE",
                    help="write a plain-PyTorch script that reproduces this comparison with hooks")
     p.add_argument("--save-plots", metavar="DIR",
-                   help="draw the window's plots into DIR: a PNG per captured layer call, CSVs "
-                        "of its data, output.png and activations.png (uses Qt, offscreen)")
+                   help="draw the window's plots into DIR: a PNG and an SVG per captured layer "
+                        "call, CSVs of its data, output.png/.svg (the output panel), output.csv "
+                        "and activations.png/.svg (every panel and the output; uses Qt, offscreen)")
     return p
 
 

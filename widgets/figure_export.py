@@ -2,7 +2,7 @@
 
 A figure is for a paper or a note, not for clicking: the combo boxes, check
 boxes and buttons of the panels (view chooser, log box, sample chooser, Reset
-view), the blue frame of the selected panel and the hover readout are hidden
+view; a detector's score threshold stays: it says which boxes are drawn), the blue frame of the selected panel and the hover readout are hidden
 while it is drawn, and come back as they were. Several widgets (the
 activation panels and the output beside them) are laid side by side in one
 figure. SVG keeps pyqtgraph's items as vector paths (see
@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt
 from PySide6.QtGui import QColor, QPainter, QPixmap
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import (QAbstractButton, QApplication, QComboBox, QLabel, QSpinBox, QWidget)
+from PySide6.QtWidgets import QAbstractButton, QApplication, QComboBox, QLabel, QWidget
 
 from hookscope.core import HookscopeError
 
@@ -29,7 +29,7 @@ _GAP = 8   # px between the widgets of one figure
 def _controls(widget: QWidget) -> list[QWidget]:
     """The visible controls inside ``widget``: what a figure leaves out."""
     found: list[QWidget] = []
-    for kind in (QComboBox, QAbstractButton, QSpinBox):
+    for kind in (QComboBox, QAbstractButton):
         found += [w for w in widget.findChildren(kind) if w.isVisible()]
     found += [w for w in widget.findChildren(QLabel) if w.objectName() == "plotReadout" and w.isVisible()]
     return found

@@ -174,6 +174,7 @@ class OutputMeaningView(QWidget):
             for c in range(len(headers)):
                 self._set_cell(r, c, cells[c] if c < len(cells) else "", changed, tips[r])
         self._hide_sample_column(desc, rows)
+        self._fit_height(desc.get("kind") == DETECTIONS)
         if desc.get("kind") == TOKENS and rows:
             self.table.scrollToBottom()  # where the prompt ends: the next token
 
@@ -190,6 +191,20 @@ class OutputMeaningView(QWidget):
             item.setToolTip(tip)
         if (item.background().style() != Qt.BrushStyle.NoBrush) != changed:
             item.setBackground(QBrush(CHANGED) if changed else QBrush())
+
+    def _fit_height(self, detections: bool) -> None:
+        """No taller than the rows need: a short table leaves the height to the plot
+        above it instead of an empty white band (a long one scrolls)."""
+        if detections:   # the picture above the table takes what it can use
+            self.setMaximumHeight(16777215)
+            return
+        table = self.table
+        rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+        bar = table.horizontalScrollBar().sizeHint().height()
+        need = rows + table.horizontalHeader().sizeHint().height() + 2 * table.frameWidth() + bar
+        extra = self.title.sizeHint().height() + (self.notes.sizeHint().height()
+                                                  if not self.notes.isHidden() else 0)
+        self.setMaximumHeight(need + extra + 2 * self.layout().spacing() + 4)
 
     def _size_columns(self) -> None:
         """Short columns to their contents, ``without`` and ``with`` share the rest,
