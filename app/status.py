@@ -135,5 +135,8 @@ class StatusFields:
     def show_busy(self, busy: bool) -> None:
         if busy:
             self.bar.showMessage("running…")
-        else:
-            self.bar.clearMessage()
+        elif self.bar.currentMessage() == "running…":
+            self.bar.clearMessage()   # a "run cancelled" stays until the next run
+
+    def show_cancelled(self) -> None:
+        self.bar.showMessage("run cancelled: the plots show the last finished run")
