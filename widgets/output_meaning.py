@@ -70,12 +70,15 @@ def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str]
     if kind == DETECTIONS:
         rows = []
         for i, img in enumerate(desc["images"]):
-            for j in range(max(len(img["top_without"]), len(img["top_with"]))):
+            for j in range(max(len(img["top_without"]), len(img["top_with"]), 1)):
                 a = img["top_without"][j] if j < len(img["top_without"]) else None
                 b = img["top_with"][j] if j < len(img["top_with"]) else None
-                cell = lambda d: (f"{d['label']} {d['score']:.2f} ["
-                                  + ", ".join(f"{v:g}" for v in d["box"]) + "]") if d else ""
-                rows.append(([str(i) if j == 0 else "", str(j + 1), cell(a), cell(b)], False))
+                # an image with no box says so in its first row, not with a blank column
+                cell = lambda d, side: (f"{d['label']} {d['score']:.2f} ["
+                                        + ", ".join(f"{v:g}" for v in d["box"]) + "]") if d else (
+                    "no boxes" if j == 0 and not img[side] else "")
+                rows.append(([str(i) if j == 0 else "", str(j + 1) if a or b else "",
+                              cell(a, "top_without"), cell(b, "top_with")], False))
         return ("Detections (highest scores)", ["image", "rank", "without", "with"], rows)
     rows = [([leaf["name"], "×".join(map(str, leaf["shape"] or [])),
               str(leaf.get("changed_values", "")), str(leaf.get("max_abs_diff", ""))],

@@ -122,3 +122,16 @@ def test_each_next_token_rank_has_its_own_column_and_the_row_its_tooltip(qtbot):
         item = view.table.item(row, c)
         assert view.table.columnWidth(c) >= metrics.horizontalAdvance(item.text())
         assert all(cell in item.toolTip() for cell in want)
+
+
+def test_a_detector_that_finds_nothing_says_no_boxes(qtbot):
+    from hookscope.core import Scale
+    from hookscope.core.outputs import describe_outputs, summary_lines
+
+    lm, w, r = _shown(qtbot, "demo:detector", Plan(interventions={"backbone.conv1": Scale(factor=0.1)}))
+    assert len(r.output_with[0]["boxes"]) == 0 and len(r.output_without[0]["boxes"]) > 0
+    cells = w.meaning_view.cell_texts()
+    assert cells[0][3] == "no boxes" and all(c[3] == "" for c in cells[1:])
+    lines = summary_lines(describe_outputs(r.output_without, r.output_with, lm.meaning,
+                                           lm.example_input))
+    assert lines[0].endswith("without, no boxes with")
