@@ -54,6 +54,7 @@ def install_window_tools(win: "MainWindow") -> None:
     win.hooks_dock.setWidget(win.hooks_view)
     win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, win.hooks_dock)
     win.hooks_dock.hide()   # View → Hooks shows it
+    win.hooks_dock.visibilityChanged.connect(lambda shown: shown and fit_hooks_dock(win))
     toggle = win.hooks_dock.toggleViewAction()
     toggle.setObjectName("actionViewHooks")
     view_menu = _menu(win, "View")
@@ -61,6 +62,15 @@ def install_window_tools(win: "MainWindow") -> None:
         view_menu.addAction(toggle)
     win.resultShown.connect(lambda _result: refresh_hooks(win))
     win.modelLoaded.connect(lambda _spec: refresh_hooks(win))
+
+
+def fit_hooks_dock(win: "MainWindow") -> None:
+    """The Hooks dock as tall as its list needs, at most a quarter of the window: an
+    empty list is one sentence, not a third of the window's height."""
+    if win.hooks_dock.isFloating():
+        return
+    height = min(win.hooks_view.wanted_height() + 24, max(win.height() // 4, 80))   # + its title
+    win.resizeDocks([win.hooks_dock], [height], Qt.Orientation.Vertical)
 
 
 def refresh_hooks(win: "MainWindow") -> bool:
@@ -73,6 +83,8 @@ def refresh_hooks(win: "MainWindow") -> bool:
         return False
     hooks = list_hooks(win.loaded.module)
     win.hooks_view.show_hooks(hooks)
+    if win.hooks_dock.isVisible():
+        fit_hooks_dock(win)
     ours = [h for h in hooks if h.is_hookscope]
     if ours:
         where = ", ".join(sorted({h.path or "(the model)" for h in ours})[:4])

@@ -81,9 +81,9 @@ class OutputComparison(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground("w")
-        # Two plots of ~75 px each at the least: with a next-token table below, the
-        # output dock of a 1000×650 window still shows all of it without scrolling.
-        self.graphics.setMinimumHeight(150)
+        # ~110 px of plot at the least (two plots of ~75 px when they differ): with a
+        # next-token table below, the output dock of a 1000×650 window still shows all of it.
+        self.graphics.setMinimumHeight(180)
         # Output indices are counted: whole-number ticks only, never "0.5".
         self.plot = plain_axes(self.graphics.addPlot(row=0, col=0, axisItems=index_axes("bottom")))
         self.plot.setMenuEnabled(False)
@@ -189,7 +189,9 @@ class OutputComparison(QWidget):
         without, with_ = flat_array(pick(result.output_without)), flat_array(pick(result.output_with))
         self._without, self._with = without, with_
         n = max(without.size, with_.size)
-        self._apply_mode("bars" if n <= MAX_BARS else "lines")
+        # the difference plot only when there is a difference: a flat zero line takes
+        # half of a small dock's height from the outputs themselves
+        self._apply_mode("bars" if n <= MAX_BARS else "lines", diff=bool(result.outputs_differ))
         where = (f"output index (sample {self.sample_box.currentIndex()})"
                  if self.sample_box.count() > 1 else "output index")
         if self.mode == "bars":
@@ -201,7 +203,7 @@ class OutputComparison(QWidget):
             self.line_with.setData(*peak_envelope(with_))
             m = min(without.size, with_.size)
             self.line_diff.setData(*peak_envelope(with_[:m] - without[:m]))
-            set_label(self.plot, "bottom", None)
+            set_label(self.plot, "bottom", None if self.diff_shown else where)
         self.diff_plot.setLabel("bottom", where)
         self.plot.enableAutoRange()
         self.diff_plot.enableAutoRange()
@@ -253,21 +255,22 @@ class OutputComparison(QWidget):
         self.summary.setText("Run the model to compare its output without and with the interventions.")
 
     # -- internals -------------------------------------------------------------
-    def _apply_mode(self, mode: str) -> None:
+    def _apply_mode(self, mode: str, diff: bool = True) -> None:
         self.mode = mode
         bars = mode == "bars"
+        self.diff_shown = not bars and diff
         for item in (self.bars_without, self.bars_with):
             item.setVisible(bars)
         for item in (self.line_without, self.line_with):
             item.setVisible(not bars)
-        self.diff_plot.setVisible(not bars)
-        # A hidden plot keeps its row in the layout: collapse the row in bars mode.
+        self.diff_plot.setVisible(self.diff_shown)
+        # A hidden plot keeps its row in the layout: collapse the row without it.
         grid = self.graphics.ci.layout
-        grid.setRowMaximumHeight(1, 1e6 if not bars else 0)
-        grid.setRowStretchFactor(1, 0 if bars else 2)
+        grid.setRowMaximumHeight(1, 1e6 if self.diff_shown else 0)
+        grid.setRowStretchFactor(1, 2 if self.diff_shown else 0)
         mark = "■" if bars else "━"
         entries = [f"<span style='color:{_hex(WITHOUT_COLOUR)}'>{mark}</span> without",
                    f"<span style='color:{_hex(WITH_COLOUR)}'>{mark}</span> with the intervention"]
-        if not bars:
+        if self.diff_shown:
             entries.append(f"<span style='color:{_hex(DIFF_COLOUR)}'>━</span> difference (below)")
         self.legend.setText("&nbsp;&nbsp;&nbsp;".join(entries))

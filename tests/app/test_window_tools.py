@@ -133,3 +133,31 @@ def test_the_figure_holds_every_panel_and_the_output_but_no_controls_or_frame(ma
     assert "#1976d2" not in svg.lower()
     # and the window is as it was
     assert combo.isVisible() and panel.highlighted
+
+
+def test_at_1000_by_650_the_output_chart_has_room_and_an_empty_hooks_list_stays_small(
+        make_window, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from hookscope.app.layout import arrange_docks
+
+    win = make_window(["demo:lm"])
+    win.resize(1000, 650)
+    arrange_docks(win, force=True)
+    _ready(qtbot, win)
+    out = win.outputs
+    # identical outputs: no flat difference plot halving the chart
+    assert not out.diff_plot.isVisible()
+    qtbot.waitUntil(lambda: out.plot.getViewBox().height() >= 100)
+    # View → Hooks through the menu, with the keyboard and the mouse
+    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
+    win.activateWindow()
+    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
+    qtbot.waitUntil(view_menu.isVisible)
+    toggle = win.findChild(QAction, "actionViewHooks")
+    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton, pos=view_menu.actionGeometry(toggle).center())
+    qtbot.waitUntil(win.hooks_dock.isVisible)
+    assert not win.hooks_view.hooks and win.hooks_view.table.isHidden()
+    qtbot.waitUntil(lambda: win.hooks_dock.height() <= 0.15 * win.height())
+    assert out.plot.getViewBox().height() >= 80
