@@ -59,14 +59,16 @@ def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str]
                              i == 0 and row["top_changed"]))
         return ("Top classes", ["row", "rank", "without", "with"], rows)
     if kind == TOKENS:
-        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"])]
-                 + _token_cells(p["top_without"]) + _token_cells(p["top_with"]), p["top_changed"])
-                for p in desc["positions"]]
+        # rank by rank, without beside with: a narrow dock shows the top pair first
+        pairs = lambda p: [c for pair in zip(_token_cells(p["top_without"]),
+                                             _token_cells(p["top_with"])) for c in pair]
+        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"])] + pairs(p),
+                 p["top_changed"]) for p in desc["positions"]]
         n = len(desc["changed_positions"])
         title = (f"{desc['predicts'].capitalize()}: the top token changed at {n} of "
                  f"{desc['positions_total']} positions")
-        ranks = [f"#{i + 1}" for i in range(1, TOKEN_RANKS)]
-        return (title, ["pos", "token", "without #1", *ranks, "with #1", *ranks], rows)
+        ranks = [h for i in range(TOKEN_RANKS) for h in (f"#{i + 1} without", f"#{i + 1} with")]
+        return (title, ["pos", "token", *ranks], rows)
     if kind == DETECTIONS:
         rows = []
         for i, img in enumerate(desc["images"]):

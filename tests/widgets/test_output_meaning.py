@@ -109,13 +109,15 @@ def test_each_next_token_rank_has_its_own_column_and_the_row_its_tooltip(qtbot):
     lm, w, r = _shown(qtbot, "demo:lm", Plan(clamp={"blocks.0.mlp": (-0.02, 0.02)}))
     view = w.meaning_view
     headers = [view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())]
-    assert headers[:3] == ["pos", "token", "without #1"] and "with #1" in headers
+    assert headers[:4] == ["pos", "token", "#1 without", "#1 with"] and "#3 with" in headers
     probs = torch.softmax(r.output_without[0, -1].float(), -1)
     top = probs.topk(3)
     codec = lm.meaning.codec
     want = [f"{codec.token_strings([int(i)])[0]} {float(p):.3f}" for p, i in zip(top.values, top.indices)]
     last = view.cell_texts()[-1]
-    assert last[2:5] == want
+    assert last[2:8:2] == want                 # without: ranks 1-3, each beside its "with"
+    assert last[3] == f"{codec.token_strings([int(r.output_with[0, -1].argmax())])[0]} " \
+        f"{float(torch.softmax(r.output_with[0, -1].float(), -1).max()):.3f}"
     row = view.table.rowCount() - 1
     metrics = view.table.fontMetrics()
     for c in range(2, view.table.columnCount()):
