@@ -255,7 +255,7 @@ class LayerTreeWidget(QWidget):
         widths[COL_INTERVENTION] = max([widths[COL_INTERVENTION]]
                                        + [bold_fm.horizontalAdvance(t) + _PAD for t in described])
         room = self.view.viewport().width() - widths[COL_CAPTURE] - widths[COL_LO] - widths[COL_HI]
-        want_layer = max(self._content.get(COL_LAYER, MIN_LAYER), MIN_LAYER)
+        want_layer = self._content.get(COL_LAYER, MIN_LAYER)
         # the names come first: the Intervention column gives way to them, down to its least
         iv = int(min(max(room - want_layer, min_iv), widths[COL_INTERVENTION]))
         widths[COL_INTERVENTION] = iv
@@ -263,7 +263,7 @@ class LayerTreeWidget(QWidget):
         device = self._content.get(COL_DEVICE, widths[COL_DEVICE])
         if not self.view.isColumnHidden(COL_DEVICE) and room - iv - layer >= device:
             widths[COL_DEVICE] = device   # a wide dock shows the devices too, after the bounds
-        widths[COL_LAYER] = int(max(layer, MIN_LAYER))
+        widths[COL_LAYER] = int(max(layer, min(want_layer, MIN_LAYER)))   # short names: less
         for col in _READ_ONLY:
             if col != COL_DEVICE:
                 widths[col] = self._content.get(col, widths.get(col, 60))
