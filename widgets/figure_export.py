@@ -22,6 +22,8 @@ from PySide6.QtWidgets import QAbstractButton, QApplication, QComboBox, QLabel, 
 
 from hookscope.core import HookscopeError
 
+from .layer_plot import LayerPlot
+
 FIGURE_SUFFIXES = (".png", ".svg")
 _GAP = 8   # px between the widgets of one figure
 
@@ -39,8 +41,7 @@ def _controls(widget: QWidget) -> list[QWidget]:
 def figure_look(widgets: Sequence[QWidget]) -> Iterator[None]:
     """While inside: no controls, no selection frame, no readout; as before afterwards."""
     hidden = [c for w in widgets for c in _controls(w)]
-    framed = [p for w in widgets for p in w.findChildren(QWidget)
-              if getattr(p, "highlighted", False) is True and hasattr(p, "set_highlighted")]
+    framed = [p for w in widgets for p in w.findChildren(LayerPlot) if p.highlighted]
     for c in hidden:
         c.hide()
     for p in framed:

@@ -63,7 +63,7 @@ class LayerFilterProxy(QSortFilterProxyModel):
 
     def set_needle(self, text: str) -> None:
         needle = text.strip().lower()
-        paths = self._paths()
+        paths = self.paths()
         self.anywhere = (is_pattern(needle) and not any(matches(needle, p.lower()) for p in paths)
                          and rooted_suggestion(needle, [p.lower() for p in paths]) is not None)
         # Qt >= 6.10 replaces invalidateFilter() with begin/endFilterChange().
@@ -75,7 +75,8 @@ class LayerFilterProxy(QSortFilterProxyModel):
             self._needle = needle
             self.invalidateFilter()
 
-    def _paths(self) -> list[str]:
+    def paths(self) -> list[str]:
+        """Every layer path of the tree, in model order."""
         src = self.sourceModel()
         root = src.tree() if isinstance(src, LayerTreeModel) else None
         return [n.path for n in root.walk() if n.path] if root is not None else []
@@ -321,7 +322,7 @@ class LayerTreeWidget(QWidget):
     def _update_empty_hint(self) -> None:
         needle = self.filter_edit.text().strip()
         empty = bool(needle) and self.proxy.rowCount() == 0 and self.model.rowCount() > 0
-        paths = self.proxy._paths()
+        paths = self.proxy.paths()
         if empty:
             example = next((p for p in paths if "." in p), paths[0] if paths else "")
             how = (" ('*' stands for one name between dots, '**' for any number; "
@@ -347,10 +348,8 @@ class LayerTreeWidget(QWidget):
             captured = path in self.model.plan().capture
             menu.addAction("Stop capturing this layer" if captured else "Capture this layer",
                            lambda: self.model.set_capture(path, not captured))
-            node = self.model.tree()
             inside = self.model.children_captured(path)
-            src_item = self.model.index_for_path(path)
-            if node is not None and self.model.rowCount(src_item):
+            if self.model.rowCount(self.model.index_for_path(path)):
                 menu.addAction("Capture children", lambda: self.model.capture_children(path, True))
                 if inside:
                     menu.addAction(f"Stop capturing children ({inside})",
