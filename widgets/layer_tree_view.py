@@ -8,15 +8,15 @@ capture and interventions live in the session the model adapts.
 
 from __future__ import annotations
 
-from PySide6.QtCore import (QEvent, QItemSelection, QModelIndex, QObject, QPersistentModelIndex, QPoint,
-                            QSortFilterProxyModel, Qt, QTimer, Signal)
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, QObject, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
                                QPushButton, QTreeView, QVBoxLayout, QWidget)
 
-from hookscope.core.path_patterns import is_pattern, matches, rooted_suggestion
+from hookscope.core.path_patterns import is_pattern, rooted_suggestion
 
 from .intervention_editor import InterventionDelegate
+from .layer_filter import LayerFilterProxy
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_DEVICE, COL_HI, COL_INTERVENTION, COL_LAYER,
                                COL_LO, COL_PARAMS, COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
 
@@ -45,66 +45,6 @@ def _column_widths(font: QFont) -> tuple[dict[int, int], int]:
              COL_INTERVENTION: fm.horizontalAdvance("Intervention") + _PAD,
              COL_LO: bound, COL_HI: bound, COL_DEVICE: fm.horizontalAdvance("cuda:0, disk") + _PAD},
             fm.horizontalAdvance("clamp(…") + _PAD)
-
-
-class LayerFilterProxy(QSortFilterProxyModel):
-    """Keeps rows whose path or type contains the filter text (any case), or, when the
-    text has a wildcard (``h.*.mlp``), rows whose path fits it as a layer pattern."""
-
-    def __init__(self, parent=None) -> None:
-        super().__init__(parent)
-        self._needle = ""
-        #: a pattern that matched nothing from the root but does one level down or
-        #: deeper (``h.*.mlp`` on GPT-2's ``transformer.h.0.mlp``): matched as ``**.PATTERN``
-        self.anywhere = False
-        self.setRecursiveFilteringEnabled(True)
-        # A matching parent keeps its whole subtree: "encoder" shows every layer inside.
-        self.setAutoAcceptChildRows(True)
-
-    def set_needle(self, text: str) -> None:
-        needle = text.strip().lower()
-        paths = self.paths()
-        self.anywhere = (is_pattern(needle) and not any(matches(needle, p.lower()) for p in paths)
-                         and rooted_suggestion(needle, [p.lower() for p in paths]) is not None)
-        # Qt >= 6.10 replaces invalidateFilter() with begin/endFilterChange().
-        if hasattr(self, "beginFilterChange"):
-            self.beginFilterChange()
-            self._needle = needle
-            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
-        else:
-            self._needle = needle
-            self.invalidateFilter()
-
-    def paths(self) -> list[str]:
-        """Every layer path of the tree, in model order."""
-        src = self.sourceModel()
-        root = src.tree() if isinstance(src, LayerTreeModel) else None
-        return [n.path for n in root.walk() if n.path] if root is not None else []
-
-    def accepts(self, path: str, type_name: str) -> bool:
-        """Whether a row itself (not for a match inside it) fits the filter text."""
-        path, type_name = path.lower(), type_name.lower()
-        if not self._needle:
-            return True
-        if is_pattern(self._needle):  # h.*.mlp, layer*.0.conv1: the same patterns as --capture
-            return matches(("**." if self.anywhere else "") + self._needle, path)
-        return self._needle in path or self._needle in type_name
-
-    def matching_paths(self) -> list[str]:
-        """Every layer the filter text names itself, in model order (empty text: none)."""
-        src = self.sourceModel()
-        root = src.tree() if isinstance(src, LayerTreeModel) else None
-        if not self._needle or root is None:
-            return []
-        return [n.path for n in root.walk() if n.path and self.accepts(n.path, n.type_name)]
-
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
-        if not self._needle:
-            return True
-        src = self.sourceModel()
-        idx = src.index(source_row, COL_LAYER, source_parent)
-        return self.accepts(str(src.data(idx, PATH_ROLE) or ""),
-                            str(src.data(idx.siblingAtColumn(COL_TYPE)) or ""))
 
 
 class LayerTreeWidget(QWidget):
