@@ -18,7 +18,7 @@ from hookscope.core.path_patterns import is_pattern, rooted_suggestion
 from .intervention_editor import InterventionDelegate
 from .layer_filter import LayerFilterProxy
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_DEVICE, COL_HI, COL_INTERVENTION, COL_LAYER,
-                               COL_LO, COL_PARAMS, COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
+                               COL_LO, COL_PARAMS, COL_SHAPE, COL_TYPE, LayerTreeModel)
 
 # Trees this small are shown fully expanded; larger ones open two levels deep.
 _EXPAND_ALL_UNDER = 200
