@@ -54,7 +54,7 @@ def install_window_tools(win: "MainWindow") -> None:
     win.hooks_dock.setWidget(win.hooks_view)
     win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, win.hooks_dock)
     win.hooks_dock.hide()   # View → Hooks shows it
-    win.hooks_dock.visibilityChanged.connect(lambda shown: shown and fit_hooks_dock(win))
+    win.hooks_dock.visibilityChanged.connect(lambda shown: fit_hooks_dock(win) if shown else None)
     toggle = win.hooks_dock.toggleViewAction()
     toggle.setObjectName("actionViewHooks")
     view_menu = _menu(win, "View")

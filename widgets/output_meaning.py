@@ -119,7 +119,7 @@ class OutputMeaningView(QWidget):
         # a detector's boxes drawn on its input, without and with (shown for detections only)
         self.detections = DetectionView(self)
         self.detections.hide()
-        layout = QVBoxLayout(self)
+        layout = self._layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.notes)
@@ -209,7 +209,7 @@ class OutputMeaningView(QWidget):
         need = rows + table.horizontalHeader().sizeHint().height() + 2 * table.frameWidth() + bar
         extra = self.title.sizeHint().height() + (self.notes.sizeHint().height()
                                                   if not self.notes.isHidden() else 0)
-        self.setMaximumHeight(need + extra + 2 * self.layout().spacing() + 4)
+        self.setMaximumHeight(need + extra + 2 * self._layout.spacing() + 4)
 
     def _size_columns(self) -> None:
         """Short columns to their contents, ``without`` and ``with`` share the rest,
