@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-script", metavar="FILE",
                    help="write a plain-PyTorch script that reproduces this comparison with hooks")
     p.add_argument("--save-plots", metavar="DIR",
-                   help="draw the window's plots into DIR: a PNG per captured layer call, CSVs "
-                        "of its data, output.png and activations.png (uses Qt, offscreen)")
+                   help="draw the window's plots into DIR: a PNG and an SVG per captured layer "
+                        "call, CSVs of its data, output.png/.svg (the output panel), output.csv "
+                        "and activations.png/.svg (every panel and the output; uses Qt, offscreen)")
     return p
 
 
@@ -139,6 +140,13 @@ def print_json(result, out: TextIO) -> None:
     out.write("\n")
 
 
+def num(v: float, spec: str) -> str:
+    """``v`` formatted by ``spec``, a zero never signed: -0.0, or -1e-9 at 4 decimals, prints
+    as "0" / "0.0000", not "-0"."""
+    text = format(v + 0.0, spec)   # -0.0 + 0.0 is 0.0
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def terminal_writer(out: TextIO):
     """``out.write`` with every line's control characters escaped (the newlines between lines
     kept): layer names, labels and token strings come from files and models, and an ESC or
@@ -150,7 +158,7 @@ def terminal_writer(out: TextIO):
 
 def print_table(result, out: TextIO) -> None:
     w = terminal_writer(out)
-    fmt = lambda vs: "[" + ", ".join(f"{v:.4f}" for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
+    fmt = lambda vs: "[" + ", ".join(num(v, ".4f") for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
     a, b = flat_floats(result.output_without), flat_floats(result.output_with)
     w(f"device          {result.device}\n")
     w(f"output without  {fmt(a)}\n")
@@ -185,7 +193,7 @@ def print_captures(result, w) -> None:
 
 
 def _capture_rows(w, name: str, r, intervenes: bool) -> None:
-    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
+    row = "{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n"
     s = r.stats
     note = r.intervention or ""
     if r.intervention and s.fraction_changed is not None:
@@ -193,8 +201,9 @@ def _capture_rows(w, name: str, r, intervenes: bool) -> None:
     if s.nan_count or s.inf_count:  # min..std cover the finite values only
         note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
     shape = "x".join(map(str, s.shape)) or "scalar"
-    w(row.format(name, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
-                 s.std, note))
+    w(row.format(name, r.call, "with" if intervenes else "", shape,
+                 *(num(v, ".4g") for v in (s.min, s.max, s.mean, s.std)), note))
     base = r.baseline_stats
     if intervenes and base is not None:
-        w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))
+        w(row.format("", "", "without", "",
+                     *(num(v, ".4g") for v in (base.min, base.max, base.mean, base.std)), ""))

@@ -35,6 +35,7 @@ inputs (--input X):
   file.npy / file.pt     a NumPy array, or tensors saved with torch.save
   digit.png              an image (png, jpg, bmp, gif, webp) shaped like the example
                          input, grey or RGB; add :invert for dark ink on a light page
+  text:PROMPT            a prompt, tokenized by the model's tokenizer (hf: and demo:lm)
 
 models (SPEC):
   demo:NAME              clamp, features, cnn, transformer, lm, detector
@@ -42,6 +43,13 @@ models (SPEC):
                          with an example input); --weights FILE for its state_dict
   package.module:f       a factory in an importable package
   model.pt2              a torch.export program
+  hf:NAME_OR_DIR         a Hugging Face transformers model (a local folder or a cached name)
+  torchvision:NAME[:pretrained]   a torchvision model, e.g. torchvision:resnet18
+  timm:NAME[:pretrained]          a timm model, e.g. timm:resnet18
+
+sessions:
+  FILE.hookscope.json    a saved session (File > Save session): opens its model, input,
+                         device, plan and view
 
 Run without a window: hookscope run SPEC ... (hookscope run --help).
 """
@@ -63,7 +71,8 @@ def parse_size(text: str) -> tuple[int, int]:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="hookscope",
-        description="Open the Hookscope window. With no model, opens demo:clamp set up as "
+        description="Open the Hookscope window on a model (SPEC) or a saved session "
+                    "(FILE.hookscope.json). With no model, opens demo:clamp set up as "
                     "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
                     "without a window.",
         epilog=INPUT_FORMS, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -2,11 +2,14 @@
 
 Draws the same widgets the window shows (an activation panel per captured
 layer call, the output comparison) on Qt's offscreen platform and writes, for
-each layer call, a PNG of its panel and CSVs of its histogram and view, then
-``output.png``/``output.csv``, ``activations.png`` (every panel in one
-figure) and, for a detector, ``detections.png`` (its boxes on the input image,
-without and with). Qt is imported here only, when the option is given, so a plain
-``hookscope run`` stays Qt-free and starts fast.
+each layer call, a PNG and an SVG of its panel and CSVs of its histogram and
+view, then ``output.png``/``.svg`` (the output panel as the window shows it:
+its verdict, legend, plot and table, or a detector's boxes on its input),
+``output.csv``, ``activations.png``/``.svg`` (every panel and the output in
+one figure, as File → Export figure writes it) and, for a detector,
+``detections.png`` (its boxes on the input image, without and with). Figures
+leave the panels' controls out. Qt is imported here only, when the option is
+given, so a plain ``hookscope run`` stays Qt-free and starts fast.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from hookscope.core.meaning import DETECTIONS, OutputMeaning
 from hookscope.core.own_inputs import refuse_overwrite
 
 PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
+OUTPUT_SIZE = (800, 520)   # px: the output panel; a table under the plot gets more height
+OUTPUT_TABLE_HEIGHT = 900
 
 
 #: The longest layer part of a file name (file systems stop at 255 bytes).
@@ -85,8 +90,10 @@ def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | N
     return written
 
 
-def _panel_png(panel: Any, target: Path) -> Path:
-    return Path(panel.export(str(target)))
+def _figure(widgets: Sequence[Any], title: str, target: Path) -> Path:
+    from hookscope.widgets.figure_export import write_figure
+
+    return write_figure(target, widgets, title)
 
 
 def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs: Any,
@@ -97,31 +104,36 @@ def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs:
     try:
         rows = max(1, len(result.captures))
         panel.resize(PANEL_WIDTH + 30, min(rows * 360 + 40, 30000))
-        outputs.resize(700, 480)
+        outputs.resize(*OUTPUT_SIZE)
         panel.show()
         outputs.show()
         panel.show_result(result)
         outputs.show_result(result, meaning, inputs)
+        if outputs.meaning_view.isVisible():   # the plot keeps its room above the table
+            outputs.resize(OUTPUT_SIZE[0], OUTPUT_TABLE_HEIGHT)
         for _ in range(3):   # layouts settle, panels scrolled away draw (flush)
             app.processEvents()
         panel.flush_visible()
         writes: list[tuple[Path, Callable[[Path], Any]]] = []  # every file, known before any is written
         for (path, call), p in panel.panels().items():
             stem = f"{plot_stem(path)}_call{call}"
-            writes.append((out / f"{stem}.png", functools.partial(_panel_png, p)))
+            for suffix in (".png", ".svg"):
+                writes.append((out / f"{stem}{suffix}", functools.partial(_figure, [p], f"Hookscope {path}")))
             writes.append((out / f"{stem}_histogram.csv", p.hist_tools.export))
             if p.view_kind != "none":
                 writes.append((out / f"{stem}_{p.view_kind}.csv", p.view_tools.export))
         if meaning is not None and meaning.kind == DETECTIONS:
             view = outputs.meaning_view.detections
             writes.append((out / "detections.png", lambda f: save_png(view, f)))
-        writes.append((out / "output.png", outputs.tools.export))
+        for suffix in (".png", ".svg"):
+            writes.append((out / f"output{suffix}", functools.partial(_figure, [outputs], "Hookscope output")))
         writes.append((out / "output.csv", outputs.tools.export))
         if panel.panels():
-            writes.append((out / "activations.png", panel.export_figure))
+            for suffix in (".png", ".svg"):
+                writes.append((out / f"activations{suffix}",
+                               functools.partial(panel.export_figure, beside=outputs)))
         refuse_overwrite([("--save-plots", f) for f, _ in writes], list(reads))
         if meaning is not None and meaning.kind == DETECTIONS:
-            outputs.graphics.show()  # the series plot too: output.png stays what it always was
             view.resize(max(view.width(), 640), max(view.height(), 520))
             app.processEvents()
         for target, write in writes:  # each whole or not at all (atomic_write)

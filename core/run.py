@@ -411,7 +411,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     differ, the largest absolute difference, the captures of the intervened
     run (each with the same call of the baseline run: ``baseline_tensor``,
     ``baseline_stats``) and timings in milliseconds (``baseline``,
-    ``intervened``, ``overhead`` = intervened minus baseline, ``total``; a
+    ``intervened``, ``overhead`` = intervened minus baseline, at least 0, ``total``; a
     patch's source forward, when one runs, as ``source``).
 
     The baseline forward captures the same layers as the intervened one (with
@@ -465,7 +465,9 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     differ, max_diff = output_difference(baseline.output, res.output)
     total = (time.perf_counter() - t0) * 1e3
     timings = {"baseline": baseline.ms, "intervened": res.forward_ms,
-               "overhead": res.forward_ms - baseline.ms, **timings, "total": total}
+               # what the hooks cost; a "negative cost" is timing noise (the first forward
+               # carries one-time set-up), so it floors at 0
+               "overhead": max(0.0, res.forward_ms - baseline.ms), **timings, "total": total}
     return RunResult(
         output_without=baseline.output,
         output_with=res.output,

@@ -26,7 +26,7 @@ from PySide6.QtCore import (QBuffer, QEvent, QIODevice, QObject, QPoint, QPointF
                             Signal)
 from PySide6.QtGui import QContextMenuEvent, QPainter, QWheelEvent
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessageBox,
+from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QLabel, QMenu, QMessageBox,
                                QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
@@ -98,11 +98,14 @@ class PlotTools(QObject):
         self.is_zoomed = False
         self.text = ""      # the readout shown now ("" when the cursor is elsewhere)
         self.menu: QMenu | None = None
-        self.label = pg.TextItem("", color=(30, 30, 30), fill=(255, 255, 230, 235),
-                                 border=pg.mkPen((160, 160, 160)), anchor=(0, 1))
-        self.label.setZValue(100)
-        self.label.setVisible(False)
-        self._label_box: pg.ViewBox | None = None
+        # A small widget over the plot, not an item in a view box: a view box clips its
+        # items, and the box must stay whole next to the cursor at every edge.
+        self.label = QLabel(widget)
+        self.label.setObjectName("plotReadout")
+        self.label.setStyleSheet("QLabel { color: #1e1e1e; background: rgba(255, 255, 230, 235); "
+                                 "border: 1px solid #a0a0a0; padding: 2px 4px; }")
+        self.label.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.label.hide()
         self.reset_button = QToolButton(widget)
         self.reset_button.setObjectName("resetView")
         self.reset_button.setText("Reset view")
@@ -163,7 +166,9 @@ class PlotTools(QObject):
                 if area is not None:
                     QApplication.sendEvent(area.verticalScrollBar(), event)
             return True
-        if kind == QEvent.Type.Leave:
+        if kind in (QEvent.Type.Leave, QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease):
+            # a press starts a drag (of a bound, say) and a release ends it: the readout
+            # of where the cursor was is stale until it moves again
             self._show("", None, None)
         elif kind == QEvent.Type.ContextMenu:
             self._context_menu(cast(QContextMenuEvent, event).globalPos())
@@ -178,21 +183,20 @@ class PlotTools(QObject):
 
     def _show(self, text: str, vb: pg.ViewBox | None, scene_pos: QPointF | None) -> None:
         if text and vb is not None and scene_pos is not None:
-            if self._label_box is not vb:
-                if self._label_box is not None:
-                    self._label_box.removeItem(self.label)
-                vb.addItem(self.label, ignoreBounds=True)
-                self._label_box = vb
-            rect = vb.sceneBoundingRect()
-            # Beside the cursor, flipped so the box stays inside the plot.
-            right = scene_pos.x() > rect.center().x()
-            low = scene_pos.y() < rect.center().y()
-            self.label.setAnchor((1.05 if right else -0.05, -0.1 if low else 1.1))
             self.label.setText(text)
-            self.label.setPos(vb.mapSceneToView(scene_pos))
-            self.label.setVisible(True)
+            self.label.adjustSize()
+            at = self.widget.mapFromScene(scene_pos)
+            w, h = self.label.width(), self.label.height()
+            room = self.widget.rect()
+            # beside the cursor, on the side with room, and never past the plot's edges
+            x = at.x() + 12 if at.x() + 12 + w <= room.right() else at.x() - 12 - w
+            y = at.y() - 8 - h if at.y() - 8 - h >= 0 else at.y() + 16
+            self.label.move(int(min(max(x, 0), max(room.right() - w, 0))),
+                            int(min(max(y, 0), max(room.bottom() - h, 0))))
+            self.label.show()
+            self.label.raise_()
         else:
-            self.label.setVisible(False)
+            self.label.hide()
         if text != self.text:
             self.text = text
             self.readout.emit(text)
