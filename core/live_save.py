@@ -115,6 +115,13 @@ def save_live(session: Any, path: Path, weights: bool, write: Any) -> Path:
     warns :class:`LiveModelNotSaved` unless the file reopens the model by itself."""
     if session.model is None:
         raise HookscopeError("nothing to save: no model is open")
+    if weights:  # the files written beside it never replace a file the session reads
+        from .own_inputs import files_read, refuse_overwrite
+
+        refuse_overwrite([("the weights file", beside(path, "weights")),
+                          ("the example input file", beside(path, "input"))],
+                         files_read(None, None, [session.input_text], session.labels,
+                                    plan=session.plan), "the open model")
     info = plan_live_save(session.model.module, path, weights)
     entry = {"spec": info.factory if (info.factory and info.weights) else session.model.spec,
              "weights": str(info.weights) if info.factory and info.weights else None,

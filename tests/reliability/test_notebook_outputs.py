@@ -138,3 +138,17 @@ def test_a_session_file_naming_a_live_model_runs_nothing(tmp_path):
     with pytest.raises(SpecError, match="built in a Python session"):
         Session.open_file(path, timeout_s=30)
     assert not (tmp_path / "pwned").exists() and not (Path.cwd() / "pwned").exists()
+
+
+def test_the_weights_written_beside_never_replace_the_input_the_session_reads(tmp_path):
+    x = tmp_path / "y.weights.pt"
+    torch.save(torch.ones(1, 3), x)
+    s = Session.from_module(nn.Sequential(nn.Linear(3, 2)), torch.zeros(1, 3), timeout_s=60)
+    try:
+        s.set_input(str(x))
+        with pytest.raises(HookscopeError, match="would overwrite the input file"):
+            s.save(tmp_path / "y.hookscope.json", weights=True)
+        assert torch.equal(torch.load(x, weights_only=True), torch.ones(1, 3))
+        assert not (tmp_path / "y.hookscope.json").exists()
+    finally:
+        s.close()
