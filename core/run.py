@@ -129,22 +129,16 @@ class RunResult(_Captures):
     recaptured: tuple[str, ...] = ()
     baseline: Baseline | None = None
     baseline_reused: bool = False
-    #: The input as it ran (the runner sets it: a ``text:`` prompt's token ids, or the
-    #: tensors of the input text); ``None`` where nobody did.
-    inputs: Any = None
-    #: What the output means (an OutputMeaning: labels, tokenizer), set by the runner.
-    meaning: Any = None
-
+    inputs: Any = None  #: the input as it ran (the runner sets it), e.g. a prompt's token ids
+    meaning: Any = None  #: what the output means (an OutputMeaning), set by the runner
     def _repr_html_(self) -> str:
-        """A notebook's view: verdict, captures without/with, top classes or next tokens."""
+        """A notebook's view: verdict, top classes or next tokens, captures without/with."""
         from .result_html import result_html
-
         return result_html(self)
 
     def to_dataframe(self) -> Any:
-        """One row per captured layer call (pandas, which this needs, is optional)."""
+        """One row per captured layer call (needs pandas, which is optional)."""
         from .result_table import result_dataframe
-
         return result_dataframe(self)
 
     def to_json_dict(self) -> dict:
