@@ -129,16 +129,22 @@ class RunResult(_Captures):
     recaptured: tuple[str, ...] = ()
     baseline: Baseline | None = None
     baseline_reused: bool = False
-    inputs: Any = None  #: the input as it ran (the runner sets it), e.g. a prompt's token ids
-    meaning: Any = None  #: what the output means (an OutputMeaning), set by the runner
+    #: The input as it ran (the runner sets it: a ``text:`` prompt's token ids, or the
+    #: tensors of the input text); ``None`` where nobody did.
+    inputs: Any = None
+    #: What the output means (an OutputMeaning: labels, tokenizer), set by the runner.
+    meaning: Any = None
+
     def _repr_html_(self) -> str:
-        """A notebook's view: verdict, top classes or next tokens, captures without/with."""
+        """A notebook's view: verdict, captures without/with, top classes or next tokens."""
         from .result_html import result_html
+
         return result_html(self)
 
     def to_dataframe(self) -> Any:
-        """One row per captured layer call (needs pandas, which is optional)."""
+        """One row per captured layer call (pandas, which this needs, is optional)."""
         from .result_table import result_dataframe
+
         return result_dataframe(self)
 
     def to_json_dict(self) -> dict:
