@@ -62,6 +62,9 @@ class _Directional(Intervention):
 
     def bound(self, ctx: InterventionContext) -> SteeringVector:
         vec = self.vector
+        if isinstance(vec, str) and vec.startswith(("diff:", "diffmean:")):
+            raise PlanError(f"{self.name}: the vector {vec!r} is computed where the model runs "
+                            "(the window's runner, hookscope run, a Ray actor); run it there")
         if not isinstance(vec, SteeringVector):
             raise PlanError(f"{self.name}: vector {vec!r} has no values: define it with "
                             f"--vector {vec}=diff:INPUT_A|INPUT_B or --vector {vec}=FILE")
@@ -95,7 +98,9 @@ class _Directional(Intervention):
 
     def _vector_words(self) -> str:
         vec = self.vector
-        return vec.name if isinstance(vec, SteeringVector) else f"{vec}?"
+        if isinstance(vec, SteeringVector):
+            return vec.name
+        return vec if len(vec) <= 40 else vec[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,7 @@ def bind_vectors(interventions: Mapping[str, Intervention],
     """``interventions`` with every vector named by text replaced by its values from ``vectors``."""
     out: dict[str, Intervention] = {}
     for path, iv in interventions.items():
-        if isinstance(iv, _Directional) and isinstance(iv.vector, str):
+        if isinstance(iv, _Directional) and _is_name(iv.vector):
             vec = vectors.get(iv.vector)
             if vec is None:
                 known = ", ".join(sorted(vectors)) or "none"
@@ -192,6 +197,11 @@ def named_vectors(interventions: Mapping[str, Intervention]) -> dict[str, list[s
     """``{vector name: [layer paths]}`` of the directional interventions still unbound."""
     out: dict[str, list[str]] = {}
     for path, iv in interventions.items():
-        if isinstance(iv, _Directional) and isinstance(iv.vector, str):
+        if isinstance(iv, _Directional) and _is_name(iv.vector):
             out.setdefault(iv.vector, []).append(path)
     return out
+
+
+def _is_name(v: Any) -> bool:
+    """A vector given by a ``--vector`` name (not yet bound, and not a ``diff:`` spec)."""
+    return isinstance(v, str) and not v.startswith(("diff:", "diffmean:"))

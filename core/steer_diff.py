@@ -26,6 +26,7 @@ from .directions import named_vectors
 from .errors import InputError, PlanError
 from .intervention_base import Intervention
 from .nested import tensor_leaves
+from .plan import Plan
 from .regular_file import read_regular
 from .steer_vector import VECTOR_SUFFIXES, SteeringVector, load_vector_file
 from .user_text import shown
@@ -119,15 +120,7 @@ def _side_mean(module: nn.Module, path: str, side: str, how: str, example: Any,
 def diff_vector(module: nn.Module, path: str, spec: str, name: str = "diff", example: Any = None,
                 codec: Any = None, device: torch.device | None = None) -> SteeringVector:
     """The vector of a ``diff:A|B`` (or ``diffmean:A|B``) spec at layer ``path``."""
-    prefix = next((p for p in DIFF_PREFIXES if spec.startswith(p)), None)
-    if prefix is None:
-        raise PlanError(f"vector spec {spec!r}: write diff:INPUT_A|INPUT_B (last position) or "
-                        "diffmean:INPUT_A|INPUT_B (mean over positions)")
-    a, sep, b = spec[len(prefix):].partition("|")
-    if not sep or not a.strip() or not b.strip():
-        raise PlanError(f"vector spec {spec!r}: give two inputs separated by |, e.g. "
-                        "diff:text:I love this|text:I hate this")
-    how = DIFF_PREFIXES[prefix]
+    how, a, b = check_diff_spec(spec)
     va = _side_mean(module, path, a, how, example, codec, device)
     vb = _side_mean(module, path, b, how, example, codec, device)
     if va.shape != vb.shape:
@@ -157,10 +150,69 @@ def resolve_vectors(module: nn.Module | None, interventions: Mapping[str, Interv
         for path in paths:
             if name in files:
                 vec = files[name]
-            elif module is None:
-                raise PlanError(f"vector {name!r}: a diff: vector needs the model here; "
-                                "save it to a file (.pt, .safetensors, .npy) and pass that")
+            elif module is None:  # the model is elsewhere (a Ray actor): computed where it runs
+                check_diff_spec(specs[name])
+                out[path] = out[path].with_value("vector", specs[name])
+                continue
             else:
                 vec = diff_vector(module, path, specs[name], name, example, codec, device)
             out.update(bind_vectors({path: out[path]}, {name: vec}))
     return out
+
+
+def is_diff_spec(text: Any) -> bool:
+    """Whether a vector parameter is a ``diff:``/``diffmean:`` spec still to compute."""
+    return isinstance(text, str) and any(text.startswith(p) for p in DIFF_PREFIXES)
+
+
+def check_diff_spec(spec: str) -> tuple[str, str, str]:
+    """``(how, A, B)`` of a ``diff:A|B`` spec; a :class:`PlanError` saying how to write it otherwise."""
+    prefix = next((p for p in DIFF_PREFIXES if spec.startswith(p)), None)
+    if prefix is None:
+        raise PlanError(f"vector spec {spec!r}: write diff:INPUT_A|INPUT_B (last position) or "
+                        "diffmean:INPUT_A|INPUT_B (mean over positions)")
+    a, sep, b = spec[len(prefix):].partition("|")
+    if not sep or not a.strip() or not b.strip():
+        raise PlanError(f"vector spec {spec!r}: give two inputs separated by |, e.g. "
+                        "diff:text:I love this|text:I hate this")
+    return DIFF_PREFIXES[prefix], a, b
+
+
+def resolve_pending(plan: Plan, module: nn.Module, example: Any = None, codec: Any = None,
+                    cache: dict | None = None, device: torch.device | None = None) -> Plan:
+    """``plan`` with every vector given as a ``diff:`` spec computed at its layer, where the
+    model runs (the window's runner, a Ray actor). ``cache``: ``{(path, spec): vector}``
+    kept by the caller for the same model, so a Live drag does not repeat the two forwards."""
+    from dataclasses import replace
+
+    from .directions import _Directional
+
+    changed: dict[str, Intervention] = {}
+    for path, iv in plan.interventions.items():
+        if isinstance(iv, _Directional) and is_diff_spec(iv.vector):
+            key = (path, iv.vector)
+            vec = cache.get(key) if cache is not None else None
+            if vec is None:
+                vec = diff_vector(module, path, iv.vector, short_name(iv.vector), example, codec,
+                                  device)
+                if cache is not None:
+                    cache[key] = vec
+            changed[path] = iv.with_value("vector", vec)
+    if not changed:
+        return plan
+    return replace(plan, clamp={}, interventions={**plan.interventions, **changed})
+
+
+def short_name(spec: str) -> str:
+    """A readable name for the vector of a ``diff:A|B`` spec: ``A-B`` of the prompts' texts."""
+    _, a, b = check_diff_spec(spec)
+    words = [s.strip().removeprefix("text:").strip()[:16] for s in (a, b)]
+    return f"{words[0]}-{words[1]}"
+
+
+def has_pending_vectors(plan: Plan) -> bool:
+    """Whether some intervention of ``plan`` has a ``diff:`` vector still to compute."""
+    from .directions import _Directional
+
+    return any(isinstance(iv, _Directional) and is_diff_spec(iv.vector)
+               for iv in plan.interventions.values())
