@@ -18,7 +18,6 @@ tensor (or a container with exactly one) that is 1-d, or that squeezes to 1-d.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +81,9 @@ class SteeringVector:
 
     def describe(self) -> str:
         return f"{self.name} (|v|={self.norm:.3g}, {self.size})"
+
+    def __str__(self) -> str:  # an editor's text field shows the name
+        return self.name
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SteeringVector) and self.sha256 == other.sha256
@@ -176,7 +178,3 @@ def check_width(vec: SteeringVector, width: int, kind: str, path: str) -> None:
         raise PlanError(f"{kind}: vector {vec.name!r} has {vec.size} values but layer {path!r} has "
                         f"{width} features on its last axis; build the vector at this layer "
                         "(or one of the same width)")
-
-
-def finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)

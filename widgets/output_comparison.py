@@ -132,9 +132,17 @@ class OutputComparison(QWidget):
                                self._text_at, self.rows, self.reset_view)
         self.tools.readout.connect(self.readout)
 
+        # What each intervention did (its receipt), one line each; hidden without interventions.
+        self.receipts = QLabel(self)
+        self.receipts.setObjectName("outputReceipts")
+        self.receipts.setWordWrap(True)
+        self.receipts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.receipts.hide()
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
+        layout.addWidget(self.receipts)
         legend_row = QHBoxLayout()
         legend_row.addWidget(self.legend, 1)
         legend_row.addWidget(self.sample_box)
@@ -163,6 +171,8 @@ class OutputComparison(QWidget):
         whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
         n = max(whole_without.size, whole_with.size)
         self.summary.setText(verdict(result, whole_without, whole_with))
+        self.receipts.setText("\n".join(r.line() for r in result.receipts.values()))
+        self.receipts.setVisible(bool(result.receipts))
         meaningful = meaning is not None and meaning.kind != GENERIC
         if meaningful or n > MAX_BARS:
             self.meaning_view.show_description(
@@ -253,6 +263,8 @@ class OutputComparison(QWidget):
         for item in (self.line_without, self.line_with, self.line_diff):
             item.setData([], [])
         self.summary.setText("Run the model to compare its output without and with the interventions.")
+        self.receipts.clear()
+        self.receipts.hide()
 
     # -- internals -------------------------------------------------------------
     def _apply_mode(self, mode: str, diff: bool = True) -> None:
