@@ -46,16 +46,10 @@ class Tally:
             b = after_by.get(key)
             if b is None or b.shape != a.shape or a.dtype == torch.bool or a.is_complex():
                 continue
-            n = changed_count(a, b)
-            if n is None:
-                continue
+            if b.device != a.device:
+                b = b.to(a.device)
             self.elements += a.numel()
-            a64 = a.detach().double()
-            # NaN (a NaN kept, or inf - inf) adds nothing to the sizes; the count has it
-            d = (b.detach().to(a.device).double() - a64).nan_to_num(nan=0.0, posinf=math.inf,
-                                                                    neginf=-math.inf)
-            a64 = a64.nan_to_num(nan=0.0, posinf=math.inf, neginf=-math.inf)
-            self.parts.append(torch.stack([n.double(), d.square().sum(), a64.square().sum()]))
+            self.parts.append(_counts(a.detach(), b.detach()))
 
     def resolved(self) -> tuple[int, int, int, float, float]:
         """``(calls, elements, changed, delta_sq, x_sq)`` as Python numbers (one transfer)."""
@@ -63,6 +57,35 @@ class Tally:
             return self.calls, self.elements, 0, 0.0, 0.0
         tot = torch.stack(self.parts).sum(dim=0).cpu().tolist()
         return self.calls, self.elements, int(tot[0]), float(tot[1]), float(tot[2])
+
+
+def _counts(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``[changed, ||b - a||^2, ||a||^2]`` (float64, on the tensors' device).
+
+    The common case, finite floats of one dtype on the CPU, takes a few passes in
+    the tensors' own dtype and no allocation but ``b - a``: its norm, its non-zeros,
+    ``a``'s norm (~0.6 ms on one thread for ResNet-50's 400k-value layer2 output,
+    under 0.5% of its forward). Anything
+    else (NaN or Inf somewhere, integers, mixed dtypes, an accelerator, where
+    checking the norm would wait for the device) takes the exact path in float64:
+    NaN beside NaN and the same infinity count as unchanged.
+    """
+    if a.is_cpu and a.is_floating_point() and b.dtype == a.dtype:
+        d = torch.sub(b, a)
+        dn = torch.linalg.vector_norm(d)
+        if math.isfinite(float(dn)):
+            xn = torch.linalg.vector_norm(a).double()
+            # |sign(d)| summed: the non-zeros, in float kernels (count_nonzero and a bool
+            # sum take 2-3x as long on the CPU); d is not needed any more, so in place
+            n = d.sign_().abs_().sum(dtype=torch.float64)
+            return torch.stack([n, dn.double().square(), xn.square()])
+    n = changed_count(a, b)
+    a64 = a.double()
+    # NaN (a NaN kept, or inf - inf) adds nothing to the sizes; the count has it
+    d64 = (b.double() - a64).nan_to_num(nan=0.0, posinf=math.inf, neginf=-math.inf)
+    a64 = a64.nan_to_num(nan=0.0, posinf=math.inf, neginf=-math.inf)
+    assert n is not None  # same shapes (checked by the caller)
+    return torch.stack([n.double(), d64.square().sum(), a64.square().sum()])
 
 
 @dataclass(frozen=True)

@@ -93,3 +93,18 @@ def test_capture_only_runs_have_no_receipts():
     r = compare(lm.module, x, Plan(capture=["blocks.0"]))
     assert r.receipts == {} and r.to_json_dict()["receipts"] == {}
     assert run(lm.module, x, Plan(capture=["blocks.0"])).tallies == {}
+
+
+def test_nan_beside_nan_counts_as_unchanged():
+    class WithNaN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.f = nn.Identity()
+
+        def forward(self, x):
+            return self.f(x) * 1.0
+
+    x = torch.tensor([[float("nan"), 2.0, -3.0, 0.5]])
+    rc = compare(WithNaN(), x, Plan(clamp={"f": (-1, 1)})).receipts["f"]
+    assert rc.changed == 2 and rc.elements == 4
+    assert rc.relative_change == pytest.approx(math.sqrt((1 + 4) / (4 + 9 + 0.25)))
