@@ -91,9 +91,13 @@ def test_the_cli_refuses_a_hostile_vector_in_one_line(tmp_path, capsys):
 def test_a_session_file_with_a_hostile_vector_is_refused(tmp_path, capsys):
     good = tmp_path / "s.hookscope.json"
     code = main(["run", "demo:transformer", "--vector", "v=" + str(_vec(tmp_path, 32)),
-                 "--intervene", "encoder.layers.0=add:v:1", "--save-session", str(good)])
-    capsys.readouterr()
+                 "--intervene", "encoder.layers.0=add:v:1", "--save-session", str(good), "--json"])
+    first = json.loads(capsys.readouterr().out)
     assert code == 0
+    (tmp_path / "ok.pt").unlink()  # the session holds the values, not only the file's name
+    assert main(["run", "--session", str(good), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["max_abs_diff"] == first["max_abs_diff"] and again["receipts"] == first["receipts"]
     data = json.loads(good.read_text())
     text = json.dumps(data)
     assert '"vector"' in text and '"sha256"' in text
