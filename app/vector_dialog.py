@@ -41,21 +41,24 @@ class SteerDialog(QDialog):
         self.spec: str | None = None
         lm = session.model
         self._tokenizer = lm is not None and lm.meaning.codec is not None
-        self.prompt_a = QLineEdit(objectName="vectorPromptA")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
-        self.prompt_b = QLineEdit(objectName="vectorPromptB")  # type: ignore[call-arg]
+        self.prompt_a, self.prompt_b = QLineEdit(), QLineEdit()
         for edit, hint in ((self.prompt_a, "the cat sat on the"), (self.prompt_b, "the dog sat on the")):
             edit.setPlaceholderText(hint if self._tokenizer else "an input, e.g. [[1.0, 2.0]]")
-        self.positions = QComboBox(objectName="vectorPositions")  # type: ignore[call-arg]
+        self.positions = QComboBox()
         self.positions.addItems(list(POSITIONS))
-        self.alpha = QDoubleSpinBox(objectName="vectorAlpha")  # type: ignore[call-arg]
+        self.alpha = QDoubleSpinBox()
         self.alpha.setRange(-1e6, 1e6)
         self.alpha.setDecimals(3)
         self.alpha.setValue(1.0)
-        self.norm_units = QCheckBox("alpha in units of the layer's mean activation norm",
-                                    objectName="vectorNormUnits")  # type: ignore[call-arg]
-        self.norm = QLabel("norm: build the vector to see it", objectName="vectorNorm")  # type: ignore[call-arg]
+        self.norm_units = QCheckBox("alpha in units of the layer's mean activation norm")
+        self.norm = QLabel("norm: build the vector to see it")
         self.norm.setWordWrap(True)
-        self.build = QPushButton("Build and add", objectName="vectorBuild")  # type: ignore[call-arg]
+        self.build = QPushButton("Build and add")
+        for w, name in ((self.prompt_a, "vectorPromptA"), (self.prompt_b, "vectorPromptB"),
+                        (self.positions, "vectorPositions"), (self.alpha, "vectorAlpha"),
+                        (self.norm_units, "vectorNormUnits"), (self.norm, "vectorNorm"),
+                        (self.build, "vectorBuild")):
+            w.setObjectName(name)
         self.build.setDefault(True)
         self.build.clicked.connect(self.build_vector)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)

@@ -91,7 +91,9 @@ class _Directional(Intervention):
     def to_torch_source(self) -> str:
         vec = self.vector
         if not isinstance(vec, SteeringVector):
-            raise PlanError(f"{self.name}: vector {vec!r} has no values to export; define it first")
+            raise PlanError(f"{self.name}: vector {vec!r} has no values to export yet: run the model "
+                            "once (a diff: vector is computed by the run), or define it with "
+                            "--vector")
         kwargs = [f"vector={py_literal(vec.values)}"]
         kwargs += [f"{k}={py_literal(v)}" for k, v in self.values().items() if k != "vector"]
         return f"functools.partial({self.name}_leaf, {', '.join(kwargs)})"

@@ -79,13 +79,13 @@ def _counts(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             # sum take 2-3x as long on the CPU); d is not needed any more, so in place
             n = d.sign_().abs_().sum(dtype=torch.float64)
             return torch.stack([n, dn.double().square(), xn.square()])
-    n = changed_count(a, b)
+    count = changed_count(a, b)
     a64 = a.double()
     # NaN (a NaN kept, or inf - inf) adds nothing to the sizes; the count has it
     d64 = (b.double() - a64).nan_to_num(nan=0.0, posinf=math.inf, neginf=-math.inf)
     a64 = a64.nan_to_num(nan=0.0, posinf=math.inf, neginf=-math.inf)
-    assert n is not None  # same shapes (checked by the caller)
-    return torch.stack([n.double(), d64.square().sum(), a64.square().sum()])
+    assert count is not None  # same shapes (checked by the caller)
+    return torch.stack([count.double(), d64.square().sum(), a64.square().sum()])
 
 
 @dataclass(frozen=True)

@@ -216,3 +216,21 @@ def has_pending_vectors(plan: Plan) -> bool:
 
     return any(isinstance(iv, _Directional) and is_diff_spec(iv.vector)
                for iv in plan.interventions.values())
+
+
+def with_built_vectors(plan: Plan, built: Plan | None) -> Plan:
+    """``plan`` with each ``diff:`` vector taken from ``built`` (a finished run's plan, where the
+    runner computed it) when that layer has the same kind and spec there; for an export."""
+    from dataclasses import replace
+
+    from .directions import _Directional
+
+    if built is None or not has_pending_vectors(plan):
+        return plan
+    changed: dict[str, Intervention] = {}
+    for path, iv in plan.interventions.items():
+        done = built.interventions.get(path)
+        if (isinstance(iv, _Directional) and is_diff_spec(iv.vector) and type(done) is type(iv)
+                and isinstance(done.vector, SteeringVector) and done.vector.source == iv.vector):
+            changed[path] = iv.with_value("vector", done.vector)
+    return replace(plan, clamp={}, interventions={**plan.interventions, **changed})

@@ -183,3 +183,23 @@ def test_add_and_project_on_a_hf_gpt2_equal_hand_hooks(gpt2):
         want = hooked_output(gpt2.module, layer, fn, x)
         assert torch.equal(r.output_with.logits, want.logits)
         assert r.receipts[layer].fired_calls == 1 and r.receipts[layer].alarm is None
+
+
+def test_a_diff_spec_is_built_where_the_model_runs_and_reaches_the_export(lm):
+    from hookscope.core.export import standalone_script
+    from hookscope.core.steer_diff import resolve_pending, with_built_vectors
+
+    spec = "diffmean:text:the cat sat|text:the dog sat"
+    plan = Plan(interventions={"blocks.1": Add(spec, 2.0)})
+    with pytest.raises(PlanError, match="run the model once"):
+        standalone_script("demo:transformer", plan, "")
+    cache: dict = {}
+    built = resolve_pending(plan, lm.module, lm.example_input, lm.meaning.codec, cache)
+    vec = built.interventions["blocks.1"].vector
+    want = diff_vector(lm.module, "blocks.1", spec, "x", lm.example_input, lm.meaning.codec)
+    assert torch.equal(vec.values, want.values) and vec.name == "the cat sat-the dog sat"
+    assert resolve_pending(plan, lm.module, lm.example_input, lm.meaning.codec, cache) \
+        .interventions["blocks.1"].vector is vec  # cached: a Live drag repeats no forward
+    assert with_built_vectors(plan, built).interventions == built.interventions
+    other = Plan(interventions={"blocks.1": Add("diff:text:a|text:b", 2.0)})
+    assert with_built_vectors(other, built) == other  # another spec: not taken
