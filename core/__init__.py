@@ -22,6 +22,7 @@ from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale,
 from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .plan import Plan
+from .receipts import Receipt
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .session import Options, Session, SessionEvent
 from .session_file import SessionFileError
