@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
 from hookscope.core.detections import image_boxes, image_size
@@ -43,6 +43,13 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
     return output_verdict(result).replace(
         "|Δ| = ", f"{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}")
+
+
+def receipt_words(r: Any) -> str:
+    """One intervention's receipt in a few words: calls, % changed, relative size, alarm."""
+    words = (f"{r.path}: fired {r.fired_calls}×, {100 * r.changed_fraction:.3g}% changed, "
+             f"|Δ|/|x| {r.relative_change:.2g}")
+    return words + (" — ALARM" if r.alarm else "")
 
 
 def batch_size(output: Any) -> int:
@@ -132,19 +139,19 @@ class OutputComparison(QWidget):
                                self._text_at, self.rows, self.reset_view)
         self.tools.readout.connect(self.readout)
 
-        # What each intervention did (its receipt), one line each; hidden without interventions.
+        # What each intervention did (its receipt): a short line beside the legend (no height
+        # taken from the plots), every receipt in full in its tooltip; hidden without any.
         self.receipts = QLabel(self)
         self.receipts.setObjectName("outputReceipts")
-        self.receipts.setWordWrap(True)
-        self.receipts.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.receipts.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.receipts.hide()
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
-        layout.addWidget(self.receipts)
         legend_row = QHBoxLayout()
         legend_row.addWidget(self.legend, 1)
+        legend_row.addWidget(self.receipts, 1)
         legend_row.addWidget(self.sample_box)
         layout.addLayout(legend_row)
         layout.addWidget(self.graphics, 1)
@@ -171,7 +178,8 @@ class OutputComparison(QWidget):
         whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
         n = max(whole_without.size, whole_with.size)
         self.summary.setText(verdict(result, whole_without, whole_with))
-        self.receipts.setText("\n".join(r.line() for r in result.receipts.values()))
+        self.receipts.setText("  ".join(receipt_words(r) for r in result.receipts.values()))
+        self.receipts.setToolTip("\n".join(r.line() for r in result.receipts.values()))
         self.receipts.setVisible(bool(result.receipts))
         meaningful = meaning is not None and meaning.kind != GENERIC
         if meaningful or n > MAX_BARS:

@@ -58,7 +58,9 @@ def test_a_vector_from_two_prompts_steers_and_its_alpha_steps_live(make_window, 
     assert torch.equal(r.output_with, compare(lm.module, x, Plan(
         interventions={"blocks.0": Add(vec, 3.0)})).output_with)
     qtbot.waitUntil(lambda: f"{vec.norm:.4g}" in dialog.norm.text())
-    assert "blocks.0: add(" in win.outputs.receipts.text() and win.outputs.receipts.isVisible()
+    receipts = win.outputs.receipts
+    assert receipts.text().startswith("blocks.0: fired 1×, 100% changed") and receipts.isVisible()
+    assert receipts.toolTip() == r.receipts["blocks.0"].line()
     dialog.close()
 
     # the strength steps in the tree's Intervention cell, and Live re-runs each step
@@ -87,4 +89,4 @@ def test_an_intervention_that_changes_nothing_shows_an_alarm(make_window, qtbot)
     r = wait_idle(qtbot, win)
     assert r.receipts["blocks.0.attn.probs"].alarm == CHANGED_NOTHING
     assert not win.banner.isHidden() and CHANGED_NOTHING in win.error_text()
-    assert "ALARM" in win.outputs.receipts.text()
+    assert "ALARM" in win.outputs.receipts.text() and CHANGED_NOTHING in win.outputs.receipts.toolTip()
