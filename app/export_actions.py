@@ -23,6 +23,7 @@ from hookscope.core.export import save_captures, standalone_script
 from hookscope.core.live_save import LiveModelNotSaved
 from hookscope.core.own_inputs import files_read, refuse_overwrite
 from hookscope.core.session_file import SUFFIX, SessionSetup, read_session_file
+from hookscope.core.steer_diff import with_built_vectors
 from hookscope.widgets.last_folder import pick_file
 
 SESSION_FILTER = f"Hookscope session (*{SUFFIX})"
@@ -79,7 +80,10 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
         ui.error("no model is open: use File → Open model…")
         return None
     try:
-        text = standalone_script(session.model.spec, session.current_plan(), session.input_text,
+        last = session.last_result
+        # diff: vectors are computed where the model runs: the last run's values go in the script
+        plan = with_built_vectors(session.current_plan(), last.plan if last is not None else None)
+        text = standalone_script(session.model.spec, plan, session.input_text,
                                  session.model.weights, session.device)
     except HookscopeError as exc:
         ui.error(str(exc))

@@ -76,8 +76,10 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     x = None if remote_text else parse_input(opts.input or "", lm.example_input, lm.meaning.codec)
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
+    plan = bind_vectors_of(plan, opts, None if scale.ray else lm, x)
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
-    reads = files_read(opts.spec, opts.weights, [opts.input], opts.labels, plan=plan)
+    reads = files_read(opts.spec, opts.weights, [opts.input, *vector_files(opts)], opts.labels,
+                       plan=plan)
     refuse_overwriting_inputs(ns, reads)
     if ns.save_plots:
         from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
@@ -108,6 +110,31 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.save_plots:
         save_plots(result, ns.save_plots, lm.meaning, x, reads=reads)
     return 0
+
+
+def bind_vectors_of(plan, opts, lm, x):
+    """``plan`` with the vectors ``add:NAME``/``project:NAME`` name given their values from
+    ``--vector`` (a ``diff:`` computed at each layer that uses it, on the loaded model)."""
+    from dataclasses import replace
+
+    from hookscope.core.directions import named_vectors
+    from hookscope.core.steer_diff import resolve_vectors
+
+    if not named_vectors(plan.interventions):
+        return plan
+    module = lm.module if lm is not None else None
+    example = lm.example_input if lm is not None else None
+    codec = lm.meaning.codec if lm is not None else None
+    bound = resolve_vectors(module, plan.interventions, opts.vectors, example if x is None else x,
+                            codec)
+    return replace(plan, clamp={}, interventions=bound)
+
+
+def vector_files(opts) -> list[str]:
+    """The ``--vector`` specs that name files (read by this command: never overwritten)."""
+    from hookscope.core.steer_diff import is_file_spec
+
+    return [s for s in opts.vectors.values() if is_file_spec(s)]
 
 
 def check_output_paths(ns: argparse.Namespace) -> None:
@@ -169,8 +196,18 @@ def print_table(result, out: TextIO) -> None:
     source = f"  source {t['source']:.3f}" if "source" in t else ""
     w(f"timings (ms)    baseline {t['baseline']:.3f}  intervened {t['intervened']:.3f}{source}"
       f"  total {t['total']:.3f}\n")
+    if result.receipts:
+        print_receipts(result, w)
     if result.captures:
         print_captures(result, w)
+
+
+def print_receipts(result, w) -> None:
+    """One line per intervention: calls, elements changed, relative size, the output's change,
+    and an ALARM where it may have done nothing."""
+    w("\nreceipts\n")
+    for r in result.receipts.values():
+        w(f"  {r.line()}\n")
 
 
 def print_captures(result, w) -> None:

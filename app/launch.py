@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 import time
+from dataclasses import replace
 
 from hookscope.core import HookscopeError, Plan, resolve_device
 
@@ -100,6 +101,11 @@ def create_window(argv: list[str]):
         opts = model_options(ns)
         wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
         plan: Plan | None = opts.plan() if wants_plan else None
+        if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
+            from hookscope.core.steer_diff import resolve_vectors
+
+            plan = replace(plan, clamp={}, interventions=resolve_vectors(
+                None, plan.interventions, opts.vectors))
         stats_only = opts.stats_only
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan
         errors.append(str(exc))

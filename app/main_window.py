@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
     from hookscope.widgets.hooks_view import HooksView
 
+    from .vector_dialog import SteerDialog
+
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
 
@@ -112,6 +114,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self.panel.clampDragged.connect(lambda p, lo, hi: self.tree.model.set_clamp(p, lo, hi, merge=p))
         self.panel.clampEdited.connect(self._on_clamp_edited)
         self.banner.closed.connect(lambda: setattr(self, "_sticky_error", False))
+        self.tree.steerRequested.connect(self.open_steer_dialog)
         self._show_options()
         self._show_undo()
 
@@ -123,6 +126,16 @@ class MainWindow(SessionReactions, QMainWindow):
             except HookscopeError as exc:
                 self.show_error(str(exc))
         return call
+
+    def open_steer_dialog(self, path: str) -> "SteerDialog":
+        """The dialog that builds a vector from two prompts at ``path`` and adds it there."""
+        from .vector_dialog import SteerDialog
+
+        dialog = SteerDialog(self.session, path, self)
+        self.resultShown.connect(dialog.show_result)
+        dialog.finished.connect(lambda _r: dialog.deleteLater())
+        dialog.show()
+        return dialog
 
     # -- scripting API -----------------------------------------------------------
     @property

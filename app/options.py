@@ -14,6 +14,7 @@ from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
 from hookscope.core.budget import set_max_input_bytes
 from hookscope.core.demo_models import DEMOS
 from hookscope.core.intervention_registry import parse_intervention, syntax_help
+from hookscope.core.steer_diff import parse_vector_option
 
 from .scale_options import add_scale_options
 
@@ -49,6 +50,11 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--source-input", metavar="X", default=None,
                    help="input whose activations 'patch' puts in (one forward serves every "
                         "patched layer); same syntax as --input")
+    p.add_argument("--vector", metavar="NAME=SPEC", action="append", default=[],
+                   help="a direction for add:NAME / project:NAME (repeatable): "
+                        "NAME=diff:INPUT_A|INPUT_B (this layer's output on A minus on B at the "
+                        "last position; diffmean: the mean over positions; a .txt side is a "
+                        "set of prompts, one a line) or NAME=FILE (.pt, .safetensors, .npy)")
     p.add_argument("--reference-input", metavar="X", default=None,
                    help="input whose batch mean 'mean' uses, instead of the batch itself")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
@@ -119,6 +125,8 @@ class ModelOptions:
     interventions: dict[str, Intervention] = field(default_factory=dict)
     train: bool = False
     labels: str | None = None
+    #: ``--vector NAME=SPEC``: the vectors add:NAME and project:NAME use, bound after loading.
+    vectors: dict[str, str] = field(default_factory=dict)
 
     def plan(self) -> Plan:
         return Plan(capture=tuple(self.capture), clamp=dict(self.clamp),
@@ -138,7 +146,14 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
             raise PlanError(f"--intervene {text!r}: layer {path!r} already has an intervention; "
                             "a layer takes one")
         interventions[path] = iv
+    vectors: dict[str, str] = {}
+    for text in ns.vector:
+        name, spec = parse_vector_option(text)
+        if name in vectors:
+            raise PlanError(f"--vector {text!r}: vector {name!r} is defined twice; give each one name")
+        vectors[name] = spec
     opts = ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle, interventions, ns.train, ns.labels)
+                        ns.stats_only, ns.trust_pickle, interventions, ns.train, ns.labels,
+                        vectors)
     opts.plan()  # a clash between --clamp and --intervene is reported here, once
     return opts

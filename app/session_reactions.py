@@ -137,6 +137,8 @@ class SessionReactions(_WindowBase):
         self._sync_clamp_lines()
         self.status.show_result(result)
         self._clear_transient_error()
+        if result.alarms:  # an intervention that may have done nothing must not pass unseen
+            self.show_error("intervention alarm: " + "; ".join(result.alarms))
         self.resultShown.emit(result)
 
     def _on_error(self, ev: SessionEvent) -> None:

@@ -8,6 +8,7 @@ Pure torch + numpy; never imports Qt, so it works from a script or notebook::
     r.output_without, r.output_with, r.captures["0"][0].stats
 """
 
+from .directions import Add, Project
 from .devices import available_devices, resolve_device
 from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError, PlanError,
                      SpecError)
@@ -21,10 +22,12 @@ from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale,
 from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .plan import Plan
+from .receipts import Receipt
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .session import Options, Session, SessionEvent
 from .session_file import SessionFileError
 from .sources import LoadedModel, demo_names, load_model
+from .steer_vector import SteeringVector, load_vector_file
 from .stats import HIST_BINS, TensorStats, summarize
 from .tree import TreeNode, module_tree, observe
 
@@ -33,6 +36,7 @@ __all__ = [
     "Cancelled", "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
+    "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
     "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",

@@ -29,6 +29,7 @@ from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
 from .pending_capture import _Pending, kept_on_cpu
 from .plan import LayerPlan
+from .receipts import Tally
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
 from .stats_plain import plain_moments, summarize_plain
@@ -44,7 +45,8 @@ def summarized_on_read(t: torch.Tensor) -> bool:
 class _LayerHook:
     """The forward hook of one layer; knows its own path (no late binding)."""
 
-    __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources")
+    __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources",
+                 "tally")
 
     def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool,
                  sources: list[Any] | None = None):
@@ -56,6 +58,8 @@ class _LayerHook:
         self.clone = clone
         self.calls = 0
         self.sources = sources  # this layer's outputs on the pre-pass input, per call
+        # The intervention's receipt counts (core/receipts.py); capture-only hooks have none.
+        self.tally = session.tallies.get(lp.path) if lp.intervention is not None else None
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
         call = self.calls
@@ -67,6 +71,8 @@ class _LayerHook:
             return None
         src = self.sources[call] if self.sources is not None and call < len(self.sources) else None
         new = iv.apply(output, InterventionContext(self.path, call, module, src))
+        if self.tally is not None:
+            self.tally.add(output, new)
         if self.capture:
             self.session._record(self, call, output, new)
         return new
@@ -135,6 +141,8 @@ class HookSession:
         self.no_remake = frozenset(no_remake)
         self._handles = HookSet()
         self._hooks: dict[str, _LayerHook] = {}
+        #: Receipt counts of every intervened layer (core/receipts.py), filled by the hooks.
+        self.tallies = {p: Tally() for p, lp in layers.items() if lp.intervention is not None}
         # Statistics-only hooks append (path, call, PlainMoments), kept bare tensors
         # (path, call, tensor, version, copied), remade victims (hook, call, input,
         # version), for _laid_out to make _Pending if needed.

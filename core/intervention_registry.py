@@ -14,6 +14,7 @@ from typing import Any
 
 from .errors import PlanError
 from .intervention_base import Intervention
+from .directions import Add, Project
 from .interventions import Clamp, MeanAblate, Noise, Patch, Scale, Zero
 
 _KINDS: dict[str, type[Intervention]] = {}
@@ -90,3 +91,5 @@ register(Zero)
 register(MeanAblate)
 register(Noise)
 register(Patch)
+register(Add)
+register(Project)

@@ -129,6 +129,7 @@ class ModelHost:
         self._baseline: tuple[tuple, Any, Any] | None = None
         self._calls: dict[int, int] = {}
         self._text_inputs: set[int] = set()  # input ids that came as text: prompts
+        self._vectors: dict[int, dict] = {}  # per model serial: diff: vectors by (layer, spec)
 
     # -- quick calls (answered while a run is busy) -----------------------------
     def ping(self) -> dict:
@@ -192,6 +193,7 @@ class ModelHost:
         from .devices import resolve_device
         from .capture_record import resolve_records
         from .run import compare, place_module, stop_points, to_device
+        from .steer_diff import has_pending_vectors, resolve_pending
         from .tree import observe as observe_tree
 
         if self._lm is None or serial != self._serial:
@@ -232,6 +234,11 @@ class ModelHost:
             with stop_points(module, stop):
                 tree = observe_tree(module, to_device(inputs, dev))
             self._calls[self._serial] = max(1, state["done"])
+        if has_pending_vectors(plan):  # diff: vectors are computed here, where the model is
+            dev = resolve_device(device)
+            place_module(module, dev)
+            plan = resolve_pending(plan, module, self._lm.example_input, self._lm.meaning.codec,
+                                   self._vectors.setdefault(self._serial, {}), dev)
         result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop)
         self._baseline = (key, inputs, result.baseline) if result.baseline is not None else None
         resolve_records(result.captures)

@@ -39,6 +39,7 @@ from .interventions import Clamp
 from .module_walk import module_walk, unique_modules
 from .nested import NestingError, map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
+from .receipts import Receipt, Tally, alarms, output_relative_change, receipts_for
 from .source_pass import source_groups, source_outputs
 from .user_text import safe_str
 
@@ -81,6 +82,8 @@ class ForwardResult(_Captures):
     total_ms: float
     device: str
     recaptured: tuple[str, ...] = ()
+    #: The intervened layers' receipt counts (core/receipts.py), by path.
+    tallies: dict[str, Tally] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,14 @@ class RunResult(_Captures):
 
         return result_dataframe(self)
 
+    #: ``{path: Receipt}``: what each intervention did in this run (core/receipts.py).
+    receipts: dict[str, Receipt] = field(default_factory=dict)
+
+    @property
+    def alarms(self) -> list[str]:
+        """One line per intervention that may have done nothing (see :class:`Receipt`)."""
+        return alarms(self.receipts)
+
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
         from .verdict import output_verdict
@@ -160,6 +171,7 @@ class RunResult(_Captures):
             "captures": {path: [record_json(r) for r in recs] for path, recs in self.captures.items()},
             "interventions": ({p: iv.to_dict() for p, iv in self.plan.interventions.items()}
                               if self.plan is not None else {}),
+            "receipts": {p: r.to_json_dict() for p, r in self.receipts.items()},
             "device": self.device,
             "timings_ms": {k: round(v, 4) for k, v in self.timings_ms.items()},
         }
@@ -307,7 +319,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     learn = (keep and not set(layers) <= _GUARDED.get(module, set())
              and worth_guarding(module))
     try:
-        out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known,
+        out, captures, calls, fwd_ms, stale, tallies = _hooked_forward(module, x, layers, keep, known,
                                                               dev, learn, modules=modules, **extra)
     except ForwardError:
         if not learn:
@@ -318,7 +330,7 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         _GUARDED.setdefault(module, set()).update(layers)
         assert start is not None  # learn implies keep
         restore(module, start)
-        out, captures, calls, fwd_ms, stale = _hooked_forward(module, x, layers, keep, known, dev, **extra)
+        out, captures, calls, fwd_ms, stale, tallies = _hooked_forward(module, x, layers, keep, known, dev, **extra)
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
@@ -329,19 +341,20 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         restore(module, start)
         # Copied, every one: the re-run's result is the one returned, so none of its
         # captures may depend on an input that could change (core/victim_remake.py).
-        out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev,
+        out, captures, calls, fwd_ms, _, tallies = _hooked_forward(module, x, layers, True, victims, dev,
                                                           remake=False, **extra)
     try:
         output = map_tensors(lambda t: t.detach().cpu(), out)
     except NestingError as exc:
         raise ForwardError(f"the model's output cannot be read: {exc}") from exc
     total = (time.perf_counter() - t0) * 1e3
-    return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
+    return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured, tallies)
 
 
 def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sources=None,
                     baseline=None, remake=True, modules=None):
-    """One hooked forward; returns (output, captures, calls, forward ms, stale paths).
+    """One hooked forward; returns (output, captures, calls, forward ms, stale paths,
+    receipt tallies of the intervened layers).
 
     ``learn``: watch kept captures with an :class:`InplaceGuard`, copy the ones an
     in-place op is about to overwrite, and remember those layers for later runs.
@@ -372,7 +385,7 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
     stale = session.stale_paths() if keep else set()
     if session.remade_stale:  # their input or statistics changed too: copied from now on
         _NO_REMAKE.setdefault(module, set()).update(session.remade_stale)
-    return out, session.finish(), session.calls(), fwd_ms, stale
+    return out, session.finish(), session.calls(), fwd_ms, stale, session.tallies
 
 
 def inert_hooks(layers: dict[str, LayerPlan]) -> HookSession:
@@ -477,6 +490,11 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
         finally:
             restore(module, start)  # the comparison leaves the model as it found it
     differ, max_diff = output_difference(baseline.output, res.output)
+    receipts: dict[str, Receipt] = {}
+    if res.tallies:  # only a plan with interventions pays for its receipts
+        rel = output_relative_change(baseline.output, res.output) if differ else 0.0
+        receipts = receipts_for(res.tallies, {p: lp.intervention.describe() for p, lp in layers.items()
+                                              if lp.intervention is not None}, differ, max_diff, rel)
     total = (time.perf_counter() - t0) * 1e3
     timings = {"baseline": baseline.ms, "intervened": res.forward_ms,
                # what the hooks cost; a "negative cost" is timing noise (the first forward
@@ -495,6 +513,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
         recaptured=res.recaptured,
         baseline=baseline,
         baseline_reused=reused,
+        receipts=receipts,
     )
 
 

@@ -364,6 +364,8 @@ class LocalRunner(QueueRunner):
         self._baseline: tuple[tuple, Any, Any] | None = None
         # Leaf-module calls of one forward, per module, learned by its observe pass.
         self._calls: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
+        # Per module: steering vectors computed from diff: specs, by (layer, spec).
+        self._vectors: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
 
     def _load(self, job: _Job, req: LoadRequest) -> RunnerEvent:
         if req.model is not None:  # a module built in this process: used as it is
@@ -394,6 +396,7 @@ class LocalRunner(QueueRunner):
         from .devices import resolve_device
         from .capture_record import resolve_records
         from .run import compare, place_module, stop_points, to_device
+        from .steer_diff import has_pending_vectors, resolve_pending
         from .tree import observe
 
         live = req.model.kind == "live"  # a caller's module may be trained between runs
@@ -415,7 +418,13 @@ class LocalRunner(QueueRunner):
             self._calls[module] = max(1, job.done - before)
             job.total = job.done + self._calls[module] * (int(baseline is None) + 1)
             self._emit(Observed(job.rid, tree))
-        result = compare(module, inputs, req.plan, req.device, baseline=baseline, should_stop=stop)
+        plan = req.plan
+        if has_pending_vectors(plan):  # diff: vectors, computed here once per layer and spec
+            dev = resolve_device(req.device)
+            place_module(module, dev)
+            plan = resolve_pending(plan, module, req.model.example_input, req.model.meaning.codec,
+                                   self._vectors.setdefault(module, {}), dev)
+        result = compare(module, inputs, plan, req.device, baseline=baseline, should_stop=stop)
         self._baseline = ((key, map_tensors(lambda t: t.detach().clone(), inputs), result.baseline)
                           if result.baseline is not None else None)
         # The core summarises CPU-kept captures on first read; read them here,

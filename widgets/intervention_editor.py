@@ -64,6 +64,7 @@ class InterventionEditor(QWidget):
                                         Qt.ItemDataRole.ToolTipRole)
         self._lay.addWidget(self.kind_combo)
         self._params: dict[str, tuple[str, QWidget]] = {}
+        self._given: dict[str, tuple[str, Any]] = {}  # text params: (text shown, value shown)
         self._extra: list[QWidget] = []
         self.kind_combo.currentTextChanged.connect(self._on_kind)
 
@@ -93,7 +94,10 @@ class InterventionEditor(QWidget):
                 params[name] = int(w.value())  # type: ignore[attr-defined]
             else:
                 text = w.text().strip()  # type: ignore[attr-defined]
-                params[name] = text or None  # from_values converts by the parameter's type
+                shown, given = self._given.get(name, (None, None))
+                # Text left as shown keeps the value it shows (a vector, a tensor input),
+                # which text alone could not rebuild.
+                params[name] = given if shown is not None and text == shown else (text or None)
         try:
             return cls.from_values(params)
         except (TypeError, ValueError) as exc:
@@ -116,9 +120,12 @@ class InterventionEditor(QWidget):
                 self._add_param(spec)
         self._shown = kind
         values = iv.values() if iv is not None else {}
+        self._given = {}
         for name, (how, w) in self._params.items():
             if name in values:
                 self._set_widget(how, w, values[name])
+                if how == "text" and values[name] is not None:
+                    self._given[name] = (w.text().strip(), values[name])  # type: ignore[attr-defined]
 
     _shown = NONE
 

@@ -52,9 +52,11 @@ class LayerTreeWidget(QWidget):
 
     ``layerSelected(path)`` is emitted when the user selects a row;
     :meth:`select_path` selects a row from code without emitting it.
+    ``steerRequested(path)``: the context menu's "Steer with a vector from two prompts".
     """
 
     layerSelected = Signal(str)
+    steerRequested = Signal(str)
 
     def __init__(self, model: LayerTreeModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -294,6 +296,9 @@ class LayerTreeWidget(QWidget):
                 if inside:
                     menu.addAction(f"Stop capturing children ({inside})",
                                    lambda: self.model.capture_children(path, False))
+            steer = menu.addAction("Steer with a vector from two prompts…",
+                                   lambda: self.steerRequested.emit(path))
+            steer.setObjectName("actionSteer")
         n = len(self.proxy.matching_paths())
         if n:
             menu.addAction(f"Capture all matching ‘{self.filter_edit.text().strip()}’ ({n})",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
 from hookscope.core.detections import image_boxes, image_size
@@ -43,6 +43,13 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
     return output_verdict(result).replace(
         "|Δ| = ", f"{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}")
+
+
+def receipt_words(r: Any) -> str:
+    """One intervention's receipt in a few words: calls, % changed, relative size, alarm."""
+    words = (f"{r.path}: fired {r.fired_calls}×, {100 * r.changed_fraction:.3g}% changed, "
+             f"|Δ|/|x| {r.relative_change:.2g}")
+    return words + (" — ALARM" if r.alarm else "")
 
 
 def batch_size(output: Any) -> int:
@@ -132,11 +139,19 @@ class OutputComparison(QWidget):
                                self._text_at, self.rows, self.reset_view)
         self.tools.readout.connect(self.readout)
 
+        # What each intervention did (its receipt): a short line beside the legend (no height
+        # taken from the plots), every receipt in full in its tooltip; hidden without any.
+        self.receipts = QLabel(self)
+        self.receipts.setObjectName("outputReceipts")
+        self.receipts.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.receipts.hide()
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
         legend_row = QHBoxLayout()
         legend_row.addWidget(self.legend, 1)
+        legend_row.addWidget(self.receipts, 1)
         legend_row.addWidget(self.sample_box)
         layout.addLayout(legend_row)
         layout.addWidget(self.graphics, 1)
@@ -163,6 +178,9 @@ class OutputComparison(QWidget):
         whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
         n = max(whole_without.size, whole_with.size)
         self.summary.setText(verdict(result, whole_without, whole_with))
+        self.receipts.setText("  ".join(receipt_words(r) for r in result.receipts.values()))
+        self.receipts.setToolTip("\n".join(r.line() for r in result.receipts.values()))
+        self.receipts.setVisible(bool(result.receipts))
         meaningful = meaning is not None and meaning.kind != GENERIC
         if meaningful or n > MAX_BARS:
             self.meaning_view.show_description(
@@ -253,6 +271,8 @@ class OutputComparison(QWidget):
         for item in (self.line_without, self.line_with, self.line_diff):
             item.setData([], [])
         self.summary.setText("Run the model to compare its output without and with the interventions.")
+        self.receipts.clear()
+        self.receipts.hide()
 
     # -- internals -------------------------------------------------------------
     def _apply_mode(self, mode: str, diff: bool = True) -> None:

@@ -76,7 +76,8 @@ def test_hooks_view_lists_the_users_hooks_and_warns_of_a_leaked_one(make_window,
                  "    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())\n"
                  "    m[0].register_forward_hook(log_shape)\n"
                  "    return m, torch.ones(1, 3)\n")
-    win = make_window([f"{f}:make", "--capture", "0,1", "--clamp", "0=-0.5:0.5"])
+    # a clamp that reaches the output (below 0 the ReLU would absorb it: a receipt alarm)
+    win = make_window([f"{f}:make", "--capture", "0,1", "--clamp", "0=-0.5:0.1"])
     _ready(qtbot, win)
     toggle = win.findChild(QAction, "actionViewHooks")
     view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]

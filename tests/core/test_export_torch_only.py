@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from hookscope.app.cli import main
-from hookscope.core import Clamp, MeanAblate, Patch, Plan, compare, load_model
+from hookscope.core import (Add, Clamp, MeanAblate, Patch, Plan, Project, SteeringVector, compare,
+                            load_model)
 from hookscope.core.exercises import CLAMP_LAYER, CLAMP_RANGE
 from hookscope.core.export import standalone_script
 from hookscope.core.run import flat_array, record_json
@@ -129,6 +130,11 @@ def _cases(folder):
         "weights": (factory, Plan(capture=["a", "b"], clamp={"a": (-0.2, 0.2)}),
                     {"input_text": "[[1.0, -2.0, 3.0, 0.5]]", "weights": str(folder / "w.pt")},
                     (weighted, torch.tensor([[1.0, -2.0, 3.0, 0.5]]))),
+        "steer": ("demo:transformer", Plan(capture=["encoder.layers.0", "encoder.layers.1.linear1"],
+                                           interventions={
+            "encoder.layers.0": Add(SteeringVector("v", torch.randn(32)), 2.0, norm_units=True),
+            "encoder.layers.1.linear1": Project(SteeringVector("w", torch.randn(64)))}), {},
+                  example("demo:transformer")),
         "sidecar": (big, Plan(capture=["0"], clamp={"0": (-0.5, 0.5)}),
                     {"input_text": BIG_INPUT, "sidecar": folder / "sidecar.py"},
                     (load_model(big).module, parse_input(BIG_INPUT))),
@@ -154,7 +160,7 @@ def ran(tmp_path_factory):
     return done
 
 
-@pytest.mark.parametrize("name", ["exercise1", "cnn", "factory", "weights", "sidecar"])
+@pytest.mark.parametrize("name", ["exercise1", "cnn", "factory", "weights", "sidecar", "steer"])
 def test_script_prints_what_compare_gives(ran, name):
     got, table, _, r = ran[name]
     np.testing.assert_allclose(got["output_without"], flat_array(r.output_without), atol=2e-6)

@@ -219,6 +219,20 @@ def test_text_prompts_are_tokenized_by_the_actor(remote, local):
     assert_close(*run_both(remote, local, r, lo, plan, text="text:the dog"))
 
 
+def test_a_steering_vector_from_two_prompts_is_built_in_the_actor(remote, local):
+    from hookscope.core import Add, Clamp, SteeringVector
+
+    r, lo = load_both(remote, local, "demo:lm")
+    plan = Plan(interventions={"blocks.0": Add("diff:text:the cat sat|text:the dog sat", 3.0),
+                               "blocks.0.attn.probs": Clamp(-5, 5)})
+    got, ref = run_both(remote, local, r, lo, plan, text="text:the cat sat on the ")
+    assert_same(got, ref)
+    a, b = got.result, ref.result
+    va, vb = (x.plan.intervention_for("blocks.0").vector for x in (a, b))
+    assert isinstance(va, SteeringVector) and torch.equal(va.values, vb.values)
+    assert a.receipts == b.receipts and a.receipts["blocks.0.attn.probs"].alarm is not None
+
+
 def test_errors_are_the_local_runners_messages(remote, local):
     r, lo = load_both(remote, local, "demo:clamp")
     bad_layer = run_both(remote, local, r, lo, Plan(capture=("nope",)))

@@ -1,0 +1,92 @@
+"""The window: a steering vector built from two prompts in a dialog (its norm shown), its
+strength stepped in Live mode, and receipts with a visible alarm."""
+
+import torch
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QContextMenuEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QDialog, QDoubleSpinBox
+
+from hookscope.core import Add, Plan, SteeringVector, compare, load_model, parse_input
+from hookscope.core.receipts import CHANGED_NOTHING
+from hookscope.core.steer_diff import diff_vector
+from hookscope.widgets.intervention_editor import InterventionEditor
+from hookscope.widgets.layer_tree_model import COL_INTERVENTION, COL_LAYER
+
+PROMPT = "text:the cat sat on the "
+
+
+def wait_idle(qtbot, win, test=lambda r: True):
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle() and test(win.last_result),
+                    timeout=30_000)
+    return win.last_result
+
+
+def context_menu(qtbot, win, path):
+    w = win.tree
+    w.select_path(path)
+    rect = w.view.visualRect(w.proxy.mapFromSource(w.model.index_for_path(path, COL_LAYER)))
+    pos = QPoint(rect.left() + 20, rect.center().y())
+    QTest.mouseClick(w.view.viewport(), Qt.MouseButton.RightButton, pos=pos)
+    QApplication.sendEvent(w.view.viewport(), QContextMenuEvent(
+        QContextMenuEvent.Reason.Mouse, pos, w.view.viewport().mapToGlobal(pos)))
+    qtbot.waitUntil(lambda: w.menu is not None and w.menu.isVisible())
+    return w.menu
+
+
+def test_a_vector_from_two_prompts_steers_and_its_alpha_steps_live(make_window, qtbot):
+    win = make_window(["demo:lm", "--input", PROMPT, "--live"])
+    wait_idle(qtbot, win)
+    menu = context_menu(qtbot, win, "blocks.0")
+    action = next(a for a in menu.actions() if a.objectName() == "actionSteer")
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+    qtbot.waitUntil(lambda: win.findChild(QDialog, "steerDialog") is not None)
+    dialog = win.findChild(QDialog, "steerDialog")
+    qtbot.waitExposed(dialog)
+    QTest.keyClicks(dialog.prompt_a, "the cat sat")
+    QTest.keyClicks(dialog.prompt_b, "the dog sat")
+    dialog.alpha.selectAll()
+    QTest.keyClicks(dialog.alpha, "3")
+    QTest.mouseClick(dialog.build, Qt.MouseButton.LeftButton)
+    spec = "diff:text:the cat sat|text:the dog sat"
+    r = wait_idle(qtbot, win, lambda r: isinstance(r.plan.intervention_for("blocks.0"), Add))
+    lm = load_model("demo:lm")
+    vec = diff_vector(lm.module, "blocks.0", spec, "v", lm.example_input, lm.meaning.codec)
+    got = r.plan.intervention_for("blocks.0")
+    assert torch.equal(got.vector.values, vec.values) and got.alpha == 3.0
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    assert torch.equal(r.output_with, compare(lm.module, x, Plan(
+        interventions={"blocks.0": Add(vec, 3.0)})).output_with)
+    qtbot.waitUntil(lambda: f"{vec.norm:.4g}" in dialog.norm.text())
+    receipts = win.outputs.receipts
+    assert receipts.text().startswith("blocks.0: fired 1×, 100% changed") and receipts.isVisible()
+    assert receipts.toolTip() == r.receipts["blocks.0"].line()
+    dialog.close()
+
+    # the strength steps in the tree's Intervention cell, and Live re-runs each step
+    view, model = win.tree.view, win.tree.model
+    idx = win.tree.proxy.mapFromSource(model.index_for_path("blocks.0", COL_INTERVENTION))
+    view.scrollTo(idx)
+    win.activateWindow()
+    view.setFocus()
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(idx).center())
+    qtbot.keyClick(view, Qt.Key.Key_F2)
+    qtbot.waitUntil(lambda: view.findChild(InterventionEditor) is not None)
+    editor = view.findChild(InterventionEditor)
+    spin = editor.findChild(QDoubleSpinBox, "param_alpha")
+    for _ in range(4):
+        qtbot.keyClick(spin, Qt.Key.Key_Up)
+    alpha = spin.value()
+    assert alpha > 3.0
+    r = wait_idle(qtbot, win, lambda r: r.plan.intervention_for("blocks.0").alpha == alpha)
+    assert isinstance(r.plan.intervention_for("blocks.0").vector, (SteeringVector, str))
+    assert torch.equal(r.output_with, compare(lm.module, x, Plan(
+        interventions={"blocks.0": Add(vec, alpha)})).output_with)
+
+
+def test_an_intervention_that_changes_nothing_shows_an_alarm(make_window, qtbot):
+    win = make_window(["demo:lm", "--input", PROMPT, "--intervene", "blocks.0.attn.probs=clamp:-5:5"])
+    r = wait_idle(qtbot, win)
+    assert r.receipts["blocks.0.attn.probs"].alarm == CHANGED_NOTHING
+    assert not win.banner.isHidden() and CHANGED_NOTHING in win.error_text()
+    assert "ALARM" in win.outputs.receipts.text() and CHANGED_NOTHING in win.outputs.receipts.toolTip()
