@@ -64,7 +64,7 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
         return None
     try:
         text = standalone_script(session.model.spec, session.current_plan(), session.input_text,
-                                 session.model.weights, session.device)
+                                 session.model.weights, session.device, trust=session.code_trust)
     except HookscopeError as exc:
         ui.error(str(exc))
         return None

@@ -17,10 +17,11 @@ from hookscope.core.intervention_registry import parse_intervention, syntax_help
 
 from .scale_options import add_scale_options
 
-TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module), or a .pt2 whose "
-              "archive holds pickled entries. Unpickling runs code "
-              "stored in the file, so this is off unless you pass this flag for a file you "
-              "trust; prefer a plain .pt2 export or file.py:factory with --weights")
+TRUST_HELP = ("run the code a model names when you trust its source: a fully pickled model "
+              "(.pt/.pth holding a module) or a .pt2 whose archive holds pickled entries, and "
+              "the factory (file.py:f, package.module:f) or pickle a session file names "
+              "(a session file is data: its code never runs without this flag, or the "
+              "window's yes). --trust-pickle is the old name of this flag")
 
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
@@ -54,7 +55,8 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
-    p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
+    p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
+                   help=TRUST_HELP)
     p.add_argument("--max-input-bytes", metavar="SIZE", default=None,
                    help="input memory budget, e.g. 8G (default 4G or $HOOKSCOPE_MAX_INPUT_BYTES)")
     add_scale_options(p)  # --device-map, --max-memory, --offload, --memory-budget, --ray
@@ -115,7 +117,7 @@ class ModelOptions:
     clamp: dict[str, tuple[float, float]] = field(default_factory=dict)
     device: str = "cpu"
     stats_only: bool = False
-    trust_pickle: bool = False
+    trust_pickle: bool = False  # --trust-code: pickles may be loaded
     interventions: dict[str, Intervention] = field(default_factory=dict)
     train: bool = False
     labels: str | None = None
@@ -139,6 +141,6 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
                             "a layer takes one")
         interventions[path] = iv
     opts = ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle, interventions, ns.train, ns.labels)
+                        ns.stats_only, ns.trust_code, interventions, ns.train, ns.labels)
     opts.plan()  # a clash between --clamp and --intervene is reported here, once
     return opts

@@ -357,7 +357,7 @@ class LocalRunner(QueueRunner):
         self._calls: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
 
     def _load(self, job: _Job, req: LoadRequest) -> RunnerEvent:
-        lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
+        lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle, trust=req.trust)
         tree = module_tree(lm.module)
         with self._cv:
             self.counts.loads_done += 1
