@@ -17,11 +17,12 @@ from hookscope.core.intervention_registry import parse_intervention, syntax_help
 
 from .scale_options import add_scale_options
 
-TRUST_HELP = ("run the code a model names when you trust its source: a fully pickled model "
-              "(.pt/.pth holding a module) or a .pt2 whose archive holds pickled entries, and "
-              "the factory (file.py:f, package.module:f) or pickle a session file names "
-              "(a session file is data: its code never runs without this flag, or the "
-              "window's yes). --trust-pickle is the old name of this flag")
+TRUST_HELP = ("let a model's code run, for a file you trust: a fully pickled model (.pt/.pth "
+              "holding a module, or a .pt2 with pickled entries: unpickling runs code stored "
+              "in the file), and the factory (file.py:f, package.module:f) or pickle that a "
+              "session file names (a session file is data: its code never runs without this "
+              "flag, or in the window your answer to its question). --trust-pickle is this "
+              "flag's old name")
 
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:

@@ -36,7 +36,7 @@ import torch
 
 from .errors import SpecError
 
-TRUST_HINT = ("Pass --trust-pickle (in the window: 'Trust this file' in File > Open model) only "
+TRUST_HINT = ("Pass --trust-code (in the window: 'Trust this file' in File > Open model) only "
               "if you trust where the file came from, or re-export it with torch.export.save")
 
 # What an ordinary torch.export.save archive holds, relative to its root folder.
