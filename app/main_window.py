@@ -220,9 +220,10 @@ class MainWindow(SessionReactions, QMainWindow):
         setup = files.read_session(self.ui, path)
         if setup is None:
             return None
-        return self.trust_gate.open(lambda trust: self._open_setup(setup, trust), trust_code)
+        return self.trust_gate.open(lambda trust: self.open_setup_with(setup, trust), trust_code)
 
-    def _open_setup(self, setup, trust: CodeTrust) -> int:
+    def open_setup_with(self, setup, trust: CodeTrust) -> int:
+        """Open a checked session setup under ``trust`` (raises what the session raises)."""
         rid = self.session.open_setup(setup, trust=trust)
         self.status.show_busy(True)
         return rid
