@@ -38,9 +38,12 @@ NOTES: dict[str, str] = {
             "and drag its bounds in Live mode to watch the feature maps and the class scores move."),
     "transformer": ("<b>Tiny transformer.</b> " + DEMO_DESCRIPTIONS.get("transformer", "")
                     + " Each captured layer shows a heat map per token."),
-    "lm": ("<b>Tiny language model.</b> " + DEMO_DESCRIPTIONS.get("lm", "") + " Type "
-           "<code>text:the dog sat on the </code> as input; the table under the output lists "
-           "each position's next characters without and with the clamp."),
+    # the description's own "Type text:..." hint is said once, here, with an example
+    "lm": ("<b>Tiny language model.</b> " + DEMO_DESCRIPTIONS.get("lm", "").split(" Type ")[0]
+           + " Type <code>text:the dog sat on the </code> as input: the table under the output "
+           "lists each position's next characters without and with the interventions; to change "
+           "them, set a clamp on <code>blocks.1.mlp</code> (its Low/High cells) or choose "
+           "another intervention."),
     "detector": ("<b>Tiny detector.</b> " + DEMO_DESCRIPTIONS.get("detector", "") + " The "
                  "picture under the output shows the boxes without (solid blue) and with the "
                  "intervention (dashed orange); set the score threshold beside its legend."),

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QWidget
 from hookscope.core import HookscopeError, Session
 from hookscope.core.atomic_write import write_text
 from hookscope.core.export import save_captures, standalone_script
+from hookscope.core.own_inputs import files_read, refuse_overwrite
 from hookscope.core.session_file import SUFFIX, SessionSetup, read_session_file
 from hookscope.widgets.last_folder import pick_file
 
@@ -32,6 +33,18 @@ class ActionUi:
     parent: QWidget
     error: Callable[[str], None]
     note: Callable[[str], None]
+
+
+def files_the_session_reads(session: Session) -> list:
+    """The model file, weights, input, labels and source inputs the open session reads: no
+    export may replace them (the session file itself may be saved over: that is Save)."""
+    m = session.model
+    return files_read(m.spec if m else None, m.weights if m else None, [session.input_text],
+                      session.labels, plan=session.plan)
+
+
+def _refuse_inputs(session: Session, what: str, path: str) -> None:
+    refuse_overwrite([(what, path)], files_the_session_reads(session), "the open model")
 
 
 def _ask_save(ui: ActionUi, title: str, default: str, filters: str) -> str | None:
@@ -49,6 +62,7 @@ def export_captures(session: Session, ui: ActionUi, path: str | None = None) -> 
     if not path:
         return None
     try:
+        _refuse_inputs(session, "the captures file", path)
         written = save_captures(session.last_result.captures, path)
     except HookscopeError as exc:
         ui.error(str(exc))
@@ -72,6 +86,7 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
     if not path:
         return None
     try:
+        _refuse_inputs(session, "the script", path)
         write_text(path, text)  # whole or not at all
     except HookscopeError as exc:
         ui.error(str(exc))
@@ -91,6 +106,7 @@ def save_session(session: Session, ui: ActionUi, path: str | None = None) -> Pat
     if not path.endswith(".json"):
         path += SUFFIX
     try:
+        _refuse_inputs(session, "the session file", path)
         written = session.save(path)
     except HookscopeError as exc:
         ui.error(str(exc))

@@ -14,11 +14,12 @@ from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core import atomic_write, json_safe
 from hookscope.core.errors import ForwardError
+from hookscope.core.own_inputs import files_read, refuse_overwrite
 from hookscope.core.path_patterns import expand_plan
 from hookscope.core.ray_actor import is_text_input
 from hookscope.core.run import flat_floats
 from hookscope.core.user_code import user_code
-from hookscope.core.user_text import is_dir
+from hookscope.core.user_text import escape_controls, is_dir
 from hookscope.core.verdict import output_verdict
 
 from .arg_parser import OneLineParser
@@ -41,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-script", metavar="FILE",
                    help="write a plain-PyTorch script that reproduces this comparison with hooks")
     p.add_argument("--save-plots", metavar="DIR",
-                   help="draw the window's plots into DIR: a PNG per captured layer call, CSVs "
-                        "of its data, output.png and activations.png (uses Qt, offscreen)")
+                   help="draw the window's plots into DIR: a PNG and an SVG per captured layer "
+                        "call, CSVs of its data, output.png/.svg (the output panel), output.csv "
+                        "and activations.png/.svg (every panel and the output; uses Qt, offscreen)")
     return p
 
 
@@ -75,6 +77,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
+    reads = files_read(opts.spec, opts.weights, [opts.input], opts.labels, plan=plan)
+    refuse_overwriting_inputs(ns, reads)
     if ns.save_plots:
         from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
 
@@ -102,7 +106,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
                         opts.labels)
     if ns.save_plots:
-        save_plots(result, ns.save_plots, lm.meaning, x)
+        save_plots(result, ns.save_plots, lm.meaning, x, reads=reads)
     return 0
 
 
@@ -119,6 +123,14 @@ def check_output_paths(ns: argparse.Namespace) -> None:
             raise HookscopeError(f"{flag} {value}: the folder {Path(value).parent} does not exist")
 
 
+def refuse_overwriting_inputs(ns: argparse.Namespace, reads: list) -> None:
+    """No output file may replace a file this command reads (its model file, weights, input,
+    labels, session file): one line, before anything runs or is written."""
+    refuse_overwrite([(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
+                      ("--save-captures", "--save-json", "--export-script", "--save-session")],
+                     reads)
+
+
 def write_text(path: str, text: str) -> None:
     atomic_write.write_text(path, text)  # whole or not at all; errors are HookscopeError
 
@@ -128,9 +140,25 @@ def print_json(result, out: TextIO) -> None:
     out.write("\n")
 
 
+def num(v: float, spec: str) -> str:
+    """``v`` formatted by ``spec``, a zero never signed: -0.0, or -1e-9 at 4 decimals, prints
+    as "0" / "0.0000", not "-0"."""
+    text = format(v + 0.0, spec)   # -0.0 + 0.0 is 0.0
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def terminal_writer(out: TextIO):
+    """``out.write`` with every line's control characters escaped (the newlines between lines
+    kept): layer names, labels and token strings come from files and models, and an ESC or
+    CR in them must reach the terminal as text, not as a command."""
+    def write(text: str) -> None:
+        out.write("\n".join(escape_controls(line) for line in text.split("\n")))
+    return write
+
+
 def print_table(result, out: TextIO) -> None:
-    w = out.write
-    fmt = lambda vs: "[" + ", ".join(f"{v:.4f}" for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
+    w = terminal_writer(out)
+    fmt = lambda vs: "[" + ", ".join(num(v, ".4f") for v in vs[:12]) + (", ..." if len(vs) > 12 else "") + "]"
     a, b = flat_floats(result.output_without), flat_floats(result.output_with)
     w(f"device          {result.device}\n")
     w(f"output without  {fmt(a)}\n")
@@ -165,7 +193,7 @@ def print_captures(result, w) -> None:
 
 
 def _capture_rows(w, name: str, r, intervenes: bool) -> None:
-    row = "{:<32} {:>4} {:<8} {:<18} {:>10.4g} {:>10.4g} {:>10.4g} {:>10.4g}  {}\n"
+    row = "{:<32} {:>4} {:<8} {:<18} {:>10} {:>10} {:>10} {:>10}  {}\n"
     s = r.stats
     note = r.intervention or ""
     if r.intervention and s.fraction_changed is not None:
@@ -173,8 +201,9 @@ def _capture_rows(w, name: str, r, intervenes: bool) -> None:
     if s.nan_count or s.inf_count:  # min..std cover the finite values only
         note += f"{', ' if note else ''}{s.nan_count} NaN, {s.inf_count} Inf"
     shape = "x".join(map(str, s.shape)) or "scalar"
-    w(row.format(name, r.call, "with" if intervenes else "", shape, s.min, s.max, s.mean,
-                 s.std, note))
+    w(row.format(name, r.call, "with" if intervenes else "", shape,
+                 *(num(v, ".4g") for v in (s.min, s.max, s.mean, s.std)), note))
     base = r.baseline_stats
     if intervenes and base is not None:
-        w(row.format("", "", "without", "", base.min, base.max, base.mean, base.std, ""))
+        w(row.format("", "", "without", "",
+                     *(num(v, ".4g") for v in (base.min, base.max, base.mean, base.std)), ""))

@@ -16,10 +16,10 @@ import sys
 import time
 
 from hookscope.core import HookscopeError, Plan, resolve_device
-from hookscope.core.atomic_write import atomic_write
 
 from hookscope.core.code_trust import CodeTrust, CodeTrustError
 from hookscope.core.session_file import read_session_file
+from hookscope.core.user_text import one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
@@ -36,6 +36,7 @@ inputs (--input X):
   file.npy / file.pt     a NumPy array, or tensors saved with torch.save
   digit.png              an image (png, jpg, bmp, gif, webp) shaped like the example
                          input, grey or RGB; add :invert for dark ink on a light page
+  text:PROMPT            a prompt, tokenized by the model's tokenizer (hf: and demo:lm)
 
 models (SPEC):
   demo:NAME              clamp, features, cnn, transformer, lm, detector
@@ -43,6 +44,13 @@ models (SPEC):
                          with an example input); --weights FILE for its state_dict
   package.module:f       a factory in an importable package
   model.pt2              a torch.export program
+  hf:NAME_OR_DIR         a Hugging Face transformers model (a local folder or a cached name)
+  torchvision:NAME[:pretrained]   a torchvision model, e.g. torchvision:resnet18
+  timm:NAME[:pretrained]          a timm model, e.g. timm:resnet18
+
+sessions:
+  FILE.hookscope.json    a saved session (File > Save session): opens its model, input,
+                         device, plan and view
 
 Run without a window: hookscope run SPEC ... (hookscope run --help).
 """
@@ -64,7 +72,8 @@ def parse_size(text: str) -> tuple[int, int]:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="hookscope",
-        description="Open the Hookscope window. With no model, opens demo:clamp set up as "
+        description="Open the Hookscope window on a model (SPEC) or a saved session "
+                    "(FILE.hookscope.json). With no model, opens demo:clamp set up as "
                     "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
                     "without a window.",
         epilog=INPUT_FORMS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,22 +202,18 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     errors = list(getattr(win, "startup_errors", [])) or ([win.error_text()] if win.error_text() else [])
     if errors:
         for msg in errors:
-            print(f"hookscope: error: {msg}", file=sys.stderr)
+            print(f"hookscope: error: {one_line(msg)}", file=sys.stderr)
         return EXIT_USER_ERROR
     for _ in range(3):  # let layouts and plots settle at the final size
         QApplication.processEvents()
-    image = win.grab()
-
-    def save(tmp):
-        if not image.save(str(tmp), "PNG"):
-            raise OSError("Qt could not write the PNG")
+    from hookscope.widgets.plot_tools import save_png
 
     try:
-        atomic_write(path, save)  # whole or not at all
+        save_png(win, path)  # whole or not at all
     except HookscopeError as exc:
-        print(f"hookscope: error: {exc}", file=sys.stderr)
+        print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    print(path)
+    print(one_line(path))
     return 0
 
 
@@ -249,7 +254,10 @@ def gui_main(argv: list[str]) -> int:
     win = create_window(argv)
     try:
         if ns.screenshot:
-            return save_screenshot(win, ns.screenshot, size=ns.size)
+            from .qt_messages import offscreen_notes_dropped
+
+            with offscreen_notes_dropped():  # stderr stays empty when all is well
+                return save_screenshot(win, ns.screenshot, size=ns.size)
         win.resize(*ns.size)
         win.show()
         return int(app.exec())

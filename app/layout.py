@@ -72,7 +72,7 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
         # The output gets the larger share: its summary, two plots and a next-token or
         # class table need ~340 px, the tree scrolls at any height.
         h = max(win.height(), 600)
-        win.resizeDocks([tree, output], [int(h * 0.4), int(h * 0.6)], Qt.Orientation.Vertical)
+        win.resizeDocks([tree, output], [int(h * 0.35), int(h * 0.65)], Qt.Orientation.Vertical)
     else:
         win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, output)
         win.resizeDocks([tree, output], [tree_w, output_w], Qt.Orientation.Horizontal)

@@ -68,6 +68,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self.setAcceptDrops(True)
         self.recent = recent or RecentModels()
         self._sticky_error = False
+        self._cancelled = False   # the last run was cancelled: the progress bar says so
         self.remember_layout = True  # geometry and docks saved at close (QSettings)
         self._sized = False
         # runner_factory: a Ray or accelerate runner (hookscope SPEC --ray/--device-map);

@@ -18,6 +18,7 @@ from hookscope.core import json_safe
 from hookscope.core.interventions import tensor_leaves
 from hookscope.core.meaning import OutputMeaning
 from hookscope.core.outputs import describe_outputs, summary_lines
+from hookscope.core.user_text import escape_controls
 
 FULL_OUTPUT_LIMIT = 1000
 FULL_OUTPUT_HELP = ("with --json: include every output value (output_without/output_with) even "
@@ -52,5 +53,5 @@ def print_meaning(result: Any, out: TextIO, meaning: OutputMeaning, inputs: Any)
     """The output by meaning, as a few lines after the table."""
     lines = summary_lines(describe_outputs(result.output_without, result.output_with, meaning,
                                            inputs))
-    if lines:
-        out.write("\n" + "\n".join(lines) + "\n")
+    if lines:  # labels and token strings come from files: their control characters escaped
+        out.write("\n" + "\n".join(escape_controls(line) for line in lines) + "\n")

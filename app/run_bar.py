@@ -30,8 +30,8 @@ class RunBar(QWidget):
     deviceChanged = Signal(str)
     cancelRequested = Signal()
 
-    #: A run shows its progress once it has taken this long (shorter ones would flicker).
-    PROGRESS_AFTER_S = 0.5
+    #: The widest text the progress bar shows; it is sized for it, so it is never clipped.
+    PROGRESS_TEXT = "layer 9999 / 9999 · 999.9 s"
 
     def __init__(self, devices: list[DeviceInfo] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -65,7 +65,9 @@ class RunBar(QWidget):
         self.live_toggle.toggled.connect(self.liveToggled)
 
         self.progress = QProgressBar(objectName="runProgress")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
-        self.progress.setMaximumWidth(220)
+        # its place is kept while idle (no jump of the input box), wide enough for its text
+        self.progress.setFixedWidth(self.fontMetrics().horizontalAdvance(self.PROGRESS_TEXT) + 40)
+        self.progress.setTextVisible(True)
         self.progress.setToolTip("Layers run so far in this run's forward passes")
         self.cancel_button = QToolButton(objectName="runCancel")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.cancel_button.setText("Cancel")
@@ -142,17 +144,29 @@ class RunBar(QWidget):
     def set_live(self, on: bool) -> None:
         self.live_toggle.setChecked(on)
 
-    # -- progress of a long run ----------------------------------------------------
+    # -- progress of a run ------------------------------------------------------------
+    def start_progress(self) -> None:
+        """A run started: the bar says so at once (busy until the first layer reports)."""
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("running…")
+        self.progress.setEnabled(True)
+        self.cancel_button.setEnabled(True)
+
     def show_progress(self, done: int, total: int, elapsed_s: float) -> None:
-        """``done`` of ``total`` layer calls after ``elapsed_s``; shown only for long runs."""
-        if elapsed_s < self.PROGRESS_AFTER_S:
-            return
+        """``done`` of ``total`` layer calls after ``elapsed_s``."""
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(min(done, max(total, 1)))
         self.progress.setFormat(f"layer %v / %m · {elapsed_s:.1f} s")
-        self.progress.show()
-        self.cancel_button.show()
+        self.progress.setEnabled(True)
+        self.cancel_button.setEnabled(True)
 
-    def hide_progress(self) -> None:
-        self.progress.hide()
-        self.cancel_button.hide()
+    def hide_progress(self, word: str = "") -> None:
+        """No run: the bar empty (or saying ``word``, e.g. "cancelled"), Cancel disabled."""
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self.progress.setFormat(word)
+        self.progress.setEnabled(bool(word))
+        self.cancel_button.setEnabled(False)
+
+    def progress_text(self) -> str:
+        return self.progress.text() if self.progress.maximum() else self.progress.format()

@@ -13,8 +13,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from hookscope.core import LoadedModel, Plan, compare, load_model
+from hookscope.core import HookscopeError, LoadedModel, Plan, compare, load_model
+from hookscope.core.errors import DeviceError
 from hookscope.core.dispatch import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
+from hookscope.core.user_text import one_line
 
 DEFAULT_RAY_BUDGET = "64MiB"
 
@@ -34,8 +36,8 @@ def add_scale_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="run the model in a Ray actor: local (start Ray here), auto (join the "
                         "running cluster) or ray://HOST:PORT")
-    g.add_argument("--ray-budget", metavar="SIZE", default=DEFAULT_RAY_BUDGET,
-                   help=f"most bytes of captured tensors one remote run sends back "
+    g.add_argument("--ray-budget", metavar="SIZE", default=None,
+                   help=f"with --ray: most bytes of captured tensors one remote run sends back "
                         f"(default {DEFAULT_RAY_BUDGET}; statistics always come)")
 
 
@@ -47,12 +49,23 @@ class ScaleOptions:
     ray_budget: int = parse_size(DEFAULT_RAY_BUDGET)
 
 
+def _size(flag: str, text: str) -> int:
+    try:
+        return parse_size(text)
+    except HookscopeError as exc:
+        raise DeviceError(f"{flag} {exc}") from exc
+
+
 def scale_options(ns: argparse.Namespace) -> ScaleOptions:
+    if ns.ray_budget is not None and not ns.ray:
+        # refused, not ignored: a bound that silently does nothing reads as if it held
+        raise DeviceError("--ray-budget bounds what a Ray actor sends back, so it needs --ray "
+                          "ADDRESS; to bound the captures kept here, use --memory-budget SIZE")
     return ScaleOptions(
         device_map_options(ns.device_map, ns.max_memory, ns.offload),
-        parse_size(ns.memory_budget) if ns.memory_budget else None,
+        _size("--memory-budget", ns.memory_budget) if ns.memory_budget else None,
         ns.ray,
-        parse_size(ns.ray_budget),
+        _size("--ray-budget", ns.ray_budget or DEFAULT_RAY_BUDGET),
     )
 
 
@@ -108,7 +121,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
         session = lm.module.session
         try:
             result = session.run(lm, opts.input or "example", plan, opts.device)
-            print(f"hookscope: note: {session.last_transfer.describe()}", file=err)
+            print(f"hookscope: note: {one_line(session.last_transfer.describe())}", file=err)
             return result
         finally:
             session.close()
@@ -117,6 +130,6 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
 
         decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
         if decision.note:
-            print(f"hookscope: note: {decision.note}", file=err)
+            print(f"hookscope: note: {one_line(decision.note)}", file=err)
         plan = decision.plan
     return compare(lm.module, x, plan, opts.device)

@@ -40,7 +40,10 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
     """The rest of ``hookscope run --session FILE ...``; returns the exit status."""
     from hookscope.core.export import save_captures, session_dict, standalone_script
 
-    from .headless import check_output_paths, print_json, print_table, write_text
+    from hookscope.core.own_inputs import files_read
+
+    from .headless import (check_output_paths, print_json, print_table,
+                           refuse_overwriting_inputs, write_text)
 
     clash = [flag for flag, given in (("SPEC", ns.spec), ("--weights", ns.weights),
                                       ("--capture", ns.capture), ("--clamp", ns.clamp)) if given]
@@ -59,6 +62,8 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
             s.set_input(ns.input)
         plan, lm = s.current_plan(), s.model
         assert lm is not None
+        refuse_overwriting_inputs(ns, files_read(lm.spec, lm.weights, [s.input_text], s.labels,
+                                                 ns.session, plan))
         if ns.export_script:
             script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
                                        trust=s.code_trust)

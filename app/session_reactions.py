@@ -116,7 +116,9 @@ class SessionReactions(_WindowBase):
         self._show_options()
 
     def _on_started(self, ev: SessionEvent) -> None:
+        self._cancelled = False
         self.status.show_busy(True)
+        self.run_bar.start_progress()
 
     def _on_progress(self, ev: SessionEvent) -> None:
         p = ev.value
@@ -140,10 +142,12 @@ class SessionReactions(_WindowBase):
         self.show_error(f"{ev.value}{extra}")
 
     def _on_cancelled(self, ev: SessionEvent) -> None:
-        self.statusBar().showMessage("run cancelled", 3000)
+        self._cancelled = True
+        self.run_bar.hide_progress("cancelled")
+        self.status.show_cancelled()
 
     def _on_idle(self, ev: SessionEvent) -> None:
-        self.run_bar.hide_progress()
+        self.run_bar.hide_progress("cancelled" if self._cancelled else "")
         w = self.worker
         self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
         if self.is_idle():

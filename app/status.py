@@ -92,6 +92,12 @@ class StatusFields:
         self._inter.clear()
         self._counts_from = (done, dropped, failed)
         self.show_counts(done, dropped, failed)
+        # the last model's figures are not this one's: blank until its first run
+        self.device.setText("device: –")
+        self.time.setText("")
+        self.time.setToolTip("How long one forward pass of the model takes")
+        self.overhead = ""
+        self.memory.setText("")
 
     def _label(self, name: str, tip: str) -> QLabel:
         lab = QLabel(objectName=name)  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
@@ -135,5 +141,8 @@ class StatusFields:
     def show_busy(self, busy: bool) -> None:
         if busy:
             self.bar.showMessage("running…")
-        else:
-            self.bar.clearMessage()
+        elif self.bar.currentMessage() == "running…":
+            self.bar.clearMessage()   # a "run cancelled" stays until the next run
+
+    def show_cancelled(self) -> None:
+        self.bar.showMessage("run cancelled: the plots show the last finished run")

@@ -53,10 +53,13 @@ def missing_libraries(files: list[Path], ldd: str | None = None) -> list[str]:
     return sorted(missing)
 
 
-def apt_line(missing: list[str]) -> str:
-    """The one command that installs the packages for ``missing`` libraries."""
+def apt_line(missing: list[str], root: bool | None = None) -> str:
+    """The one command that installs the packages for ``missing`` libraries: with
+    ``sudo`` for a user, without it for root (a fresh container has no sudo)."""
     packages = sorted({package_for(s) for s in missing})
-    return "sudo apt-get install " + " ".join(packages)
+    if root is None:
+        root = hasattr(os, "geteuid") and os.geteuid() == 0
+    return ("" if root else "sudo ") + "apt-get install " + " ".join(packages)
 
 
 def check(environ: dict | None = None, platform: str | None = None) -> tuple[int, str]:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QMenu
 
 from hookscope.core import HookscopeError
 from hookscope.core.hook_inventory import list_hooks
+from hookscope.core.own_inputs import refuse_overwrite
 from hookscope.widgets.hooks_view import HooksView
 from hookscope.widgets.last_folder import pick_file
 
@@ -54,6 +55,7 @@ def install_window_tools(win: "MainWindow") -> None:
     win.hooks_dock.setWidget(win.hooks_view)
     win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, win.hooks_dock)
     win.hooks_dock.hide()   # View → Hooks shows it
+    win.hooks_dock.visibilityChanged.connect(lambda shown: fit_hooks_dock(win) if shown else None)
     toggle = win.hooks_dock.toggleViewAction()
     toggle.setObjectName("actionViewHooks")
     view_menu = _menu(win, "View")
@@ -61,6 +63,15 @@ def install_window_tools(win: "MainWindow") -> None:
         view_menu.addAction(toggle)
     win.resultShown.connect(lambda _result: refresh_hooks(win))
     win.modelLoaded.connect(lambda _spec: refresh_hooks(win))
+
+
+def fit_hooks_dock(win: "MainWindow") -> None:
+    """The Hooks dock as tall as its list needs, at most a quarter of the window: an
+    empty list is one sentence, not a third of the window's height."""
+    if win.hooks_dock.isFloating():
+        return
+    height = min(win.hooks_view.wanted_height() + 24, max(win.height() // 4, 80))   # + its title
+    win.resizeDocks([win.hooks_dock], [height], Qt.Orientation.Vertical)
 
 
 def refresh_hooks(win: "MainWindow") -> bool:
@@ -73,6 +84,8 @@ def refresh_hooks(win: "MainWindow") -> bool:
         return False
     hooks = list_hooks(win.loaded.module)
     win.hooks_view.show_hooks(hooks)
+    if win.hooks_dock.isVisible():
+        fit_hooks_dock(win)
     ours = [h for h in hooks if h.is_hookscope]
     if ours:
         where = ", ".join(sorted({h.path or "(the model)" for h in ours})[:4])
@@ -83,14 +96,18 @@ def refresh_hooks(win: "MainWindow") -> bool:
 
 
 def export_figure(win: "MainWindow", path: str | None = None) -> Path | None:
-    """File → Export figure: every activation panel as one PNG or SVG."""
+    """File → Export figure: every activation panel and the output as one PNG or SVG."""
     if path is None:
         path = pick_file(win, "export", "Export figure", "PNG image (*.png);;SVG drawing (*.svg)",
                          save=True, file_name="activations.png")
         if not path:
             return None
     try:
-        written = win.panel.export_figure(path)
+        from .export_actions import files_the_session_reads
+
+        refuse_overwrite([("the figure", path)], files_the_session_reads(win.session),
+                         "the open model")
+        written = win.panel.export_figure(path, beside=win.outputs)
     except HookscopeError as exc:
         win.show_error(str(exc))
         return None

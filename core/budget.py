@@ -15,22 +15,41 @@ from __future__ import annotations
 
 import os
 import re
+from fractions import Fraction
 
-from .errors import InputError
+from .errors import HookscopeError, InputError
+from .user_text import shown
 
 DEFAULT_MAX_INPUT_BYTES = 4 << 30
 ENV_VAR = "HOOKSCOPE_MAX_INPUT_BYTES"
 _override: int | None = None
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+#: The largest size any option takes (1 EiB): past it a number is a typo, not a machine.
+MAX_SIZE = 1 << 60
+
+
+def scaled_size(number: str, unit: int, what: str,
+                error: type[HookscopeError] = InputError) -> int:
+    """``number`` (ASCII digits, maybe a decimal point) times ``unit``, exactly, as bytes;
+    ``error`` when it passes :data:`MAX_SIZE` (no float overflow, no 4,300-digit limit)."""
+    digits = number.lstrip("0") or "0"
+    value = None if len(digits) > 30 else Fraction(number) * unit
+    if value is None or value > MAX_SIZE:
+        raise error(f"{what} is more than {human(MAX_SIZE)}, larger than any machine's "
+                    "memory: write a size such as 8G")
+    return int(value)
 
 
 def parse_size(text: str) -> int:
     """``'4G'`` -> 4294967296; ``'1500'`` -> 1500 (units K, M, G, T, powers of 1024)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.IGNORECASE)
+    # ASCII digits only: int() would read '٣' as 3, and a superscript '²' not at all
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text),
+                     re.IGNORECASE | re.ASCII)
     if not m:
-        raise InputError(f"memory budget {str(text)[:40]!r} is not a size: write bytes or a "
+        raise InputError(f"memory budget {shown(str(text), 40)} is not a size: write bytes or a "
                          "number with K, M, G or T, e.g. 8G")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    return scaled_size(m.group(1), _UNITS[m.group(2).upper()],
+                       f"memory budget {shown(str(text), 40)}")
 
 
 def set_max_input_bytes(limit: int | str | None) -> None:
@@ -43,15 +62,23 @@ def max_input_bytes() -> int:
     if _override is not None:
         return _override
     env = os.environ.get(ENV_VAR, "").strip()
-    return parse_size(env) if env else DEFAULT_MAX_INPUT_BYTES
+    if not env:
+        return DEFAULT_MAX_INPUT_BYTES
+    try:
+        return parse_size(env)
+    except InputError as exc:
+        raise InputError(f"{ENV_VAR}: {exc}") from exc
 
 
 def human(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
+    if n >= 1 << 80:  # a size from a typo: float() of it may overflow
+        return "more than 1 YiB"
+    n = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"):
+        if n < 1024 or unit == "ZiB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} PiB"  # pragma: no cover
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def check_input_size(nbytes: int, what: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from .errors import InputError
 from .meaning import CLASSES, DETECTIONS, GENERIC, OutputMeaning, remember_meaning
+from .regular_file import read_regular
 from .user_text import shown
 
 MAX_LABELS_BYTES = 16 * 2**20  # ImageNet-21k's names are ~0.4 MB; far past that is not a labels file
@@ -31,14 +32,11 @@ MAX_LABELS_BYTES = 16 * 2**20  # ImageNet-21k's names are ~0.4 MB; far past that
 def read_labels(path: str | Path) -> list[str]:
     """The class names in ``path`` (see the module docstring); :class:`InputError` saying what is wrong."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise InputError(f"labels file {shown(str(path))} does not exist: give a text file with one "
-                         "class name per line, or a JSON list")
-    if p.stat().st_size > MAX_LABELS_BYTES:
-        raise InputError(f"labels file {shown(str(path))} is {p.stat().st_size} bytes: a labels file "
-                         "holds one name per class (pass the right file)")
-    try:
-        text = p.read_text(encoding="utf-8-sig")
+    try:  # a regular file only (never a FIFO or /dev/zero), and never more than the limit
+        text = read_regular(p, MAX_LABELS_BYTES, "labels file").decode("utf-8-sig")
+    except InputError as exc:
+        raise InputError(f"{exc}; a labels file is a text file with one class name per line, "
+                         "or a JSON list") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"labels file {shown(str(path))} cannot be read as UTF-8 text: {exc}") from exc
     if not text.strip():

@@ -37,8 +37,10 @@ from typing import Any
 from torch import nn
 
 from .devices import cuda_unavailable_reason
+from .budget import scaled_size
 from .errors import DeviceError, SpecError
 from .extras import require
+from .user_text import shown
 
 DEVICE_MAPS = ("auto", "balanced", "sequential")
 
@@ -93,9 +95,9 @@ def parse_size(text: str) -> int:
     m = _SIZE.match(text or "")
     unit = m.group(2).lower() if m else ""
     if not m or unit not in _UNITS:
-        raise DeviceError(f"size {text!r}: write a number with a unit, e.g. 2GiB, 500MB or "
+        raise DeviceError(f"size {shown(text, 40)}: write a number with a unit, e.g. 2GiB, 500MB or "
                           "1.5GB (KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000)")
-    return int(float(m.group(1)) * _UNITS[unit])
+    return scaled_size(m.group(1), _UNITS[unit], f"size {shown(text, 40)}", DeviceError)
 
 
 def parse_max_memory(text: str) -> dict[int | str, int]:
@@ -116,7 +118,10 @@ def parse_max_memory(text: str) -> dict[int | str, int]:
         else:
             raise DeviceError(f"--max-memory {part!r}: the device is cpu, disk, mps, a GPU "
                               "index (0) or cuda:N")
-        out[key] = parse_size(size)
+        try:
+            out[key] = parse_size(size)
+        except DeviceError as exc:
+            raise DeviceError(f"--max-memory {exc}") from exc
     if not out:
         raise DeviceError("--max-memory is empty: write DEVICE=SIZE, e.g. cpu=2GiB")
     return out
@@ -176,6 +181,12 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
         else:
             if weights:
                 _load_in_place(module, weights)
+            if dm.get("") == "disk" and folder is not None:
+                # The whole model on disk: accelerate would pick the weights of module "" by
+                # the prefix ".", find none and write no index.json; write them all here.
+                from accelerate.utils import offload_state_dict
+
+                offload_state_dict(folder, module.state_dict())
             acc.dispatch_model(module, device_map=dm, offload_dir=folder)
     except (ValueError, RuntimeError, OSError) as exc:
         raise DeviceError(f"accelerate could not place the model ({type(exc).__name__}: "

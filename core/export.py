@@ -25,7 +25,7 @@ from .errors import HookscopeError
 from .capture_record import CaptureRecord
 from .intervention_base import Intervention
 from .plan import Plan
-from .script_template import HELPERS, SCRIPT, STATS
+from .script_template import HELPERS, SCRIPT, STATS, comment_text
 
 CAPTURE_FORMATS = (".npz", ".safetensors")
 
@@ -139,7 +139,8 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     model_src, extra = model_section(spec, loaded, weights, probe=x)
     payload = {"input": x, "sources": sources, **extra}
     functions = "\n".join(cls.leaf_function.strip("\n") + "\n\n" for cls in kinds.values())
-    intervene = "".join(f"    {path!r}: {iv.to_torch_source()},  # {iv.describe()}\n"
+    # The comment is user text (a source input's file name): escaped, so it stays one comment.
+    intervene = "".join(f"    {path!r}: {iv.to_torch_source()},  # {comment_text(iv.describe())}\n"
                         for path, iv in interventions.items())
     every_leaf = {p for p, iv in interventions.items() if iv.leaf_kinds == "all"}
     what = " and the model's weights" if "state_dict" in extra else ""

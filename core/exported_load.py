@@ -35,6 +35,8 @@ from typing import Iterator
 import torch
 
 from .errors import SpecError
+from .torch_load import load_tensors
+from .regular_file import open_regular
 
 TRUST_HINT = ("Pass --trust-code (in the window: 'Trust this file' in File > Open model) only "
               "if you trust where the file came from, or re-export it with torch.export.save")
@@ -57,7 +59,8 @@ def load_exported_program(path: Path, trust_pickle: bool = False):
     """The :class:`torch.export.ExportedProgram` in ``path``; :class:`SpecError` if it
     cannot be read, or (without ``trust_pickle``) if reading it would unpickle anything."""
     try:
-        data = path.read_bytes()
+        with open_regular(path, "exported program", SpecError) as f:  # never a FIFO or a device
+            data = f.read()
     except OSError as exc:
         raise SpecError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
     if not trust_pickle:
@@ -126,7 +129,7 @@ def _check_payload_config(raw: bytes, kind: str, name: str) -> None:
 def _check_weights_only(raw: bytes, name: str) -> None:
     try:
         with _weights_only_everywhere():
-            torch.load(io.BytesIO(raw), weights_only=True)
+            load_tensors(io.BytesIO(raw))
     except Exception as exc:  # UnpicklingError, RuntimeError, ...: all mean "not plain tensors"
         raise SpecError(f"{name} stores its example inputs as Python objects that a safe "
                         "(weights_only) load refuses; it is not loaded. " + TRUST_HINT) from exc

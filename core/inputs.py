@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -37,7 +37,9 @@ from .input_checks import check_npy, check_torch_file, open_image
 from .inputs_structured import (is_structured, is_structured_literal, load_safetensors_input,
                                 parse_structured, parse_text, random_like)
 from .interventions import map_tensors, tensor_leaves
-from .user_text import is_file, shown, user_path
+from .regular_file import open_regular
+from .torch_load import load_tensors
+from .user_text import shorten, shown, user_path
 
 _DTYPES = {
     "float32": torch.float32, "float": torch.float32, "float64": torch.float64,
@@ -159,7 +161,7 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
     numel = 1
     for n in shape:
         numel *= n
-    check_input_size(numel * max(dtype.itemsize, 4), f"random input {'x'.join(map(str, shape))}")
+    check_input_size(numel * max(dtype.itemsize, 4), f"random input {shorten('x'.join(map(str, shape)), 60)}")
     try:
         if dtype.is_floating_point:
             return torch.randn(shape, generator=g).to(dtype)
@@ -175,12 +177,17 @@ def _parse_random(text: str, example: Any) -> torch.Tensor:
 
 
 def _load_file(path: Path) -> Any:
-    if not is_file(path):
-        raise InputError(f"input file {shown(path)} does not exist")
+    # A regular file only: a FIFO or a symlink to /dev/zero is refused, never waited on.
+    with open_regular(path, "input file") as f:
+        return _load_open_file(path, f)
+
+
+def _load_open_file(path: Path, f: BinaryIO) -> Any:
     if path.suffix == ".npy":
-        check_npy(path)  # objects, size and truncation, from the header alone
+        check_npy(path, f)  # objects, size and truncation, from the header alone
         try:
-            arr = np.load(path, allow_pickle=False)
+            f.seek(0)
+            arr = np.load(f, allow_pickle=False)
         except ValueError as exc:
             raise InputError(f"cannot read {path.name} as a .npy array: {str(exc)[:200]}") from exc
         except OSError as exc:
@@ -189,9 +196,9 @@ def _load_file(path: Path) -> Any:
             raise InputError(f"{path} holds {arr.dtype} values; save a numeric array")
         # native byte order: torch cannot take a big-endian array
         return torch.from_numpy(np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("="))))
-    check_torch_file(path)
+    check_torch_file(path, f)
     try:
-        value = torch.load(path, map_location="cpu", weights_only=True)
+        value = load_tensors(f)
     except Exception as exc:  # torch raises several types for a bad or unsafe file
         raise InputError(f"cannot load {path} as tensors (weights_only=True refuses anything "
                          f"but tensors and plain containers): {str(exc).splitlines()[0]}") from exc
@@ -211,8 +218,6 @@ def load_image(path: Path, example: Any = None, invert: bool = False) -> torch.T
     With a 4-D example input, C (1 = grey, 3 = RGB) and H x W follow it, so a
     photo of any size fits the model; without one the image keeps its size, RGB.
     """
-    if not is_file(path):
-        raise InputError(f"image file {shown(path)} does not exist")
     try:
         from PIL import Image
     except ImportError as exc:  # an optional dependency in some installs

@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .budget import check_input_size
 from .call_args import CallArgs
 from .errors import InputError
+from .regular_file import open_regular
+from .user_text import shorten
 from .interventions import tensor_leaves
 
 
@@ -39,8 +43,14 @@ def _literal(text: str) -> Any:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         pass
+    except (RecursionError, MemoryError) as exc:  # the parser gives up on very deep nesting
+        raise InputError(f"input literal of {len(text)} characters is nested too deeply to read: "
+                         "use a .npy, .pt or .safetensors file") from exc
     try:
         return json.loads(text)  # JSON's true/false/null
+    except RecursionError as exc:
+        raise InputError(f"input literal of {len(text)} characters is nested too deeply to read: "
+                         "use a .npy, .pt or .safetensors file") from exc
     except ValueError as exc:
         raise InputError(f"input {text[:60]!r} is neither a Python literal nor JSON: write e.g. "
                          '{"input_ids": [[1, 2, 3]], "attention_mask": [[1, 1, 1]]}') from exc
@@ -51,7 +61,7 @@ def _tensor(value: Any, like: torch.Tensor | None, where: str) -> torch.Tensor:
         return value
     try:
         return torch.tensor(value, dtype=like.dtype if like is not None else None)
-    except (TypeError, ValueError, RuntimeError) as exc:
+    except (TypeError, ValueError, RuntimeError, OverflowError, RecursionError) as exc:
         raise InputError(f"input {where} is not a rectangular list of numbers: {exc}") from exc
 
 
@@ -141,12 +151,13 @@ def parse_text(text: str, example: Any, codec: Any) -> Any:
 
 def load_safetensors_input(path: Path) -> dict[str, torch.Tensor]:
     """A ``.safetensors`` file's tensors, by name (keyword inputs)."""
-    if not path.is_file():
-        raise InputError(f"input file {str(path)!r} does not exist")
+    with open_regular(path, "input file") as f:  # never a FIFO or a device
+        check_input_size(os.fstat(f.fileno()).st_size, path.name)
+        data = f.read()
     try:
-        from safetensors.torch import load_file
+        from safetensors.torch import load
 
-        tensors = load_file(str(path))
+        tensors = load(data)
     except Exception as exc:  # a corrupt or foreign file
         raise InputError(f"cannot read {path} as safetensors: {exc}") from exc
     if not tensors:
@@ -167,8 +178,21 @@ def random_like(text: str, example: Any, seed: int, shape: tuple[int, ...] | Non
 
     g = torch.Generator().manual_seed(seed)
 
+    def size_of(t: torch.Tensor) -> tuple[int, ...]:
+        return shape if shape is not None and len(shape) == t.dim() else tuple(t.shape)
+
+    # every leaf together within the budget, before any of them is made
+    total = 0
+    for _, t in tensor_leaves(example):
+        numel = 1
+        for n in size_of(t):
+            numel *= n
+        total += numel * max(t.element_size(), 4)
+    what = f"random input {shorten('x'.join(map(str, shape)), 60)}" if shape else "random input"
+    check_input_size(total, f"{what} (every tensor of the example input)")
+
     def make(t: torch.Tensor) -> torch.Tensor:
-        size = shape if shape is not None and len(shape) == t.dim() else tuple(t.shape)
+        size = size_of(t)
         if t.is_floating_point():
             return torch.randn(size, generator=g).to(dtype if dtype is not None and dtype.is_floating_point
                                                       else t.dtype)

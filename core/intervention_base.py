@@ -306,9 +306,12 @@ def _convert(kind: str, p: Param, v: Any) -> Any:
             items = [v] if isinstance(v, int) else list(v)
             return tuple(int(u) for u in items)
         if p.type == "input" and isinstance(v, dict) and "tensor" in v:
-            return torch.tensor(v["tensor"], dtype=getattr(torch, str(v.get("dtype", "float32"))))
+            dtype = getattr(torch, str(v.get("dtype", "float32")), None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"no torch dtype {v.get('dtype')!r}")
+            return torch.tensor(v["tensor"], dtype=dtype)
         return v
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError, RuntimeError, RecursionError) as exc:
         raise PlanError(f"{kind}: {p.name} must be {_type_words(p)}, got {v!r}") from exc
 
 
@@ -324,7 +327,9 @@ def _input_key(src: Any) -> Any:
         return None
     if isinstance(src, torch.Tensor):
         data = src.detach().cpu().contiguous()
-        digest = hashlib.sha1(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+        # reshape: a 0-d tensor (a scalar) has no byte view of its own
+        digest = hashlib.sha1(data.reshape(-1).view(torch.uint8).numpy().tobytes()
+                              if data.numel() else b"")
         return ("tensor", str(data.dtype), tuple(data.shape), digest.hexdigest())
     return ("spec", str(src).strip())
 

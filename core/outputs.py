@@ -221,8 +221,9 @@ def summary_lines(desc: dict[str, Any]) -> list[str]:
                      + (f": {ch[:20]}" if ch else ""))
     elif kind == DETECTIONS:
         for i, img in enumerate(desc["images"]):
-            lines.append(f"image {i}: {img['count_without']} detections without, "
-                         f"{img['count_with']} with")
+            count = lambda n: f"{n} detection{'s' if n != 1 else ''}" if n else "no boxes"
+            lines.append(f"image {i}: {count(img['count_without'])} without, "
+                         f"{count(img['count_with'])} with")
     else:
         for leaf in desc.get("leaves", [])[:12]:
             lines.append(f"{leaf['name']:<24} shape {leaf['shape']}  changed "

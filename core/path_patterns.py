@@ -41,6 +41,19 @@ def matches(pattern: str, path: str) -> bool:
     return _match(pattern.split("."), path.split(".") if path else [])
 
 
+def rooted_suggestion(pattern: str, paths: Iterable[str]) -> str | None:
+    """The pattern with the first real prefix that makes it match (``h.*.mlp`` ->
+    ``transformer.h.*.mlp`` on a Hugging Face GPT-2), or ``None`` when no path has a
+    part that fits it (patterns match from the root: what was typed may sit deeper)."""
+    pieces = pattern.split(".")
+    for path in paths:
+        parts = path.split(".")
+        for k in range(1, len(parts)):
+            if _match(pieces, parts[k:]):
+                return ".".join(parts[:k]) + "." + pattern
+    return None
+
+
 def expand_paths(pattern: str, module: nn.Module | Iterable[str]) -> list[str]:
     """The paths of ``module`` (or of a list of paths) that fit ``pattern``, in model order.
 
@@ -52,6 +65,10 @@ def expand_paths(pattern: str, module: nn.Module | Iterable[str]) -> list[str]:
              else list(module))
     found = [p for p in paths if matches(pattern, p)]
     if not found:
+        better = rooted_suggestion(pattern, paths)
+        if better:
+            raise PlanError(f"layer pattern {pattern!r} matches no layer: patterns match from "
+                            f"the root, and {better!r} does")
         example = next((p for p in paths if "." in p), paths[0] if paths else "")
         raise PlanError(f"layer pattern {pattern!r} matches no layer: '*' stands for one name "
                         f"between dots ('**' for any number), e.g. a path here is {example!r}")

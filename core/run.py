@@ -37,9 +37,10 @@ from .inplace_victims import worth_guarding
 from .call_args import CallArgs
 from .interventions import Clamp
 from .module_walk import module_walk, unique_modules
-from .nested import map_tensors, tensor_leaves
+from .nested import NestingError, map_tensors, tensor_leaves
 from .plan import LayerPlan, Plan
 from .source_pass import source_groups, source_outputs
+from .user_text import safe_str
 
 # Per model: layers whose captured output a later in-place op overwrote.
 # Learned on the first run (in the same forward), then those layers are copied
@@ -241,7 +242,8 @@ def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> A
 def forward_error_message(module: nn.Module, inputs: Any, exc: Exception) -> str:
     shapes = ", ".join(f"{tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
                        for _, t in tensor_leaves(inputs)) or "no tensors"
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = safe_str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
     if needs_autograd(exc):
         return f"{AUTOGRAD_MESSAGE} ({type(exc).__name__}: {first})"
     return (f"the model's forward failed on the input ({shapes}): {type(exc).__name__}: {first}. "
@@ -315,7 +317,10 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
         # captures may depend on an input that could change (core/victim_remake.py).
         out, captures, calls, fwd_ms, _ = _hooked_forward(module, x, layers, True, victims, dev,
                                                           remake=False, **extra)
-    output = map_tensors(lambda t: t.detach().cpu(), out)
+    try:
+        output = map_tensors(lambda t: t.detach().cpu(), out)
+    except NestingError as exc:
+        raise ForwardError(f"the model's output cannot be read: {exc}") from exc
     total = (time.perf_counter() - t0) * 1e3
     return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured)
 
@@ -406,7 +411,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     differ, the largest absolute difference, the captures of the intervened
     run (each with the same call of the baseline run: ``baseline_tensor``,
     ``baseline_stats``) and timings in milliseconds (``baseline``,
-    ``intervened``, ``overhead`` = intervened minus baseline, ``total``; a
+    ``intervened``, ``overhead`` = intervened minus baseline, at least 0, ``total``; a
     patch's source forward, when one runs, as ``source``).
 
     The baseline forward captures the same layers as the intervened one (with
@@ -460,7 +465,9 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     differ, max_diff = output_difference(baseline.output, res.output)
     total = (time.perf_counter() - t0) * 1e3
     timings = {"baseline": baseline.ms, "intervened": res.forward_ms,
-               "overhead": res.forward_ms - baseline.ms, **timings, "total": total}
+               # what the hooks cost; a "negative cost" is timing noise (the first forward
+               # carries one-time set-up), so it floors at 0
+               "overhead": max(0.0, res.forward_ms - baseline.ms), **timings, "total": total}
     return RunResult(
         output_without=baseline.output,
         output_with=res.output,

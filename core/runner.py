@@ -73,6 +73,7 @@ from .runner_messages import (FINAL, Cancelled, Counts, Failed, Finished, Listen
                               RunRequest, Started)
 from .sources import load_model
 from .tree import module_tree
+from .user_text import safe_str
 
 
 # -- helpers -----------------------------------------------------------------
@@ -86,13 +87,14 @@ def same_values(a: Any, b: Any) -> bool:
 
 def error_message(exc: BaseException) -> str:
     """The text shown to a person for anything a request raised."""
+    text = safe_str(exc)  # a model's exception may fail even at being shown
     if isinstance(exc, HookscopeError):
-        return str(exc)
+        return text
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, a custom BaseException
-        detail = f": {exc}" if str(exc) else ""
+        detail = f": {text}" if text else ""
         return (f"the model raised {type(exc).__name__}{detail}; that run was stopped and its "
                 "hooks removed. Fix the model's code, or run again")
-    return f"internal error: {type(exc).__name__}: {exc}"
+    return f"internal error: {type(exc).__name__}: {text}"
 
 
 def leaf_count(module: torch.nn.Module) -> int:

@@ -23,6 +23,7 @@ demo the weights are already in its embedded state_dict.
 from __future__ import annotations
 
 import inspect
+import keyword
 import textwrap
 from collections import OrderedDict
 from typing import Any
@@ -33,6 +34,7 @@ from torch import nn
 from .errors import HookscopeError
 from .nested import tensor_leaves
 from .run import call_model, to_device
+from .script_template import comment_text
 from .user_text import user_path
 
 
@@ -56,13 +58,21 @@ def model_section(spec: str, loaded: Any, weights: str | None,
     target, _, fname = spec.rpartition(":")
     if target.endswith(".py"):
         path = str(user_path(target).resolve())
-        src = _IMPORT_FILE + f"model = module_of(import_file({path!r}).{fname}())\n"
+        src = _IMPORT_FILE + f"model = module_of({_attribute(f'import_file({path!r})', fname)}())\n"
     else:
         src = ("import importlib\n\n" + _MODULE_OF
-               + f"model = module_of(importlib.import_module({target!r}).{fname}())\n")
+               + f"model = module_of({_attribute(f'importlib.import_module({target!r})', fname)}())\n")
     if weights:
         src += _LOAD_WEIGHTS + f"model.load_state_dict(read_state_dict({str(user_path(weights).resolve())!r}))\n"
     return src, {}
+
+
+def _attribute(expr: str, name: str) -> str:
+    """``expr.name`` when ``name`` is a plain ASCII identifier (Python would read it as written),
+    else ``getattr(expr, 'name')``: a spec's text never becomes code of its own."""
+    if name.isascii() and name.isidentifier() and not keyword.iskeyword(name):
+        return f"{expr}.{name}"
+    return f"getattr({expr}, {name!r})"
 
 
 _MODULE_OF = '''
@@ -124,7 +134,8 @@ def demo_section(spec: str, module: nn.Module, probe: Any = None) -> str:
         raise HookscopeError(f"cannot write {spec}'s architecture as plain torch ({exc}); "
                              "export the model with torch.export to a .pt2 file and open that") from exc
     _check_rebuilds(spec, src, module, probe)
-    return (f"# {spec}'s architecture, as Hookscope defines it; its weights are in PAYLOAD.\n"
+    return (f"# {comment_text(spec)}'s architecture, as Hookscope defines it; its weights are in "
+            "PAYLOAD.\n"
             + src + "model.load_state_dict(PAYLOAD['state_dict'])\n")
 
 

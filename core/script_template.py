@@ -15,6 +15,15 @@ from __future__ import annotations
 
 from string import Template
 
+from .user_text import escape_controls, shorten
+
+
+def comment_text(text: str, limit: int = 120) -> str:
+    """User text (a description, a file name, a spec) fit to follow a ``#`` in the script: every
+    line break and control character escaped, so the comment ends where the line does, and
+    shortened. Values the script uses are written with ``repr()``, never this way."""
+    return shorten(escape_controls(str(text)), limit)
+
 HELPERS = '''
 def call(model, x):
     """Call the model the way its input asks: a tuple spreads, a dict is keywords."""

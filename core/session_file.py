@@ -36,12 +36,15 @@ from typing import Any
 from .atomic_write import write_text
 from .errors import HookscopeError
 from .plan import Plan
+from .regular_file import read_regular
 from .session_types import Options
 
 FORMAT = "hookscope-session"
 VERSION = 1
 SUFFIX = ".hookscope.json"
 MAX_BYTES = 16 * 1024 * 1024
+#: How deep the ``view`` object may nest: the window writes two or three levels.
+MAX_VIEW_DEPTH = 32
 _PATH_SUFFIXES = (".py", ".pt2", ".pt", ".pth")
 
 
@@ -138,7 +141,11 @@ def write_session_file(path: str | Path, session: Any) -> Path:
     if not folder.is_dir():
         raise HookscopeError(f"cannot save the session to {path}: the folder {path.parent} "
                              "does not exist")
-    text = json.dumps(session_to_dict(session, folder), indent=1, allow_nan=False) + "\n"
+    try:
+        text = json.dumps(session_to_dict(session, folder), indent=1, allow_nan=False) + "\n"
+    except RecursionError as exc:  # a view set from a script, nested thousands deep
+        raise HookscopeError(f"cannot save the session to {path}: its view is nested too deeply "
+                             f"to write (at most {MAX_VIEW_DEPTH} levels); reset the view") from exc
     try:
         write_text(path, text)  # whole or not at all
     except HookscopeError as exc:
@@ -201,6 +208,10 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
     if bad:
         raise SessionFileError(f"options {', '.join(sorted(bad))}: unknown, or not true/false")
     view = _get(d, "view", dict, "session", {})
+    if _depth(view) > MAX_VIEW_DEPTH:
+        raise SessionFileError(f"view is nested more than {MAX_VIEW_DEPTH} levels deep; the "
+                               "window writes two or three: remove the view, or save the "
+                               "session again")
     _get(view, "selected", str, "view", None)  # a layer path: the window looks it up by it
     return SessionSetup(spec=_map_spec(spec, lambda p: _abs(p, base)),
                         weights=_abs(weights, base) if weights else None,
@@ -208,16 +219,25 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
                         view=view, labels=_abs(labels, base) if labels else None)
 
 
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests lists and dicts (walked without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            if deepest > MAX_VIEW_DEPTH:
+                break
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def read_session_file(path: str | Path) -> SessionSetup:
     """Read and check a ``*.hookscope.json`` file (raises :class:`SessionFileError`)."""
     path = Path(path).expanduser()
     name = path.name
-    try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SessionFileError(f"{name} is {size:,} bytes, too large for a session file "
-                                   f"(at most {MAX_BYTES:,})")
-        raw = path.read_bytes()
+    try:  # a FIFO or /dev/zero under this name is refused, never waited on or read without end
+        raw = read_regular(path, MAX_BYTES, "the session file", SessionFileError)
     except OSError as exc:
         raise SessionFileError(f"cannot read the session file {path}: {exc.strerror or exc}") from exc
     try:

@@ -26,12 +26,15 @@ from typing import Any
 
 import torch
 
+from .budget import check_input_size
+from .regular_file import kind_of
 from .errors import SpecError
 from .hf_custom_code import model_folder, refuse_custom_code
 from .meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
 from .source_adapters import missing_package
-from .source_hf_audio import audio_example
+from .source_hf_audio import audio_example, config_count
 from .text_codec import HFCodec
+from .user_text import shown
 
 DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog"
 
@@ -67,6 +70,8 @@ def load_hf(spec: str) -> Any:
     tf = _transformers(spec)
     local = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else None
     where = local or name
+    if local is not None:
+        _only_regular_files(Path(where))  # transformers opens them by name: a FIFO would block
     # a folder's own code is named and refused before transformers reads anything;
     # trust_remote_code=False everywhere below, so transformers never asks on stdin
     refuse_custom_code(name, model_folder(name, local))
@@ -80,10 +85,7 @@ def load_hf(spec: str) -> Any:
                         "save_pretrained, or a model id already in the local cache "
                         f"({os.environ.get('HF_HOME', '~/.cache/huggingface')}); nothing is "
                         "downloaded") from exc
-    arch = next(iter(config.architectures or []), None)
-    cls = getattr(tf, arch, None) if arch else None
-    if cls is None:
-        cls = tf.AutoModel
+    cls = _model_class(tf, config.architectures)
     try:
         model = cls.from_pretrained(where, local_files_only=True, trust_remote_code=False)
     except Exception as exc:
@@ -105,6 +107,41 @@ def load_hf(spec: str) -> Any:
         "no tokenizer in this folder: text: inputs are off, token ids show as numbers"]
     desc = f"Hugging Face {type(model).__name__} from {name}"
     return LoadedModel(model, example, spec, "hf", desc, meaning=meaning, notes=notes)
+
+
+def _only_regular_files(folder: Path) -> None:
+    """Refuse a model folder holding a FIFO, socket, device or a symlink to one (such as
+    ``config.json -> /dev/zero``): transformers would block on it or read it without end."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError as exc:
+        raise SpecError(f"cannot list the model folder {shown(str(folder))}: "
+                        f"{exc.strerror or exc}") from exc
+    for entry in entries:
+        try:
+            if entry.is_dir() or entry.is_file():  # both follow symlinks
+                continue
+            mode = os.stat(entry.path).st_mode
+        except OSError:  # a dangling symlink: transformers reports it if it needs the file
+            continue
+        raise SpecError(f"the model folder {shown(str(folder))} holds {shown(entry.name)}, which is "
+                        f"{kind_of(mode)}, not a regular file: replace it with the file itself")
+
+
+def _model_class(tf, architectures: Any) -> Any:
+    """The class ``config.json``'s ``architectures`` names (its first entry), else ``AutoModel``;
+    :class:`SpecError` for a name that is not a transformers model class."""
+    if not architectures:
+        return tf.AutoModel
+    arch = architectures[0] if isinstance(architectures, (list, tuple)) else architectures
+    cls = getattr(tf, arch, None) if isinstance(arch, str) and arch.isidentifier() else None
+    # a model whose backend is missing is a placeholder class: its load says what to install
+    placeholder = type(cls).__name__ == "DummyObject"
+    if not placeholder and not (isinstance(cls, type) and issubclass(cls, tf.PreTrainedModel)):
+        raise SpecError(f"config.json's architectures names {shown(arch, 60)}, which is not a "
+                        "transformers model class (such as GPT2LMHeadModel): correct it, or "
+                        "remove the key to load the plain model")
+    return cls
 
 
 def _tokenizer(tf, where: str) -> HFCodec | None:
@@ -144,8 +181,16 @@ def _example(tf, model, config, where: str, codec: HFCodec | None) -> tuple[Any,
 def _pixel_values(tf, config, where: str) -> torch.Tensor:
     """A smooth test image of the model's size, normalised like its image processor does."""
     size = getattr(config, "image_size", 224)
-    h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
-    channels = int(getattr(config, "num_channels", 3))
+    try:
+        h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
+        h, w = config_count(h, "image_size"), config_count(w, "image_size")
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"config.json's image_size {shown(size, 60)} is not one or two positive "
+                        "whole numbers: fix it (e.g. 224)") from exc
+    channels = config_count(getattr(config, "num_channels", 3), "num_channels")
+    # the image is made here, from sizes a config file gives: within the input budget first
+    check_input_size(channels * h * w * 4, f"the example image ({channels}x{h}x{w} from "
+                     "config.json's num_channels and image_size)")
     mean, std = [0.5] * channels, [0.5] * channels
     try:
         proc = tf.AutoImageProcessor.from_pretrained(where, local_files_only=True,
@@ -159,7 +204,11 @@ def _pixel_values(tf, config, where: str) -> torch.Tensor:
 
 def normalised_test_image(channels: int, h: int, w: int, mean: list[float],
                           std: list[float]) -> torch.Tensor:
-    """A deterministic smooth colour gradient (1 x C x H x W), normalised by ``mean``/``std``."""
+    """A deterministic smooth colour gradient (1 x C x H x W), normalised by ``mean``/``std``.
+
+    Its sizes may come from a file (a config, a cached pretrained config): within the
+    input budget, checked before anything is made."""
+    check_input_size(channels * h * w * 4, f"the example image ({channels}x{h}x{w})")
     ys = torch.linspace(0, 1, h).view(h, 1)
     xs = torch.linspace(0, 1, w).view(1, w)
     planes = [(xs * (1 - ys) + 0.5 * ys * (c % 2)) % 1.0 for c in range(channels)]

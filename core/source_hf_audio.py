@@ -26,6 +26,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from .budget import check_input_size
+from .errors import SpecError
+from .user_text import shown
+
 AUDIO_INPUTS = ("input_features", "input_values")
 SINE_HZ = 440.0
 DEFAULT_RATE = 16_000
@@ -45,9 +49,20 @@ def _extractor(tf: Any, where: str) -> Any:
         return None
 
 
+def config_count(value: Any, key: str, file: str = "config.json") -> int:
+    """A size read from a model folder's ``file``, as a positive int; :class:`SpecError`
+    saying which key holds what instead."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value <= 0 or value != int(value):
+        raise SpecError(f"{file}'s {key} {shown(value, 60)} is not a positive whole number: "
+                        "fix it in the model's folder")
+    return int(value)
+
+
 def _frames(config: Any) -> int | None:
     n = getattr(config, "max_source_positions", None)
-    return 2 * int(n) if n else None  # Whisper's encoder halves the frames with a stride-2 conv
+    # Whisper's encoder halves the frames with a stride-2 conv
+    return 2 * config_count(n, "max_source_positions") if n else None
 
 
 def _fit_frames(features: torch.Tensor, frames: int | None) -> torch.Tensor:
@@ -56,6 +71,9 @@ def _fit_frames(features: torch.Tensor, frames: int | None) -> torch.Tensor:
         return features
     if features.shape[-1] > frames:
         return features[..., :frames].contiguous()
+    check_input_size(features[..., :1].numel() * frames * 4 * 2,
+                     f"the example spectrogram padded to {frames} frames (config.json's "
+                     "max_source_positions)")
     pad = features.new_full((*features.shape[:-1], frames - features.shape[-1]),
                             float(features.min()))
     return torch.cat([features, pad], dim=-1)
@@ -65,8 +83,10 @@ def _from_config(main: str, config: Any) -> torch.Tensor:
     if main == "input_values":
         wave = torch.from_numpy(sine_wave(DEFAULT_RATE))
         return ((wave - wave.mean()) / (wave.std() + 1e-7)).unsqueeze(0)
-    bins = int(getattr(config, "num_mel_bins", 80))
+    bins = config_count(getattr(config, "num_mel_bins", 80), "num_mel_bins")
     frames = _frames(config) or 3000
+    check_input_size(bins * frames * 4 * 3, f"the example spectrogram ({bins} mel bins x "
+                     f"{frames} frames, from config.json's num_mel_bins and max_source_positions)")
     mel = torch.linspace(0, 1, bins).view(bins, 1)
     t = torch.linspace(0, 1, frames).view(1, frames)
     # a band of energy low in the spectrum, steady in time, in Whisper's [-1, 1]
@@ -82,7 +102,12 @@ def audio_example(tf: Any, model: Any, config: Any,
     fe = _extractor(tf, where)
     x: torch.Tensor | None = None
     if fe is not None:
-        rate = int(getattr(fe, "sampling_rate", DEFAULT_RATE) or DEFAULT_RATE)
+        rate = config_count(getattr(fe, "sampling_rate", DEFAULT_RATE) or DEFAULT_RATE,
+                            "sampling_rate",
+                            "preprocessor_config.json")
+        # a second of sound at that rate, as float64 times then float32 samples
+        check_input_size(rate * 12, f"the example sound (a second at {rate} Hz, the feature "
+                         "extractor's sampling_rate)")
         enc = fe(sine_wave(rate), sampling_rate=rate, return_tensors="pt")
         value = enc.get(main) if hasattr(enc, "get") else None
         if isinstance(value, torch.Tensor):

@@ -16,6 +16,7 @@ import sys
 from typing import Iterator
 
 from .errors import HookscopeError, SpecError
+from .user_text import safe_str
 
 
 @contextlib.contextmanager
@@ -30,11 +31,13 @@ def user_code(what: str, argv0: str,
     except SystemExit as exc:
         raise error(f"{what} called sys.exit({exc.code!r}); a model must not exit "
                     "(move command-line handling under if __name__ == '__main__':)") from exc
-    except (KeyboardInterrupt, GeneratorExit):
+    except KeyboardInterrupt:
         raise
     except Exception:
         raise
-    except BaseException as exc:  # a custom BaseException subclass
-        raise error(f"{what} raised {type(exc).__name__}: {exc}") from exc
+    except BaseException as exc:  # GeneratorExit, a custom BaseException subclass
+        detail = safe_str(exc)
+        raise error(f"{what} raised {type(exc).__name__}{': ' + detail if detail else ''}; "
+                    "fix the model's code") from exc
     finally:
         sys.argv = saved

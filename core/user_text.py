@@ -42,6 +42,16 @@ def shown(text: object, limit: int = 160) -> str:
     return "'" + shorten(escape_controls(str(text)), limit) + "'"
 
 
+def safe_str(value: object) -> str:
+    """``str(value)``, or a note saying it could not be made: a model's exception class may
+    have a ``__str__`` that itself raises, and a message about it must still be shown."""
+    try:
+        return str(value)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's __str__ raises
+        return (f"<a {type(value).__name__} whose message cannot be shown: its __str__ raised "
+                f"{type(exc).__name__}>")
+
+
 def one_line(message: str, limit: int = 2000) -> str:
     """A message as one terminal line of bounded length."""
     return shorten(escape_controls(str(message)), limit)

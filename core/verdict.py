@@ -16,6 +16,13 @@ import numpy as np
 from .detections import is_torchvision_style
 
 MAX_ARGMAX = 64  # up to this many output values, say where the largest one went
+NAMED = 3  # interventions named in a sentence; the rest are counted
+
+
+def first_few(parts: list[str], n: int = NAMED) -> str:
+    """``'a, b, c and 3 more'``: the first ``n`` named, the rest counted."""
+    more = len(parts) - n
+    return ", ".join(parts[:n]) + (f" and {more} more" if more > 0 else "")
 
 
 def output_verdict(result: Any) -> str:
@@ -28,7 +35,13 @@ def output_verdict(result: Any) -> str:
         if not intervened:
             return "Outputs are identical: the plan only captured, it did not change anything."
         return identical_despite_intervention(result, intervened)
-    names = ", ".join(f"{iv.describe()} on {p}" for p, iv in list(intervened.items())[:3])
+    if not intervened:  # nothing was changed, yet the outputs differ: the model itself did
+        d = result.max_abs_diff
+        return ("The outputs differ although the plan changed nothing (largest change |Δ| = "
+                f"{'∞' if math.isinf(d) else f'{d:.4g}'}): the model changed between the two "
+                "forwards (its forward changes its own weights, buffers or other state, or its "
+                "arithmetic is not deterministic).")
+    names = first_few([f"{iv.describe()} on {p}" for p, iv in intervened.items()])
     if is_torchvision_style(result.output_without) and is_torchvision_style(result.output_with):
         # a detector: boxes, labels and scores flattened into one series say nothing
         counts = [(len(a["boxes"]), len(b["boxes"]))
@@ -65,13 +78,13 @@ def identical_despite_intervention(result: Any, intervened: dict) -> str:
             if fracs and not any(f > 0 for _, f in fracs):
                 untouched.append((path, 0.0, rec.intervention))
     if changed:
-        parts = ", ".join(f"{iv} changed {100 * f:.3g}% of {p}'s values" for p, f, iv in changed[:3])
+        parts = first_few([f"{iv} changed {100 * f:.3g}% of {p}'s values" for p, f, iv in changed])
         return (f"Outputs are identical, although {parts}: later layers absorbed the change "
                 "(e.g. a ReLU or max-pool that ignores those values).")
     if untouched:
-        parts = ", ".join(f"{iv} on {p}" for p, _, iv in untouched[:3])
+        parts = first_few([f"{iv} on {p}" for p, _, iv in untouched])
         return (f"Outputs are identical: {parts} changed no value (for a clamp: no value lay "
                 "outside its bounds; narrow the range to see an effect).")
-    names = ", ".join(list(intervened)[:3])
+    names = first_few(list(intervened))
     return ("Outputs are identical: either the intervention changed no value, or later layers "
             f"absorbed the change. Capture {names} to see which.")

@@ -14,15 +14,16 @@ import torch
 from torch import nn
 
 from .errors import SpecError
-from .user_text import is_file, shown, user_path
+from .regular_file import check_regular
+from .torch_load import load_tensors
+from .user_text import user_path
 
 _WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "weights")
 
 
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     path = user_path(path)
-    if not is_file(path):
-        raise SpecError(f"weights file {shown(str(path))} does not exist")
+    check_regular(path, "weights file", SpecError)  # never a FIFO or a device
     if path.suffix == ".safetensors":
         from safetensors import SafetensorError
         from safetensors.torch import load_file
@@ -34,7 +35,7 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     if path.suffix not in (".pt", ".pth", ".bin"):
         raise SpecError(f"weights file {path.name!r}: use a .pt, .pth or .safetensors state_dict")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load_tensors(path)
     except Exception as exc:  # unpickling errors come in several types
         raise SpecError(f"cannot load {path} with weights_only=True (only tensors and plain "
                         f"containers are read): {str(exc).splitlines()[0]}") from exc

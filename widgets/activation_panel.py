@@ -21,7 +21,7 @@ from hookscope.core import HookscopeError, RunResult
 from .histogram_view import PLOT_HEIGHT
 from .layer_plot import LayerPlot
 from .leaf_chooser import show_leaves
-from .plot_tools import render_svg
+from .figure_export import FIGURE_SUFFIXES, write_figure
 
 Key = tuple[str, int]
 
@@ -196,26 +196,20 @@ class ActivationPanel(QWidget):
             if p == path:
                 panel.set_bounds(bounds)
 
-    def export_figure(self, path: str | Path) -> Path:
+    def export_figure(self, path: str | Path, beside: QWidget | None = None) -> Path:
         """Every panel, as one figure: a PNG, or an SVG whose plots stay vector
-        drawings (File → Export figure). Panels scrolled away are drawn too."""
-        path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix not in (".png", ".svg"):
-            raise HookscopeError(f"{path.name}: export the figure as .png or .svg")
+        drawings (File → Export figure), with ``beside`` (the output) on the right.
+        Panels scrolled away are drawn too; the panels' controls and the selected
+        panel's frame are left out (see :mod:`.figure_export`)."""
+        if Path(path).suffix.lower() not in FIGURE_SUFFIXES:
+            raise HookscopeError(f"{Path(path).name}: export the figure as .png or .svg")
         if not self._shown:
             raise HookscopeError("nothing to export yet: run the model first (Ctrl+R)")
         for panel in self._panels.values():   # scrolled-away panels may not be drawn yet
             if panel._stale and panel.record is not None:
                 panel._draw(panel.record)
-        content = self._content
-        if suffix == ".png":
-            ok = content.grab().save(str(path), "PNG")
-        else:
-            ok = render_svg(content, path, "Hookscope activations")
-        if not ok:
-            raise HookscopeError(f"cannot write {path}")
-        return path
+        parts = [self._content] + ([beside] if beside is not None and beside.isVisible() else [])
+        return write_figure(path, parts, "Hookscope activations")
 
     def flush_visible(self) -> int:
         """Draw the panels that came into view since their last record; returns how many."""

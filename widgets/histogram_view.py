@@ -107,10 +107,12 @@ class HistogramView(QObject):
         self.hi_line = self._bound_line("high")
         hp.addItem(self.lo_line, ignoreBounds=True)
         hp.addItem(self.hi_line, ignoreBounds=True)
-        # The bound lines run behind the bars: the values a clamp piles up at a
-        # bound (its spike, the point of the lesson) sit right on the line.
+        # The bound lines run over the bars: the values a clamp piles up at a bound
+        # (its spike, the point of the lesson) would otherwise hide the line.
         self.hist_pre.setZValue(1)
         self.hist_post.setZValue(2)
+        self.lo_line.setZValue(4)
+        self.hi_line.setZValue(4)
         # "↑ 4,096 at bound": a spike taller than the plot says how tall it is.
         self.spike_note = pg.TextItem("", color=(120, 20, 20), fill=(255, 255, 255, 210), anchor=(0, 0))
         self.spike_note.setZValue(3)

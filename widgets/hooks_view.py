@@ -35,7 +35,7 @@ class HooksView(QWidget):
         self.table.setRootIsDecorated(False)
         self.table.setHeaderLabels(list(COLUMNS))
         self.table.setAlternatingRowColors(True)
-        layout = QVBoxLayout(self)
+        layout = self._layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
         layout.addWidget(self.table, 1)
@@ -55,8 +55,20 @@ class HooksView(QWidget):
             self.table.addTopLevelItem(item)
         for col in range(len(COLUMNS)):
             self.table.resizeColumnToContents(col)
+        self.table.setVisible(bool(hooks))   # no hooks: the sentence says so, no empty table
         self.summary.setText(summary_text(hooks))
         self.summary.setStyleSheet("color: #c62828;" if any(h.is_hookscope for h in hooks) else "")
+
+
+    def wanted_height(self) -> int:
+        """The height that shows the summary and every row (a long list scrolls beyond)."""
+        margins = self._layout.contentsMargins()
+        height = self.summary.heightForWidth(max(self.width(), 300)) + margins.top() + margins.bottom()
+        if self.hooks:
+            rows = max(self.table.sizeHintForRow(0), self.fontMetrics().height() + 4) * len(self.hooks)
+            height += (rows + self.table.header().sizeHint().height() + 2 * self.table.frameWidth()
+                       + self._layout.spacing() + 4)
+        return height
 
 
 def summary_text(hooks: list[HookInfo]) -> str:

@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from hookscope.core import CaptureRecord, HookscopeError
+from hookscope.core import CaptureRecord
 from hookscope.core.record_stats import reference_of
 from hookscope.core.wide_views import TOP_K, ValueSpread, largest_finite, wide_views
 
@@ -28,7 +28,7 @@ from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_
 from .value_format import format_shape
 from .plot_readouts import DrawnImage, bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
-from .plot_tools import PlotTools
+from .plot_tools import PlotTools, save_png
 from .stats_text import stats_text
 from .view_chooser import ViewChooser
 from .views_by_shape import MAX_CHANNELS, view_kind
@@ -327,9 +327,7 @@ class LayerPlot(QFrame, WideDrawing):
 
     def export(self, path: str) -> str:
         """The whole panel (title, both plots, statistics) as a PNG."""
-        if not self.grab().save(str(path), "PNG"):
-            raise HookscopeError(f"cannot write {path}")
-        return str(path)
+        return str(save_png(self, path))  # whole or not at all
 
     # -- drawing ---------------------------------------------------------------
     def _draw_view(self, record: CaptureRecord) -> None:

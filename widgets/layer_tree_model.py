@@ -296,8 +296,9 @@ class LayerTreeModel(QAbstractItemModel):
         col, path = index.column(), item.node.path
         if col == COL_CAPTURE and role == Qt.ItemDataRole.CheckStateRole:
             state = Qt.CheckState(value.value if hasattr(value, "value") else int(value))
-            self.session.set_capture([n.path for n in item.node.walk()],
-                                     state != Qt.CheckState.Unchecked)
+            # this row only: capturing a block and capturing what is inside it are two
+            # wishes (the context menu's "Capture children" is the other one)
+            self.session.set_capture([path], state == Qt.CheckState.Checked)
             return True
         if col in (COL_LO, COL_HI) and role == Qt.ItemDataRole.EditRole:
             return self._edit_bound(path, col, value)
@@ -360,8 +361,13 @@ class LayerTreeModel(QAbstractItemModel):
             return ("0: this module's own forward never ran (a container such as ModuleList, "
                     "or its parent used its weights directly), so capturing it records nothing")
         if col == COL_CAPTURE:
-            return f"Capture the output of {node.path}" + (" and every layer inside it"
-                                                          if node.children else "")
+            tip = f"Capture the output of {node.path}"
+            if node.children:
+                inside = self.children_captured(node.path)
+                now = (f"{inside} layer{'s' if inside != 1 else ''} inside it captured; "
+                       if inside else "")
+                tip += f" ({now}right-click for Capture children)"
+            return tip
         if col == COL_INTERVENTION:
             iv = self.intervention(node.path)
             now = f"now: {iv.describe()}. " if iv is not None else ""
@@ -375,13 +381,26 @@ class LayerTreeModel(QAbstractItemModel):
         return None
 
     def _check_state(self, item: _Item) -> Qt.CheckState:
-        paths = [n.path for n in item.node.walk()]
-        on = sum(p in self._capture for p in paths)
-        if on == 0:
-            return Qt.CheckState.Unchecked
-        if on == len(paths):
+        """Checked: this row is captured; partly: it is not, but a layer inside it is."""
+        if item.node.path in self._capture:
             return Qt.CheckState.Checked
-        return Qt.CheckState.PartiallyChecked
+        if self.children_captured(item.node.path):
+            return Qt.CheckState.PartiallyChecked
+        return Qt.CheckState.Unchecked
+
+    def children_captured(self, path: str) -> int:
+        """How many layers inside ``path`` (not counting it) are captured."""
+        item = self._by_path.get(path)
+        if item is None:
+            return 0
+        return sum(n.path in self._capture for n in item.node.walk() if n is not item.node)
+
+    def capture_children(self, path: str, on: bool = True) -> None:
+        """Capture (or stop capturing) every layer inside ``path``, not ``path`` itself;
+        one undo step."""
+        item = self._by_path.get(path)
+        if item is not None:
+            self.session.set_capture([n.path for n in item.node.walk() if n is not item.node], on)
 
     def _emit_capture_changed(self, paths: set[str]) -> None:
         """The capture column of these rows and of their ancestors changed."""

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
 from hookscope.core.detections import image_boxes, image_size
@@ -43,6 +43,13 @@ def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
     return output_verdict(result).replace(
         "|Δ| = ", f"{_NB}|{_WJ}Δ{_WJ}|{_WJ}{_NB}{_WJ}={_WJ}{_NB}{_WJ}")
+
+
+def batch_size(output: Any) -> int:
+    """The batch of a single-tensor output of two or more dimensions (1 for anything else):
+    the plot shows one sample at a time, not every sample's values end to end."""
+    shape = getattr(output, "shape", None)
+    return int(shape[0]) if shape is not None and len(shape) >= 2 else 1
 
 
 def _hex(rgb: tuple[int, int, int]) -> str:
@@ -74,9 +81,9 @@ class OutputComparison(QWidget):
 
         self.graphics = pg.GraphicsLayoutWidget(self)
         self.graphics.setBackground("w")
-        # Two plots of ~75 px each at the least: with a next-token table below, the
-        # output dock of a 1000×650 window still shows all of it without scrolling.
-        self.graphics.setMinimumHeight(150)
+        # ~110 px of plot at the least (two plots of ~75 px when they differ): with a
+        # next-token table below, the output dock of a 1000×650 window still shows all of it.
+        self.graphics.setMinimumHeight(180)
         # Output indices are counted: whole-number ticks only, never "0.5".
         self.plot = plain_axes(self.graphics.addPlot(row=0, col=0, axisItems=index_axes("bottom")))
         self.plot.setMenuEnabled(False)
@@ -96,6 +103,13 @@ class OutputComparison(QWidget):
         self.legend = QLabel(self)
         self.legend.setObjectName("outputLegend")
         self.legend.setTextFormat(Qt.TextFormat.RichText)
+        # which sample of a batched output the plot shows
+        self.sample_box = QComboBox(self)
+        self.sample_box.setObjectName("outputSample")
+        self.sample_box.setToolTip("The batch has several samples: the plot shows this one")
+        self.sample_box.hide()
+        self.sample_box.currentIndexChanged.connect(lambda _i: self._draw())
+        self._result: RunResult | None = None
 
         # Every item is made once; show_result only feeds them new data.
         self.bars_without = pg.BarGraphItem(x=[0], height=[0], width=0.4,
@@ -121,7 +135,10 @@ class OutputComparison(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.summary)
-        layout.addWidget(self.legend)
+        legend_row = QHBoxLayout()
+        legend_row.addWidget(self.legend, 1)
+        legend_row.addWidget(self.sample_box)
+        layout.addLayout(legend_row)
         layout.addWidget(self.graphics, 1)
         # the output by meaning (top classes, next tokens, leaves), when there is one
         self.meaning_view = OutputMeaningView(self)
@@ -133,24 +150,19 @@ class OutputComparison(QWidget):
                     inputs: Any = None) -> None:
         """Draw ``result``'s outputs and say what changed; with a ``meaning`` (or a large
         output) also the table of what it means."""
-        without = flat_array(result.output_without)
-        with_ = flat_array(result.output_with)
-        self._without, self._with = without, with_
-        n = max(without.size, with_.size)
-        self._apply_mode("bars" if n <= MAX_BARS else "lines")
-        if self.mode == "bars":
-            self.bars_without.setOpts(x=np.arange(without.size) - 0.2, height=without, width=0.4)
-            self.bars_with.setOpts(x=np.arange(with_.size) + 0.2, height=with_, width=0.4)
-            set_label(self.plot, "bottom", "output index")
-        else:
-            self.line_without.setData(*peak_envelope(without))
-            self.line_with.setData(*peak_envelope(with_))
-            m = min(without.size, with_.size)
-            self.line_diff.setData(*peak_envelope(with_[:m] - without[:m]))
-            set_label(self.plot, "bottom", None)
-        self.plot.enableAutoRange()
-        self.diff_plot.enableAutoRange()
-        self.summary.setText(verdict(result, without, with_))
+        self._result = result
+        batch = min(batch_size(result.output_without), batch_size(result.output_with))
+        if batch != self.sample_box.count():
+            self.sample_box.blockSignals(True)
+            self.sample_box.clear()
+            self.sample_box.addItems([f"sample {i} of {batch}" for i in range(batch)])
+            self.sample_box.setCurrentIndex(0)
+            self.sample_box.blockSignals(False)
+        self.sample_box.setVisible(batch > 1)
+        self._draw()
+        whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
+        n = max(whole_without.size, whole_with.size)
+        self.summary.setText(verdict(result, whole_without, whole_with))
         meaningful = meaning is not None and meaning.kind != GENERIC
         if meaningful or n > MAX_BARS:
             self.meaning_view.show_description(
@@ -166,6 +178,35 @@ class OutputComparison(QWidget):
         self.graphics.setVisible(not detections)
         self.legend.setVisible(not detections)
         self.meaning_view.setVisible(meaningful or n > MAX_BARS)
+
+    def _draw(self) -> None:
+        """The plot of the shown sample (the whole output when it has no batch)."""
+        result = self._result
+        if result is None:
+            return
+        pick = (lambda o: o[self.sample_box.currentIndex()]) if self.sample_box.count() > 1 \
+            else (lambda o: o)
+        without, with_ = flat_array(pick(result.output_without)), flat_array(pick(result.output_with))
+        self._without, self._with = without, with_
+        n = max(without.size, with_.size)
+        # the difference plot only when there is a difference: a flat zero line takes
+        # half of a small dock's height from the outputs themselves
+        self._apply_mode("bars" if n <= MAX_BARS else "lines", diff=bool(result.outputs_differ))
+        where = (f"output index (sample {self.sample_box.currentIndex()})"
+                 if self.sample_box.count() > 1 else "output index")
+        if self.mode == "bars":
+            self.bars_without.setOpts(x=np.arange(without.size) - 0.2, height=without, width=0.4)
+            self.bars_with.setOpts(x=np.arange(with_.size) + 0.2, height=with_, width=0.4)
+            set_label(self.plot, "bottom", where)
+        else:
+            self.line_without.setData(*peak_envelope(without))
+            self.line_with.setData(*peak_envelope(with_))
+            m = min(without.size, with_.size)
+            self.line_diff.setData(*peak_envelope(with_[:m] - without[:m]))
+            set_label(self.plot, "bottom", None if self.diff_shown else where)
+        self.diff_plot.setLabel("bottom", where)
+        self.plot.enableAutoRange()
+        self.diff_plot.enableAutoRange()
 
     def set_labels(self, labels: list[str] | None) -> None:
         """Names of the outputs (e.g. class labels) for the readout and the CSV."""
@@ -204,6 +245,8 @@ class OutputComparison(QWidget):
         return self._without.copy(), self._with.copy()
 
     def clear(self) -> None:
+        self._result = None
+        self.sample_box.hide()
         self._without, self._with = np.zeros(0), np.zeros(0)
         for item in (self.bars_without, self.bars_with):
             item.setOpts(x=[0], height=[0])
@@ -212,21 +255,22 @@ class OutputComparison(QWidget):
         self.summary.setText("Run the model to compare its output without and with the interventions.")
 
     # -- internals -------------------------------------------------------------
-    def _apply_mode(self, mode: str) -> None:
+    def _apply_mode(self, mode: str, diff: bool = True) -> None:
         self.mode = mode
         bars = mode == "bars"
+        self.diff_shown = not bars and diff
         for item in (self.bars_without, self.bars_with):
             item.setVisible(bars)
         for item in (self.line_without, self.line_with):
             item.setVisible(not bars)
-        self.diff_plot.setVisible(not bars)
-        # A hidden plot keeps its row in the layout: collapse the row in bars mode.
+        self.diff_plot.setVisible(self.diff_shown)
+        # A hidden plot keeps its row in the layout: collapse the row without it.
         grid = self.graphics.ci.layout
-        grid.setRowMaximumHeight(1, 1e6 if not bars else 0)
-        grid.setRowStretchFactor(1, 0 if bars else 2)
+        grid.setRowMaximumHeight(1, 1e6 if self.diff_shown else 0)
+        grid.setRowStretchFactor(1, 2 if self.diff_shown else 0)
         mark = "■" if bars else "━"
         entries = [f"<span style='color:{_hex(WITHOUT_COLOUR)}'>{mark}</span> without",
                    f"<span style='color:{_hex(WITH_COLOUR)}'>{mark}</span> with the intervention"]
-        if not bars:
+        if self.diff_shown:
             entries.append(f"<span style='color:{_hex(DIFF_COLOUR)}'>━</span> difference (below)")
         self.legend.setText("&nbsp;&nbsp;&nbsp;".join(entries))

@@ -24,8 +24,24 @@ from .detection_view import DetectionView
 CHANGED = QColor(255, 235, 200)  # light orange: this row's top answer changed
 
 
-def _tops(top: list[dict[str, Any]], n: int = 3) -> str:
+TOKEN_RANKS = 3   # next tokens shown per position, without and with: one column each
+
+
+def _tops(top: list[dict[str, Any]], n: int = TOKEN_RANKS) -> str:
     return ", ".join(f"{t['label']} {t['prob']:.3f}" for t in top[:n])
+
+
+def _token_cells(top: list[dict[str, Any]]) -> list[str]:
+    """One cell per rank (token, probability): the runners-up are never elided away."""
+    return [f"{t['label']} {t['prob']:.3f}" for t in top[:TOKEN_RANKS]] + \
+        [""] * max(0, TOKEN_RANKS - len(top))
+
+
+def token_row_tip(p: dict[str, Any]) -> str:
+    """The whole row of one position, for the tooltip of each of its cells."""
+    token = "" if p["input"] is None else f" {p['input']!r}"
+    return (f"position {p['position']}{token}\nwithout: {_tops(p['top_without'], 10)}"
+            f"\nwith: {_tops(p['top_with'], 10)}")
 
 
 def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str], bool]]]:
@@ -43,22 +59,28 @@ def rows_for(desc: dict[str, Any]) -> tuple[str, list[str], list[tuple[list[str]
                              i == 0 and row["top_changed"]))
         return ("Top classes", ["row", "rank", "without", "with"], rows)
     if kind == TOKENS:
-        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"]),
-                  _tops(p["top_without"]), _tops(p["top_with"])], p["top_changed"])
-                for p in desc["positions"]]
+        # rank by rank, without beside with: a narrow dock shows the top pair first
+        pairs = lambda p: [c for pair in zip(_token_cells(p["top_without"]),
+                                             _token_cells(p["top_with"])) for c in pair]
+        rows = [([str(p["position"]), "" if p["input"] is None else str(p["input"])] + pairs(p),
+                 p["top_changed"]) for p in desc["positions"]]
         n = len(desc["changed_positions"])
         title = (f"{desc['predicts'].capitalize()}: the top token changed at {n} of "
                  f"{desc['positions_total']} positions")
-        return (title, ["pos", "token", "without", "with"], rows)
+        ranks = [h for i in range(TOKEN_RANKS) for h in (f"#{i + 1} without", f"#{i + 1} with")]
+        return (title, ["pos", "token", *ranks], rows)
     if kind == DETECTIONS:
         rows = []
         for i, img in enumerate(desc["images"]):
-            for j in range(max(len(img["top_without"]), len(img["top_with"]))):
+            for j in range(max(len(img["top_without"]), len(img["top_with"]), 1)):
                 a = img["top_without"][j] if j < len(img["top_without"]) else None
                 b = img["top_with"][j] if j < len(img["top_with"]) else None
-                cell = lambda d: (f"{d['label']} {d['score']:.2f} ["
-                                  + ", ".join(f"{v:g}" for v in d["box"]) + "]") if d else ""
-                rows.append(([str(i) if j == 0 else "", str(j + 1), cell(a), cell(b)], False))
+                # an image with no box says so in its first row, not with a blank column
+                cell = lambda d, side: (f"{d['label']} {d['score']:.2f} ["
+                                        + ", ".join(f"{v:g}" for v in d["box"]) + "]") if d else (
+                    "no boxes" if j == 0 and not img[side] else "")
+                rows.append(([str(i) if j == 0 else "", str(j + 1) if a or b else "",
+                              cell(a, "top_without"), cell(b, "top_with")], False))
         return ("Detections (highest scores)", ["image", "rank", "without", "with"], rows)
     rows = [([leaf["name"], "×".join(map(str, leaf["shape"] or [])),
               str(leaf.get("changed_values", "")), str(leaf.get("max_abs_diff", ""))],
@@ -97,7 +119,7 @@ class OutputMeaningView(QWidget):
         # a detector's boxes drawn on its input, without and with (shown for detections only)
         self.detections = DetectionView(self)
         self.detections.hide()
-        layout = QVBoxLayout(self)
+        layout = self._layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.title)
         layout.addWidget(self.notes)
@@ -151,14 +173,17 @@ class OutputMeaningView(QWidget):
             self.table.setRowCount(len(rows))
         # The cells are updated in place: a Live drag sends the table again with
         # every result, and a table of new items is laid out and measured anew.
+        tips = ([token_row_tip(p) for p in desc["positions"]] if desc.get("kind") == TOKENS
+                else [None] * len(rows))
         for r, (cells, changed) in enumerate(rows):
             for c in range(len(headers)):
-                self._set_cell(r, c, cells[c] if c < len(cells) else "", changed)
+                self._set_cell(r, c, cells[c] if c < len(cells) else "", changed, tips[r])
         self._hide_sample_column(desc, rows)
+        self._fit_height(desc.get("kind") == DETECTIONS)
         if desc.get("kind") == TOKENS and rows:
             self.table.scrollToBottom()  # where the prompt ends: the next token
 
-    def _set_cell(self, r: int, c: int, text: str, changed: bool) -> None:
+    def _set_cell(self, r: int, c: int, text: str, changed: bool, tip: str | None = None) -> None:
         item = self.table.item(r, c)
         if item is None:
             item = QTableWidgetItem()
@@ -166,9 +191,25 @@ class OutputMeaningView(QWidget):
             self.table.setItem(r, c, item)
         if item.text() != text:
             item.setText(text)
-            item.setToolTip(text)  # a narrow dock elides; the whole text stays a hover away
+        tip = text if tip is None else tip  # a narrow dock elides; the whole row a hover away
+        if item.toolTip() != tip:
+            item.setToolTip(tip)
         if (item.background().style() != Qt.BrushStyle.NoBrush) != changed:
             item.setBackground(QBrush(CHANGED) if changed else QBrush())
+
+    def _fit_height(self, detections: bool) -> None:
+        """No taller than the rows need: a short table leaves the height to the plot
+        above it instead of an empty white band (a long one scrolls)."""
+        if detections:   # the picture above the table takes what it can use
+            self.setMaximumHeight(16777215)
+            return
+        table = self.table
+        rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+        bar = table.horizontalScrollBar().sizeHint().height()
+        need = rows + table.horizontalHeader().sizeHint().height() + 2 * table.frameWidth() + bar
+        extra = self.title.sizeHint().height() + (self.notes.sizeHint().height()
+                                                  if not self.notes.isHidden() else 0)
+        self.setMaximumHeight(need + extra + 2 * self._layout.spacing() + 4)
 
     def _size_columns(self) -> None:
         """Short columns to their contents, ``without`` and ``with`` share the rest,

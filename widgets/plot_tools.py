@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Callable, Sequence, cast
 
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtCore import (QBuffer, QEvent, QIODevice, QObject, QPoint, QPointF, QRect, Qt,
+                            Signal)
 from PySide6.QtGui import QContextMenuEvent, QPainter, QWheelEvent
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QMenu, QMessageBox,
+from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QLabel, QMenu, QMessageBox,
                                QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
+from hookscope.core.atomic_write import atomic_write, write_bytes
 
 from .last_folder import pick_file
 
@@ -39,11 +41,13 @@ EXPORT_FORMATS = {".png": "PNG image (*.png)", ".svg": "SVG drawing (*.svg)",
                   ".csv": "The plotted data as CSV (*.csv)"}
 
 
-def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
-    """Draw ``widget`` into an SVG file: pyqtgraph's items stay vector paths
+def render_svg(widget, title: str = "Hookscope") -> bytes:
+    """``widget`` drawn as an SVG document: pyqtgraph's items stay vector paths
     (pyqtgraph's own SVG exporter cannot parse the paths Qt 6 writes)."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     gen = QSvgGenerator()
-    gen.setFileName(str(path))
+    gen.setOutputDevice(buffer)
     gen.setSize(widget.size())
     gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
     gen.setTitle(title)
@@ -51,8 +55,31 @@ def render_svg(widget, path: str | Path, title: str = "Hookscope") -> bool:
     try:
         QWidget.render(widget, painter, QPoint(0, 0))   # not QGraphicsView.render: the whole widget
     finally:
-        ok = painter.end()
-    return bool(ok)
+        painter.end()
+    return bytes(buffer.data().data())
+
+
+def png_bytes(widget: QWidget) -> bytes:
+    """``widget`` as it is drawn, encoded as PNG."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not widget.grab().save(buffer, "PNG"):
+        raise HookscopeError("Qt could not encode the picture as PNG")
+    return bytes(buffer.data().data())
+
+
+# Pictures are encoded in memory and written by Python, whole or not at all: a full disk is
+# then an OSError naming the reason (Qt's own file writing reports no reason, and libpng
+# prints to stderr).
+def save_png(widget: QWidget, path: str | Path) -> Path:
+    """``widget`` drawn to a PNG at ``path``, whole or not at all (a full disk leaves the old
+    file, or none); a :class:`HookscopeError` naming the file when it cannot be written."""
+    return write_bytes(path, png_bytes(widget))
+
+
+def save_svg(widget: QWidget, path: str | Path, title: str) -> Path:
+    """``widget`` as an SVG drawing at ``path``, whole or not at all."""
+    return write_bytes(path, render_svg(widget, title))
 
 
 class PlotTools(QObject):
@@ -71,11 +98,14 @@ class PlotTools(QObject):
         self.is_zoomed = False
         self.text = ""      # the readout shown now ("" when the cursor is elsewhere)
         self.menu: QMenu | None = None
-        self.label = pg.TextItem("", color=(30, 30, 30), fill=(255, 255, 230, 235),
-                                 border=pg.mkPen((160, 160, 160)), anchor=(0, 1))
-        self.label.setZValue(100)
-        self.label.setVisible(False)
-        self._label_box: pg.ViewBox | None = None
+        # A small widget over the plot, not an item in a view box: a view box clips its
+        # items, and the box must stay whole next to the cursor at every edge.
+        self.label = QLabel(widget)
+        self.label.setObjectName("plotReadout")
+        self.label.setStyleSheet("QLabel { color: #1e1e1e; background: rgba(255, 255, 230, 235); "
+                                 "border: 1px solid #a0a0a0; padding: 2px 4px; }")
+        self.label.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.label.hide()
         self.reset_button = QToolButton(widget)
         self.reset_button.setObjectName("resetView")
         self.reset_button.setText("Reset view")
@@ -136,7 +166,9 @@ class PlotTools(QObject):
                 if area is not None:
                     QApplication.sendEvent(area.verticalScrollBar(), event)
             return True
-        if kind == QEvent.Type.Leave:
+        if kind in (QEvent.Type.Leave, QEvent.Type.MouseButtonPress, QEvent.Type.MouseButtonRelease):
+            # a press starts a drag (of a bound, say) and a release ends it: the readout
+            # of where the cursor was is stale until it moves again
             self._show("", None, None)
         elif kind == QEvent.Type.ContextMenu:
             self._context_menu(cast(QContextMenuEvent, event).globalPos())
@@ -151,21 +183,20 @@ class PlotTools(QObject):
 
     def _show(self, text: str, vb: pg.ViewBox | None, scene_pos: QPointF | None) -> None:
         if text and vb is not None and scene_pos is not None:
-            if self._label_box is not vb:
-                if self._label_box is not None:
-                    self._label_box.removeItem(self.label)
-                vb.addItem(self.label, ignoreBounds=True)
-                self._label_box = vb
-            rect = vb.sceneBoundingRect()
-            # Beside the cursor, flipped so the box stays inside the plot.
-            right = scene_pos.x() > rect.center().x()
-            low = scene_pos.y() < rect.center().y()
-            self.label.setAnchor((1.05 if right else -0.05, -0.1 if low else 1.1))
             self.label.setText(text)
-            self.label.setPos(vb.mapSceneToView(scene_pos))
-            self.label.setVisible(True)
+            self.label.adjustSize()
+            at = self.widget.mapFromScene(scene_pos)
+            w, h = self.label.width(), self.label.height()
+            room = self.widget.rect()
+            # beside the cursor, on the side with room, and never past the plot's edges
+            x = at.x() + 12 if at.x() + 12 + w <= room.right() else at.x() - 12 - w
+            y = at.y() - 8 - h if at.y() - 8 - h >= 0 else at.y() + 16
+            self.label.move(int(min(max(x, 0), max(room.right() - w, 0))),
+                            int(min(max(y, 0), max(room.bottom() - h, 0))))
+            self.label.show()
+            self.label.raise_()
         else:
-            self.label.setVisible(False)
+            self.label.hide()
         if text != self.text:
             self.text = text
             self.readout.emit(text)
@@ -203,24 +234,17 @@ class PlotTools(QObject):
         suffix = path.suffix.lower()
         if suffix not in EXPORT_FORMATS:
             raise HookscopeError(f"{path.name}: export a plot to .png, .svg or .csv")
-        try:
-            self._write(path, suffix)
-        except OSError as exc:
-            raise HookscopeError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        return path
-
-    def _write(self, path: Path, suffix: str) -> None:
-        if suffix == ".csv":
+        if suffix == ".csv":  # every file whole or not at all (a full disk keeps the old one)
             header, rows = self._rows()
-            with path.open("w", newline="", encoding="utf-8") as f:
-                writer = csv.writer(f)
-                writer.writerow(header)
-                writer.writerows(rows)
-        elif suffix == ".svg":
-            self.label.setVisible(False)
-            if not render_svg(self.widget, path, self.name):
-                raise OSError(f"cannot write {path}")
-        elif suffix == ".png":
-            self.label.setVisible(False)   # the readout box is not part of the figure
-            if not self.widget.grab().save(str(path), "PNG"):
-                raise OSError(f"cannot write {path}")
+            return atomic_write(path, lambda tmp: _write_csv(tmp, header, rows))
+        self.label.setVisible(False)   # the readout box is not part of the figure
+        if suffix == ".svg":
+            return save_svg(self.widget, path, self.name)
+        return save_png(self.widget, path)
+
+
+def _write_csv(path: Path, header: Sequence, rows: Sequence[Sequence]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)

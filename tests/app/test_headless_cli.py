@@ -191,3 +191,26 @@ def test_session_file_runs_with_the_numbers_it_was_saved_with(capsys, tmp_path):
     assert code == 2 and out == "" and "broken JSON" in err and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(capsys)
     assert code == 2 and "--session FILE" in err
+
+
+def test_zeros_print_unsigned_and_the_overhead_is_never_negative(capsys):
+    # scale(0) makes conv1's output all zeros, some of them -0.0 in torch: the table
+    # says 0, not -0; --json's overhead floors at 0 (a negative cost is timing noise).
+    assert main(["run", "demo:cnn", "--capture", "conv1", "--intervene", "conv1=scale:0"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("conv1"))
+    cells = row.split()
+    assert cells[4:8] == ["0", "0", "0", "0"], row
+    assert " -0 " not in out and "-0.0000" not in out
+    for _ in range(3):
+        assert main(["run", "demo:clamp", "--capture", "0", "--clamp", "0=-0.5:0.5", "--json"]) == 0
+        t = json.loads(capsys.readouterr().out)["timings_ms"]
+        assert t["overhead"] >= 0 and t["overhead"] == pytest.approx(
+            max(0.0, t["intervened"] - t["baseline"]), abs=1e-3)
+
+
+def test_num_never_signs_a_zero():
+    from hookscope.app.headless import num
+
+    assert num(-0.0, ".4g") == "0" and num(-1e-9, ".4f") == "0.0000"
+    assert num(-1e-9, ".4g") == "-1e-09" and num(-0.25, ".4f") == "-0.2500"

@@ -64,6 +64,15 @@ def test_help_lists_every_input_form():
         assert form in text, form
 
 
+def test_help_names_every_model_source_the_text_input_and_session_files():
+    # the epilog's own lists, not only the one-line --input/SPEC helps above them
+    epilog = build_parser().epilog
+    for form in ("hf:NAME_OR_DIR", "torchvision:NAME", "timm:NAME", "text:PROMPT",
+                 ".hookscope.json"):
+        assert form in epilog, form
+    assert ".hookscope.json" in build_parser().description
+
+
 def test_create_window_reads_the_command_line(make_window, qtbot):
     win = make_window(["demo:features", "--capture", "fc2", "--clamp", "fc1=-1:1",
                        "--input", "[[4.0, 3.0, 2.0, 1.0]]"])

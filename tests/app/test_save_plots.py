@@ -25,12 +25,19 @@ def test_save_plots_writes_each_panel_and_its_data_without_a_display(tmp_path):
                        capture_output=True, text=True, timeout=240, env=env)
     assert p.returncode == 0, p.stderr
     assert sorted(f.name for f in out.iterdir()) == sorted([
-        "activations.png", "conv1_call0.png", "conv1_call0_histogram.csv",
-        "conv1_call0_feature_maps.csv", "fc_call0.png", "fc_call0_histogram.csv", "fc_call0_bars.csv",
-        "output.csv", "output.png"])
+        "activations.png", "activations.svg", "conv1_call0.png", "conv1_call0.svg",
+        "conv1_call0_histogram.csv", "conv1_call0_feature_maps.csv", "fc_call0.png", "fc_call0.svg",
+        "fc_call0_histogram.csv", "fc_call0_bars.csv", "output.csv", "output.png", "output.svg"])
     for name in ("conv1_call0.png", "activations.png", "output.png"):
         img = QImage(str(out / name))
         assert not img.isNull() and img.width() >= 600
+    # the output panel whole: its verdict, legend and plot, tall enough to read
+    assert QImage(str(out / "output.png")).height() >= 400
+    svg = (out / "output.svg").read_text()
+    assert "changed the output" in svg and "with the intervention" in svg and "output index" in svg
+    # the figure is every panel and the output, without the panels' controls
+    figure = (out / "activations.svg").read_text()
+    assert "conv1" in figure and "Top classes" in figure and ">log<" not in figure
     # The data files hold the run's numbers (the same as torch computes here).
     torch.manual_seed(0)
     lm = load_model("demo:cnn")

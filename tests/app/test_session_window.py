@@ -273,17 +273,37 @@ def test_a_model_throwing_keyboardinterrupt_or_exit_is_a_message_and_the_window_
     assert win.error_text() == ""
 
 
-def test_run_bar_shows_progress_of_long_runs_only_with_a_cancel_button(window, qtbot):
-    bar = window.run_bar
-    bar.show_progress(3, 10, bar.PROGRESS_AFTER_S / 2)
-    assert bar.progress.isHidden() and bar.cancel_button.isHidden()
-    bar.show_progress(4, 12, bar.PROGRESS_AFTER_S + 0.3)
-    assert not bar.progress.isHidden() and (bar.progress.value(), bar.progress.maximum()) == (4, 12)
-    assert "s" in bar.progress.text()
-    with qtbot.waitSignal(bar.cancelRequested):
-        qtbot.mouseClick(bar.cancel_button, Qt.MouseButton.LeftButton)
-    bar.hide_progress()
-    assert bar.progress.isHidden() and bar.cancel_button.isHidden()
+def test_a_slow_run_shows_its_bar_from_the_start_and_esc_says_cancelled(make_window, qtbot):
+    # A forward held at a gate: the bar says "running…" at once, wide enough for its
+    # text, Cancel is offered; Esc cancels, and the bar and the status bar say so.
+    from PySide6.QtTest import QTest
+
+    win = make_window([f"{GATED}:make", "--capture", "lin"])
+    wait_result(qtbot, win)
+    bar = win.run_bar
+    assert not bar.cancel_button.isEnabled() and bar.progress_text() == ""
+    m = win.loaded.module
+    m.release.clear()
+    m.entered.clear()
+    win.run_bar.input_edit.setFocus()
+    QTest.keyClick(win.run_bar.input_edit, Qt.Key.Key_Return)
+    assert m.entered.wait(30)
+    qtbot.waitUntil(lambda: bar.progress_text() == "running…")
+    assert bar.progress.isVisible() and bar.cancel_button.isEnabled()
+    metrics = bar.progress.fontMetrics()
+    assert bar.progress.width() >= metrics.horizontalAdvance("layer 12 / 24 · 15.0 s") + 20
+    bar.show_progress(2, 6, 5.0)
+    assert bar.progress_text() == "layer 2 / 6 · 5.0 s"
+    QTest.keyClick(win, Qt.Key.Key_Escape)
+    m.release.set()
+    qtbot.waitUntil(lambda: win.is_idle(), timeout=30_000)
+    assert bar.progress_text() == "cancelled" and not bar.cancel_button.isEnabled()
+    assert "cancelled" in win.statusBar().currentMessage()
+    # the next run clears it
+    with qtbot.waitSignal(win.resultShown, timeout=30_000):
+        QTest.keyClick(win.run_bar.input_edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: win.is_idle(), timeout=30_000)
+    assert bar.progress_text() == "" and "cancelled" not in win.statusBar().currentMessage()
 
 
 def test_a_run_of_the_replaced_model_never_reaches_the_window(make_window, qtbot):

@@ -47,3 +47,26 @@ def test_stale_plots_are_called_stale(window, qtbot):
     qtbot.waitUntil(lambda: window.error_text() != "", timeout=30_000)
     assert "not a valid literal" in window.error_text()
     assert "still show the last successful run" in window.error_text()
+
+
+def test_a_model_with_no_example_input_clears_the_last_models_figures(make_window, qtbot, tmp_path):
+    # demo:cnn ran: its device, forward time and captures are in the status bar; a model
+    # with no example input does not run, and must not inherit them.
+    f = tmp_path / "mlp.py"
+    f.write_text("import torch\n\ndef make():\n    return torch.nn.Linear(3, 2)\n")
+    win = make_window(["demo:cnn"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    assert win.status.time.text().startswith("forward:") and "captured" in win.status.memory.text()
+    win.load(f"{f}:make")
+    qtbot.waitUntil(lambda: win.loaded is not None and win.loaded.spec.endswith(":make")
+                    and win.is_idle(), timeout=30_000)
+    assert win.status.time.text() == "" and win.status.memory.text() == ""
+    assert win.status.device.text() == "device: –" and win.status.runs.text().startswith("runs: 0")
+
+
+def test_the_language_model_note_says_each_thing_once_and_claims_no_clamp(make_window, qtbot):
+    win = make_window(["demo:lm"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    note = win.note.text()
+    assert note.count("Type") == 1 and "text:" in note
+    assert not win.session.plan.clamp and "with the clamp" not in note

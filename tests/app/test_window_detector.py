@@ -33,6 +33,13 @@ def test_save_plots_writes_the_boxes_on_the_picture(qtbot, tmp_path):
     assert not img.isNull() and img.width() >= 600
     colours = {img.pixel(x, y) for x in range(0, img.width(), 2) for y in range(0, img.height(), 2)}
     assert WITHOUT_COLOUR.rgb() in colours and WITH_COLOUR.rgb() in colours
+    # output.png/.svg is the output panel as the window shows a detector: boxes, not a
+    # series of flattened numbers over an "output index"
+    svg = (tmp_path / "output.svg").read_text()
+    assert "boxes" in svg and "output index" not in svg
+    out = QImage(str(tmp_path / "output.png"))
+    colours = {out.pixel(x, y) for x in range(0, out.width(), 2) for y in range(0, out.height(), 2)}
+    assert WITHOUT_COLOUR.rgb() in colours and WITH_COLOUR.rgb() in colours
 
 
 def test_help_names_every_demo(capsys):

@@ -102,3 +102,62 @@ def test_hooks_view_lists_the_users_hooks_and_warns_of_a_leaked_one(make_window,
         session.remove()
     assert refresh_hooks(win)
     assert table.topLevelItemCount() == 1
+
+
+def test_the_figure_holds_every_panel_and_the_output_but_no_controls_or_frame(make_window, qtbot,
+                                                                              tmp_path):
+    # A layer chosen in the tree frames its panel in blue; the figure leaves the frame,
+    # the view boxes and the log boxes out, and has the output panel on the right.
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtTest import QTest
+
+    from hookscope.widgets.layer_tree_model import COL_LAYER
+
+    win = make_window(["demo:lm", "--capture", "blocks.0.attn.probs,blocks.1.mlp",
+                       "--clamp", "blocks.1.mlp=-1:1"])
+    win.resize(1400, 900)
+    _ready(qtbot, win)
+    tree = win.tree
+    rect = tree.view.visualRect(tree.proxy.mapFromSource(tree.model.index_for_path("blocks.1.mlp", COL_LAYER)))
+    QTest.mouseClick(tree.view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(rect.center()))
+    panel = win.panel.panels()[("blocks.1.mlp", 0)]
+    qtbot.waitUntil(lambda: panel.highlighted)
+    combo = panel.chooser.combo
+    assert combo.isVisible()
+    png = QImage(str(export_figure(win, str(tmp_path / "fig.png"))))
+    ratio = png.devicePixelRatio() or 1
+    assert png.width() / ratio >= win.panel._content.width() + win.outputs.width()
+    svg = export_figure(win, str(tmp_path / "fig.svg")).read_text()
+    assert "Next token" in svg        # the output panel's table title
+    assert combo.currentText() not in svg and ">log<" not in svg
+    assert "#1976d2" not in svg.lower()
+    # and the window is as it was
+    assert combo.isVisible() and panel.highlighted
+
+
+def test_at_1000_by_650_the_output_chart_has_room_and_an_empty_hooks_list_stays_small(
+        make_window, qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from hookscope.app.layout import arrange_docks
+
+    win = make_window(["demo:lm"])
+    win.resize(1000, 650)
+    arrange_docks(win, force=True)
+    _ready(qtbot, win)
+    out = win.outputs
+    # identical outputs: no flat difference plot halving the chart
+    assert not out.diff_plot.isVisible()
+    qtbot.waitUntil(lambda: out.plot.getViewBox().height() >= 100)
+    # View → Hooks through the menu, with the keyboard and the mouse
+    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
+    win.activateWindow()
+    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
+    qtbot.waitUntil(view_menu.isVisible)
+    toggle = win.findChild(QAction, "actionViewHooks")
+    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton, pos=view_menu.actionGeometry(toggle).center())
+    qtbot.waitUntil(win.hooks_dock.isVisible)
+    assert not win.hooks_view.hooks and win.hooks_view.table.isHidden()
+    qtbot.waitUntil(lambda: win.hooks_dock.height() <= 0.15 * win.height())
+    assert out.plot.getViewBox().height() >= 80

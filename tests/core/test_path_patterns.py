@@ -32,6 +32,16 @@ def test_a_pattern_that_matches_nothing_says_how_patterns_read():
         expand_paths("h.*.mlp", resnet_like())
 
 
+def test_a_pattern_that_fits_below_the_root_names_the_rooted_one():
+    # Hugging Face's GPT-2 keeps its blocks at transformer.h.N: 'h.*.mlp' names them
+    # from one level down; the error gives the pattern that matches from the root.
+    model = nn.ModuleDict({"transformer": nn.ModuleDict({"h": nn.ModuleList(
+        [nn.ModuleDict({"mlp": nn.Linear(2, 2)}) for _ in range(2)])})})
+    with pytest.raises(PlanError, match="'transformer.h.\\*.mlp' does"):
+        expand_paths("h.*.mlp", model)
+    assert expand_paths("transformer.h.*.mlp", model) == ["transformer.h.0.mlp", "transformer.h.1.mlp"]
+
+
 def test_plan_with_patterns_captures_and_clamps_every_match():
     lm = load_model("demo:lm")
     plan = expand_plan(Plan(capture=["blocks.*.attn.probs"], clamp={"blocks.*.mlp": (-0.1, 0.1),

@@ -142,3 +142,28 @@ def test_bound_labels_never_overlap_on_a_narrow_histogram(qtbot, bounds):
     rects = [lab.sceneBoundingRect() for lab in labels]
     assert all(view.contains(r) for r in rects)
     assert not rects[0].intersects(rects[1])
+
+
+def test_a_bound_line_is_drawn_over_the_values_piled_up_at_it(qtbot):
+    # After a clamp the values sit at the bound in one tall bar: the line must be
+    # seen through it, in its own colour, where the bar is.
+    from hookscope.widgets.histogram_view import BOUND_COLOUR
+
+    p = _Histogram(500)
+    qtbot.addWidget(p)
+    p.show()
+    qtbot.waitExposed(p)
+    rec = _record("demo:cnn", "conv1", clamp=(-0.05, 0.05))
+    p.view.set_bounds((-0.05, 0.05))
+    p.view.draw(rec)
+    qtbot.wait(10)
+    img = p.hist_widget.grab().toImage()
+    pt = line_point(p.hist_widget, p.view.hi_line)
+    vb = p.view.hi_line.getViewBox()
+    rect = p.hist_widget.mapFromScene(vb.sceneBoundingRect()).boundingRect()
+    y = rect.bottom() - 4     # inside the spike's bar, just above the axis
+    scale = img.width() / p.hist_widget.width()
+    colours = [img.pixelColor(int((pt.x() + dx) * scale), int(y * scale)) for dx in (-1, 0, 1)]
+    assert any(abs(c.red() - BOUND_COLOUR[0]) < 30 and abs(c.green() - BOUND_COLOUR[1]) < 30
+               and abs(c.blue() - BOUND_COLOUR[2]) < 30 for c in colours), \
+        [c.name() for c in colours]

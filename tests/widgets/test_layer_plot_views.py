@@ -126,7 +126,7 @@ def _hist_top(p: LayerPlot) -> float:
     return p.hist_widget.getPlotItem().getViewBox().viewRange()[1][1]
 
 
-def test_exercise_1_clamp_spike_is_in_view_in_front_of_the_bound_line(qtbot):
+def test_exercise_1_clamp_spike_is_in_view_with_the_bound_line_drawn_over_it(qtbot):
     from hookscope.widgets.activation_panel import ActivationPanel
 
     panel = ActivationPanel()
@@ -142,7 +142,7 @@ def test_exercise_1_clamp_spike_is_in_view_in_front_of_the_bound_line(qtbot):
     assert abs(x[spike] - 0.5) < 0.05
     assert _hist_top(p) >= 4                        # ... and the whole spike is drawn
     assert not p.spike_note.isVisible()
-    assert p.hi_line.zValue() < p.hist_post.zValue()  # the line does not hide it
+    assert p.hi_line.zValue() > p.hist_post.zValue()  # the spike does not hide the line
 
 
 def test_a_spike_taller_than_the_cap_is_cut_and_labelled(plot):

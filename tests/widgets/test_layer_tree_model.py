@@ -71,20 +71,24 @@ def test_ticking_capture_adds_to_plan(qtbot):
     assert model.plan().capture == ("bn1", "fc")
 
 
-def test_ticking_parent_ticks_children(qtbot):
+def test_ticking_a_parent_captures_it_alone_and_capture_children_the_rest(qtbot):
     model = LayerTreeModel(_tree("demo:transformer"))
     parent = model.index_for_path("encoder.layers.0", COL_CAPTURE)
     model.setData(parent, Qt.CheckState.Checked, CHECK)
+    assert model.plan().capture == ("encoder.layers.0",)
+    assert parent.data(CHECK) == Qt.CheckState.Checked
+    grand = model.index_for_path("encoder", COL_CAPTURE)
+    assert grand.data(CHECK) == Qt.CheckState.PartiallyChecked   # not captured, a layer inside is
+    model.capture_children("encoder.layers.0")
     cap = model.plan().capture
     assert "encoder.layers.0.linear1" in cap and "encoder.layers.0.self_attn.out_proj" in cap
     assert "encoder.layers.1.linear1" not in cap
-    assert parent.data(CHECK) == Qt.CheckState.Checked
-    model.set_capture("encoder.layers.0.linear1", False)
-    assert parent.data(CHECK) == Qt.CheckState.PartiallyChecked
-    grand = model.index_for_path("encoder", COL_CAPTURE)
-    assert grand.data(CHECK) == Qt.CheckState.PartiallyChecked
     model.setData(parent, Qt.CheckState.Unchecked, CHECK)
+    assert "encoder.layers.0" not in model.plan().capture
+    assert parent.data(CHECK) == Qt.CheckState.PartiallyChecked   # its children still are
+    model.capture_children("encoder.layers.0", False)
     assert not [p for p in model.plan().capture if p.startswith("encoder.layers.0")]
+    assert parent.data(CHECK) == Qt.CheckState.Unchecked
 
 
 def test_editing_clamp_cells_sets_clamp(qtbot):

@@ -91,7 +91,7 @@ def test_hovering_an_output_bar_reads_its_index_label_and_values(view, qtbot):
     with qtbot.waitSignal(view.readout) as sig:
         hover(view.graphics, view_to_viewport(view.graphics, vb, 1.0, with_[1] / 2))
     assert sig.args[0] == f"output 1 (dog): without {without[1]:.4g} · with {with_[1]:.4g}"
-    assert view.tools.label.isVisible() and view.tools.label.textItem.toPlainText() == sig.args[0]
+    assert view.tools.label.isVisible() and view.tools.label.text() == sig.args[0]
     header, rows = view.rows()
     assert header == ["index", "label", "without", "with"]
     assert rows[1] == [1, "dog", pytest.approx(without[1]), pytest.approx(with_[1])]
@@ -116,3 +116,29 @@ def test_the_largest_change_never_breaks_inside_its_symbol(view):
         # "|Δ| = 0.4628" stays on one line (wherever that line breaks)
         assert any("Δ" in ln and ln.count("|") == 2 and "=" in ln and "0." in ln
                    for ln in lines), (width, lines)
+
+
+def test_a_batched_output_is_shown_one_sample_at_a_time_chosen_by_keyboard(view, qtbot):
+    # demo:clamp on a batch of two: (2, 2) outputs are two samples, not four bars in a row
+    import torch
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    lm = load_model("demo:clamp")
+    x = torch.tensor([[1.0, 2.0, 3.0], [-3.0, 0.5, 2.0]])
+    r = compare(lm.module, x, Plan(clamp={"0": (-0.5, 0.5)}))
+    view.show_result(r)
+    box = view.sample_box
+    assert box.isVisible() and box.count() == 2
+    without, with_ = view.values()
+    np.testing.assert_array_equal(without, r.output_without[0].double().numpy())
+    np.testing.assert_array_equal(with_, r.output_with[0].double().numpy())
+    box.setFocus()
+    QTest.keyClick(box, Qt.Key.Key_Down)
+    qtbot.waitUntil(lambda: box.currentIndex() == 1)
+    without, with_ = view.values()
+    np.testing.assert_array_equal(without, r.output_without[1].double().numpy())
+    assert "sample 1" in view.plot.getAxis("bottom").labelText
+    # one sample: no chooser
+    view.show_result(compare(lm.module, x[:1], Plan()))
+    assert not box.isVisible()

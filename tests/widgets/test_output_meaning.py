@@ -101,3 +101,39 @@ def test_the_table_follows_each_new_description_in_place(qtbot):
     assert [view.table.horizontalHeaderItem(c).text() for c in range(4)] == \
         ["leaf", "shape", "values changed", "max |Δ|"]
     assert view.cell_texts() == [["logits", "1×4", "2", "0.5"]]
+
+
+def test_each_next_token_rank_has_its_own_column_and_the_row_its_tooltip(qtbot):
+    # The runners-up are what a clamp moves: each of the top three is a cell of its
+    # own, wide enough for its text, and any cell's tooltip holds the whole row.
+    lm, w, r = _shown(qtbot, "demo:lm", Plan(clamp={"blocks.0.mlp": (-0.02, 0.02)}))
+    view = w.meaning_view
+    headers = [view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())]
+    assert headers[:4] == ["pos", "token", "#1 without", "#1 with"] and "#3 with" in headers
+    probs = torch.softmax(r.output_without[0, -1].float(), -1)
+    top = probs.topk(3)
+    codec = lm.meaning.codec
+    want = [f"{codec.token_strings([int(i)])[0]} {float(p):.3f}" for p, i in zip(top.values, top.indices)]
+    last = view.cell_texts()[-1]
+    assert last[2:8:2] == want                 # without: ranks 1-3, each beside its "with"
+    assert last[3] == f"{codec.token_strings([int(r.output_with[0, -1].argmax())])[0]} " \
+        f"{float(torch.softmax(r.output_with[0, -1].float(), -1).max()):.3f}"
+    row = view.table.rowCount() - 1
+    metrics = view.table.fontMetrics()
+    for c in range(2, view.table.columnCount()):
+        item = view.table.item(row, c)
+        assert view.table.columnWidth(c) >= metrics.horizontalAdvance(item.text())
+        assert all(cell in item.toolTip() for cell in want)
+
+
+def test_a_detector_that_finds_nothing_says_no_boxes(qtbot):
+    from hookscope.core import Scale
+    from hookscope.core.outputs import describe_outputs, summary_lines
+
+    lm, w, r = _shown(qtbot, "demo:detector", Plan(interventions={"backbone.conv1": Scale(factor=0.1)}))
+    assert len(r.output_with[0]["boxes"]) == 0 and len(r.output_without[0]["boxes"]) > 0
+    cells = w.meaning_view.cell_texts()
+    assert cells[0][3] == "no boxes" and all(c[3] == "" for c in cells[1:])
+    lines = summary_lines(describe_outputs(r.output_without, r.output_with, lm.meaning,
+                                           lm.example_input))
+    assert lines[0].endswith("without, no boxes with")

@@ -202,3 +202,25 @@ def test_a_sampled_histogram_is_scaled_to_the_full_count_and_says_so(qtbot):
     small = torch.randn(1, 100)
     p.update_record(CaptureRecord("big", 0, stats=summarize(small).resolve(), tensor=small))
     assert not p.hist_widget.getPlotItem().titleLabel.isVisible()
+
+
+def test_the_hover_box_stays_whole_at_every_edge_and_goes_after_a_drag(cnn_panel, qtbot):
+    # Near each corner of the histogram the readout box is fully inside the plot
+    # widget; a drag of a bound line ends with no stale readout left up.
+    from mouse_events import drag_line
+
+    panel, _ = cnn_panel
+    p = panel.panels()[("conv1", 0)]
+    w = p.hist_widget
+    hvb = w.getPlotItem().getViewBox()
+    edges, _ = p.hist_post.getData()
+    _, (y0, y1) = hvb.viewRange()
+    first, last = 0.5 * (edges[0] + edges[1]), 0.5 * (edges[-2] + edges[-1])   # the outer bins
+    label = p.hist_tools.label
+    for x, fy in ((first, 0.02), (last, 0.02), (first, 0.98), (last, 0.98)):
+        hover(w, view_to_viewport(w, hvb, x, y0 + fy * (y1 - y0)))
+        qtbot.waitUntil(lambda: label.isVisible())
+        box = label.geometry()
+        assert w.rect().contains(box), (x, fy, box, w.rect())
+    drag_line(w, p.lo_line, -0.2)
+    assert not label.isVisible() and p.hist_tools.text == ""
