@@ -21,9 +21,7 @@ packages, and refuses modules that are not a model's factory at all
 from __future__ import annotations
 
 import hashlib
-import os
 import site
-import stat
 import sys
 import sysconfig
 from dataclasses import dataclass, replace
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
+from .regular_file import open_regular
 from .user_text import shown, user_path
 
 PYTHON_FILE = "Python file"
@@ -100,20 +99,14 @@ class CodeTrustError(SpecError):
 
 def file_sha256(path: Path) -> str:
     """The sha256 of a regular file, read in chunks (a FIFO or a device is refused)."""
-    try:
-        with open(path, "rb", buffering=0, opener=_nonblocking) as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise SpecError(f"{shown(str(path))} is not a regular file")
-            h = hashlib.sha256()
+    h = hashlib.sha256()
+    with open_regular(path, "model file", SpecError) as fh:
+        try:
             while chunk := fh.read(_READ_CHUNK):
                 h.update(chunk)
-    except OSError as exc:
-        raise SpecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from exc
+        except OSError as exc:
+            raise SpecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from exc
     return h.hexdigest()
-
-
-def _nonblocking(path: str, flags: int) -> int:
-    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
 
 
 def code_to_run(spec: str) -> CodeToRun | None:
@@ -157,15 +150,11 @@ def check_trust(spec: str, trust: CodeTrust) -> CodeToRun | None:
 
 
 def _file_code(kind: str, name: str) -> CodeToRun:
-    path = user_path(name)
     try:
-        absolute = path.resolve()
-        regular = absolute.is_file()
-    except (OSError, ValueError, RuntimeError):
-        regular = False
-    if not regular:
-        raise SpecError(f"model file {shown(name)} does not exist")
-    return CodeToRun(kind, name, str(absolute), file_sha256(absolute))
+        absolute = user_path(name).resolve()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise SpecError(f"model file {shown(name)} does not exist") from exc
+    return CodeToRun(kind, name, str(absolute), file_sha256(absolute))  # a FIFO: refused, named
 
 
 # -- package.module:callable ----------------------------------------------------

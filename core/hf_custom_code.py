@@ -13,12 +13,11 @@ person learns which code it is, and nothing asks, reads stdin or runs.
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
+from .regular_file import read_regular
 from .user_text import shown
 
 CONFIG_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json",
@@ -63,20 +62,12 @@ def refuse_custom_code(name: str, folder: Path | None) -> None:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        with open(path, "rb", opener=_nonblocking) as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            return None
-        return json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, RecursionError):  # absent or broken: transformers says so later
+    if not path.exists():
         return None
-
-
-def _nonblocking(path: str, flags: int) -> int:
-    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    try:
+        return json.loads(read_regular(path, MAX_CONFIG_BYTES, "model config", SpecError).decode("utf-8"))
+    except (ValueError, RecursionError):  # broken JSON: transformers says so later
+        return None
 
 
 def _code_files(auto_map: Any) -> list[str]:

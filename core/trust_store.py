@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 
 from .atomic_write import write_text
 from .code_trust import CodeToRun
 from .errors import HookscopeError
+from .regular_file import read_regular
 
 FILE_NAME = "trusted-code.json"
 FORMAT = "hookscope-trusted-code"
@@ -64,14 +64,8 @@ class TrustStore:
 
     def _entries(self) -> list[dict]:
         try:
-            with open(self.path, "rb", opener=_nonblocking) as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    return []
-                raw = fh.read(MAX_BYTES + 1)
-            if len(raw) > MAX_BYTES:
-                return []
-            data = json.loads(raw.decode("utf-8"))
-        except (OSError, ValueError, RecursionError):  # absent, unreadable, not JSON
+            data = json.loads(read_regular(self.path, MAX_BYTES, "trust store").decode("utf-8"))
+        except (HookscopeError, ValueError, RecursionError):  # absent, not a file, too big, not JSON
             return []
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             return []
@@ -81,6 +75,3 @@ class TrustStore:
         return [e for e in files if isinstance(e, dict)
                 and all(isinstance(e.get(k), str) for k in ("path", "sha256", "kind"))]
 
-
-def _nonblocking(path: str, flags: int) -> int:
-    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
