@@ -84,7 +84,7 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
         # diff: vectors are computed where the model runs: the last run's values go in the script
         plan = with_built_vectors(session.current_plan(), last.plan if last is not None else None)
         text = standalone_script(session.model.spec, plan, session.input_text,
-                                 session.model.weights, session.device)
+                                 session.model.weights, session.device, trust=session.code_trust)
     except HookscopeError as exc:
         ui.error(str(exc))
         return None

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from hookscope.core import HookscopeError, Plan, resolve_device
 
+from hookscope.core.code_trust import CodeTrust, CodeTrustError
 from hookscope.core.session_file import read_session_file
 from hookscope.core.user_text import one_line
 
@@ -132,18 +133,33 @@ def create_window(argv: list[str]):
     win.session.set_options(train=ns.train)  # loaded in eval; --train runs in train mode
     if spec.endswith(".json"):  # ``hookscope FILE.hookscope.json``: a saved session
         try:
-            win.session.open_setup(read_session_file(spec))
+            _open_session_file(win, spec, ns)
         except HookscopeError as exc:
             errors.append(f"could not open the session: {exc}")
             win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))
     else:
-        win.load(spec, ns.weights, ns.input, plan, ns.trust_pickle, labels=ns.labels)
+        win.load(spec, ns.weights, ns.input, plan, ns.trust_code, labels=ns.labels)
     if ns.live:
         win.set_live(True)
     for msg in errors:
         win.show_error(msg, sticky=True)
     win.startup_errors = errors
     return win
+
+
+def _open_session_file(win, path: str, ns: argparse.Namespace) -> None:
+    """Open the session file ``path`` in ``win``. A model in it that runs code needs
+    ``--trust-code``, or the person's yes: the window opens the default demo and asks
+    (with ``--screenshot`` nobody is there to ask, so it is an error)."""
+    setup = read_session_file(path)
+    trust = CodeTrust.from_data(everything=ns.trust_code)
+    try:
+        win.session.open_setup(setup, trust=trust)
+    except CodeTrustError as exc:
+        if ns.screenshot or exc.code is None:
+            raise
+        win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))  # usable behind the question
+        win.trust_gate.consider(exc.code, lambda t: win.open_setup_with(setup, t), trust)
 
 
 def wait_idle(win, timeout_s: float = 300.0) -> bool:

@@ -17,6 +17,7 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QDialog, QMainWindow
 
 from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult
+from hookscope.core.code_trust import CodeTrust
 
 from . import export_actions as files
 from . import window_chrome as chrome
@@ -26,6 +27,7 @@ from .open_dialog import OpenModelDialog
 from .qt_compat import guard_none_refcount
 from .recent import RecentModels
 from .session_reactions import SessionReactions
+from .trust_dialog import TrustGate
 from .layout import arrange_docks
 from .window_layout import build_parts
 from .window_tools import install_window_tools
@@ -78,6 +80,8 @@ class MainWindow(SessionReactions, QMainWindow):
         self.session = self.worker.session
         self.session.set_options(stats_only=stats_only)
         self.ui = files.ActionUi(self, self.show_error, lambda m: self.statusBar().showMessage(m, 5000))
+        # a session, recent entry or dropped file whose model runs code is asked about first
+        self.trust_gate = TrustGate(self, self.show_error, lambda m: self.statusBar().showMessage(m, 8000))
         p = build_parts(self, self.session)
         (self.run_bar, self.run_toolbar, self.tree, self.layer_dock, self.outputs, self.output_dock,
          self.banner, self.note, self.panel, self.status) = (
@@ -87,7 +91,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self.actions_ = build_menus(self, Handlers(
             open_model=self.open_model_dialog,
             open_demo=lambda n: self.load(f"demo:{n}", plan=default_plan(f"demo:{n}")),
-            fill_recent=lambda menu: chrome.fill_recent_menu(menu, self.recent, self.load),
+            fill_recent=lambda menu: chrome.fill_recent_menu(menu, self.recent, self.open_recent),
             open_session=lambda: self.open_session(), save_session=lambda: self.save_session(),
             export_captures=lambda: files.export_captures(s, self.ui),
             export_script=lambda: files.export_script(s, self.ui),
@@ -152,13 +156,19 @@ class MainWindow(SessionReactions, QMainWindow):
 
     def load(self, spec: str, weights: str | None = None, input_text: str | None = None,
              plan: Plan | None = None, trust_pickle: bool = False,
-             labels: str | None = None) -> int:
+             labels: str | None = None, trust: CodeTrust | None = None) -> int:
         """Load a model; when it arrives, apply ``plan`` (and the class names in the
         ``labels`` file) and run once. A failed load leaves the current model, plan
-        and plots as they were."""
+        and plots as they were. ``trust``: for a spec read from a file, which code it
+        may run (:mod:`hookscope.core.code_trust`); ``None`` for a typed spec."""
+        rid = self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                      input_text=input_text, labels=labels, trust=trust)
         self.status.show_busy(True)
-        return self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                       input_text=input_text, labels=labels)
+        return rid
+
+    def open_recent(self, spec: str, weights: str | None = None) -> int | None:
+        """Open a recent-files entry: data, so code it names runs only after a yes."""
+        return self.trust_gate.open(lambda trust: self.load(spec, weights, trust=trust))
 
     def request_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; returns the request id."""
@@ -216,13 +226,22 @@ class MainWindow(SessionReactions, QMainWindow):
     def save_session(self, path: str | None = None) -> Path | None:
         return files.save_session(self.session, self.ui, path)
 
-    def open_session(self, path: str | None = None) -> int | None:
-        """Open a session file; a damaged one shows its error and changes nothing."""
+    def open_session(self, path: str | None = None, trust_code: bool = False) -> int | None:
+        """Open a session file; a damaged one shows its error and changes nothing.
+
+        The file is data: a model in it that runs code is asked about first
+        (:class:`~.trust_dialog.TrustGate`; ``None`` is returned while the question is
+        open), unless ``trust_code`` (``hookscope FILE --trust-code``)."""
         setup = files.read_session(self.ui, path)
         if setup is None:
             return None
+        return self.trust_gate.open(lambda trust: self.open_setup_with(setup, trust), trust_code)
+
+    def open_setup_with(self, setup, trust: CodeTrust) -> int:
+        """Open a checked session setup under ``trust`` (raises what the session raises)."""
+        rid = self.session.open_setup(setup, trust=trust)
         self.status.show_busy(True)
-        return self.session.open_setup(setup)
+        return rid
 
     # -- drops, sizes, closing ------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override

@@ -18,10 +18,12 @@ from hookscope.core.steer_diff import parse_vector_option
 
 from .scale_options import add_scale_options
 
-TRUST_HELP = ("load a fully pickled model (.pt/.pth holding a module), or a .pt2 whose "
-              "archive holds pickled entries. Unpickling runs code "
-              "stored in the file, so this is off unless you pass this flag for a file you "
-              "trust; prefer a plain .pt2 export or file.py:factory with --weights")
+TRUST_HELP = ("let a model's code run, for a file you trust: a fully pickled model (.pt/.pth "
+              "holding a module, or a .pt2 with pickled entries: unpickling runs code stored "
+              "in the file), and the factory (file.py:f, package.module:f) or pickle that a "
+              "session file names (a session file is data: its code never runs without this "
+              "flag, or in the window your answer to its question). --trust-pickle is this "
+              "flag's old name")
 
 
 def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
@@ -60,7 +62,8 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--stats-only", action="store_true",
                    help="keep only statistics of captures (computed on the device), not tensors")
-    p.add_argument("--trust-pickle", action="store_true", help=TRUST_HELP)
+    p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
+                   help=TRUST_HELP)
     p.add_argument("--max-input-bytes", metavar="SIZE", default=None,
                    help="input memory budget, e.g. 8G (default 4G or $HOOKSCOPE_MAX_INPUT_BYTES)")
     add_scale_options(p)  # --device-map, --max-memory, --offload, --memory-budget, --ray
@@ -121,7 +124,7 @@ class ModelOptions:
     clamp: dict[str, tuple[float, float]] = field(default_factory=dict)
     device: str = "cpu"
     stats_only: bool = False
-    trust_pickle: bool = False
+    trust_pickle: bool = False  # --trust-code: pickles may be loaded
     interventions: dict[str, Intervention] = field(default_factory=dict)
     train: bool = False
     labels: str | None = None
@@ -153,7 +156,7 @@ def model_options(ns: argparse.Namespace) -> ModelOptions:
             raise PlanError(f"--vector {text!r}: vector {name!r} is defined twice; give each one name")
         vectors[name] = spec
     opts = ModelOptions(ns.spec, ns.weights, ns.input, capture, clamp, ns.device,
-                        ns.stats_only, ns.trust_pickle, interventions, ns.train, ns.labels,
+                        ns.stats_only, ns.trust_code, interventions, ns.train, ns.labels,
                         vectors)
     opts.plan()  # a clash between --clamp and --intervene is reported here, once
     return opts

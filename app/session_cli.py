@@ -5,8 +5,10 @@ A session file gives the model, weights, input, device, plan and options;
 is printed and saved exactly as for a model spec (``--json``,
 ``--save-captures``, ...). ``--save-session FILE`` writes what this command
 ran as a session file that the window (File → Open session, drag and drop,
-``hookscope FILE``) and ``--session`` reopen with the same numbers. Never
-imports Qt.
+``hookscope FILE``) and ``--session`` reopen with the same numbers. A session
+file is data: a model in it that runs code (a ``.py`` factory, a module, a
+pickle) is refused before anything runs unless ``--trust-code`` is given.
+Never imports Qt.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
         raise HookscopeError(f"--session gives the model and the plan; drop {', '.join(clash)} "
                              "(or open the session in the window, change it and save it again)")
     check_output_paths(ns)
-    s = Session.open_file(ns.session)
+    s = Session.open_file(ns.session, trust_code=ns.trust_code)
     try:
         if s.plan_problem:  # a script must not run a different plan than the file's
             raise HookscopeError(f"{s.plan_problem}. Fix the layer names in {ns.session} (or open "
@@ -63,7 +65,8 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
         refuse_overwriting_inputs(ns, files_read(lm.spec, lm.weights, [s.input_text], s.labels,
                                                  ns.session, plan))
         if ns.export_script:
-            script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device)
+            script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
+                                       trust=s.code_trust)
         result = s.run()
         (print_json if ns.json else print_table)(result, out)
         if ns.save_captures:

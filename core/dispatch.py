@@ -198,7 +198,7 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
 
 
 def load_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions,
-                    trust_pickle: bool = False):
+                    trust_pickle: bool = False, trust: Any = None):
     """:func:`~hookscope.core.sources.load_model`, then placed by accelerate.
 
     With ``weights`` the factory runs under ``init_empty_weights``: its
@@ -214,14 +214,14 @@ def load_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions,
     if weights:
         try:
             with acc.init_empty_weights():
-                lm = load_model(spec, None, trust_pickle)
+                lm = load_model(spec, None, trust_pickle, trust)
         except SpecError as exc:
             raise SpecError(f"{exc} (with --device-map and --weights the factory runs with empty "
                             "weights on the meta device: it must only build the model)") from exc
         if lm.kind == "export":
             raise SpecError("an exported .pt2 program carries its own weights; drop --weights")
     else:
-        lm = load_model(spec, None, trust_pickle)
+        lm = load_model(spec, None, trust_pickle, trust)
     dispatch(lm.module, opts, weights)
     lm.weights = weights
     lm.module.eval()
@@ -250,7 +250,7 @@ def _load_hf_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions):
 
 def from_pretrained_kwargs(opts: DeviceMapOptions) -> dict[str, Any]:
     """Keyword arguments for ``transformers``' ``from_pretrained`` (the ``hf:`` adapter)."""
-    kw: dict[str, Any] = {"device_map": opts.strategy}
+    kw: dict[str, Any] = {"device_map": opts.strategy, "trust_remote_code": False}
     if opts.max_memory:
         kw["max_memory"] = dict(opts.max_memory)
     if opts.offload:
@@ -363,7 +363,7 @@ def dispatching_runner(opts: DeviceMapOptions):
 
     class DispatchingRunner(LocalRunner):
         def _load(self, job, req):  # the one step that differs from the local runner
-            lm = load_dispatched(req.spec, req.weights, opts, req.trust_pickle)
+            lm = load_dispatched(req.spec, req.weights, opts, req.trust_pickle, req.trust)
             tree = module_tree(lm.module)
             with self._cv:
                 self.counts.loads_done += 1

@@ -82,7 +82,7 @@ INLINE_PAYLOAD_BYTES = 2 << 20
 
 def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
                       device: str = "cpu", trust_pickle: bool = False,
-                      sidecar: str | Path | None = None) -> str:
+                      sidecar: str | Path | None = None, trust: Any = None) -> str:
     """A runnable Python script that reproduces this comparison with plain PyTorch hooks.
 
     It needs torch alone (no Hookscope import): the model is written as
@@ -103,7 +103,8 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     :data:`INLINE_PAYLOAD_BYTES`: they are then saved (``torch.save``) to
     ``Path(sidecar).with_suffix(".pt")`` and the script loads that file from
     beside itself. Without it, or for smaller payloads (every demo), the
-    script is one self-contained file.
+    script is one self-contained file. ``trust``: the :class:`~.code_trust.CodeTrust`
+    the model was loaded under (a session file's model is held to the same yes).
     """
     from .inputs import parse_input
     from .script_model import model_section
@@ -119,7 +120,8 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     # A pickled module is not unpickled here (the script does that, for a file its user
     # trusts); it has no example input, so the input must be typed.
     pickled = spec.strip().endswith((".pt", ".pth")) and not trust_pickle
-    loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle)
+    loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle,
+                                             trust=trust)
     codec = None if loaded is None else loaded.meaning.codec
     x = _cpu(parse_input(input_text, None if loaded is None else loaded.example_input, codec))
     sources: list[Any] = []

@@ -38,7 +38,7 @@ from .errors import SpecError
 from .torch_load import load_tensors
 from .regular_file import open_regular
 
-TRUST_HINT = ("Pass --trust-pickle (in the window: 'Trust this file' in File > Open model) only "
+TRUST_HINT = ("Pass --trust-code (in the window: 'Trust this file' in File > Open model) only "
               "if you trust where the file came from, or re-export it with torch.export.save")
 
 # What an ordinary torch.export.save archive holds, relative to its root folder.

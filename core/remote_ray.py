@@ -44,6 +44,7 @@ from typing import Any, Callable
 
 from torch import nn
 
+from .code_trust import PICKLE
 from .errors import HookscopeError
 from .extras import require
 from .inputs import parse_input
@@ -337,7 +338,11 @@ class RayRunner(QueueRunner):
         actor = self._ensure_actor(req.spec)
         spec, weights = remote_spec(req.spec, req.weights, local_files=self.address == "local")
         try:
-            answer = self._call(job, actor.load.remote(job.rid, spec, weights, req.trust_pickle,
+            # the person's yes was checked here, on their machine, before the request was
+            # made (Session.open_model): the actor gets it as the pickle flag
+            trusted = req.trust_pickle or (req.trust is not None and (
+                req.trust.everything or any(c.kind == PICKLE for c in req.trust.files)))
+            answer = self._call(job, actor.load.remote(job.rid, spec, weights, trusted,
                                                        self.dispatch))
         except RemoteError:
             self._actor = None

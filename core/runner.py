@@ -374,7 +374,7 @@ class LocalRunner(QueueRunner):
             lm = req.model
             prepare_loaded(lm)
         else:
-            lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle)
+            lm = load_model(req.spec, req.weights, trust_pickle=req.trust_pickle, trust=req.trust)
         tree = module_tree(lm.module)
         with self._cv:
             self.counts.loads_done += 1

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Union
 
 from .plan import Plan
+from .code_trust import CodeTrust
 from .sources import LoadedModel
 from .tree import TreeNode
 
@@ -27,6 +28,8 @@ class LoadRequest:
     spec: str
     weights: str | None = None
     trust_pickle: bool = False
+    #: which code the load may run (:mod:`.code_trust`); ``None``: the spec was typed
+    trust: CodeTrust | None = None
     model: LoadedModel | None = field(default=None, compare=False, repr=False)
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .code_trust import CodeTrust, check_trust
 from .devices import resolve_device
 from .errors import Cancelled as CancelledError
 from .errors import ForwardError, HookscopeError
@@ -82,6 +83,9 @@ class Session:
         self.model: LoadedModel | None = None
         self.tree: TreeNode | None = None
         self.trust_pickle = False
+        #: which code the open model's load was allowed to run (None: its spec was typed);
+        #: an export that loads the model again is held to the same yes
+        self.code_trust: CodeTrust | None = None
         self.input_text = "example"
         self.device = "cpu"
         self.plan = Plan()
@@ -183,14 +187,21 @@ class Session:
         return s
 
     @classmethod
-    def open_file(cls, path: str | Path, timeout_s: float | None = None) -> "Session":
-        """A session as a ``*.hookscope.json`` file saved it (waits for the model)."""
+    def open_file(cls, path: str | Path, timeout_s: float | None = None,
+                  trust_code: bool = False) -> "Session":
+        """A session as a ``*.hookscope.json`` file saved it (waits for the model).
+
+        A session file is data: a model spec in it that runs code (a ``.py`` factory, a
+        module, a pickle) raises :class:`~.code_trust.CodeTrustError` before anything
+        runs, unless ``trust_code`` (``--trust-code``) says the person trusts the file.
+        """
         from .session_file import read_session_file
 
         setup = read_session_file(path)
+        trust = CodeTrust.from_data(everything=trust_code)
         s = cls()
         try:
-            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False)), timeout_s)
+            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False, trust=trust)), timeout_s)
         except BaseException:
             s.close()  # as in load(): no runner thread left behind by a failed open
             raise
@@ -213,27 +224,38 @@ class Session:
             return save_live(self, Path(path).expanduser(), weights, write_session_file)
         return write_session_file(path, self)
 
-    def open_setup(self, setup: Any, run_after: bool = True) -> int:
+    def open_setup(self, setup: Any, run_after: bool = True, trust: CodeTrust | None = None) -> int:
         """Load what a session file describes (a :class:`~.session_file.SessionSetup`);
-        the current model and plan stay until the load succeeds."""
-        return self.open_model(setup.spec, setup.weights, trust_pickle=setup.trust_pickle,
-                               plan=setup.plan, input_text=setup.input_text, device=setup.device,
+        the current model and plan stay until the load succeeds.
+
+        The file is data: its spec runs code only as ``trust`` allows (by default, no
+        code at all; :class:`~.code_trust.CodeTrustError` names what would run). The
+        setup's own ``trust_pickle`` is never read: a file cannot trust itself.
+        """
+        return self.open_model(setup.spec, setup.weights, plan=setup.plan,
+                               input_text=setup.input_text, device=setup.device,
                                options=setup.options, view=setup.view, run_after=run_after,
-                               labels=setup.labels)
+                               labels=setup.labels, trust=trust or CodeTrust.from_data())
 
     def open_model(self, spec: str, weights: str | None = None, *, trust_pickle: bool = False,
                    plan: Plan | None = None, input_text: str | None = None,
                    device: str | None = None, options: Options | None = None,
                    view: dict | None = None, run_after: bool = True,
-                   labels: str | None = None) -> int:
+                   labels: str | None = None, trust: CodeTrust | None = None) -> int:
         """Queue a model load; when it arrives, apply the rest and (``run_after``) run once.
 
         ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
+        ``trust``: which code the load may run (:mod:`.code_trust`); ``None`` for a
+        spec the person typed. With a ``trust``, a spec whose code it does not allow
+        raises :class:`~.code_trust.CodeTrustError` here, before any request is made.
         A failed load leaves the current model, plan and results as they were.
         """
-        return self._queue_load(LoadRequest(spec, weights, trust_pickle),
+        if trust is not None:
+            check_trust(spec, trust)  # the loader checks again, just before it imports
+            trust_pickle = trust.everything
+        return self._queue_load(LoadRequest(spec, weights, trust_pickle, trust=trust),
                                 LoadSetup(plan, input_text, device, options, view, run_after,
-                                          trust_pickle, labels))
+                                          trust_pickle, labels, trust))
 
     def open_module(self, model: Any, example_input: Any = None, *, tokenizer: Any = None,
                     labels: Any = None, plan: Plan | None = None, options: Options | None = None,

@@ -90,6 +90,7 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
     s._newest_run = None
     s.model, s.tree = ev.model, ev.tree
     s.trust_pickle = setup.trust_pickle
+    s.code_trust = setup.trust
     s.last_result = s.last_error = None
     s.plan, s.plan_problem = Plan(), None
     warnings: list[str] = []  # told after "model", which clears a window's old messages

@@ -19,8 +19,9 @@ holding a model, its weights, its inputs and a session can be moved whole.
 Non-finite numbers are written as the strings ``"inf"``, ``"-inf"``, ``"nan"``
 (JSON has no such numbers). Reading checks everything before anything is
 used: a damaged or foreign file raises :class:`SessionFileError` with what is
-wrong, and the caller's session is untouched. A session file never grants
-``trust_pickle``: a pickled model named in one needs the flag again.
+wrong, and the caller's session is untouched. A session file is data: it never
+grants trust, and a model spec in it that runs code (a ``.py`` factory, a module,
+a pickle) runs only after the person's yes for that file (:mod:`.code_trust`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class SessionSetup:
     plan: Plan = field(default_factory=Plan)
     options: Any = None   # session.Options
     view: dict = field(default_factory=dict)
-    trust_pickle: bool = False
+    trust_pickle: bool = False  # never read from a file, never used to load: a file cannot trust itself
     labels: str | None = None
 
 

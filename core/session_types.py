@@ -58,3 +58,4 @@ class LoadSetup:
     run_after: bool = True
     trust_pickle: bool = False
     labels: str | None = None
+    trust: Any = None  # the load's code_trust.CodeTrust (None: the spec was typed)

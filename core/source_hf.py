@@ -29,6 +29,7 @@ import torch
 from .budget import check_input_size
 from .regular_file import kind_of
 from .errors import SpecError
+from .hf_custom_code import model_folder, refuse_custom_code
 from .meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
 from .source_adapters import missing_package
 from .source_hf_audio import audio_example, config_count
@@ -67,19 +68,26 @@ def load_hf(spec: str) -> Any:
         raise SpecError("hf: needs a model: hf:path/to/saved_dir or hf:org/model already in "
                         "the local Hugging Face cache")
     tf = _transformers(spec)
-    where = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
-    if where != name or Path(where).is_dir():
+    local = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else None
+    where = local or name
+    if local is not None:
         _only_regular_files(Path(where))  # transformers opens them by name: a FIFO would block
+    # a folder's own code is named and refused before transformers reads anything;
+    # trust_remote_code=False everywhere below, so transformers never asks on stdin
+    refuse_custom_code(name, model_folder(name, local))
     try:
-        config = tf.AutoConfig.from_pretrained(where, local_files_only=True)
+        config = tf.AutoConfig.from_pretrained(where, local_files_only=True, trust_remote_code=False)
     except (OSError, ValueError) as exc:
+        if "trust_remote_code" in str(exc):  # custom code that the auto_map check did not see
+            raise SpecError(f"hf:{name} needs its own Python code; Hookscope never runs a model's "
+                            "code (trust_remote_code=False), so nothing was run") from exc
         raise SpecError(f"no Hugging Face model {name!r} here: give a folder written by "
                         "save_pretrained, or a model id already in the local cache "
                         f"({os.environ.get('HF_HOME', '~/.cache/huggingface')}); nothing is "
                         "downloaded") from exc
     cls = _model_class(tf, config.architectures)
     try:
-        model = cls.from_pretrained(where, local_files_only=True)
+        model = cls.from_pretrained(where, local_files_only=True, trust_remote_code=False)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"cannot load the weights of {name!r} as {cls.__name__}: "
@@ -138,7 +146,7 @@ def _model_class(tf, architectures: Any) -> Any:
 
 def _tokenizer(tf, where: str) -> HFCodec | None:
     try:
-        tok = tf.AutoTokenizer.from_pretrained(where, local_files_only=True)
+        tok = tf.AutoTokenizer.from_pretrained(where, local_files_only=True, trust_remote_code=False)
     except Exception:  # many models (vision) have none; that is not an error
         return None
     return HFCodec(tok) if tok is not None and callable(tok) else None
@@ -185,7 +193,8 @@ def _pixel_values(tf, config, where: str) -> torch.Tensor:
                      "config.json's num_channels and image_size)")
     mean, std = [0.5] * channels, [0.5] * channels
     try:
-        proc = tf.AutoImageProcessor.from_pretrained(where, local_files_only=True)
+        proc = tf.AutoImageProcessor.from_pretrained(where, local_files_only=True,
+                                                     trust_remote_code=False)
         mean = list(getattr(proc, "image_mean", mean))
         std = list(getattr(proc, "image_std", std))
     except Exception:  # no processor saved: ViT's defaults (0.5, 0.5)

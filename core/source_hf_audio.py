@@ -43,7 +43,8 @@ def sine_wave(rate: int, seconds: float = 1.0, hz: float = SINE_HZ) -> np.ndarra
 
 def _extractor(tf: Any, where: str) -> Any:
     try:
-        return tf.AutoFeatureExtractor.from_pretrained(where, local_files_only=True)
+        return tf.AutoFeatureExtractor.from_pretrained(where, local_files_only=True,
+                                                       trust_remote_code=False)
     except Exception:  # none saved in the folder: the config alone says enough
         return None
 

@@ -15,12 +15,20 @@
 
 A factory returns a module or ``(module, example_input)``. ``weights=`` loads
 a state_dict into the factory's module (:mod:`.weights`).
+
+Specs that run code are checked by :mod:`.code_trust` before anything is
+imported: a ``module:callable`` must be a public function or class of a module
+that is not built-in or the standard library, and a spec read from a file (a
+session, a recent entry, a dropped file) runs only under a
+:class:`~.code_trust.CodeTrust` that names its file and hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -32,6 +40,7 @@ from torch import nn
 
 from .demo_lm import demo_meaning
 from .demo_models import DEMO_DESCRIPTIONS, DEMOS
+from .code_trust import CodeToRun, CodeTrust, CodeTrustError, check_trust
 from .errors import SpecError
 from .user_code import user_code
 from .user_text import is_file, shown, user_path
@@ -60,9 +69,17 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
 
 
-def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False) -> LoadedModel:
-    """Resolve ``spec`` to a :class:`LoadedModel`; raise :class:`SpecError` saying what to fix."""
+def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False,
+               trust: CodeTrust | None = None) -> LoadedModel:
+    """Resolve ``spec`` to a :class:`LoadedModel`; raise :class:`SpecError` saying what to fix.
+
+    ``trust`` says which code the load may run (:mod:`.code_trust`); by default the
+    spec counts as typed by the person, and ``trust_pickle`` (``--trust-code``)
+    allows pickles too. A spec read from a file passes ``CodeTrust.from_data()``.
+    """
     spec = (spec or "").strip()
+    if trust is None:
+        trust = CodeTrust(typed=True, everything=trust_pickle)
     if not spec:
         raise SpecError("no model given: " + SPEC_HELP)
     if spec.startswith("live:"):
@@ -75,12 +92,12 @@ def load_model(spec: str, weights: str | None = None, trust_pickle: bool = False
     elif spec.startswith(ADAPTER_PREFIXES):
         lm = load_adapter(spec)
     elif spec.endswith(".pt2"):
-        lm = _load_exported(spec, trust_pickle)
+        lm = _load_exported(spec, trust.everything)
     elif spec.endswith((".pt", ".pth")):
         refuse_torchscript_file(spec)  # a clear word for torch.jit.save files, trusted or not
-        lm = _load_pickle(spec, trust_pickle)
+        lm = _load_pickle(spec, trust)
     elif ":" in spec:
-        lm = _load_factory(spec)
+        lm = _load_factory(spec, trust)
     elif spec.endswith(".py"):
         raise SpecError(f"{shown(spec)} names a file but no factory: write {shown(spec + ':NAME')}, where NAME is a "
                         "function in the file that returns the model")
@@ -133,14 +150,11 @@ def _args_kwargs(value: Any) -> bool:
             and isinstance(value[1], dict))
 
 
-def _load_pickle(spec: str, trust: bool) -> LoadedModel:
+def _load_pickle(spec: str, trust: CodeTrust) -> LoadedModel:
     path = user_path(spec)
     if not is_file(path):
         raise SpecError(f"model file {shown(spec)} does not exist")
-    if not trust:
-        raise SpecError(f"{path.name} would be loaded as a full pickle, which runs code stored in "
-                        "the file. Pass --trust-pickle only if you trust its source; better, export "
-                        "it with torch.export (.pt2) or use file.py:factory with --weights.")
+    check_trust(spec, trust)  # nothing is unpickled without the person's yes
     try:
         module = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
@@ -151,12 +165,17 @@ def _load_pickle(spec: str, trust: bool) -> LoadedModel:
     return LoadedModel(module, None, spec, "pickle", f"pickled module {path.name}")
 
 
-def _load_factory(spec: str) -> LoadedModel:
+def _load_factory(spec: str, trust: CodeTrust) -> LoadedModel:
     target, _, fname = spec.rpartition(":")
     if not fname.isidentifier():
         raise SpecError(f"{shown(fname)} in {shown(spec)} is not a function name: " + SPEC_HELP)
+    if target.endswith(".py") and not is_file(user_path(target)):
+        raise SpecError(f"model file {shown(target)} does not exist")
+    # the module's origin is checked (not the standard library...) and the person's yes
+    # is checked, both before anything is imported
+    code = check_trust(spec, trust)
     if target.endswith(".py"):
-        pymod = _import_file(user_path(target))
+        pymod = _import_file(user_path(target), code)
     else:
         try:
             with user_code(f"importing {target}", target):
@@ -169,6 +188,10 @@ def _load_factory(spec: str) -> LoadedModel:
         except Exception as exc:
             raise SpecError(_import_failure(target, exc)) from exc
     factory = getattr(pymod, fname, None)
+    if not target.endswith(".py") and callable(factory) and not _defined_in(factory, pymod):
+        raise SpecError(f"{shown(spec)} names {type(factory).__name__} {fname}, which "
+                        f"{target} does not define itself; a factory is a function or class "
+                        "written in that module. Nothing was called")
     if not callable(factory):
         options = [n for n, v in vars(pymod).items()
                    if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == pymod.__name__]
@@ -191,9 +214,24 @@ def _load_factory(spec: str) -> LoadedModel:
     return LoadedModel(made, example, spec, "factory", f"{fname}() from {target}")
 
 
-def _import_file(path: Path):
+def _defined_in(obj: object, module: object) -> bool:
+    """Whether ``obj`` is a function or class that ``module`` itself defines."""
+    return ((inspect.isfunction(obj) or inspect.isclass(obj))
+            and getattr(obj, "__module__", None) == getattr(module, "__name__", None))
+
+
+def _import_file(path: Path, code: CodeToRun | None = None):
+    """Import the Python file ``path``: exactly the bytes whose hash ``code`` names,
+    when given (a file changed after the person's yes is not run)."""
     if not is_file(path):
         raise SpecError(f"model file {shown(str(path))} does not exist")
+    try:
+        source = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from exc
+    if code is not None and hashlib.sha256(source).hexdigest() != code.sha256:
+        raise CodeTrustError(f"{code.describe()} changed while it was being opened; nothing "
+                             "was run: open it again", code)
     name = f"hookscope_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -202,7 +240,7 @@ def _import_file(path: Path):
     sys.modules[name] = mod  # dataclasses and pickling look modules up here
     try:
         with user_code(f"importing {path.name}", str(path)):  # clean argv, no silent exit
-            spec.loader.exec_module(mod)
+            exec(compile(source, str(path), "exec", dont_inherit=True), mod.__dict__)
     except SpecError:
         sys.modules.pop(name, None)
         raise

@@ -19,6 +19,15 @@ from hookscope.app.qt_compat import guard_none_refcount  # noqa: E402
 guard_none_refcount()
 
 
+@pytest.fixture(autouse=True)
+def trust_store_dir(tmp_path_factory, monkeypatch):
+    """The files a test marks "Always trust" go to a folder of its own (never the real
+    config, never another test's): ``$HOOKSCOPE_CONFIG_DIR``, which CLI subprocesses inherit."""
+    folder = tmp_path_factory.mktemp("hookscope-config")
+    monkeypatch.setenv("HOOKSCOPE_CONFIG_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def make_window(qtbot):
     """``make_window(argv)`` -> a shown MainWindow built like ``hookscope ARGV``;

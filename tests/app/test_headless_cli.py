@@ -96,7 +96,7 @@ def test_help_explains_trust_flag(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     out = capsys.readouterr().out
-    assert "--trust-pickle" in out and "runs code" in out.replace("\n", " ").replace("  ", " ")
+    assert "--trust-code" in out and "--trust-pickle" in out and "runs code" in out.replace("\n", " ").replace("  ", " ")
 
 
 def test_cli_writes_all_three(tmp_path, capsys):

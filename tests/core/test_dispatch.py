@@ -171,9 +171,12 @@ def test_a_gpu_limit_without_cuda_is_refused():
 
 def test_from_pretrained_kwargs(tmp_path):
     opts = device_map_options(None, "cpu=1GB", str(tmp_path))
+    # a model's own code never runs: trust_remote_code is given, False, every time
     assert from_pretrained_kwargs(opts) == {"device_map": "auto", "max_memory": {"cpu": 10**9},
-                                            "offload_folder": str(tmp_path)}
-    assert from_pretrained_kwargs(device_map_options("sequential")) == {"device_map": "sequential"}
+                                            "offload_folder": str(tmp_path),
+                                            "trust_remote_code": False}
+    assert from_pretrained_kwargs(device_map_options("sequential")) == {
+        "device_map": "sequential", "trust_remote_code": False}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -10,6 +10,7 @@ import torch
 
 from live_models import TinyNet, WidthNet
 
+from hookscope.core.code_trust import CodeTrustError
 from hookscope.core import Clamp, Session, SpecError
 from hookscope.core.live_save import LiveModelNotSaved, factory_reference
 from hookscope.core.session_file import read_session_file
@@ -53,7 +54,10 @@ def test_weights_and_an_importable_class_reopen_the_same_numbers(tmp_path):
         assert d["model"]["spec"] == "live_models:TinyNet"
         assert d["model"]["weights"] == "b.weights.pt"
         assert d["input"] == {"text": "b.input.pt", "file": True}  # the example, beside it
-        again = Session.open_file(path, timeout_s=60)
+        # the file names code (the class's module): data, so it reopens only with a yes
+        with pytest.raises(CodeTrustError, match="live_models"):
+            Session.open_file(path, timeout_s=60)
+        again = Session.open_file(path, timeout_s=60, trust_code=True)
         try:
             got = again.run(timeout_s=60)
             assert torch.equal(got.output_with, want.output_with)

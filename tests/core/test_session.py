@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from hookscope.core import Clamp, Noise, Plan, Scale, Session, SessionFileError, Zero, compare, load_model
+from hookscope.core.code_trust import CodeTrustError
 from hookscope.core.session_file import read_session_file
 
 from runner_doubles import HALF_SPEC
@@ -166,7 +167,10 @@ def test_relative_paths_resolve_against_the_session_files_folder(session, tmp_pa
     shutil.copytree(proj, moved)
     shutil.rmtree(proj)
     monkeypatch.chdir(tmp_path)
-    s2 = Session.open_file(moved / "s.hookscope.json")
+    # the session names net.py: a session file is data, so its code runs only when trusted
+    with pytest.raises(CodeTrustError, match="net.py"):
+        Session.open_file(moved / "s.hookscope.json")
+    s2 = Session.open_file(moved / "s.hookscope.json", trust_code=True)
     r2 = s2.run()
     s2.close()
     assert torch.equal(r2.output_with, r.output_with)

@@ -110,7 +110,7 @@ def test_weights_mismatch_names_keys(model_file, tmp_path):
 def test_pickle_needs_trust(model_file, tmp_path):
     f = tmp_path / "full.pt"
     torch.save(load_model(f"{model_file}:make").module, f)
-    with pytest.raises(SpecError, match="trust-pickle"):
+    with pytest.raises(SpecError, match="trust-code"):
         load_model(str(f))
     lm = load_model(str(f), trust_pickle=True)
     assert isinstance(lm.module, nn.Module)

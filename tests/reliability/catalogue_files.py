@@ -64,7 +64,7 @@ def build(folder: Path) -> dict[str, Path]:
     put("evil_input.pt", hf.torch_save_payload(marker))
     put("evil_weights.pt", hf.torch_save_payload(marker))
     put("broken.safetensors", b"\xff\xff\xff\xff\xff\xff\xff\x7f{")
-    put("model.pt", hf.pickle_payload(marker))  # a full pickle: needs --trust-pickle
+    put("model.pt", hf.pickle_payload(marker))  # a full pickle: needs --trust-code
     genuine = hf.genuine_pt2(folder / "genuine.pt2").read_bytes()
     put("truncated.pt2", genuine[: len(genuine) // 2])
     put("text.pt2", b"just text\n")

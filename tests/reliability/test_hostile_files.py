@@ -28,7 +28,7 @@ def test_hostile_pt2_is_refused_from_the_cli_without_running_it(case, tmp_path, 
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("hookscope: error: ")
-    assert "--trust-pickle" in err and "Traceback" not in err
+    assert "--trust-code" in err and "Traceback" not in err
     assert not marker.exists()
 
 
@@ -109,7 +109,7 @@ def test_full_pickle_model_needs_trust(tmp_path):
     marker = tmp_path / "MARKER"
     path = tmp_path / "model.pt"
     path.write_bytes(pickle.dumps(hf.MarkerPayload(marker)))
-    with pytest.raises(SpecError, match="--trust-pickle"):
+    with pytest.raises(SpecError, match="--trust-code"):
         load_model(str(path))
     assert not marker.exists()
 

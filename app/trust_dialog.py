@@ -1,0 +1,149 @@
+"""The window's question before code named by a file runs: Run once, Always trust, Cancel.
+
+A session file, a recent-files entry and a dropped file are data. When the
+model they name runs code (a ``.py`` factory, a module, a pickle), the core
+refuses the load with a :class:`~hookscope.core.code_trust.CodeTrustError`
+naming the file and its sha256, before anything is imported. :class:`TrustGate`
+catches it: a file marked "Always trust" at this very hash (the
+:class:`~hookscope.core.trust_store.TrustStore`) opens at once; anything else
+is asked about in :class:`TrustDialog`, which shows what would run. The
+question is window-modal but does not block the caller (``open()``, not
+``exec()``): Cancel leaves the window as it was, with its model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from hookscope.core import HookscopeError
+from hookscope.core.code_trust import MODULE, CodeToRun, CodeTrust, CodeTrustError
+from hookscope.core.trust_store import TrustStore
+from hookscope.core.user_text import escape_controls
+
+ONCE, ALWAYS, CANCEL = "once", "always", "cancel"
+
+
+class TrustDialog(QDialog):
+    """Shows ``code`` (kind, path or module, sha256); :attr:`answer` is :data:`ONCE`,
+    :data:`ALWAYS` or :data:`CANCEL` once it is closed (Escape and the close box cancel)."""
+
+    def __init__(self, code: CodeToRun, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("trustCodeDialog")
+        self.setWindowTitle("Run code from this file?")
+        self.setWindowModality(Qt.WindowModality.WindowModal)
+        self.answer = CANCEL
+        self.code = code
+        layout = QVBoxLayout(self)
+        what = (f"{code.kind}: {code.target}\nfile: {code.origin}" if code.kind == MODULE
+                else f"{code.kind}: {code.origin}")
+        text = QLabel(  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+            "Opening this model runs the code in a file, with your permissions:\n\n"
+            f"{escape_controls(what)}\nsha256: {code.sha256}\n\n"
+            "It was named by a session file, a recent entry or a dropped file, which anyone "
+            "can send. Run it only if you trust where the file came from.",
+            objectName="trustCodeText")
+        text.setTextFormat(Qt.TextFormat.PlainText)  # a path is never markup
+        text.setWordWrap(True)
+        text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(text)
+        buttons = QDialogButtonBox(self)
+        self.run_once = QPushButton("Run once", objectName="trustRunOnce")  # type: ignore[call-overload]
+        self.always = QPushButton("Always trust this file", objectName="trustAlways")  # type: ignore[call-overload]
+        self.cancel = QPushButton("Cancel", objectName="trustCancel")  # type: ignore[call-overload]
+        buttons.addButton(self.run_once, QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.addButton(self.always, QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.addButton(self.cancel, QDialogButtonBox.ButtonRole.RejectRole)
+        for button in (self.run_once, self.always):
+            button.setAutoDefault(False)
+        self.cancel.setDefault(True)  # Enter does not run code
+        self.cancel.setFocus()
+        self.run_once.clicked.connect(lambda: self._close_with(ONCE))
+        self.always.clicked.connect(lambda: self._close_with(ALWAYS))
+        self.cancel.clicked.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def _close_with(self, answer: str) -> None:
+        self.answer = answer
+        self.accept()
+
+
+class TrustGate:
+    """Opens what a file names, asking first when it runs code (see the module docstring).
+
+    ``show_error``: the window's banner; ``note``: its status line.
+    """
+
+    def __init__(self, parent: QWidget, show_error: Callable[[str], None],
+                 note: Callable[[str], None], store: TrustStore | None = None) -> None:
+        self.parent = parent
+        self.show_error = show_error
+        self.note = note
+        self.store = store
+        self.dialog: TrustDialog | None = None
+
+    def open(self, attempt: Callable[[CodeTrust], Any], trust_all: bool = False) -> Any:
+        """``attempt(trust)`` (a load that checks ``trust`` before anything runs); when it
+        refuses for want of trust, open it with the stored "Always" or ask. Returns what
+        ``attempt`` returned, or ``None`` when it failed or a question is pending."""
+        base = CodeTrust.from_data(everything=trust_all)
+        try:
+            return attempt(base)
+        except CodeTrustError as exc:
+            if exc.code is None:
+                self.show_error(str(exc))
+                return None
+            code = exc.code
+        except HookscopeError as exc:
+            self.show_error(str(exc))
+            return None
+        return self.consider(code, attempt, base)
+
+    def consider(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust) -> Any:
+        """``attempt`` refused to run ``code`` under ``base``: run it at once if the file is
+        always trusted at this hash, else ask (``None`` while the question is open)."""
+        if self._store().trusts(code):
+            return self._attempt(attempt, base.granting(code))
+        self._ask(code, attempt, base)
+        return None
+
+    @property
+    def asking(self) -> bool:
+        return self.dialog is not None
+
+    def _store(self) -> TrustStore:
+        return self.store or TrustStore()  # read where the environment says, at each use
+
+    def _attempt(self, attempt: Callable[[CodeTrust], Any], trust: CodeTrust) -> Any:
+        try:
+            return attempt(trust)
+        except HookscopeError as exc:  # the file changed after the yes: say so, run nothing
+            self.show_error(str(exc))
+            return None
+
+    def _ask(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust) -> None:
+        if self.dialog is not None:  # one question at a time: the newest open wins
+            self.dialog.reject()
+        dlg = TrustDialog(code, self.parent)
+        self.dialog = dlg
+
+        def answered(_result: int) -> None:
+            if self.dialog is dlg:
+                self.dialog = None
+            dlg.deleteLater()
+            if dlg.answer == CANCEL:
+                self.note(f"not opened: {code.kind} {code.origin} was not run")
+                return
+            if dlg.answer == ALWAYS:
+                try:
+                    self._store().add(code)
+                except HookscopeError as exc:  # runs this once all the same
+                    self.show_error(f"could not remember the trusted file: {exc}")
+            self._attempt(attempt, base.granting(code))
+
+        dlg.finished.connect(answered)
+        # shown once the event loop runs: over the window, even one still being built
+        QTimer.singleShot(0, dlg, lambda: dlg.open() if self.dialog is dlg else None)

@@ -1,0 +1,204 @@
+"""The window asks before code named by a file runs: a session opened with File → Open
+session, given on the command line, dropped on the window, or a recent-files entry.
+
+The question shows what would run and its hash; Cancel runs nothing and leaves the
+window with its model; Always remembers the file at that hash (an edit asks again).
+The dialog is answered with real clicks and keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLabel
+
+from hookscope.core.code_trust import code_to_run
+from hookscope.core.trust_store import FILE_NAME, TrustStore
+
+EVIL = """\
+import pathlib
+pathlib.Path({marker!r}).write_text("ran")
+import torch
+from torch import nn
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), torch.ones(1, 3)
+"""
+
+
+def evil_session(folder: Path) -> tuple[Path, Path]:
+    marker = folder / "MARKER"
+    (folder / "evil.py").write_text(EVIL.format(marker=str(marker)))
+    path = folder / "shared.hookscope.json"
+    path.write_text(json.dumps({"format": "hookscope-session", "version": 1,
+                                "model": {"spec": "evil.py:build"}}))
+    return path, marker
+
+
+def drop(win, path: Path) -> None:
+    """Drag ``path`` over the window and drop it there (Qt's own drag events)."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    pos = QPointF(win.width() / 2, win.height() / 2)
+    enter = QDragEnterEvent(pos.toPoint(), Qt.DropAction.CopyAction, mime,
+                            Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(win, enter)
+    assert enter.isAccepted()
+    QApplication.sendEvent(win, QDropEvent(pos, Qt.DropAction.CopyAction, mime,
+                                           Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier))
+
+
+def wait_question(qtbot, win):
+    qtbot.waitUntil(lambda: win.trust_gate.dialog is not None and win.trust_gate.dialog.isVisible(),
+                    timeout=10_000)
+    return win.trust_gate.dialog
+
+
+def click(qtbot, button) -> None:
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
+def wait_loaded(qtbot, win, spec_end: str) -> None:
+    qtbot.waitUntil(lambda: win.loaded is not None and win.loaded.spec.endswith(spec_end)
+                    and win.last_result is not None and win.is_idle(), timeout=30_000)
+
+
+def assert_usable(qtbot, win, spec: str) -> None:
+    """The window still has ``spec`` open and runs it."""
+    assert win.loaded.spec == spec
+    with qtbot.waitSignal(win.resultShown, timeout=30_000):
+        win.request_run()
+    assert win.last_result is not None
+
+
+def test_the_question_shows_the_file_and_hash_and_cancel_runs_nothing(window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    before = window.loaded.spec
+    assert window.open_session(str(path)) is None     # asked, not loaded
+    dlg = wait_question(qtbot, window)
+    text = dlg.findChild(QLabel, "trustCodeText").text()
+    digest = hashlib.sha256((tmp_path / "evil.py").read_bytes()).hexdigest()
+    assert str((tmp_path / "evil.py").resolve()) in text and digest in text
+    click(qtbot, dlg.cancel)
+    qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists()
+    assert_usable(qtbot, window, before)
+    assert not window.error_text()
+
+
+@pytest.mark.parametrize("key", [Qt.Key.Key_Escape, Qt.Key.Key_Return])
+def test_escape_and_enter_do_not_run_it(window, qtbot, tmp_path, key):
+    path, marker = evil_session(tmp_path)
+    window.open_session(str(path))
+    dlg = wait_question(qtbot, window)
+    qtbot.keyClick(dlg, key)   # Enter presses the default button, which is Cancel
+    qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists() and window.loaded.spec == "demo:clamp"
+
+
+def test_always_runs_remembers_the_hash_and_an_edit_asks_again(window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).always)
+    wait_loaded(qtbot, window, "evil.py:build")
+    assert marker.exists()
+    assert TrustStore().trusts(code_to_run(window.loaded.spec))
+    marker.unlink()
+
+    window.load("demo:clamp")
+    wait_loaded(qtbot, window, "demo:clamp")
+    window.open_session(str(path))          # the same file at the same hash: no question
+    assert window.trust_gate.dialog is None
+    wait_loaded(qtbot, window, "evil.py:build")
+    assert marker.exists()
+    marker.unlink()
+
+    with open(tmp_path / "evil.py", "a") as fh:
+        fh.write("# changed\n")
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).cancel)
+    qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists() and window.loaded.spec.endswith("evil.py:build")
+
+
+def test_run_once_runs_and_asks_again_next_time(window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).run_once)
+    wait_loaded(qtbot, window, "evil.py:build")
+    assert marker.exists() and not (Path(TrustStore().path)).exists()
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).cancel)
+
+
+def test_open_session_through_the_file_menu_asks(window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+
+    def answer_file_dialog():
+        dlg = window.findChild(QFileDialog, "fileDialog")
+        if dlg is None or not dlg.isVisible():
+            QTimer.singleShot(50, answer_file_dialog)   # not up yet
+            return
+        dlg.selectFile(str(path))
+        click(qtbot, dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Open))
+
+    QTimer.singleShot(0, answer_file_dialog)
+    window.findChild(QAction, "actionOpenSession").trigger()
+    click(qtbot, wait_question(qtbot, window).cancel)
+    qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists()
+    assert_usable(qtbot, window, "demo:clamp")
+
+
+def test_a_dropped_session_asks(window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    drop(window, path)
+    click(qtbot, wait_question(qtbot, window).cancel)
+    assert not marker.exists()
+    assert_usable(qtbot, window, "demo:clamp")
+
+
+def test_a_session_on_the_command_line_opens_the_demo_and_asks(make_window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    win = make_window([str(path)])
+    dlg = wait_question(qtbot, win)
+    wait_loaded(qtbot, win, "demo:clamp")    # usable behind the question
+    click(qtbot, dlg.run_once)
+    wait_loaded(qtbot, win, "evil.py:build")
+    assert marker.exists()
+
+
+def test_a_session_on_the_command_line_with_trust_code_does_not_ask(make_window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    win = make_window([str(path), "--trust-code"])
+    wait_loaded(qtbot, win, "evil.py:build")
+    assert marker.exists() and win.trust_gate.dialog is None
+
+
+def test_a_recent_entry_is_data_and_asks(window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    spec = f"{(tmp_path / 'evil.py').resolve()}:build"
+    window.recent.add(spec)
+    menu = window.actions_.recent_menu
+    menu.popup(window.mapToGlobal(QPoint(10, 10)))   # aboutToShow fills it
+    qtbot.waitUntil(menu.isVisible, timeout=5_000)
+    act = next(a for a in menu.actions() if a.text() == spec)
+    qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(act).center())
+    click(qtbot, wait_question(qtbot, window).cancel)
+    assert not marker.exists()
+    assert_usable(qtbot, window, "demo:clamp")
+
+
+def test_a_damaged_trust_store_trusts_nothing(window, qtbot, tmp_path, trust_store_dir):
+    path, marker = evil_session(tmp_path)
+    (trust_store_dir / FILE_NAME).write_text('{"format": "hookscope-trusted-code", "files": [')
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).cancel)
+    assert not marker.exists()
