@@ -132,7 +132,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         key = iv.source_key()
         if key not in source_keys:
             source_keys.append(key)
-            sources.append(_cpu(parse_input(src, x) if isinstance(src, str) else src))
+            sources.append(_cpu(parse_input(src, x, codec) if isinstance(src, str) else src))
         source_of[path] = source_keys.index(key)
     model_src, extra = model_section(spec, loaded, weights, probe=x)
     payload = {"input": x, "sources": sources, **extra}

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .capture_record import CaptureRecord, _joined
+from .head_hooks import add_head_hook
 from .hook_handles import HookSet
 from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
@@ -44,7 +45,8 @@ def summarized_on_read(t: torch.Tensor) -> bool:
 class _LayerHook:
     """The forward hook of one layer; knows its own path (no late binding)."""
 
-    __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources")
+    __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources",
+                 "here", "n_heads")
 
     def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool,
                  sources: list[Any] | None = None):
@@ -56,17 +58,22 @@ class _LayerHook:
         self.clone = clone
         self.calls = 0
         self.sources = sources  # this layer's outputs on the pre-pass input, per call
+        site = lp.head_site
+        # Heads picked at the output projection's input: a pre-hook there applies it
+        # (core/head_hooks.py); this hook only captures.
+        self.here = site is None or site.projection is None
+        self.n_heads = None if site is None else site.n_heads
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
         call = self.calls
         self.calls += 1
         iv = self.intervention
-        if iv is None:
+        if iv is None or not self.here:
             if self.capture:
                 self.session._record(self, call, None, output)
             return None
         src = self.sources[call] if self.sources is not None and call < len(self.sources) else None
-        new = iv.apply(output, InterventionContext(self.path, call, module, src))
+        new = iv.apply(output, InterventionContext(self.path, call, module, src, n_heads=self.n_heads))
         if self.capture:
             self.session._record(self, call, output, new)
         return new
@@ -134,6 +141,7 @@ class HookSession:
         self.baseline = baseline or {}
         self.no_remake = frozenset(no_remake)
         self._handles = HookSet()
+        self._pre_handles: list[Any] = []  # heads' pre-hooks on output projections
         self._hooks: dict[str, _LayerHook] = {}
         # Statistics-only hooks append (path, call, PlainMoments), kept bare tensors
         # (path, call, tensor, version, copied), remade victims (hook, call, input,
@@ -163,6 +171,8 @@ class HookSession:
                     self, lp, clone=path in clone_paths, sources=sources.get(path))
                 hooks[path] = hook
                 add(lp.module, hook)
+                if lp.head_site is not None and lp.head_site.projection is not None:
+                    self._pre_handles.append(add_head_hook(lp, sources.get(path)))
             self._norms.seal()
         except BaseException:
             self.remove()
@@ -199,12 +209,14 @@ class HookSession:
         that way. Hooks off the model are never called again, so the link goes.
         """
         self._handles.remove()
+        while self._pre_handles:
+            self._pre_handles.pop().remove()
         for hook in self._hooks.values():
             hook.session = None
 
     @property
     def active_hooks(self) -> int:
-        return len(self._handles)
+        return len(self._handles) + len(self._pre_handles)
 
     def calls(self) -> dict[str, int]:
         """How many times each planned layer ran in the forward."""

@@ -232,7 +232,8 @@ class ModelHost:
             with stop_points(module, stop):
                 tree = observe_tree(module, to_device(inputs, dev))
             self._calls[self._serial] = max(1, state["done"])
-        result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop)
+        result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop,
+                         codec=self._lm.meaning.codec)
         self._baseline = (key, inputs, result.baseline) if result.baseline is not None else None
         resolve_records(result.captures)
         if input_id in self._text_inputs:  # the client has only the prompt: send its tokens

@@ -393,7 +393,8 @@ class LocalRunner(QueueRunner):
             self._calls[module] = max(1, job.done - before)
             job.total = job.done + self._calls[module] * (int(baseline is None) + 1)
             self._emit(Observed(job.rid, tree))
-        result = compare(module, inputs, req.plan, req.device, baseline=baseline, should_stop=stop)
+        result = compare(module, inputs, req.plan, req.device, baseline=baseline, should_stop=stop,
+                         codec=req.model.meaning.codec)
         self._baseline = ((key, map_tensors(lambda t: t.detach().clone(), inputs), result.baseline)
                           if result.baseline is not None else None)
         # The core summarises CPU-kept captures on first read; read them here,

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .errors import Cancelled, HookscopeError, InputError
+from .head_hooks import HeadInputRecorder
 from .inputs import parse_input
 from .nested import map_tensors
 from .plan import LayerPlan
@@ -54,9 +55,10 @@ def _inert(module: nn.Module, args: Any, output: Any) -> None:
 
 
 def source_groups(layers: dict[str, LayerPlan], target_inputs: Any,
-                  dev: torch.device) -> list[SourceGroup]:
+                  dev: torch.device, codec: Any = None) -> list[SourceGroup]:
     """Group the layers whose intervention needs a pre-pass by source input, and parse
-    each input once (errors come before any forward runs)."""
+    each input once (errors come before any forward runs). ``codec``: the model's
+    tokenizer, for ``text:`` source inputs (see :func:`~hookscope.core.inputs.parse_input`)."""
     from .run import to_device
 
     groups: dict[Any, SourceGroup] = {}
@@ -71,7 +73,7 @@ def source_groups(layers: dict[str, LayerPlan], target_inputs: Any,
         group = groups.get(key)
         if group is None:
             try:
-                parsed = parse_input(src, target_inputs) if isinstance(src, str) else src
+                parsed = parse_input(src, target_inputs, codec) if isinstance(src, str) else src
             except InputError as exc:
                 raise InputError(f"layer {path!r}: the {iv.name} input {src!r}: {exc}") from exc
             group = groups[key] = SourceGroup(key, to_device(parsed, dev))
@@ -94,10 +96,17 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
         if known is not None and all(p in known for p in group.paths):
             out.update({p: known[p] for p in group.paths})
             continue
-        recorders = {p: _Recorder() for p in group.paths}
+        recorders: dict[str, Any] = {p: _Recorder() for p in group.paths}
         handles = []
         try:
             for path, lp in layers.items():
+                site = lp.head_site
+                if path in recorders and site is not None and site.projection is not None:
+                    # Heads: the projection's input on the source input, per call.
+                    recorders[path] = HeadInputRecorder()
+                    handles.append(site.projection.register_forward_pre_hook(recorders[path]))
+                    handles.append(lp.module.register_forward_hook(_inert))
+                    continue
                 handles.append(lp.module.register_forward_hook(recorders.get(path, _inert)))
             try:
                 forward(module, own_copy(group.inputs), torch.inference_mode)

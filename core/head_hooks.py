@@ -1,0 +1,60 @@
+"""The forward pre-hooks that act on attention heads at an output projection's input.
+
+:func:`~hookscope.core.heads.head_site` says where: the projection's input is
+the heads side by side, (..., n_heads * head_dim). The pre-hook hands it to the
+layer's intervention with ``n_heads`` in the context, so the base narrows it to
+the picked heads (:mod:`hookscope.core.aim`), and replaces the projection's
+input. Its source (a patch's, a reference mean's) is the projection's input of
+the same call on the source input (:func:`record_head_inputs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from .hook_handles import Handle, add_forward_pre_hook
+from .intervention_base import InterventionContext
+from .nested import map_tensors
+
+
+class _HeadHook:
+    """Applies one layer's intervention to its output projection's first input, per call."""
+
+    __slots__ = ("path", "layer", "intervention", "n_heads", "sources", "calls")
+
+    def __init__(self, lp: Any, sources: list[Any] | None) -> None:
+        self.path = lp.path
+        self.layer = lp.module
+        self.intervention = lp.intervention
+        self.n_heads = lp.head_site.n_heads
+        self.sources = sources
+        self.calls = 0
+
+    def __call__(self, module: nn.Module, args: Any) -> Any:
+        if not args:
+            return None
+        call = self.calls
+        self.calls += 1
+        src = self.sources[call] if self.sources is not None and call < len(self.sources) else None
+        ctx = InterventionContext(self.path, call, self.layer, src, n_heads=self.n_heads)
+        return (self.intervention.apply(args[0], ctx), *args[1:])
+
+
+def add_head_hook(lp: Any, sources: list[Any] | None) -> Handle:
+    """The pre-hook of ``lp``'s heads on its output projection; remove it with the handle."""
+    return add_forward_pre_hook(lp.head_site.projection, _HeadHook(lp, sources))
+
+
+class HeadInputRecorder:
+    """A pre-hook keeping a detached copy of a projection's first input, every call."""
+
+    __slots__ = ("outputs",)
+
+    def __init__(self) -> None:
+        self.outputs: list[Any] = []
+
+    def __call__(self, module: nn.Module, args: Any) -> None:
+        if args:
+            self.outputs.append(map_tensors(lambda t: t.detach().clone(), args[0]))

@@ -1,0 +1,241 @@
+"""``at=``: positions, heads and units, each equal to a hand-written forward hook doing the same."""
+
+import pytest
+import torch
+from torch import nn
+
+from hookscope.core import At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
+from hookscope.core.errors import PlanError
+from hookscope.core.inputs import parse_input
+from hookscope.core.intervention_registry import from_dict, parse_intervention
+
+PROMPT, OTHER = "the cat sat on the ", "the dog sat on the "
+
+
+def hooked_output(model, x, layer, hook, pre=False):
+    """The model's output with one plain hook on ``layer`` (a pre-hook when ``pre``)."""
+    mod = model.get_submodule(layer)
+    h = mod.register_forward_pre_hook(hook) if pre else mod.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            return model(x)
+    finally:
+        h.remove()
+
+
+def recorded(model, x, layer, pre=False):
+    """``layer``'s output (or first input, when ``pre``) of one forward."""
+    got = []
+    mod = model.get_submodule(layer)
+    if pre:
+        h = mod.register_forward_pre_hook(lambda m, a: got.append(a[0].detach().clone()))
+    else:
+        h = mod.register_forward_hook(lambda m, a, o: got.append(o.detach().clone()))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        h.remove()
+    return got[0]
+
+
+@pytest.fixture(scope="module")
+def lm():
+    loaded = load_model("demo:lm")
+    codec = loaded.meaning.codec
+    return loaded, parse_input("text:" + PROMPT, loaded.example_input, codec), codec
+
+
+def test_positions_units_and_ranges_equal_hand_hooks(lm):
+    loaded, x, _ = lm
+    model = loaded.module
+
+    def by_hand(o):
+        o = o.clone()
+        o[:, 3:6] = 0  # scale:0@pos=3:6
+        return o
+
+    cases = [
+        (Scale(0.0, at=At(positions="3:6")), by_hand),
+        (Scale(2.0, at=At(positions=[-1, 0])),
+         lambda o: torch.cat([o[:, :1] * 2, o[:, 1:-1], o[:, -1:] * 2], 1)),
+        (Zero(at=At(units=[1, 5], positions="last")), lambda o: _zero_units_last(o, [1, 5])),
+        (Scale(0.5, at=At(positions="0:999999999999")), lambda o: o * 0.5),
+    ]
+    for iv, hand in cases:
+        r = compare(model, x, Plan(interventions={"blocks.0": iv}))
+        want = hooked_output(model, x, "blocks.0", lambda m, a, o, hand=hand: hand(o))
+        assert torch.equal(r.output_with, want), iv.describe()
+        assert r.outputs_differ
+
+
+def _zero_units_last(o, units):
+    o = o.clone()
+    for u in units:
+        o[:, -1, u] = 0
+    return o
+
+
+def test_noise_at_positions_draws_for_the_selected_part(lm):
+    loaded, x, _ = lm
+    iv = Noise(0.3, seed=4, at=At(positions=[1, 2]))
+    r = compare(loaded.module, x, Plan(interventions={"blocks.1": iv}))
+
+    def hand(m, a, o):
+        o = o.clone()
+        g = torch.Generator().manual_seed(4)
+        o[:, 1:3] += 0.3 * torch.randn(o[:, 1:3].shape, generator=g)
+        return o
+    assert torch.equal(r.output_with, hooked_output(loaded.module, x, "blocks.1", hand))
+
+
+def test_heads_on_demo_lm_equal_a_hand_split_of_the_projection_input(lm):
+    loaded, x, _ = lm
+    model = loaded.module
+    n_head = model.blocks[0].attn.n_head
+    iv = parse_intervention("zero@heads=0,2@pos=last")
+
+    def hand(m, args):
+        h = args[0].clone()
+        b, t, d = h.shape
+        v = h.view(b, t, n_head, d // n_head)
+        v[:, -1, [0, 2]] = 0
+        return (h,)
+    r = compare(model, x, Plan(capture=["blocks.0.attn"], interventions={"blocks.0.attn": iv}))
+    assert torch.equal(r.output_with, hooked_output(model, x, "blocks.0.attn.proj", hand, pre=True))
+    assert r.outputs_differ
+    # The hooks are gone afterwards: the model gives its plain output again.
+    with torch.no_grad():
+        assert torch.equal(model(x), r.output_without)
+    assert not model.blocks[0].attn.proj._forward_pre_hooks
+
+
+def test_prompt_to_prompt_patch_at_the_last_position(lm):
+    loaded, x, codec = lm
+    other = parse_input("text:" + OTHER, loaded.example_input, codec)
+    iv = Patch("text:" + OTHER, at=At(positions=[-1]))
+    r = compare(loaded.module, x, Plan(interventions={"blocks.1": iv}), codec=codec)
+    src = recorded(loaded.module, other, "blocks.1")
+
+    def hand(m, a, o):
+        o = o.clone()
+        o[:, -1] = src[:, -1]
+        return o
+    assert torch.equal(r.output_with, hooked_output(loaded.module, x, "blocks.1", hand))
+    assert r.outputs_differ
+
+
+def test_patch_of_a_longer_prompt_aligns_the_last_position_and_refuses_all(lm):
+    loaded, x, codec = lm
+    longer = "the big black dog sat on the "
+    other = parse_input("text:" + longer, loaded.example_input, codec)
+    assert other.shape[1] != x.shape[1]
+    r = compare(loaded.module, x, Plan(interventions={"blocks.1": Patch("text:" + longer,
+                                                                          at=At(positions="-2:"))}),
+                codec=codec)
+    src = recorded(loaded.module, other, "blocks.1")
+
+    def hand(m, a, o):
+        o = o.clone()
+        o[:, -2:] = src[:, -2:]
+        return o
+    assert torch.equal(r.output_with, hooked_output(loaded.module, x, "blocks.1", hand))
+    with pytest.raises(PlanError, match=rf"target has {x.shape[1]} positions and the source {other.shape[1]}"):
+        compare(loaded.module, x, Plan(interventions={"blocks.1": Patch("text:" + longer,
+                                                                          at=At(positions="0:4"))}),
+                codec=codec) if x.shape[1] < 4 else compare(
+            loaded.module, x, Plan(interventions={"blocks.1": Patch("text:" + longer,
+                                                                      at=At(positions=":"))}),
+            codec=codec)
+    with pytest.raises(PlanError, match="source input"):  # no positions: the shapes must match
+        compare(loaded.module, x, Plan(interventions={"blocks.1": Patch("text:" + longer)}),
+                codec=codec)
+
+
+def test_mean_reference_text_at_positions(lm):
+    loaded, x, codec = lm
+    other = parse_input("text:" + OTHER, loaded.example_input, codec)
+    r = compare(loaded.module, x, Plan(interventions={
+        "blocks.0": MeanAblate("text:" + OTHER, at=At(positions=[-1]))}), codec=codec)
+    src = recorded(loaded.module, other, "blocks.0")
+
+    def hand(m, a, o):
+        o = o.clone()
+        o[:, -1] = src[:, -1].double().mean(0).float()
+        return o
+    assert torch.equal(r.output_with, hooked_output(loaded.module, x, "blocks.0", hand))
+
+
+def test_text_source_without_a_tokenizer_still_says_so(lm):
+    loaded, x, _ = lm
+    with pytest.raises(Exception, match="tokenizer"):
+        compare(loaded.module, x, Plan(interventions={"blocks.0": Patch("text:" + OTHER)}))
+
+
+class TinyViT(nn.Module):
+    """Patch embedding + one attention block written in plain torch (a ViT's shape)."""
+
+    def __init__(self, d=16, heads=4):
+        super().__init__()
+        self.embed = nn.Conv2d(3, d, 4, 4)
+        self.attn = nn.Module()
+        self.attn.num_heads = heads
+        self.attn.qkv = nn.Linear(d, 3 * d)
+        self.attn.proj = nn.Linear(d, d)
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, img):
+        x = self.embed(img).flatten(2).transpose(1, 2)  # (B, tokens, d)
+        b, t, d = x.shape
+        h = self.attn.num_heads
+        q, k, v = self.attn.qkv(x).split(d, -1)
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        y = torch.softmax(q @ k.transpose(-1, -2) / (d // h) ** 0.5, -1) @ v
+        x = x + self.attn.proj(y.transpose(1, 2).reshape(b, t, d))
+        return self.head(x.mean(1))
+
+
+def test_heads_positions_and_image_refusal_on_a_plain_torch_vit():
+    torch.manual_seed(0)
+    model = TinyViT().eval()
+    x = torch.randn(2, 3, 16, 16)
+    r = compare(model, x, Plan(interventions={"attn.proj": Scale(0.0, at=At(positions=[0, 3],
+                                                                                units="4:8"))}))
+
+    def hand_out(m, a, o):
+        o = o.clone()
+        o[:, [0, 3], 4:8] = 0
+        return o
+    assert torch.equal(r.output_with, hooked_output(model, x, "attn.proj", hand_out))
+    with pytest.raises(PlanError, match="image feature maps"):
+        compare(model, x, Plan(interventions={"embed": Zero(at=At(positions=[0]))}))
+    # units of a conv output are its channels
+    r = compare(model, x, Plan(interventions={"embed": Zero(at=At(units=[2]))}))
+    assert torch.equal(r.output_with, hooked_output(
+        model, x, "embed", lambda m, a, o: o.index_fill(1, torch.tensor([2]), 0)))
+
+
+def test_multihead_attention_heads_are_refused_with_the_reason():
+    model = nn.Sequential(nn.Linear(4, 8))
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    wrapper = nn.Module()
+    wrapper.mha = mha
+    with pytest.raises(PlanError, match="out_proj inside F.multi_head_attention_forward"):
+        Plan(interventions={"mha": Zero(at=At(heads=[0]))}).resolve(wrapper)
+    with pytest.raises(PlanError, match="attention modules only"):
+        Plan(interventions={"0": Zero(at=At(heads=[0]))}).resolve(model)
+
+
+def test_at_round_trips_through_dicts_text_and_pickle():
+    import pickle
+
+    iv = parse_intervention("scale:0.5@pos=3:6,-1@heads=0,5@units=all")
+    assert iv.where() == At(positions="3:6,-1", heads=[0, 5])
+    assert from_dict(iv.to_dict()) == iv
+    assert pickle.loads(pickle.dumps(iv)) == iv
+    assert parse_intervention("zero:3,7") == Zero(units=(3, 7))
+    assert "at pos 3:6,-1, heads 0,5" in iv.describe()
+    p = Plan(interventions={"blocks.0": iv, "blocks.1": Patch("text:hi", at=At(positions=[-1]))})
+    assert Plan.from_dict(p.to_dict()) == p
+    with pytest.raises(PlanError, match="given twice"):
+        Zero(units=(1,), at=At(units=[2]))
