@@ -169,6 +169,9 @@ class Plan:
                 from .heads import head_site
 
                 lp.head_site = head_site(lp.module, key)
+                from .at import resolve
+
+                resolve(at.heads, lp.head_site.n_heads, "heads", f" in layer {key!r}")
         return out
 
 
