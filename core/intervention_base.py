@@ -105,7 +105,7 @@ def py_literal(v: Any) -> str:
 
 
 def _aimed_describe(own: Any) -> Any:
-    """A kind's own ``describe`` with the ``at`` words added (``scale(0.5) at pos -1``)."""
+    """A kind's own ``describe`` with the ``at`` suffix added (``scale(0.5) @pos=-1``)."""
     def describe(self: "Intervention") -> str:
         return with_at_words(own(self), self.where())
     describe.__doc__ = own.__doc__
@@ -114,7 +114,7 @@ def _aimed_describe(own: Any) -> Any:
 
 
 def with_at_words(text: str, at: At | None) -> str:
-    return text if at is None else f"{text} at {at.words()}"
+    return text if at is None else f"{text} {at.suffix()}"
 
 
 @dataclass(frozen=True)

@@ -234,7 +234,7 @@ def test_at_round_trips_through_dicts_text_and_pickle():
     assert from_dict(iv.to_dict()) == iv
     assert pickle.loads(pickle.dumps(iv)) == iv
     assert parse_intervention("zero:3,7") == Zero(units=(3, 7))
-    assert "at pos 3:6,-1, heads 0,5" in iv.describe()
+    assert iv.describe() == "scale(0.5) @pos=3:6,-1@heads=0,5"
     p = Plan(interventions={"blocks.0": iv, "blocks.1": Patch("text:hi", at=At(positions=[-1]))})
     assert Plan.from_dict(p.to_dict()) == p
     with pytest.raises(PlanError, match="given twice"):
