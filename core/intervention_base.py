@@ -312,9 +312,10 @@ class Intervention:
                 values[p.name] = _from_text(cls, p, text.strip())
         return cls.from_values(values)
 
-    def to_torch_source(self) -> str:
+    def to_torch_source(self, n_heads: int | None = None) -> str:
         """This intervention as a plain-torch expression: a leaf function and its arguments,
-        ``functools.partial(<name>_leaf, ...)``, using :attr:`leaf_function`'s definition."""
+        ``functools.partial(<name>_leaf, ...)``, using :attr:`leaf_function`'s definition;
+        with ``at``, wrapped in the script's ``aimed(...)`` (``n_heads``: the layer's heads)."""
         if not self.leaf_function:
             raise PlanError(f"the {self.name} intervention has no plain-torch form to export")
         kwargs = ", ".join(f"{k}={py_literal(v)}" for k, v in self.values().items()
@@ -325,7 +326,8 @@ class Intervention:
             return leaf
         sel = ", ".join(f"{name}={_sel_literal(getattr(at, name))}"
                         for name in ("positions", "heads", "units"))
-        return f"aimed({leaf}, {sel})"
+        heads = f", n_heads={n_heads}" if at.heads is not None else ""
+        return f"aimed({leaf}, {sel}{heads})"
 
     def params_for_script(self, name: str) -> bool:
         """Whether parameter ``name`` is passed to the leaf function (a source input is not)."""
