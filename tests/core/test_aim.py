@@ -239,3 +239,30 @@ def test_at_round_trips_through_dicts_text_and_pickle():
     assert Plan.from_dict(p.to_dict()) == p
     with pytest.raises(PlanError, match="given twice"):
         Zero(units=(1,), at=At(units=[2]))
+
+
+def test_session_file_round_trip_keeps_at_and_text_sources(tmp_path):
+    import json
+
+    from hookscope.core import Session
+
+    s = Session.load("demo:lm")
+    try:
+        s.set_input("text:" + PROMPT)
+        s.intervene("blocks.1", Patch("text:" + OTHER, at=At(positions=[-1])))
+        s.intervene("blocks.0.attn", Zero(at=At(heads=[0, 2])))
+        r = s.run()
+        f = s.save(tmp_path / "aim.hookscope.json")
+    finally:
+        assert s.close()
+    saved = json.loads(f.read_text())["plan"]["interventions"]
+    assert saved["blocks.1"]["at"] == {"positions": "-1"}
+    assert saved["blocks.0.attn"] == {"kind": "zero", "units": None, "dim": None,
+                                      "at": {"heads": "0,2"}}
+    again = Session.open_file(f)
+    try:
+        r2 = again.run()
+    finally:
+        assert again.close()
+    assert again.plan == s.plan
+    assert torch.equal(r2.output_with, r.output_with) and r.outputs_differ
