@@ -227,9 +227,9 @@ def split_suffix(text: str) -> tuple[str, At | None]:
     if m is None:
         if re.search(r"@\s*\w+\s*=", text) and text.count("@") and "text:" not in text \
                 and "/" not in text:
-            at = text.index("@")
-            raise PlanError(f"cannot read {text[at:at + 40]!r}: the suffixes are @pos=SEL, "
+            i = text.index("@")
+            raise PlanError(f"cannot read {text[i:i + 40]!r}: the suffixes are @pos=SEL, "
                             "@heads=SEL and @units=SEL")
         return text, None
-    at = At.parse_suffix(text[m.start():])
-    return text[:m.start()], (None if at.everywhere() else at)
+    got = At.parse_suffix(text[m.start():])
+    return text[:m.start()], (None if got.everywhere() else got)

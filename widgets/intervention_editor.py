@@ -142,7 +142,8 @@ class InterventionEditor(QWidget):
 
     def _add_at(self) -> None:
         label = QLabel("at")
-        w = QLineEdit(objectName="param_at")  # type: ignore[call-arg]  # PySide6 stubs omit property kwargs
+        w = QLineEdit()
+        w.setObjectName("param_at")
         w.setPlaceholderText("@pos=-1@heads=0,5")
         w.setToolTip("Where inside the output: @pos=SEL (token positions), @heads=SEL (attention "
                      "heads), @units=SEL (features); SEL: 0,5 or 3:6 or -1 or last or all. "
