@@ -93,8 +93,10 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
     out: dict[str, list[Any]] = {}
     for group in groups:
         known = cache.get(group.key) if cache is not None else None
-        if known is not None and all(p in known for p in group.paths):
-            out.update({p: known[p] for p in group.paths})
+        # A layer whose heads are picked records its projection's input instead: cached apart.
+        slots = {p: _slot(p, layers[p]) for p in group.paths}
+        if known is not None and all(slots[p] in known for p in group.paths):
+            out.update({p: known[slots[p]] for p in group.paths})
             continue
         recorders: dict[str, Any] = {p: _Recorder() for p in group.paths}
         handles = []
@@ -119,6 +121,13 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
                 h.remove()
         recorded = {p: r.outputs for p, r in recorders.items()}
         if cache is not None:
-            cache[group.key] = recorded
+            cache[group.key] = {slots[p]: v for p, v in recorded.items()}
         out.update(recorded)
     return out
+
+
+def _slot(path: str, lp: LayerPlan) -> str:
+    """The cache key of what a source forward records for ``lp``: its output, or, when its
+    heads are picked at a projection, that projection's input (another tensor)."""
+    site = lp.head_site
+    return path + "\x00projection input" if site is not None and site.projection is not None else path

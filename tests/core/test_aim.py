@@ -266,3 +266,32 @@ def test_session_file_round_trip_keeps_at_and_text_sources(tmp_path):
         assert again.close()
     assert again.plan == s.plan
     assert torch.equal(r2.output_with, r.output_with) and r.outputs_differ
+
+
+def test_a_reused_baseline_does_not_mix_a_layers_output_with_its_heads_input(lm):
+    """Live mode reuses the source forward: the same source for a layer's output and then
+    for its heads (the projection's input, same shape here) must not be confused."""
+    loaded, x, codec = lm
+    model = loaded.module
+    first = compare(model, x, Plan(interventions={
+        "blocks.0.attn": Patch("text:" + OTHER, at=At(positions=[-1]))}), codec=codec)
+    heads = Plan(interventions={"blocks.0.attn": Patch("text:" + OTHER, at=At(heads=[1]))})
+    again = compare(model, x, heads, codec=codec, baseline=first.baseline)
+    fresh = compare(model, x, heads, codec=codec)
+    assert again.baseline_reused and torch.equal(again.output_with, fresh.output_with)
+
+
+def test_zero_units_shorthand_combines_with_positions(lm):
+    loaded, x, _ = lm
+    r = compare(loaded.module, x, Plan(interventions={
+        "blocks.0": Zero(units=(2, 9), at=At(positions=[0, -1]))}))
+    assert torch.equal(r.output_with, hooked_output(
+        loaded.module, x, "blocks.0",
+        lambda m, a, o: _zero_units_last(_zero_units_first(o, [2, 9]), [2, 9])))
+
+
+def _zero_units_first(o, units):
+    o = o.clone()
+    for u in units:
+        o[:, 0, u] = 0
+    return o
