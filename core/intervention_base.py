@@ -298,9 +298,10 @@ class Intervention:
     @classmethod
     def parse(cls, args: str) -> "Intervention":
         """Read the ``ARGS`` of ``KIND:ARGS``: parameters in order, ``:``-separated; the
-        last one takes the rest (so an input spec may hold colons); empty means default."""
+        last one takes the rest (so an input spec may hold colons); empty means default.
+        A ``text:`` prompt keeps its trailing spaces (they are tokens)."""
         ps = cls.params()
-        args = args.strip()
+        args = args.lstrip() if args.lstrip().startswith("text:") else args.strip()
         if not ps:
             if args:
                 raise PlanError(f"{cls.name} takes no arguments; write {cls.usage()}")
@@ -309,7 +310,8 @@ class Intervention:
         values = {}
         for p, text in zip(ps, pieces):
             if text.strip():
-                values[p.name] = _from_text(cls, p, text.strip())
+                prompt = p.type == "input" and text.lstrip().startswith("text:")
+                values[p.name] = _from_text(cls, p, text.lstrip() if prompt else text.strip())
         return cls.from_values(values)
 
     def to_torch_source(self, n_heads: int | None = None) -> str:

@@ -55,8 +55,8 @@ def parse_intervention(text: str) -> Intervention:
     """``"KIND[:ARGS][@pos=SEL][@heads=SEL][@units=SEL]"`` -> an intervention
     (``"clamp:-1:1"``, ``"zero:3,7"``, ``"noise:0.1:7"``, ``"zero@heads=0,5"``,
     ``"scale:0@pos=3:6"``; the suffix is :class:`~hookscope.core.at.At`)."""
-    body, at = split_suffix(text.strip())
-    name, _, args = body.strip().partition(":")
+    body, at = split_suffix(text.lstrip())  # a text: prompt keeps its trailing spaces
+    name, _, args = body.partition(":")
     cls = get_kind(name)
     try:
         iv = cls.parse(args)

@@ -295,3 +295,9 @@ def _zero_units_first(o, units):
     for u in units:
         o[:, 0, u] = 0
     return o
+
+
+def test_a_text_prompt_in_the_arguments_keeps_its_trailing_space():
+    assert parse_intervention("patch:text:" + OTHER + "@pos=-1") == Patch("text:" + OTHER,
+                                                                          at=At(positions=[-1]))
+    assert parse_intervention(" scale:0.5 ") == Scale(0.5)
