@@ -43,8 +43,17 @@ class _HeadHook:
 
 
 def add_head_hook(lp: Any, sources: list[Any] | None) -> Handle:
-    """The pre-hook of ``lp``'s heads on its output projection; remove it with the handle."""
-    return add_forward_pre_hook(lp.head_site.projection, _HeadHook(lp, sources))
+    """The pre-hook of ``lp``'s heads on its output projection (for an nn.MultiheadAttention:
+    a forward hook computing its output again, run before the layer's capture hook);
+    remove it with the handle."""
+    site = lp.head_site
+    if site.recompute:
+        from .heads_mha import MhaHeadHook
+
+        return lp.module.register_forward_hook(
+            MhaHeadHook(lp.path, lp.intervention, site.n_heads, sources),
+            with_kwargs=True, prepend=True)
+    return add_forward_pre_hook(site.projection, _HeadHook(lp, sources))
 
 
 class HeadInputRecorder:

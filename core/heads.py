@@ -37,6 +37,8 @@ class HeadSite:
     projection: nn.Module | None
     name: str
     n_heads: int
+    #: An nn.MultiheadAttention: its output is computed again with the heads apart.
+    recompute: bool = False
 
 
 def _count(module: nn.Module) -> int | None:
@@ -74,10 +76,7 @@ def head_site(module: nn.Module, path: str = "") -> HeadSite:
     """Where ``module``'s heads are acted on; a :class:`PlanError` that says why otherwise."""
     where = f"layer {path!r}" if path else "this layer"
     if isinstance(module, nn.MultiheadAttention):
-        raise PlanError(f"{where} is an nn.MultiheadAttention: its forward applies out_proj inside "
-                        "F.multi_head_attention_forward without calling it as a module, so no hook "
-                        "sees the heads apart; pick its heads on an attention that calls its output "
-                        "projection, or act on the whole output")
+        return HeadSite(None, "out_proj (computed again)", module.num_heads, recompute=True)
     n = _count(module)
     if n is None:
         raise PlanError(f"{where} ({type(module).__name__}) has no number of heads (num_heads, "

@@ -61,7 +61,7 @@ class _LayerHook:
         site = lp.head_site
         # Heads picked at the output projection's input: a pre-hook there applies it
         # (core/head_hooks.py); this hook only captures.
-        self.here = site is None or site.projection is None
+        self.here = site is None or (site.projection is None and not site.recompute)
         self.n_heads = None if site is None else site.n_heads
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
@@ -171,7 +171,8 @@ class HookSession:
                     self, lp, clone=path in clone_paths, sources=sources.get(path))
                 hooks[path] = hook
                 add(lp.module, hook)
-                if lp.head_site is not None and lp.head_site.projection is not None:
+                if lp.head_site is not None and (lp.head_site.projection is not None
+                                                 or lp.head_site.recompute):
                     self._pre_handles.append(add_head_hook(lp, sources.get(path)))
             self._norms.seal()
         except BaseException:

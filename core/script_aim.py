@@ -95,6 +95,13 @@ def head_sites(module: Any, plan: Any) -> dict[str, tuple[str, int]]:
     names = {id(m): p for p, m in module.named_modules()}
     for path, lp in plan.resolve(module).items():
         site = lp.head_site
+        if site is not None and site.recompute:
+            from .errors import HookscopeError
+
+            raise HookscopeError(f"the script export cannot write heads of layer {path!r}: an "
+                                 "nn.MultiheadAttention's heads are computed again by Hookscope "
+                                 "(core/heads_mha.py), which the plain-torch script does not repeat; "
+                                 "act on its whole output or export another layer")
         if site is not None and site.projection is not None:
             out[path] = (names[id(site.projection)], site.n_heads)
     return out

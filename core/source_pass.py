@@ -103,6 +103,12 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
         try:
             for path, lp in layers.items():
                 site = lp.head_site
+                if path in recorders and site is not None and site.recompute:
+                    from .heads_mha import MhaHeadsRecorder
+
+                    recorders[path] = MhaHeadsRecorder()  # its heads, computed again
+                    handles.append(lp.module.register_forward_hook(recorders[path], with_kwargs=True))
+                    continue
                 if path in recorders and site is not None and site.projection is not None:
                     # Heads: the projection's input on the source input, per call.
                     recorders[path] = HeadInputRecorder()
@@ -130,4 +136,5 @@ def _slot(path: str, lp: LayerPlan) -> str:
     """The cache key of what a source forward records for ``lp``: its output, or, when its
     heads are picked at a projection, that projection's input (another tensor)."""
     site = lp.head_site
-    return path + "\x00projection input" if site is not None and site.projection is not None else path
+    apart = site is not None and (site.projection is not None or site.recompute)
+    return path + "\x00projection input" if apart else path

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from hookscope.core import At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
@@ -215,13 +216,72 @@ def test_heads_positions_and_image_refusal_on_a_plain_torch_vit():
         model, x, "embed", lambda m, a, o: o.index_fill(1, torch.tensor([2]), 0)))
 
 
-def test_multihead_attention_heads_are_refused_with_the_reason():
+class MhaModel(nn.Module):
+    def __init__(self, batch_first):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(8, 2, batch_first=batch_first)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        y, _ = self.mha(x, x, x, need_weights=False)
+        return self.fc(y)
+
+
+def mha_by_hand(mha, x, heads, positions=None):
+    """nn.MultiheadAttention's output with ``heads`` zeroed, the heads split by hand:
+    q/k/v projections, softmax attention per head, out_proj."""
+    if not mha.batch_first:
+        x = x.transpose(0, 1)
+    b, t, e = x.shape
+    h = mha.num_heads
+    q, k, v = F.linear(x, mha.in_proj_weight, mha.in_proj_bias).split(e, -1)
+    q, k, v = (z.view(b, t, h, e // h).transpose(1, 2) for z in (q, k, v))
+    y = torch.softmax(q @ k.transpose(-1, -2) / (e // h) ** 0.5, -1) @ v  # (b, h, t, d)
+    y = y.transpose(1, 2).clone()  # (b, t, h, d)
+    for p in positions if positions is not None else [slice(None)]:
+        y[:, p, heads] = 0
+    out = F.linear(y.reshape(b, t, e), mha.out_proj.weight, mha.out_proj.bias)
+    return out if mha.batch_first else out.transpose(0, 1)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_heads_equal_a_hand_split(batch_first):
+    torch.manual_seed(0)
+    model = MhaModel(batch_first).eval()
+    x = torch.randn(2, 5, 8) if batch_first else torch.randn(5, 2, 8)
+    for at, positions in ((At(heads=[1]), None), (At(heads=[0], positions=[-1]), [-1])):
+        r = compare(model, x, Plan(capture=["mha"], interventions={"mha": Zero(at=at)}))
+
+        def hook(m, args, kwargs, out, at=at):  # the same, written as a plain forward hook
+            q = args[0].transpose(0, 1) if m.batch_first else args[0]
+            e = m.embed_dim
+            heads, _ = F.multi_head_attention_forward(
+                q, q, q, e, m.num_heads, m.in_proj_weight, m.in_proj_bias, None, None, False, 0.0,
+                torch.eye(e), None, training=False, need_weights=False)
+            heads = heads.transpose(0, 1) if m.batch_first else heads
+            v = heads.clone().unflatten(-1, (m.num_heads, -1))
+            seq = 1 if m.batch_first else 0
+            idx = [slice(None)] * 4
+            idx[2] = list(at.heads)
+            if at.positions is not None:
+                idx[seq] = [p % v.shape[seq] for p in at.positions]
+            v[tuple(idx)] = 0
+            return (F.linear(v.flatten(-2), m.out_proj.weight, m.out_proj.bias), *out[1:])
+        h = model.mha.register_forward_hook(hook, with_kwargs=True)
+        with torch.no_grad():
+            want = model(x)
+        h.remove()
+        assert torch.equal(r.output_with, want)
+        torch.testing.assert_close(r.captures["mha"][0].tensor, mha_by_hand(
+            model.mha, x, list(at.heads), positions))
+        assert not model.mha._forward_hooks
+    src = torch.randn_like(x)
+    r = compare(model, x, Plan(interventions={"mha": Patch(src, at=At(heads=[0]))}))
+    assert r.outputs_differ
+
+
+def test_heads_on_a_module_without_heads_say_why():
     model = nn.Sequential(nn.Linear(4, 8))
-    mha = nn.MultiheadAttention(8, 2, batch_first=True)
-    wrapper = nn.Module()
-    wrapper.mha = mha
-    with pytest.raises(PlanError, match="out_proj inside F.multi_head_attention_forward"):
-        Plan(interventions={"mha": Zero(at=At(heads=[0]))}).resolve(wrapper)
     with pytest.raises(PlanError, match="attention modules only"):
         Plan(interventions={"0": Zero(at=At(heads=[0]))}).resolve(model)
 

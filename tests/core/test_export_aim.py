@@ -96,3 +96,17 @@ def test_script_reproduces_aimed_interventions(ran, name):
         assert [s["shape"] for s in got["stats"][path]] == [list(c.stats.shape) for c in recs]
         for s, c in zip(got["stats"][path], recs):
             assert s["mean"] == pytest.approx(c.stats.mean, rel=1e-5, abs=1e-6)
+
+
+def test_script_export_of_multihead_attention_heads_says_why(tmp_path):
+    from hookscope.core import HookscopeError
+
+    (tmp_path / "mha.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.mha = nn.MultiheadAttention(8, 2, batch_first=True)\n\n"
+        "    def forward(self, x):\n        return self.mha(x, x, x)[0]\n\n\n"
+        "def make():\n    return M().eval(), torch.randn(1, 3, 8)\n")
+    with pytest.raises(HookscopeError, match="nn.MultiheadAttention's heads are computed again"):
+        standalone_script(f"{tmp_path / 'mha.py'}:make",
+                          Plan(interventions={"mha": Zero(at=At(heads=[0]))}))
