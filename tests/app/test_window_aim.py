@@ -113,3 +113,39 @@ def test_cell_editor_takes_a_text_source_and_a_heads_suffix(make_window, qtbot):
     assert torch.equal(win.last_result.output_with, by_hand(("blocks.0.attn.proj", pre, True),
                                                             ("blocks.1", hook, False)))
     assert model.index_for_path("blocks.0.attn", COL_INTERVENTION).data() == "zero @heads=1"
+
+
+def test_window_patches_gpt2_prompt_to_prompt(make_window, qtbot, tmp_path):
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+    import hf_models
+
+    spec = f"hf:{hf_models.gpt2(tmp_path / 'g')}"
+    other = "a dog sat on the log and the"
+    win = make_window([spec, "--input", "text:the cat sat on the", "--intervene",
+                       "transformer.h.1=patch@pos=last", "--source-input", "text:" + other])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    lm = load_model(spec)
+    got = []
+    block = lm.module.get_submodule("transformer.h.1")
+    hidden = lambda o: o[0] if isinstance(o, tuple) else o  # noqa: E731
+    h = block.register_forward_hook(lambda m, a, o: got.append(hidden(o).clone()))
+    with torch.no_grad():
+        lm.module(**parse_input("text:" + other, lm.example_input, lm.meaning.codec))
+    h.remove()
+
+    def hook(m, a, o):
+        hs = hidden(o).clone()
+        hs[:, -1] = got[0][:, -1]
+        return (hs, *o[1:]) if isinstance(o, tuple) else hs
+    h = block.register_forward_hook(hook)
+    with torch.no_grad():
+        want = lm.module(**parse_input("text:the cat sat on the", lm.example_input, lm.meaning.codec))
+    h.remove()
+    out = win.last_result.output_with
+    assert torch.equal(out.logits if hasattr(out, "logits") else out, want.logits)

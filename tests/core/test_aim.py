@@ -173,33 +173,51 @@ def test_text_source_without_a_tokenizer_still_says_so(lm):
         compare(loaded.module, x, Plan(interventions={"blocks.0": Patch("text:" + OTHER)}))
 
 
+class Attention(nn.Module):
+    """Multi-head self-attention as a ViT writes it: qkv, per-head softmax, proj."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.num_heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.num_heads
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in self.qkv(x).split(d, -1))
+        y = torch.softmax(q @ k.transpose(-1, -2) / (d // h) ** 0.5, -1) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
 class TinyViT(nn.Module):
     """Patch embedding + one attention block written in plain torch (a ViT's shape)."""
 
     def __init__(self, d=16, heads=4):
         super().__init__()
         self.embed = nn.Conv2d(3, d, 4, 4)
-        self.attn = nn.Module()
-        self.attn.num_heads = heads
-        self.attn.qkv = nn.Linear(d, 3 * d)
-        self.attn.proj = nn.Linear(d, d)
+        self.attn = Attention(d, heads)
         self.head = nn.Linear(d, 3)
 
     def forward(self, img):
         x = self.embed(img).flatten(2).transpose(1, 2)  # (B, tokens, d)
-        b, t, d = x.shape
-        h = self.attn.num_heads
-        q, k, v = self.attn.qkv(x).split(d, -1)
-        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
-        y = torch.softmax(q @ k.transpose(-1, -2) / (d // h) ** 0.5, -1) @ v
-        x = x + self.attn.proj(y.transpose(1, 2).reshape(b, t, d))
+        x = x + self.attn(x)
         return self.head(x.mean(1))
 
 
-def test_heads_positions_and_image_refusal_on_a_plain_torch_vit():
+def test_heads_positions_units_and_image_refusal_on_a_plain_torch_vit():
     torch.manual_seed(0)
     model = TinyViT().eval()
     x = torch.randn(2, 3, 16, 16)
+    r = compare(model, x, Plan(interventions={"attn": Scale(0.0, at=At(heads=[1, 3], positions=[0, 5]))}))
+
+    def pre(m, a):
+        h = a[0].clone()
+        v = h.view(*h.shape[:-1], 4, -1)
+        for p in (0, 5):
+            v[:, p, [1, 3]] = 0
+        return (h,)
+    assert torch.equal(r.output_with, hooked_output(model, x, "attn.proj", pre, pre=True))
     r = compare(model, x, Plan(interventions={"attn.proj": Scale(0.0, at=At(positions=[0, 3],
                                                                                 units="4:8"))}))
 
