@@ -114,7 +114,10 @@ class InterventionEditor(QWidget):
 
     # -- building ------------------------------------------------------------------
     def _on_kind(self, kind: str) -> None:
+        where = self._at_edit.text() if self._at_edit is not None else ""
         self._build(kind, None)
+        if self._at_edit is not None:  # another kind, the same place
+            self._set_widget("text", self._at_edit, where or None)
         self.changed.emit()
 
     def _build(self, kind: str, iv: Intervention | None) -> None:

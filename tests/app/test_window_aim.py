@@ -149,3 +149,30 @@ def test_window_patches_gpt2_prompt_to_prompt(make_window, qtbot, tmp_path):
     h.remove()
     out = win.last_result.output_with
     assert torch.equal(out.logits if hasattr(out, "logits") else out, want.logits)
+
+
+def test_the_at_field_stays_when_the_kind_changes_and_refuses_bad_text(qtbot):
+    from hookscope.core import HookscopeError, Scale
+
+    editor = InterventionEditor()
+    qtbot.addWidget(editor)
+    editor.show()
+    qtbot.keyClicks(editor.kind_combo, "zero")
+    at = editor.findChild(QLineEdit, "param_at")
+    qtbot.mouseClick(at, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(at, "pos=1@units=0:4")
+    qtbot.keyClick(at, Qt.Key.Key_Return)
+    assert editor.value() == Zero(at=At(positions=[1], units="0:4"))
+    while editor.kind_combo.currentText() != "scale":  # the kinds are sorted: scale is above zero
+        qtbot.keyClick(editor.kind_combo, Qt.Key.Key_Up)
+    assert editor.value() == Scale(1.0, at=At(positions=[1], units="0:4"))
+    qtbot.waitUntil(lambda: len(editor.findChildren(QLineEdit, "param_at")) == 1)  # the old one gone
+    at = editor.findChild(QLineEdit, "param_at")
+    assert at.text() == "pos=1@units=0:4"  # as typed
+    at.selectAll()
+    qtbot.keyClicks(at, "@rows=3")
+    import pytest
+
+    assert at.text() == "@rows=3", at.text()
+    with pytest.raises(HookscopeError, match="@pos=SEL"):
+        editor.value()
