@@ -46,7 +46,7 @@ def add_model_options(p: argparse.ArgumentParser, spec_required: bool) -> None:
     p.add_argument("--clamp", metavar="P=LO:HI", action="append", default=[],
                    help="clamp layer P's output to [LO, HI] (repeatable; shorthand for "
                         "--intervene P=clamp:LO:HI; P may be a wildcard pattern like 'h.*.mlp')")
-    p.add_argument("--intervene", metavar="P=KIND[:ARGS]", action="append", default=[],
+    p.add_argument("--intervene", metavar="P=KIND[:ARGS][@pos=SEL]", action="append", default=[],
                    help="change layer P's output (repeatable, one per layer). Kinds: "
                         + syntax_help().replace("%", "%%"))
     p.add_argument("--source-input", metavar="X", default=None,
@@ -107,9 +107,9 @@ def parse_intervene(text: str, source_input: str | None = None,
         if source_input is None:
             raise PlanError(f"--intervene {text!r}: patch needs a source input: add "
                             "--source-input X, or write patch:X")
-        iv = Patch(source_input)
+        iv = Patch(source_input, at=iv.at)
     if isinstance(iv, MeanAblate) and iv.reference is None and reference_input is not None:
-        iv = MeanAblate(reference_input)
+        iv = MeanAblate(reference_input, at=iv.at)
     return path, iv
 
 

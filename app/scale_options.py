@@ -132,4 +132,4 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
         if decision.note:
             print(f"hookscope: note: {one_line(decision.note)}", file=err)
         plan = decision.plan
-    return compare(lm.module, x, plan, opts.device)
+    return compare(lm.module, x, plan, opts.device, codec=lm.meaning.codec)

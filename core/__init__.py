@@ -13,6 +13,7 @@ from .devices import available_devices, resolve_device
 from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError, PlanError,
                      SpecError)
 from .exercises import feature_extraction_test, modify_hook_test
+from .at import At
 from .capture_record import CaptureRecord
 from .hooks import HookSession
 from .inputs import parse_input
@@ -37,7 +38,7 @@ __all__ = [
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
     "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
-    "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
+    "At", "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",

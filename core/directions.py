@@ -88,7 +88,7 @@ class _Directional(Intervention):
         d["vector"] = self.vector.to_dict() if isinstance(self.vector, SteeringVector) else self.vector
         return d
 
-    def to_torch_source(self) -> str:
+    def leaf_source(self) -> str:
         vec = self.vector
         if not isinstance(vec, SteeringVector):
             raise PlanError(f"{self.name}: vector {vec!r} has no values to export yet: run the model "

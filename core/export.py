@@ -25,6 +25,7 @@ from .errors import HookscopeError
 from .capture_record import CaptureRecord
 from .intervention_base import Intervention
 from .plan import Plan
+from .script_aim import AIM_HELPERS, head_sites
 from .script_template import HELPERS, SCRIPT, STATS, comment_text
 
 CAPTURE_FORMATS = (".npz", ".safetensors")
@@ -134,13 +135,18 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         key = iv.source_key()
         if key not in source_keys:
             source_keys.append(key)
-            sources.append(_cpu(parse_input(src, x) if isinstance(src, str) else src))
+            sources.append(_cpu(parse_input(src, x, codec) if isinstance(src, str) else src))
         source_of[path] = source_keys.index(key)
+    sites = head_sites(None if loaded is None else loaded.module, plan)
+    n_heads = _heads_by_layer(None if loaded is None else loaded.module, plan)
     model_src, extra = model_section(spec, loaded, weights, probe=x)
     payload = {"input": x, "sources": sources, **extra}
     functions = "\n".join(cls.leaf_function.strip("\n") + "\n\n" for cls in kinds.values())
+    if any(iv.where() is not None for iv in interventions.values()):
+        functions += AIM_HELPERS.strip("\n") + "\n\n"
     # The comment is user text (a source input's file name): escaped, so it stays one comment.
-    intervene = "".join(f"    {path!r}: {iv.to_torch_source()},  # {comment_text(iv.describe())}\n"
+    intervene = "".join(f"    {path!r}: {iv.to_torch_source(n_heads.get(path))},"
+                        f"  # {comment_text(iv.describe())}\n"
                         for path, iv in interventions.items())
     every_leaf = {p for p, iv in interventions.items() if iv.leaf_kinds == "all"}
     what = " and the model's weights" if "state_dict" in extra else ""
@@ -151,8 +157,17 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         model=model_src.rstrip("\n") + "\n", helpers=HELPERS.strip("\n") + "\n", stats=STATS,
         functions=functions or "# (no interventions)\n", intervene=intervene,
         describe=repr({p: iv.describe() for p, iv in interventions.items()}),
-        every_leaf=repr(every_leaf) if every_leaf else "set()",
+        every_leaf=repr(every_leaf) if every_leaf else "set()", head_sites=repr(sites),
     )
+
+
+def _heads_by_layer(module: Any, plan: Plan) -> dict[str, int]:
+    """``{layer: number of heads}`` of the plan's head targets (resolved on ``module``)."""
+    if module is None or not any(iv.where() is not None and iv.where().heads is not None  # type: ignore[union-attr]
+                                 for iv in plan.all_interventions().values()):
+        return {}
+    return {p: lp.head_site.n_heads for p, lp in plan.resolve(module).items()
+            if lp.head_site is not None}
 
 
 def _cpu(value: Any) -> Any:

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .capture_record import CaptureRecord, _joined
+from .head_hooks import add_head_hook
 from .hook_handles import HookSet
 from .intervention_base import Intervention, InterventionContext
 from .nested import tensor_leaves
@@ -46,7 +47,7 @@ class _LayerHook:
     """The forward hook of one layer; knows its own path (no late binding)."""
 
     __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources",
-                 "tally")
+                 "tally", "here", "n_heads")
 
     def __init__(self, session: "HookSession", lp: LayerPlan, clone: bool,
                  sources: list[Any] | None = None):
@@ -60,17 +61,22 @@ class _LayerHook:
         self.sources = sources  # this layer's outputs on the pre-pass input, per call
         # The intervention's receipt counts (core/receipts.py); capture-only hooks have none.
         self.tally = session.tallies.get(lp.path) if lp.intervention is not None else None
+        site = lp.head_site
+        # Heads picked at the output projection's input: a pre-hook there applies it
+        # (core/head_hooks.py); this hook only captures.
+        self.here = site is None or (site.projection is None and not site.recompute)
+        self.n_heads = None if site is None else site.n_heads
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
         call = self.calls
         self.calls += 1
         iv = self.intervention
-        if iv is None:
+        if iv is None or not self.here:
             if self.capture:
                 self.session._record(self, call, None, output)
             return None
         src = self.sources[call] if self.sources is not None and call < len(self.sources) else None
-        new = iv.apply(output, InterventionContext(self.path, call, module, src))
+        new = iv.apply(output, InterventionContext(self.path, call, module, src, n_heads=self.n_heads))
         if self.tally is not None:
             self.tally.add(output, new)
         if self.capture:
@@ -140,6 +146,7 @@ class HookSession:
         self.baseline = baseline or {}
         self.no_remake = frozenset(no_remake)
         self._handles = HookSet()
+        self._pre_handles: list[Any] = []  # heads' pre-hooks on output projections
         self._hooks: dict[str, _LayerHook] = {}
         #: Receipt counts of every intervened layer (core/receipts.py), filled by the hooks.
         self.tallies = {p: Tally() for p, lp in layers.items() if lp.intervention is not None}
@@ -171,6 +178,9 @@ class HookSession:
                     self, lp, clone=path in clone_paths, sources=sources.get(path))
                 hooks[path] = hook
                 add(lp.module, hook)
+                if lp.head_site is not None and (lp.head_site.projection is not None
+                                                 or lp.head_site.recompute):
+                    self._pre_handles.append(add_head_hook(lp, sources.get(path), self.tallies.get(path)))
             self._norms.seal()
         except BaseException:
             self.remove()
@@ -207,12 +217,14 @@ class HookSession:
         that way. Hooks off the model are never called again, so the link goes.
         """
         self._handles.remove()
+        while self._pre_handles:
+            self._pre_handles.pop().remove()
         for hook in self._hooks.values():
             hook.session = None
 
     @property
     def active_hooks(self) -> int:
-        return len(self._handles)
+        return len(self._handles) + len(self._pre_handles)
 
     def calls(self) -> dict[str, int]:
         """How many times each planned layer ran in the forward."""

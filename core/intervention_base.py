@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from .at import At, split_suffix
 from .errors import PlanError
 from .nested import map_tensors_keyed, tensor_leaves
 
@@ -71,6 +72,8 @@ class InterventionContext:
     module: nn.Module | None = None
     source: Any = None
     source_leaf: torch.Tensor | None = None
+    #: At a head site (the input of an attention's output projection): its number of heads.
+    n_heads: int | None = None
 
 
 def numeric(t: torch.Tensor) -> bool:
@@ -101,8 +104,28 @@ def py_literal(v: Any) -> str:
     return repr(v)
 
 
+def _aimed_describe(own: Any) -> Any:
+    """A kind's own ``describe`` with the ``at`` suffix added (``scale(0.5) @pos=-1``)."""
+    def describe(self: "Intervention") -> str:
+        return with_at_words(own(self), self.where())
+    describe.__doc__ = own.__doc__
+    describe._adds_at = True  # type: ignore[attr-defined]
+    return describe
+
+
+def with_at_words(text: str, at: At | None) -> str:
+    return text if at is None else f"{text} {at.suffix()}"
+
+
+@dataclass(frozen=True)
 class Intervention:
-    """Base of every kind. Subclasses are frozen dataclasses; see the module docstring."""
+    """Base of every kind. Subclasses are frozen dataclasses; see the module docstring.
+
+    ``at`` (keyword only, every kind): where inside the output it acts (:class:`At`);
+    ``None``: the whole output.
+    """
+
+    at: At | None = dataclasses.field(default=None, kw_only=True, compare=True)
 
     name: ClassVar[str] = "intervention"
     #: The parameters Live mode drags (clamp: both bounds; ``()``: nothing to drag).
@@ -115,19 +138,69 @@ class Intervention:
     #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex) or ``"all"``.
     leaf_kinds: ClassVar[str] = "numeric"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("describe")
+        if own is not None and not getattr(own, "_adds_at", False):
+            cls.describe = _aimed_describe(own)  # type: ignore[method-assign]
+
     # -- applying ---------------------------------------------------------------
+    def where(self) -> At | None:
+        """Where this acts (``None``: the whole output); ``at`` given as a dict or a
+        ``@pos=..`` suffix is read here."""
+        at = self.at
+        if at is None or isinstance(at, At):
+            return None if at is None or at.everywhere() else at
+        got = At.from_dict(at) if isinstance(at, dict) else (
+            split_suffix(at if at.startswith("@") else "@" + at)[1] if isinstance(at, str) else None)
+        if got is None and not isinstance(at, (dict, str)):
+            raise PlanError(f"{self.name}: at must be At(positions=..., heads=..., units=...), "
+                            f"got {type(at).__name__}")
+        return got if got is not None and not got.everywhere() else None
+
     def apply(self, value: Any, context: InterventionContext | None = None) -> Any:
-        """The changed output; nested structures kept, non-tensor leaves passed through."""
+        """The changed output; nested structures kept, non-tensor leaves passed through.
+
+        With ``at``, each tensor it fits is narrowed to the selected part, the kind's
+        :meth:`apply_tensor` changes that part (beside the same part of the source
+        tensor), and the result is written into a copy (:func:`~hookscope.core.aim.aimed`)."""
         ctx = context or InterventionContext()
         src = dict(tensor_leaves(ctx.source)) if ctx.source is not None else {}
+        at = self.where()
+        if at is None:
+            def leaf(t: torch.Tensor, key: str) -> torch.Tensor:
+                if not self.applies_to(t):
+                    return t
+                leaf_ctx = dataclasses.replace(ctx, source_leaf=src.get(key)) if src else ctx
+                return self.apply_tensor(t, leaf_ctx)
 
-        def leaf(t: torch.Tensor, key: str) -> torch.Tensor:
+            return map_tensors_keyed(leaf, value)
+        from .aim import aimed, fits
+
+        where = f" in layer {ctx.path!r}" if ctx.path else ""
+        hit: list[str] = []
+        shapes: list[tuple[int, ...]] = []
+
+        def aimed_leaf(t: torch.Tensor, key: str) -> torch.Tensor:
             if not self.applies_to(t):
                 return t
-            leaf_ctx = dataclasses.replace(ctx, source_leaf=src.get(key)) if src else ctx
-            return self.apply_tensor(t, leaf_ctx)
+            shapes.append(tuple(t.shape))
+            if not fits(t, at, ctx.module, ctx.n_heads):
+                return t
+            hit.append(key)
+            s = src.get(key)
 
-        return map_tensors_keyed(leaf, value)
+            def change(part: torch.Tensor, spart: torch.Tensor | None) -> torch.Tensor:
+                return self.apply_tensor(part, dataclasses.replace(ctx, source_leaf=spart))
+
+            if src and s is None:
+                return self.apply_tensor(t, ctx)  # the kind says what a missing source means
+            return aimed(t, s, at, change, ctx.module, ctx.n_heads, where)
+
+        out = map_tensors_keyed(aimed_leaf, value)
+        if not hit:
+            raise PlanError(_no_fit_message(self.name, at, shapes, where, ctx.n_heads))
+        return out
 
     def applies_to(self, t: torch.Tensor) -> bool:
         """Whether this kind changes tensor ``t`` (see :attr:`leaf_kinds`)."""
@@ -153,13 +226,13 @@ class Intervention:
         return tuple(out)
 
     def values(self) -> dict[str, Any]:
-        """``{parameter: value}``."""
+        """``{parameter: value}`` (``at`` is not a parameter: see :meth:`where`)."""
         return {p.name: getattr(self, p.name) for p in self.params()}
 
     def describe(self) -> str:
         """Short words for a cell, a plot title or the CLI table, e.g. ``scale(0.5)``."""
         shown = [_short(v) for v in self.values().values() if v is not None]
-        return f"{self.name}({', '.join(shown)})"
+        return with_at_words(f"{self.name}({', '.join(shown)})", self.where())
 
     def bounds(self) -> tuple[float, float] | None:
         """``(lo, hi)`` lines to draw on a histogram (open ends ``±inf``), or ``None``."""
@@ -184,6 +257,9 @@ class Intervention:
         d: dict[str, Any] = {"kind": self.name}
         for k, v in self.values().items():
             d[k] = _jsonable(v)
+        at = self.where()
+        if at is not None:
+            d["at"] = at.to_dict()
         return d
 
     @classmethod
@@ -197,11 +273,15 @@ class Intervention:
     def from_values(cls, values: dict[str, Any]) -> "Intervention":
         """Build from ``{param: value}`` read from JSON or text: values are converted by type."""
         known = {p.name: p for p in cls.params()}
+        values = dict(values)
+        at = values.pop("at", None)
         unknown = set(values) - set(known)
         if unknown:
-            raise PlanError(f"{cls.name}: unknown parameter(s) {sorted(unknown)}; "
+            raise PlanError(f"{cls.name}: unknown parameter(s) {sorted(map(str, unknown))}; "
                             f"it takes {sorted(known) or 'none'}")
         kwargs = {k: _convert(cls.name, known[k], v) for k, v in values.items()}
+        if at is not None:
+            kwargs["at"] = at if isinstance(at, At) else At.from_dict(at)
         try:
             return cls(**kwargs)  # type: ignore[call-arg]
         except TypeError as exc:
@@ -218,9 +298,10 @@ class Intervention:
     @classmethod
     def parse(cls, args: str) -> "Intervention":
         """Read the ``ARGS`` of ``KIND:ARGS``: parameters in order, ``:``-separated; the
-        last one takes the rest (so an input spec may hold colons); empty means default."""
+        last one takes the rest (so an input spec may hold colons); empty means default.
+        A ``text:`` prompt keeps its trailing spaces (they are tokens)."""
         ps = cls.params()
-        args = args.strip()
+        args = args.lstrip() if args.lstrip().startswith("text:") else args.strip()
         if not ps:
             if args:
                 raise PlanError(f"{cls.name} takes no arguments; write {cls.usage()}")
@@ -229,17 +310,31 @@ class Intervention:
         values = {}
         for p, text in zip(ps, pieces):
             if text.strip():
-                values[p.name] = _from_text(cls, p, text.strip())
+                prompt = p.type == "input" and text.lstrip().startswith("text:")
+                values[p.name] = _from_text(cls, p, text.lstrip() if prompt else text.strip())
         return cls.from_values(values)
 
-    def to_torch_source(self) -> str:
-        """This intervention as a plain-torch expression: a leaf function and its arguments,
-        ``functools.partial(<name>_leaf, ...)``, using :attr:`leaf_function`'s definition."""
+    def leaf_source(self) -> str:
+        """The kind's arithmetic as a plain-torch expression: a leaf function and its
+        arguments, ``functools.partial(<name>_leaf, ...)``, using :attr:`leaf_function`'s
+        definition. A kind whose arguments are not plain literals overrides this."""
         if not self.leaf_function:
             raise PlanError(f"the {self.name} intervention has no plain-torch form to export")
         kwargs = ", ".join(f"{k}={py_literal(v)}" for k, v in self.values().items()
                            if self.params_for_script(k))
         return f"functools.partial({self.name}_leaf{', ' if kwargs else ''}{kwargs})"
+
+    def to_torch_source(self, n_heads: int | None = None) -> str:
+        """This intervention as a plain-torch expression (:meth:`leaf_source`); with ``at``,
+        wrapped in the script's ``aimed(...)`` (``n_heads``: the layer's heads)."""
+        leaf = self.leaf_source()
+        at = self.where()
+        if at is None:
+            return leaf
+        sel = ", ".join(f"{name}={_sel_literal(getattr(at, name))}"
+                        for name in ("positions", "heads", "units"))
+        heads = f", n_heads={n_heads}" if at.heads is not None else ""
+        return f"aimed({leaf}, {sel}{heads})"
 
     def params_for_script(self, name: str) -> bool:
         """Whether parameter ``name`` is passed to the leaf function (a source input is not)."""
@@ -247,6 +342,28 @@ class Intervention:
 
 
 # -- helpers for values ------------------------------------------------------------
+
+def _sel_literal(sel: Any) -> str:
+    """A selector as the exported script's literal: ``None`` or a list of ints and
+    ``(start, stop)`` pairs."""
+    from .at import Span
+
+    if sel is None:
+        return "None"
+    return repr([(i.start, i.stop) if isinstance(i, Span) else i for i in sel])
+
+
+def _no_fit_message(kind: str, at: At, shapes: list[tuple[int, ...]], where: str,
+                    n_heads: int | None) -> str:
+    shown = ", ".join(str(s) for s in shapes[:4]) or "no numeric tensor"
+    if at.heads is not None and n_heads is None:
+        return (f"{kind} at {at.words()}{where}: heads can only be picked on an attention module "
+                "(see the README's heads section)")
+    if at.positions is not None:
+        return (f"{kind} at {at.words()}{where}: positions need a (batch, sequence, features) "
+                f"output, but it gives {shown}; positions of image feature maps or of "
+                "(batch, features) vectors are not supported, use @units= for channels")
+    return f"{kind} at {at.words()}{where}: no tensor of the output ({shown}) has that axis"
 
 def _short(v: Any) -> str:
     if isinstance(v, float):
@@ -339,7 +456,8 @@ class _SourceEq:
 
     def _eq_key(self) -> tuple:
         return (type(self), tuple(_input_key(v) if isinstance(v, torch.Tensor) else v
-                                  for v in self.values().values()))  # type: ignore[attr-defined]
+                                  for v in self.values().values()),  # type: ignore[attr-defined]
+                self.where())  # type: ignore[attr-defined]
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _SourceEq) and self._eq_key() == other._eq_key()

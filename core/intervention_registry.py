@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .at import At, split_suffix
 from .errors import PlanError
 from .intervention_base import Intervention
 from .directions import Add, Project
@@ -52,15 +53,31 @@ def get_kind(name: str) -> type[Intervention]:
 
 
 def parse_intervention(text: str) -> Intervention:
-    """``"KIND[:ARGS]"`` -> an intervention (``"clamp:-1:1"``, ``"zero:3,7"``, ``"noise:0.1:7"``)."""
-    name, _, args = text.strip().partition(":")
+    """``"KIND[:ARGS][@pos=SEL][@heads=SEL][@units=SEL]"`` -> an intervention
+    (``"clamp:-1:1"``, ``"zero:3,7"``, ``"noise:0.1:7"``, ``"zero@heads=0,5"``,
+    ``"scale:0@pos=3:6"``; the suffix is :class:`~hookscope.core.at.At`)."""
+    body, at = split_suffix(text.lstrip())  # a text: prompt keeps its trailing spaces
+    name, _, args = body.partition(":")
     cls = get_kind(name)
     try:
-        return cls.parse(args)
+        iv = cls.parse(args)
     except PlanError as exc:
         if cls.usage() in str(exc):
             raise
         raise PlanError(f"{exc}; write {cls.usage()}") from None
+    return iv if at is None else with_at(iv, at)
+
+
+def with_at(iv: Intervention, at: At | None) -> Intervention:
+    """A copy of ``iv`` acting where ``at`` says (``None``: the whole output)."""
+    import dataclasses
+
+    try:
+        return dataclasses.replace(iv, at=at)  # type: ignore[type-var]
+    except PlanError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"{iv.name}: {exc}") from exc
 
 
 def from_dict(data: Any) -> Intervention:
@@ -81,7 +98,8 @@ def from_dict(data: Any) -> Intervention:
 
 def syntax_help() -> str:
     """One line per kind, for ``--help`` and error messages."""
-    return "; ".join(cls.usage() for cls in _KINDS.values())
+    return ("; ".join(cls.usage() for cls in _KINDS.values())
+            + "; any kind takes @pos=SEL @heads=SEL @units=SEL (SEL: 0,5 or 3:6 or -1 or last or all)")
 
 
 # The built-in kinds: one entry each.

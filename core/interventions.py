@@ -187,6 +187,9 @@ def zero_leaf(t, module, source, units=None, dim=None):
             object.__setattr__(self, "units", tuple(int(u) for u in self.units))
             if not self.units:
                 object.__setattr__(self, "units", None)
+        at = self.where()
+        if self.units is not None and at is not None and at.units is not None:
+            raise PlanError("zero: units are given twice (zero:UNITS and @units=); give one")
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         if self.units is None:

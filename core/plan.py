@@ -163,6 +163,15 @@ class Plan:
                     raise PlanError(f"layers {key!r} and {path!r} are the same module with "
                                     "different interventions; give it one")
                 lp.intervention = interventions[path]
+        for key, lp in out.items():
+            at = lp.intervention.where() if lp.intervention is not None else None
+            if at is not None and at.heads is not None:
+                from .heads import head_site
+
+                lp.head_site = head_site(lp.module, key)
+                from .at import resolve
+
+                resolve(at.heads, lp.head_site.n_heads, "heads", f" in layer {key!r}")
         return out
 
 
@@ -202,6 +211,8 @@ class LayerPlan:
     module: nn.Module
     capture: bool = False
     intervention: Intervention | None = None
+    #: Where the intervention's heads are acted on (core/heads.py), when it picks heads.
+    head_site: Any = None
 
 
 def unknown_layer_message(path: str, known: list[str]) -> str:

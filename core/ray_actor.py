@@ -239,7 +239,8 @@ class ModelHost:
             place_module(module, dev)
             plan = resolve_pending(plan, module, self._lm.example_input, self._lm.meaning.codec,
                                    self._vectors.setdefault(self._serial, {}), dev)
-        result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop)
+        result = compare(module, inputs, plan, device, baseline=baseline, should_stop=stop,
+                         codec=self._lm.meaning.codec)
         self._baseline = (key, inputs, result.baseline) if result.baseline is not None else None
         resolve_records(result.captures)
         if input_id in self._text_inputs:  # the client has only the prompt: send its tokens

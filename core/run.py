@@ -276,8 +276,12 @@ def forward_error_message(module: nn.Module, inputs: Any, exc: Exception) -> str
             "Check that the input's shape and dtype are what the model expects.")
 
 
-def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu") -> ForwardResult:
+def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu",
+        codec: Any = None) -> ForwardResult:
     """One forward of ``module`` on ``inputs`` with ``plan`` applied.
+
+    ``codec``: the model's tokenizer (``load_model(...).meaning.codec``), for ``text:``
+    source inputs of patches and reference means.
 
     The module is moved to ``device`` (as ``nn.Module.to`` does) and every
     hook added is removed before this returns or raises. ``output`` and kept
@@ -289,7 +293,7 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     layers = plan.resolve(module, tree)
     place_module(module, dev)
     x = to_device(inputs, dev)
-    groups = source_groups(layers, x, dev)
+    groups = source_groups(layers, x, dev, codec)
     sources = source_outputs(module, layers, groups) if groups else None
     # The modules as the plan found them, unless a source forward ran since (it could add
     # some); only a run that keeps tensors asks (its snapshot, its first-run guard).
@@ -431,7 +435,7 @@ def stop_points(module: nn.Module, should_stop: Callable[[], bool] | None):
 
 def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu",
             baseline: Baseline | None = None,
-            should_stop: Callable[[], bool] | None = None) -> RunResult:
+            should_stop: Callable[[], bool] | None = None, codec: Any = None) -> RunResult:
     """Baseline forward (no interventions) and intervened forward (``plan``), side by side.
 
     Returns a :class:`RunResult` with both outputs on the CPU, whether they
@@ -449,6 +453,8 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     and captured layers, keep_tensors), so dragging a bound costs one forward,
     not two, and a patch's source forward is not repeated.
     ``should_stop``: see :func:`stop_points`; raises :class:`Cancelled`.
+    ``codec``: the model's tokenizer (``load_model(...).meaning.codec``), for ``text:``
+    source inputs of patches and reference means.
     """
     plan = plan or Plan()
     dev = resolve_device(device)
@@ -456,7 +462,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     layers = plan.resolve(module, tree)  # fail on a bad plan before any work
     place_module(module, dev)
     x = to_device(inputs, dev)
-    groups = source_groups(layers, x, dev)  # a bad source input fails before any forward too
+    groups = source_groups(layers, x, dev, codec)  # a bad source input fails before any forward too
     t0 = time.perf_counter()
     hooked = frozenset(layers)
     captured = frozenset(p for p, lp in layers.items() if lp.capture)

@@ -424,7 +424,8 @@ class LocalRunner(QueueRunner):
             place_module(module, dev)
             plan = resolve_pending(plan, module, req.model.example_input, req.model.meaning.codec,
                                    self._vectors.setdefault(module, {}), dev)
-        result = compare(module, inputs, plan, req.device, baseline=baseline, should_stop=stop)
+        result = compare(module, inputs, plan, req.device, baseline=baseline, should_stop=stop,
+                         codec=req.model.meaning.codec)
         self._baseline = ((key, map_tensors(lambda t: t.detach().clone(), inputs), result.baseline)
                           if result.baseline is not None else None)
         # The core summarises CPU-kept captures on first read; read them here,

@@ -128,7 +128,8 @@ def demo_section(spec: str, module: nn.Module, probe: Any = None) -> str:
         if not cls.__module__.startswith("torch.") and cls not in classes:
             classes.append(cls)
     try:
-        defs = "".join(textwrap.dedent(inspect.getsource(c)) + "\n\n" for c in classes)
+        sources = [textwrap.dedent(inspect.getsource(c)) for c in classes]
+        defs = _constants(classes, sources) + "".join(s + "\n\n" for s in sources)
         src = defs + f"model = {_construct(module)}\n"
     except (OSError, TypeError, HookscopeError) as exc:
         raise HookscopeError(f"cannot write {spec}'s architecture as plain torch ({exc}); "
@@ -137,6 +138,23 @@ def demo_section(spec: str, module: nn.Module, probe: Any = None) -> str:
     return (f"# {comment_text(spec)}'s architecture, as Hookscope defines it; its weights are in "
             "PAYLOAD.\n"
             + src + "model.load_state_dict(PAYLOAD['state_dict'])\n")
+
+
+def _constants(classes: list[type], sources: list[str]) -> str:
+    """Module-level constants the classes' source names (``ALPHABET`` in a default argument),
+    written as literals: plain strings, numbers and tuples of them only."""
+    import re
+    import sys
+
+    out: dict[str, str] = {}
+    for cls, text in zip(classes, sources):
+        glob = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+        for name in re.findall(r"\b[A-Z][A-Z0-9_]+\b", text):
+            v = glob.get(name)
+            if name not in out and isinstance(v, (str, int, float, tuple)) and not isinstance(v, bool) \
+                    and (not isinstance(v, tuple) or all(isinstance(i, (str, int, float)) for i in v)):
+                out[name] = f"{name} = {v!r}\n"
+    return "".join(out.values()) + ("\n" if out else "")
 
 
 def _construct(m: nn.Module, indent: str = "") -> str:
@@ -156,7 +174,9 @@ def _construct(m: nn.Module, indent: str = "") -> str:
 
 def _check_rebuilds(spec: str, src: str, module: nn.Module, probe: Any) -> None:
     """Run the written source and compare the rebuilt model with the demo on ``probe``."""
-    ns: dict[str, Any] = {"torch": torch, "nn": nn, "OrderedDict": OrderedDict,
+    import math
+
+    ns: dict[str, Any] = {"torch": torch, "nn": nn, "OrderedDict": OrderedDict, "math": math,
                           "__name__": "hookscope_script_check"}
     try:
         exec(compile(src, f"<{spec} architecture>", "exec"), ns)  # noqa: S102 - our own text

@@ -207,6 +207,8 @@ INTERVENE = {  # layer -> the change to each tensor of its output
 $intervene}
 DESCRIBE = $describe  # layer -> the intervention in Hookscope's words
 EVERY_LEAF = $every_leaf  # layers whose bool/complex tensors change too (others keep them)
+# layer -> (its output projection, heads): picked heads are changed at the projection's input
+HEAD_SITES = $head_sites
 
 
 def make_layer_hook(name, store, change=None, every_leaf=False, sources=None):
@@ -244,12 +246,34 @@ def make_recorder(store):
     return hook
 
 
-def forward(hooks):
-    """One forward with hooks {layer: hook} attached; every handle removed, whatever happens."""
+def make_head_hook(change, layer, sources=None):
+    """A forward pre-hook on an attention's output projection: its input is the heads side
+    by side, and the change picks some of them (see HEAD_SITES)."""
+    calls = [0]
+
+    def hook(module, args):
+        n = calls[0]
+        calls[0] += 1
+        src = sources[n] if sources is not None and n < len(sources) else None
+        return (change(args[0], layer, src), *args[1:])
+    return hook
+
+
+def make_input_recorder(store):
+    def hook(module, args):
+        store.append(args[0].detach().clone())
+    return hook
+
+
+def forward(hooks, pre_hooks=()):
+    """One forward with hooks {layer: hook} (and forward pre-hooks) attached; every handle
+    removed, whatever happens."""
     handles = []
     try:
         for name, hook in hooks:
             handles.append(layers[name].register_forward_hook(hook))
+        for name, hook in pre_hooks:
+            handles.append(layers[name].register_forward_pre_hook(hook))
         with torch.inference_mode():
             return call(model, to_device(x))
     finally:
@@ -265,14 +289,19 @@ output_without = forward([(name, make_layer_hook(name, baseline)) for name in CA
 source_outputs = {}
 for i, source in enumerate(SOURCE_INPUTS):
     names = [name for name, j in SOURCE_OF.items() if j == i]
-    hooks = []
+    hooks, pre_hooks = [], []
     for name in names:
         source_outputs[name] = []
-        hooks.append((name, make_recorder(source_outputs[name])))
+        if name in HEAD_SITES:  # heads: the projection's input on the source
+            pre_hooks.append((HEAD_SITES[name][0], make_input_recorder(source_outputs[name])))
+        else:
+            hooks.append((name, make_recorder(source_outputs[name])))
     handles = []
     try:
         for name, hook in hooks:
             handles.append(layers[name].register_forward_hook(hook))
+        for name, hook in pre_hooks:
+            handles.append(layers[name].register_forward_pre_hook(hook))
         with torch.inference_mode():
             call(model, to_device(source))
     finally:
@@ -281,11 +310,14 @@ for i, source in enumerate(SOURCE_INPUTS):
 
 # The intervened run: intervention hooks first, so a captured layer records the changed value.
 captures = {}
-hooks = [(name, make_layer_hook(name, captures if name in CAPTURE else None, change,
+hooks = [(name, make_layer_hook(name, captures if name in CAPTURE else None,
+                                None if name in HEAD_SITES else change,
                                 name in EVERY_LEAF, source_outputs.get(name)))
          for name, change in INTERVENE.items()]
 hooks += [(name, make_layer_hook(name, captures)) for name in CAPTURE if name not in INTERVENE]
-output_with = forward(hooks)
+pre_hooks = [(proj, make_head_hook(INTERVENE[name], layers[name], source_outputs.get(name)))
+             for name, (proj, _) in HEAD_SITES.items()]
+output_with = forward(hooks, pre_hooks)
 
 stats = {name: [record_stats(name, i, rec, baseline.get(name)) for i, rec in enumerate(captures[name])]
          for name in CAPTURE if name in captures}

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .errors import Cancelled, HookscopeError, InputError
+from .head_hooks import HeadInputRecorder
 from .inputs import parse_input
 from .nested import map_tensors
 from .plan import LayerPlan
@@ -54,9 +55,10 @@ def _inert(module: nn.Module, args: Any, output: Any) -> None:
 
 
 def source_groups(layers: dict[str, LayerPlan], target_inputs: Any,
-                  dev: torch.device) -> list[SourceGroup]:
+                  dev: torch.device, codec: Any = None) -> list[SourceGroup]:
     """Group the layers whose intervention needs a pre-pass by source input, and parse
-    each input once (errors come before any forward runs)."""
+    each input once (errors come before any forward runs). ``codec``: the model's
+    tokenizer, for ``text:`` source inputs (see :func:`~hookscope.core.inputs.parse_input`)."""
     from .run import to_device
 
     groups: dict[Any, SourceGroup] = {}
@@ -71,7 +73,7 @@ def source_groups(layers: dict[str, LayerPlan], target_inputs: Any,
         group = groups.get(key)
         if group is None:
             try:
-                parsed = parse_input(src, target_inputs) if isinstance(src, str) else src
+                parsed = parse_input(src, target_inputs, codec) if isinstance(src, str) else src
             except InputError as exc:
                 raise InputError(f"layer {path!r}: the {iv.name} input {src!r}: {exc}") from exc
             group = groups[key] = SourceGroup(key, to_device(parsed, dev))
@@ -91,13 +93,28 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
     out: dict[str, list[Any]] = {}
     for group in groups:
         known = cache.get(group.key) if cache is not None else None
-        if known is not None and all(p in known for p in group.paths):
-            out.update({p: known[p] for p in group.paths})
+        # A layer whose heads are picked records its projection's input instead: cached apart.
+        slots = {p: _slot(p, layers[p]) for p in group.paths}
+        if known is not None and all(slots[p] in known for p in group.paths):
+            out.update({p: known[slots[p]] for p in group.paths})
             continue
-        recorders = {p: _Recorder() for p in group.paths}
+        recorders: dict[str, Any] = {p: _Recorder() for p in group.paths}
         handles = []
         try:
             for path, lp in layers.items():
+                site = lp.head_site
+                if path in recorders and site is not None and site.recompute:
+                    from .heads_mha import MhaHeadsRecorder
+
+                    recorders[path] = MhaHeadsRecorder()  # its heads, computed again
+                    handles.append(lp.module.register_forward_hook(recorders[path], with_kwargs=True))
+                    continue
+                if path in recorders and site is not None and site.projection is not None:
+                    # Heads: the projection's input on the source input, per call.
+                    recorders[path] = HeadInputRecorder()
+                    handles.append(site.projection.register_forward_pre_hook(recorders[path]))
+                    handles.append(lp.module.register_forward_hook(_inert))
+                    continue
                 handles.append(lp.module.register_forward_hook(recorders.get(path, _inert)))
             try:
                 forward(module, own_copy(group.inputs), torch.inference_mode)
@@ -110,6 +127,14 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
                 h.remove()
         recorded = {p: r.outputs for p, r in recorders.items()}
         if cache is not None:
-            cache[group.key] = recorded
+            cache[group.key] = {slots[p]: v for p, v in recorded.items()}
         out.update(recorded)
     return out
+
+
+def _slot(path: str, lp: LayerPlan) -> str:
+    """The cache key of what a source forward records for ``lp``: its output, or, when its
+    heads are picked at a projection, that projection's input (another tensor)."""
+    site = lp.head_site
+    apart = site is not None and (site.projection is not None or site.recompute)
+    return path + "\x00projection input" if apart else path

@@ -26,7 +26,19 @@ def first_few(parts: list[str], n: int = NAMED) -> str:
 
 
 def output_verdict(result: Any) -> str:
-    """One or two sentences a learner understands."""
+    """One or two sentences a learner understands (and how source positions were aligned)."""
+    text = _verdict(result)
+    plan = result.plan
+    aligned = [f"{iv.where().suffix()} on {p}" for p, iv in (plan.interventions.items() if plan else ())
+               if iv.pre_pass_input() is not None and iv.where() is not None
+               and iv.where().positions is not None]
+    if aligned:
+        text += (f" Positions ({first_few(aligned)}) are counted in the source and the target each "
+                 "on its own: -1 is each one's last token.")
+    return text
+
+
+def _verdict(result: Any) -> str:
     from .run import flat_array
 
     plan = result.plan

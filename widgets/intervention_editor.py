@@ -5,8 +5,10 @@ each kind's :meth:`~hookscope.core.Intervention.params`, so a new kind shows
 up here with no change to this file. A float parameter gets a spin box (its arrows, the
 wheel and the keyboard change it step by step, and in Live mode every step
 re-runs), an integer one an integer spin box, anything else a line of text
-(``3, 7`` for a list of units). The delegate commits every change at once;
-the steps of one editing session are one undo step.
+(``3, 7`` for a list of units). Every kind also gets an ``at`` line: where inside
+the output it acts, written as the command line's suffix (``@pos=-1@heads=0,5``;
+empty: everywhere). The delegate commits every change at once; the steps of one
+editing session are one undo step.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
                                QLineEdit, QSpinBox, QStyledItemDelegate, QStyleOptionViewItem,
                                QWidget)
 
-from hookscope.core import HookscopeError, Intervention, kinds
+from hookscope.core import At, HookscopeError, Intervention, kinds
 
 NONE = "none"
 
@@ -99,13 +101,27 @@ class InterventionEditor(QWidget):
                 # which text alone could not rebuild.
                 params[name] = given if shown is not None and text == shown else (text or None)
         try:
-            return cls.from_values(params)
+            iv = cls.from_values(params)
         except (TypeError, ValueError) as exc:
             raise HookscopeError(f"{kind}: {exc}") from exc
+        at = self._at_value()
+        return iv if at is None else dataclasses.replace(iv, at=at)  # type: ignore[type-var]
+
+    def _at_value(self) -> At | None:
+        """The ``at`` line read as the command line's suffix (``@`` before the first key optional)."""
+        w = self._at_edit
+        text = w.text().strip() if w is not None else ""
+        if not text:
+            return None
+        at = At.parse_suffix(text if text.startswith("@") else "@" + text)
+        return None if at.everywhere() else at
 
     # -- building ------------------------------------------------------------------
     def _on_kind(self, kind: str) -> None:
+        where = self._at_edit.text() if self._at_edit is not None else ""
         self._build(kind, None)
+        if self._at_edit is not None:  # another kind, the same place
+            self._set_widget("text", self._at_edit, where or None)
         self.changed.emit()
 
     def _build(self, kind: str, iv: Intervention | None) -> None:
@@ -115,9 +131,11 @@ class InterventionEditor(QWidget):
             for w in self._extra:
                 self._lay.removeWidget(w)
                 w.deleteLater()
-            self._extra, self._params = [], {}
+            self._extra, self._params, self._at_edit = [], {}, None
             for spec in specs:
                 self._add_param(spec)
+            if cls is not None:
+                self._add_at()
         self._shown = kind
         values = iv.values() if iv is not None else {}
         self._given = {}
@@ -126,6 +144,25 @@ class InterventionEditor(QWidget):
                 self._set_widget(how, w, values[name])
                 if how == "text" and values[name] is not None:
                     self._given[name] = (w.text().strip(), values[name])  # type: ignore[attr-defined]
+        if self._at_edit is not None:
+            at = iv.where() if iv is not None else None
+            self._set_widget("text", self._at_edit, at.suffix() if at is not None else None)
+
+    _at_edit: QLineEdit | None = None
+
+    def _add_at(self) -> None:
+        label = QLabel("at")
+        w = QLineEdit()
+        w.setObjectName("param_at")
+        w.setPlaceholderText("@pos=-1@heads=0,5")
+        w.setToolTip("Where inside the output: @pos=SEL (token positions), @heads=SEL (attention "
+                     "heads), @units=SEL (features); SEL: 0,5 or 3:6 or -1 or last or all. "
+                     "Empty: the whole output.")
+        w.editingFinished.connect(self.changed)
+        for x in (label, w):
+            self._lay.addWidget(x)
+            self._extra.append(x)
+        self._at_edit = w
 
     _shown = NONE
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from hookscope.core import Clamp, Plan, Scale, Zero, compare, load_model, parse_input, run
+from hookscope.core import At, Clamp, Plan, Scale, Zero, compare, load_model, parse_input, run
 from hookscope.core.receipts import ABSORBED, CHANGED_NOTHING, FIRED_ZERO
 
 
@@ -108,3 +108,36 @@ def test_nan_beside_nan_counts_as_unchanged():
     rc = compare(WithNaN(), x, Plan(clamp={"f": (-1, 1)})).receipts["f"]
     assert rc.changed == 2 and rc.elements == 4
     assert rc.relative_change == pytest.approx(math.sqrt((1 + 4) / (4 + 9 + 0.25)))
+
+
+def test_heads_picked_at_the_projection_fire_their_receipt():
+    # Head targets act in a pre-hook on the output projection, not in the layer's own hook:
+    # the receipt must count them there, not cry "fired zero times".
+    lm = load_model("demo:lm")
+    x = parse_input("text:the cat sat on the ", lm.example_input, lm.meaning.codec)
+    n_head = lm.module.blocks[0].attn.n_head
+    iv = Zero(at=At(heads=[0]))
+    r = compare(lm.module, x, Plan(interventions={"blocks.0.attn": iv}))
+    rec = r.receipts["blocks.0.attn"]
+    assert rec.fired_calls == 1
+    width = lm.module.blocks[0].attn.proj.in_features
+    assert 0 < rec.changed <= x.shape[-1] * width // n_head
+    assert rec.alarm is None
+
+
+def test_mha_heads_fire_their_receipt():
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            return self.mha(x, x, x)[0]
+
+    x = torch.randn(1, 5, 8)
+    r = compare(Net(), x, Plan(interventions={"mha": Scale(0.0, at=At(heads=[1]))}))
+    rec = r.receipts["mha"]
+    assert rec.fired_calls == 1 and rec.changed > 0 and rec.alarm is None

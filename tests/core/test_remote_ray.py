@@ -401,3 +401,17 @@ def test_an_address_that_does_not_answer_is_one_line(tmp_path):
     assert p.returncode == 2
     err = p.stderr.strip().splitlines()
     assert err[-1].startswith("hookscope: error: no Ray client server answers at 127.0.0.1:")
+
+
+def test_aimed_interventions_and_text_sources_run_in_the_actor(remote, local):
+    """A text patch source is tokenized in the actor; At travels pickled; heads, positions."""
+    from hookscope.core import At, Patch, Zero
+
+    r, lo = load_both(remote, local, "demo:lm")
+    plan = Plan(capture=("blocks.1",), interventions={
+        "blocks.1": Patch("text:the dog sat on the ", at=At(positions=[-1])),
+        "blocks.0.attn": Zero(at=At(heads=[1], positions="last"))})
+    got, ref = run_both(remote, local, r, lo, plan, text="text:the cat sat on the ")
+    assert_close(got, ref)
+    assert got.result.outputs_differ
+    assert got.result.plan == plan
