@@ -28,6 +28,7 @@ from .recent import RecentModels
 from .session_reactions import SessionReactions
 from .layout import arrange_docks
 from .window_layout import build_parts
+from .lm_tools import install_lm_tools
 from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget
 
     from hookscope.widgets.hooks_view import HooksView
+    from hookscope.widgets.lens_view import LensView
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
@@ -55,6 +57,8 @@ class MainWindow(SessionReactions, QMainWindow):
     # Set from outside __init__ (annotations only: no class attribute at run time).
     hooks_view: HooksView        # window_tools.install_window_tools
     hooks_dock: QDockWidget      # window_tools.install_window_tools
+    lens_view: LensView          # lm_tools.install_lm_tools
+    lens_dock: QDockWidget       # lm_tools.install_lm_tools
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -97,6 +101,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self._wire()
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
+        install_lm_tools(self)       # View → Logit lens
 
     def _wire(self) -> None:
         s = self.session

@@ -20,6 +20,7 @@ from .intervention_registry import get_kind, kinds, parse_intervention, register
 from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
+from .logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan import Plan
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .session import Options, Session, SessionEvent
@@ -35,6 +36,7 @@ __all__ = [
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
+    "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "Options", "Session", "SessionEvent", "SessionFileError",

@@ -132,6 +132,9 @@ class RunResult(_Captures):
     #: The input as it ran, where the runner knows it better than the input text does
     #: (a ``text:`` prompt tokenized in a Ray actor); ``None`` otherwise.
     inputs: Any = None
+    #: Views derived from the same model, input and plan, by name: ``"lens"``
+    #: (:class:`~hookscope.core.logit_lens.LensResult`), ``"generation"``.
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
@@ -148,6 +151,7 @@ class RunResult(_Captures):
                               if self.plan is not None else {}),
             "device": self.device,
             "timings_ms": {k: round(v, 4) for k, v in self.timings_ms.items()},
+            **{name: view.to_json_dict() for name, view in self.extras.items()},
         }
 
 

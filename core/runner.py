@@ -399,6 +399,9 @@ class LocalRunner(QueueRunner):
         # The core summarises CPU-kept captures on first read; read them here,
         # so histograms are never computed on the GUI thread.
         resolve_records(result.captures)
+        for view in req.derived:  # the lens, a generation: same model, input and plan
+            result.extras[view.name] = view.compute(module, inputs, req.plan, req.device,
+                                                    req.model.meaning, should_stop=stop)
         with self._cv:
             self.counts.runs_done += 1
         return Finished(job.rid, result)

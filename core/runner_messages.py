@@ -32,7 +32,10 @@ class RunRequest:
 
     ``observe_tree``: also record every module's output shape and call count
     first (answered by :class:`Observed`). ``train``: run the module in train
-    mode instead of eval mode.
+    mode instead of eval mode. ``derived``: further views computed from the same
+    model, input and plan after the comparison, each an object with a ``name``
+    and ``compute(module, inputs, plan, device, meaning, should_stop)`` (the
+    logit lens, a generation); their answers land in ``result.extras[name]``.
     """
 
     model: LoadedModel
@@ -41,6 +44,7 @@ class RunRequest:
     device: str = "cpu"
     observe_tree: bool = False
     train: bool = False
+    derived: tuple = ()
 
 
 Request = Union[LoadRequest, RunRequest]

@@ -82,6 +82,9 @@ class Session:
         self.labels: str | None = None  # the labels file naming the output's classes, if any
         self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
+        #: Views every run also computes, by name (``"lens"``: a
+        #: :class:`~hookscope.core.logit_lens.LensRequest`); see :meth:`set_derived`.
+        self.derived: dict[str, Any] = {}
         self._load_id: int | None = None
         self._shown_run = 0  # the newest run whose result was shown: an older one never is
         self._setup = LoadSetup()
@@ -324,7 +327,36 @@ class Session:
         """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
         return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
 
-    def submit_run(self) -> int | None:
+    def set_derived(self, name: str, view: Any | None) -> None:
+        """Have every run also compute ``view`` (``None``: stop), e.g. the logit lens; its
+        answer is ``result.extras[name]``. In Live mode this re-runs."""
+        if view is None:
+            changed = self.derived.pop(name, None) is not None
+        else:
+            changed = self.derived.get(name) != view
+            self.derived[name] = view
+        if changed:
+            self._emit("derived", dict(self.derived))
+            self._changed()
+
+    def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
+             timeout_s: float | None = None) -> Any:
+        """Run now with the logit lens and wait: a
+        :class:`~hookscope.core.logit_lens.LensResult` (without and with the plan)."""
+        from .logit_lens import LensRequest
+
+        return self._run_derived(LensRequest(head, target, top_k), timeout_s)
+
+    def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        rid = self._waited(lambda: self.submit_run(extra=(view,)))
+        if rid is None:
+            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
+                                 "then run")
+        return self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
+
+    def submit_run(self, extra: tuple = ()) -> int | None:
         """Queue a comparison with the current plan, input and device; its request id
         (``None`` when no model is open, or while a load is in flight: the new model
         runs once it arrives)."""
@@ -339,7 +371,9 @@ class Session:
         with self._wlock:  # a caller may wait on this id: register it before any answer
             rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
                                                 self.device, observe_tree=observe,
-                                                train=self.options.train))
+                                                train=self.options.train,
+                                                derived=tuple({**self.derived,
+                                                          **{v.name: v for v in extra}}.values())))
             if self._register:
                 self._waiters[rid] = _Waiter()
             if observe:

@@ -1,0 +1,52 @@
+"""`hookscope run --lens logit`: the grid in --json and as a table; mistakes are one line."""
+
+import json
+
+import pytest
+
+from hookscope.app.cli import main
+from hookscope.core import Plan, Scale, load_model, logit_lens
+
+
+def run_cli(capsys, *argv):
+    code = main(["run", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_lens_json_equals_the_core_lens(capsys):
+    code, out, err = run_cli(capsys, "demo:lm", "--input", "text:the cat sat on the ",
+                             "--intervene", "blocks.0=scale:0.3", "--lens", "logit",
+                             "--lens-token", "m", "--json")
+    assert code == 0 and err == ""
+    lens = json.loads(out)["lens"]
+    lm = load_model("demo:lm")
+    x = lm.meaning.codec.encode("the cat sat on the ")
+    import torch
+
+    ref = logit_lens(lm.module, torch.tensor([x]), Plan().with_intervention("blocks.0", Scale(0.3)),
+                     lm.meaning, target="m")
+    assert lens["layers"] == ["blocks.0", "blocks.1"]
+    assert lens["positions"] == lm.meaning.codec.token_strings(x)
+    assert lens["top_id_without"] == ref.top_without and lens["top_id_with"] == ref.top_with
+    assert lens["prob_with"] == [[round(v, 6) for v in row] for row in ref.prob_with]
+    assert lens["top_with"][1][-1] == ref.token(ref.top_with[1][-1])
+    assert lens["target"]["token"] == "m"
+
+
+def test_lens_table(capsys):
+    code, out, _ = run_cli(capsys, "demo:lm", "--lens", "logit", "--intervene", "blocks.1=zero")
+    assert code == 0
+    assert "logit lens" in out and "blocks.1" in out and "->" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["demo:cnn", "--lens", "logit"], "--lens-head"),
+    (["demo:lm", "--lens", "logit", "--lens-head", "ln_f"], "NORM,UNEMBED"),
+    (["demo:lm", "--lens", "logit", "--lens-token", "xyz"], "3 tokens"),
+    (["demo:lm", "--lens-token", "m"], "go with --lens logit"),
+    (["demo:lm", "--lens", "tuned"], "invalid choice"),
+])
+def test_lens_mistakes_are_one_line(capsys, argv, words):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err
