@@ -23,7 +23,7 @@ from hookscope.core.user_text import escape_controls, is_dir
 from hookscope.core.verdict import output_verdict
 
 from .arg_parser import OneLineParser
-from .lm_cli import add_lm_options, compute_views, lm_views, print_views
+from .lm_cli import add_lm_options, attach_saes, compute_views, lm_views, print_views
 from . import output_report
 from .options import add_model_options, model_options
 from .session_cli import add_session_options, run_session_command, save_session_of
@@ -70,6 +70,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
+    attach_saes(ns, lm, bool(scale.ray))
     if opts.labels:
         from hookscope.core.class_labels import name_classes
 

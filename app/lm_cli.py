@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from hookscope.core import HookscopeError
+from hookscope.core import HookscopeError, attach_sae
 from hookscope.core.logit_lens import LensRequest, LensResult
+from hookscope.core.sae_features import SaeReport, SaeRequest
 
 
 def add_lm_options(p: argparse.ArgumentParser) -> None:
@@ -25,17 +26,49 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
                         "or an id as #N) at each layer and position")
 
 
+    p.add_argument("--sae", metavar="LAYER=DIR", action="append", default=[],
+                   help="attach the sparse autoencoder in DIR (SAELens layout: cfg.json + "
+                        "sae_weights.safetensors; 'demo' for demo:lm's blocks.0) to LAYER: "
+                        "its top features per position and reconstruction error are shown, "
+                        "and sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
+
+
+def sae_args(ns: argparse.Namespace) -> dict[str, str]:
+    """``--sae LAYER=DIR`` as ``{layer: dir}``."""
+    out: dict[str, str] = {}
+    for text in ns.sae:
+        layer, sep, folder = text.partition("=")
+        if not sep or not layer.strip() or not folder.strip():
+            raise HookscopeError(f"--sae {text!r}: write LAYER=DIR, e.g. --sae blocks.0=demo")
+        out[layer.strip()] = folder.strip()
+    return out
+
+
 def lm_views(ns: argparse.Namespace) -> list[Any]:
     """The derived views the command line asks for (objects with ``name`` and ``compute``)."""
     if ns.lens is None and (ns.lens_head or ns.lens_token):
         raise HookscopeError("--lens-head and --lens-token go with --lens logit")
-    return [LensRequest(ns.lens_head, ns.lens_token)] if ns.lens else []
+    views: list[Any] = [LensRequest(ns.lens_head, ns.lens_token)] if ns.lens else []
+    saes = sae_args(ns)
+    if saes:
+        views.append(SaeRequest(tuple(saes)))
+    return views
+
+
+def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
+    """Attach every ``--sae`` to its layer of the loaded model (before the run: the
+    ``sae-*`` interventions need them)."""
+    saes = sae_args(ns)
+    if saes and remote:
+        raise HookscopeError("--sae works on a local model; drop --ray for it")
+    for layer, folder in saes.items():
+        attach_sae(lm.module, layer, folder)
 
 
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
                   remote: bool) -> dict[str, Any]:
     if views and remote:
-        raise HookscopeError("--lens runs on a local model; drop --ray for it")
+        raise HookscopeError("--lens and --sae run on a local model; drop --ray for them")
     return {v.name: v.compute(lm.module, inputs, plan, device, lm.meaning) for v in views}
 
 
@@ -43,6 +76,22 @@ def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
     lens = extras.get("lens")
     if isinstance(lens, LensResult):
         print_lens(lens, write)
+    saes = extras.get("sae")
+    if isinstance(saes, SaeReport):
+        print_saes(saes, write)
+
+
+def print_saes(report: SaeReport, write: Callable[[str], None]) -> None:
+    """Per layer and position: the top features (index=activation) and the relative
+    reconstruction error, without and with the interventions."""
+    cell = lambda row: " ".join(f"{i}={a:.2f}" for i, a in row[:4]) or "-"  # noqa: E731
+    for layer, f in report.items():
+        write(f"\nSAE features at {layer} ({f.d_sae} features; top 4 per position; "
+              "recon error = |x - decode(encode(x))| / |x|)\n")
+        write(f"{'pos':>4}  {'without':<36} {'with':<36} {'err w/o':>8} {'err with':>8}\n")
+        for p, (a, b) in enumerate(zip(f.top_without, f.top_with)):
+            write(f"{p:>4}  {cell(a):<36} {cell(b):<36} {f.error_without[p]:>8.4f} "
+                  f"{f.error_with[p]:>8.4f}\n")
 
 
 def print_lens(lens: LensResult, write: Callable[[str], None]) -> None:

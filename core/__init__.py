@@ -22,6 +22,9 @@ from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan import Plan
+from .sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
+from .sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
+from .sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .session import Options, Session, SessionEvent
 from .session_file import SessionFileError
@@ -37,6 +40,8 @@ __all__ = [
     "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
+    "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",
+    "SaeFeatures", "SaeReport", "SaeRequest", "sae_features", "SaeAblate", "SaeClamp", "SaeEdit", "SaeScale",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "Options", "Session", "SessionEvent", "SessionFileError",

@@ -85,6 +85,8 @@ class Session:
         #: Views every run also computes, by name (``"lens"``: a
         #: :class:`~hookscope.core.logit_lens.LensRequest`); see :meth:`set_derived`.
         self.derived: dict[str, Any] = {}
+        #: SAE folders attached to layers (:meth:`attach_sae`), by layer path.
+        self.saes: dict[str, str] = {}
         self._load_id: int | None = None
         self._shown_run = 0  # the newest run whose result was shown: an older one never is
         self._setup = LoadSetup()
@@ -346,6 +348,29 @@ class Session:
         from .logit_lens import LensRequest
 
         return self._run_derived(LensRequest(head, target, top_k), timeout_s)
+
+    def attach_sae(self, layer: str, folder: str | Path) -> Any:
+        """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
+        ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs
+        from the layer's output (where a run has shown it) is refused with both sizes."""
+        from .sae import attach_sae
+
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first, then attach an SAE")
+        node = self.tree.find(layer) if self.tree is not None else None
+        shape = node.output_shape if node is not None else None
+        width = shape[-1] if shape else None
+        sae = attach_sae(self.model.module, layer, folder, width)
+        self.saes[layer] = str(folder)
+        self._emit("sae", dict(self.saes))
+        return sae
+
+    def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
+        """Run now and wait: the top SAE features and reconstruction error at ``layers``
+        (default: every layer with an SAE), a :class:`~hookscope.core.SaeReport`."""
+        from .sae_features import SaeRequest
+
+        return self._run_derived(SaeRequest(tuple(layers or self.saes), top_k), timeout_s)
 
     def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
         if self.model is None:
