@@ -13,11 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget
 
 from hookscope.core import HookscopeError, RunResult
 from hookscope.core.logit_lens import LensRequest, LensResult, find_lens_head, target_id
+from hookscope.core.sae_features import SaeReport, SaeRequest
 from hookscope.widgets.lens_view import LensView
+from hookscope.widgets.sae_view import SaeView
 
 from .window_tools import _menu
 
@@ -26,7 +29,8 @@ if TYPE_CHECKING:
 
 
 def install_lm_tools(win: "MainWindow") -> None:
-    """Add View → Logit lens and its dock to ``win``."""
+    """Add View → Logit lens, File → Attach SAE and their docks to ``win``."""
+    install_sae_tools(win)
     win.lens_view = LensView()
     dock = QDockWidget("Logit lens", win, objectName="lensDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     dock.setWidget(win.lens_view)
@@ -42,6 +46,79 @@ def install_lm_tools(win: "MainWindow") -> None:
     win.lens_view.tokenChanged.connect(lambda _t: ask_for_lens(win))
     win.modelLoaded.connect(lambda _spec: ask_for_lens(win, run=False))
     win.resultShown.connect(lambda result: show_lens(win, result))
+
+
+def install_sae_tools(win: "MainWindow") -> None:
+    win.sae_view = SaeView()
+    dock = QDockWidget("SAE features", win, objectName="saeDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    dock.setWidget(win.sae_view)
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+    dock.hide()   # shown once an SAE is attached, or by View → SAE features
+    win.sae_dock = dock
+    toggle = dock.toggleViewAction()
+    toggle.setObjectName("actionViewSae")
+    view_menu = _menu(win, "View")
+    if view_menu is not None:
+        view_menu.addAction(toggle)
+    attach = QAction("Attach &SAE…", win)
+    attach.setObjectName("actionAttachSae")
+    attach.setStatusTip("Attach a sparse autoencoder (SAELens folder) to the selected layer")
+    attach.triggered.connect(lambda: attach_sae_dialog(win))
+    file_menu = _menu(win, "File")
+    if file_menu is not None:
+        after = win.findChild(QAction, "actionExportFigure")
+        actions = file_menu.actions()
+        i = actions.index(after) + 1 if after in actions else len(actions)
+        file_menu.insertAction(actions[i] if i < len(actions) else None, attach)  # type: ignore[arg-type]
+    win.addAction(attach)
+    win.modelLoaded.connect(lambda _spec: forget_saes(win))
+
+
+def forget_saes(win: "MainWindow") -> None:
+    """A new model has no SAEs: the view empties and runs stop computing features."""
+    win.session.set_derived("sae", None)
+    win.sae_view.show_report(None)
+
+
+def pick_folder(win: "MainWindow") -> str:
+    from PySide6.QtWidgets import QFileDialog
+
+    from hookscope.widgets.last_folder import last_folder, remember
+
+    dlg = QFileDialog(win, "Attach SAE (a folder with cfg.json and sae_weights.safetensors)",
+                      last_folder("sae"))
+    dlg.setObjectName("fileDialog")
+    dlg.setFileMode(QFileDialog.FileMode.Directory)
+    dlg.setOption(QFileDialog.Option.ShowDirsOnly, True)
+    if not dlg.exec() or not dlg.selectedFiles():
+        return ""
+    remember("sae", dlg.selectedFiles()[0])
+    return dlg.selectedFiles()[0]
+
+
+def attach_sae_dialog(win: "MainWindow", folder: str | None = None) -> bool:
+    """File → Attach SAE: the SAE in ``folder`` (asked for when ``None``) on the layer
+    selected in the tree; whether it was attached. Mistakes go to the banner."""
+    layer = win.tree.selected_path()
+    if win.session.model is None or not layer:
+        win.show_error("select a layer in the tree first, then File → Attach SAE attaches the "
+                       "SAE to it")
+        return False
+    if folder is None:
+        folder = pick_folder(win)
+        if not folder:
+            return False
+    try:
+        win.session.attach_sae(layer, folder)
+    except HookscopeError as exc:
+        win.show_error(str(exc))
+        return False
+    win.session.set_derived("sae", SaeRequest(tuple(win.session.saes)))
+    win.sae_dock.show()
+    win.statusBar().showMessage(f"SAE attached to {layer}", 5000)
+    if not win.is_live():
+        win.request_run()
+    return True
 
 
 def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
@@ -73,7 +150,11 @@ def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
 
 
 def show_lens(win: "MainWindow", result: object) -> None:
-    lens = result.extras.get("lens") if isinstance(result, RunResult) else None
+    extras = result.extras if isinstance(result, RunResult) else {}
+    report = extras.get("sae")
+    if isinstance(report, SaeReport):
+        win.sae_view.show_report(report, report.tokens)
+    lens = extras.get("lens")
     if isinstance(lens, LensResult):
         win.lens_view.show_lens(lens)
         fit_lens_dock(win)

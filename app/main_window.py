@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from hookscope.widgets.hooks_view import HooksView
     from hookscope.widgets.lens_view import LensView
+    from hookscope.widgets.sae_view import SaeView
 
 guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
@@ -59,6 +60,8 @@ class MainWindow(SessionReactions, QMainWindow):
     hooks_dock: QDockWidget      # window_tools.install_window_tools
     lens_view: LensView          # lm_tools.install_lm_tools
     lens_dock: QDockWidget       # lm_tools.install_lm_tools
+    sae_view: SaeView            # lm_tools.install_sae_tools
+    sae_dock: QDockWidget        # lm_tools.install_sae_tools
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -101,7 +104,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self._wire()
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
-        install_lm_tools(self)       # View → Logit lens
+        install_lm_tools(self)       # View → Logit lens, File → Attach SAE
 
     def _wire(self) -> None:
         s = self.session

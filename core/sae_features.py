@@ -33,11 +33,20 @@ class SaeRequest:
 
     def compute(self, module: nn.Module, inputs: Any, plan: Plan, device: str,
                 meaning: OutputMeaning, should_stop: Any = None) -> "SaeReport":
-        return sae_features(module, inputs, plan, self.layers, device, self.top_k, should_stop)
+        report = sae_features(module, inputs, plan, self.layers, device, self.top_k, should_stop)
+        from .logit_lens import first_row_ids, token_strings
+
+        ids = first_row_ids(inputs)
+        strings = token_strings(meaning, ids)
+        report.tokens = [strings.get(i, str(i)) for i in ids]
+        return report
 
 
 class SaeReport(dict):
-    """``{layer: SaeFeatures}``; ``--json`` gives ``sae: {layer: {...}}``."""
+    """``{layer: SaeFeatures}``; ``--json`` gives ``sae: {layer: {...}}``. ``tokens``:
+    the input's token strings where the model has a tokenizer (else empty)."""
+
+    tokens: list[str] = []
 
     def to_json_dict(self) -> dict:
         return {layer: f.to_json_dict() for layer, f in self.items()}
