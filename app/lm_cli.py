@@ -9,6 +9,7 @@ import argparse
 from typing import Any, Callable
 
 from hookscope.core import HookscopeError, attach_sae
+from hookscope.core.generation import GenerateRequest, Generation
 from hookscope.core.logit_lens import LensRequest, LensResult
 from hookscope.core.sae_features import SaeReport, SaeRequest
 
@@ -26,6 +27,14 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
                         "or an id as #N) at each layer and position")
 
 
+    p.add_argument("--generate", metavar="N", type=int, default=None,
+                   help="generate N tokens after the prompt, without and with the "
+                        "interventions (a plain loop over the whole sequence, no KV cache, so "
+                        "every step is hooked like one run); greedy unless --temperature")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="with --generate: sample from softmax(logits / T) (default 0: greedy)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="with --generate --temperature: the seed both continuations sample with")
     p.add_argument("--sae", metavar="LAYER=DIR", action="append", default=[],
                    help="attach the sparse autoencoder in DIR (SAELens layout: cfg.json + "
                         "sae_weights.safetensors; 'demo' for demo:lm's blocks.0) to LAYER: "
@@ -52,6 +61,10 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
     saes = sae_args(ns)
     if saes:
         views.append(SaeRequest(tuple(saes)))
+    if ns.generate is None and (ns.temperature or ns.seed):
+        raise HookscopeError("--temperature and --seed go with --generate N")
+    if ns.generate is not None:
+        views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed))
     return views
 
 
@@ -68,7 +81,8 @@ def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
                   remote: bool) -> dict[str, Any]:
     if views and remote:
-        raise HookscopeError("--lens and --sae run on a local model; drop --ray for them")
+        raise HookscopeError("--lens, --sae and --generate run on a local model; drop --ray "
+                             "for them")
     return {v.name: v.compute(lm.module, inputs, plan, device, lm.meaning) for v in views}
 
 
@@ -79,6 +93,22 @@ def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
     saes = extras.get("sae")
     if isinstance(saes, SaeReport):
         print_saes(saes, write)
+    gen = extras.get("generation")
+    if isinstance(gen, Generation):
+        print_generation(gen, write)
+
+
+def print_generation(g: Generation, write: Callable[[str], None]) -> None:
+    how = "greedy" if g.greedy else "sampled, the same seed for both"
+    write(f"\ngeneration ({len(g.without.ids)} tokens, {how}) after {g.prompt_text!r}\n")
+    write(f"without  {g.without.text!r}\n")
+    write(f"with     {g.with_.text!r}\n")
+    if g.first_divergence is None:
+        write("the continuations are the same\n")
+    else:
+        k = g.first_divergence
+        write(f"first divergence at step {k}: {g.without.tokens[k]!r} without, "
+              f"{g.with_.tokens[k]!r} with\n")
 
 
 def print_saes(report: SaeReport, write: Callable[[str], None]) -> None:

@@ -20,6 +20,7 @@ from .intervention_registry import get_kind, kinds, parse_intervention, register
 from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
+from .generation import Continuation, GenerateRequest, Generation, generate
 from .logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan import Plan
 from .sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
@@ -39,6 +40,7 @@ __all__ = [
     "CaptureRecord", "HookSession", "parse_input",
     "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
+    "Continuation", "GenerateRequest", "Generation", "generate",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",
     "SaeFeatures", "SaeReport", "SaeRequest", "sae_features", "SaeAblate", "SaeClamp", "SaeEdit", "SaeScale",

@@ -349,6 +349,15 @@ class Session:
 
         return self._run_derived(LensRequest(head, target, top_k), timeout_s)
 
+    def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
+                 timeout_s: float | None = None) -> Any:
+        """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
+        :class:`~hookscope.core.generation.Generation` (greedy unless ``temperature > 0``;
+        both continuations sample with the same seed)."""
+        from .generation import GenerateRequest
+
+        return self._run_derived(GenerateRequest(n, temperature, seed), timeout_s)
+
     def attach_sae(self, layer: str, folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
         ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs

@@ -50,3 +50,39 @@ def test_lens_table(capsys):
 def test_lens_mistakes_are_one_line(capsys, argv, words):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_generate_json_equals_the_core_loop(capsys):
+    from hookscope.core import generate
+
+    code, out, err = run_cli(capsys, "demo:lm", "--intervene", "blocks.0=scale:0.2",
+                             "--generate", "12", "--temperature", "0.8", "--seed", "3", "--json")
+    assert code == 0 and err == ""
+    data = json.loads(out)["generation"]
+    lm = load_model("demo:lm")
+    ref = generate(lm.module, lm.example_input, Plan().with_intervention("blocks.0", Scale(0.2)),
+                   lm.meaning, 12, temperature=0.8, seed=3)
+    assert data["without"] == {"ids": ref.without.ids, "text": ref.without.text,
+                               "tokens": ref.without.tokens}
+    assert data["with"]["ids"] == ref.with_.ids and data["first_divergence"] == ref.first_divergence
+    assert data["sampling"] == "sampled"
+
+
+def test_generate_table_and_sae_table(capsys):
+    code, out, _ = run_cli(capsys, "demo:lm", "--generate", "8", "--intervene", "blocks.1=zero",
+                           "--sae", "blocks.0=demo")
+    assert code == 0 and "first divergence at step" in out and "SAE features at blocks.0" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["demo:lm", "--generate", "0"], "1..4096"),
+    (["demo:lm", "--generate", "3", "--temperature", "-1"], "temperature"),
+    (["demo:lm", "--seed", "3"], "go with --generate"),
+    (["demo:cnn", "--generate", "3"], "token ids"),
+    (["demo:lm", "--generate", "x"], "invalid int"),
+    (["demo:lm", "--sae", "blocks.0"], "LAYER=DIR"),
+    (["demo:lm", "--intervene", "blocks.1=sae-ablate:1"], "no SAE is attached"),
+])
+def test_generate_and_sae_mistakes_are_one_line(capsys, argv, words):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err
