@@ -17,8 +17,10 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget
 
 from hookscope.core import HookscopeError, RunResult
+from hookscope.core.generation import GenerateRequest, Generation
 from hookscope.core.logit_lens import LensRequest, LensResult, find_lens_head, target_id
 from hookscope.core.sae_features import SaeReport, SaeRequest
+from hookscope.widgets.generation_view import GenerationView
 from hookscope.widgets.lens_view import LensView
 from hookscope.widgets.sae_view import SaeView
 
@@ -29,8 +31,9 @@ if TYPE_CHECKING:
 
 
 def install_lm_tools(win: "MainWindow") -> None:
-    """Add View → Logit lens, File → Attach SAE and their docks to ``win``."""
+    """Add View → Logit lens, View → Generation, File → Attach SAE and their docks to ``win``."""
     install_sae_tools(win)
+    install_generation(win)
     win.lens_view = LensView()
     dock = QDockWidget("Logit lens", win, objectName="lensDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
     dock.setWidget(win.lens_view)
@@ -45,7 +48,7 @@ def install_lm_tools(win: "MainWindow") -> None:
     dock.visibilityChanged.connect(lambda _shown: ask_for_lens(win))
     win.lens_view.tokenChanged.connect(lambda _t: ask_for_lens(win))
     win.modelLoaded.connect(lambda _spec: ask_for_lens(win, run=False))
-    win.resultShown.connect(lambda result: show_lens(win, result))
+    win.resultShown.connect(lambda result: show_views(win, result))
 
 
 def install_sae_tools(win: "MainWindow") -> None:
@@ -72,6 +75,37 @@ def install_sae_tools(win: "MainWindow") -> None:
         file_menu.insertAction(actions[i] if i < len(actions) else None, attach)  # type: ignore[arg-type]
     win.addAction(attach)
     win.modelLoaded.connect(lambda _spec: forget_saes(win))
+
+
+def install_generation(win: "MainWindow") -> None:
+    win.generation_view = GenerationView()
+    dock = QDockWidget("Generation", win, objectName="generationDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    dock.setWidget(win.generation_view)
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+    dock.hide()   # View → Generation shows it
+    win.generation_dock = dock
+    toggle = dock.toggleViewAction()
+    toggle.setObjectName("actionViewGeneration")
+    view_menu = _menu(win, "View")
+    if view_menu is not None:
+        view_menu.addAction(toggle)
+    # Hidden, runs stop generating; shown again, the next Generate asks anew.
+    dock.visibilityChanged.connect(
+        lambda shown: None if shown else win.session.set_derived("generation", None))
+    win.generation_view.generateRequested.connect(
+        lambda n, t, seed: ask_for_generation(win, n, t, seed))
+
+
+def ask_for_generation(win: "MainWindow", n: int, temperature: float, seed: int) -> None:
+    """Generate with every run from now on (while the dock is shown), and run now."""
+    try:
+        request = GenerateRequest(n, temperature, seed)
+    except HookscopeError as exc:
+        win.show_error(str(exc))
+        return
+    win.session.set_derived("generation", request)
+    if not win.is_live():
+        win.request_run()
 
 
 def forget_saes(win: "MainWindow") -> None:
@@ -149,11 +183,15 @@ def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
         win.request_run()
 
 
-def show_lens(win: "MainWindow", result: object) -> None:
+def show_views(win: "MainWindow", result: object) -> None:
+    """Every derived view a result brings (lens, SAE features, generation) into its dock."""
     extras = result.extras if isinstance(result, RunResult) else {}
     report = extras.get("sae")
     if isinstance(report, SaeReport):
         win.sae_view.show_report(report, report.tokens)
+    gen = extras.get("generation")
+    if isinstance(gen, Generation):
+        win.generation_view.show_generation(gen)
     lens = extras.get("lens")
     if isinstance(lens, LensResult):
         win.lens_view.show_lens(lens)

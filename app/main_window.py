@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget
 
     from hookscope.widgets.hooks_view import HooksView
+    from hookscope.widgets.generation_view import GenerationView
     from hookscope.widgets.lens_view import LensView
     from hookscope.widgets.sae_view import SaeView
 
@@ -62,6 +63,8 @@ class MainWindow(SessionReactions, QMainWindow):
     lens_dock: QDockWidget       # lm_tools.install_lm_tools
     sae_view: SaeView            # lm_tools.install_sae_tools
     sae_dock: QDockWidget        # lm_tools.install_sae_tools
+    generation_view: GenerationView  # lm_tools.install_generation
+    generation_dock: QDockWidget     # lm_tools.install_generation
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -104,7 +107,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self._wire()
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
-        install_lm_tools(self)       # View → Logit lens, File → Attach SAE
+        install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE
 
     def _wire(self) -> None:
         s = self.session

@@ -61,13 +61,15 @@ class GenerateRequest:
 
 @dataclass
 class Continuation:
-    """The generated ``ids`` (prompt excluded), their ``text``, and per step the
-    ``top_k`` next-token candidates ``(id, probability)``."""
+    """The generated ``ids`` (prompt excluded), their ``text``, each token's readable
+    string (``tokens``) and decoded text (``pieces``), and per step the ``top_k``
+    next-token candidates ``(id, probability)``."""
 
     ids: list[int]
     text: str
     tokens: list[str]
     steps: list[list[tuple[int, float]]]
+    pieces: list[str] = dataclasses.field(default_factory=list)
 
     def to_json_dict(self) -> dict:
         return {"ids": self.ids, "text": self.text, "tokens": self.tokens}
@@ -162,7 +164,8 @@ def generate(module: nn.Module, inputs: Any, plan: Plan | None, meaning: OutputM
     prompt = ids[0].tolist()
     named = sorted({*a, *b, *(i for s in sa + sb for i, _ in s)})
     strings = dict(zip(named, strings_of(named)))
+    pieces = {i: decode([i]) for i in {*a, *b}}
     return Generation(prompt, decode(prompt),
-                      Continuation(a, decode(a), [strings[i] for i in a], sa),
-                      Continuation(b, decode(b), [strings[i] for i in b], sb),
+                      Continuation(a, decode(a), [strings[i] for i in a], sa, [pieces[i] for i in a]),
+                      Continuation(b, decode(b), [strings[i] for i in b], sb, [pieces[i] for i in b]),
                       first, temperature == 0, strings)
