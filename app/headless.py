@@ -58,6 +58,9 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
     if ns.session:
+        if lm_views(ns):  # not applied to a session's run: refused rather than ignored
+            raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
+                                 "apply to --session yet (name the model instead)")
         return run_session_command(ns, out)
     if not ns.spec:
         raise HookscopeError("no model given: name a model spec (demo:NAME, file.py:factory, "

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QHBoxLayout, QHeaderView, QLabel,
                                QVBoxLayout, QWidget)
 
 from hookscope.core.generation import Continuation, Generation
+from hookscope.widgets.named import named
 
 FIRST, AFTER = "#ffb347", "#ffe6c2"
 
@@ -43,26 +44,26 @@ class GenerationView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("generationView")
-        self.steps = QSpinBox(objectName="generateSteps")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.steps = named(QSpinBox(), "generateSteps")
         self.steps.setRange(1, 512)
         self.steps.setValue(20)
         self.steps.setPrefix("tokens ")
-        self.temperature = QDoubleSpinBox(objectName="generateTemperature")  # type: ignore[call-overload]
+        self.temperature = named(QDoubleSpinBox(), "generateTemperature")
         self.temperature.setRange(0.0, 10.0)
         self.temperature.setSingleStep(0.1)
         self.temperature.setPrefix("temperature ")
         self.temperature.setToolTip("0: greedy; above 0: sampled, both runs with the same seed")
-        self.seed = QSpinBox(objectName="generateSeed")  # type: ignore[call-overload]
+        self.seed = named(QSpinBox(), "generateSeed")
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setPrefix("seed ")
-        self.button = QPushButton("Generate", objectName="generateButton")  # type: ignore[call-overload]
+        self.button = named(QPushButton("Generate"), "generateButton")
         self.button.clicked.connect(lambda: self.generateRequested.emit(
             self.steps.value(), self.temperature.value(), self.seed.value()))
-        self.note = QLabel(objectName="generationNote")  # type: ignore[call-overload]
+        self.note = named(QLabel(), "generationNote")
         self.note.setWordWrap(True)
-        self.without = QTextBrowser(objectName="generationWithout")  # type: ignore[call-overload]
-        self.with_ = QTextBrowser(objectName="generationWith")  # type: ignore[call-overload]
-        self.table = QTableWidget(0, 3, objectName="generationSteps")  # type: ignore[call-overload]
+        self.without = named(QTextBrowser(), "generationWithout")
+        self.with_ = named(QTextBrowser(), "generationWith")
+        self.table = named(QTableWidget(0, 3), "generationSteps")
         self.table.setHorizontalHeaderLabels(["step", "top without", "top with"])
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QLin
                                QTableView, QVBoxLayout, QWidget)
 
 from hookscope.core.logit_lens import LensResult
+from hookscope.widgets.named import named
 
 WITHOUT, WITH = "without", "with"
 TOP_P, TARGET_P = "top token's p", "p(token)"
@@ -115,24 +116,24 @@ class LensView(QWidget):
         super().__init__(parent)
         self.setObjectName("lensView")
         self.model = LensModel()
-        self.table = QTableView(objectName="lensTable")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.table = named(QTableView(), "lensTable")
         self.table.setModel(self.model)
         self.table.setMouseTracking(True)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setMinimumSectionSize(30)
         self.table.verticalHeader().setDefaultSectionSize(26)
-        self.colour = QComboBox(objectName="lensColour")  # type: ignore[call-overload]
+        self.colour = named(QComboBox(), "lensColour")
         self.colour.addItems([TOP_P, TARGET_P])
         self.colour.setToolTip("what the colour of a cell shows")
         self.colour.currentTextChanged.connect(lambda _t: self._redraw())
-        self.which = QComboBox(objectName="lensWhich")  # type: ignore[call-overload]
+        self.which = named(QComboBox(), "lensWhich")
         self.which.addItems([WITH, WITHOUT])
         self.which.setToolTip("the run whose blocks the grid decodes")
         self.which.currentTextChanged.connect(lambda _t: self._redraw())
-        self.token = QLineEdit(objectName="lensToken")  # type: ignore[call-overload]
+        self.token = named(QLineEdit(), "lensToken")
         self.token.setPlaceholderText("token (colour by its probability)")
         self.token.editingFinished.connect(lambda: self.tokenChanged.emit(self.token.text()))
-        self.note = QLabel(objectName="lensNote")  # type: ignore[call-overload]
+        self.note = named(QLabel(), "lensNote")
         self.note.setWordWrap(True)
         bar = QHBoxLayout()
         bar.addWidget(QLabel("run"))

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QTab
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from hookscope.core.sae_features import SaeFeatures, SaeReport
+from hookscope.widgets.named import named
 
 HEADERS = ["pos", "token", "features without", "features with", "error without", "error with"]
 
@@ -24,9 +25,9 @@ class SaeView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("saeView")
-        self.layer = QComboBox(objectName="saeLayer")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.layer = named(QComboBox(), "saeLayer")
         self.layer.currentTextChanged.connect(lambda _t: self._redraw())
-        self.note = QLabel(objectName="saeNote")  # type: ignore[call-overload]
+        self.note = named(QLabel(), "saeNote")
         self.note.setWordWrap(True)
         self.table = QTableWidget(0, len(HEADERS), objectName="saeTable")  # type: ignore[call-overload]
         self.table.setHorizontalHeaderLabels(HEADERS)

@@ -86,3 +86,11 @@ def test_generate_table_and_sae_table(capsys):
 def test_generate_and_sae_mistakes_are_one_line(capsys, argv, words):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_lm_views_with_a_session_are_refused_not_ignored(capsys, tmp_path):
+    session = tmp_path / "s.hookscope.json"
+    assert main(["run", "demo:lm", "--save-session", str(session)]) == 0
+    capsys.readouterr()
+    code, out, err = run_cli(capsys, "--session", str(session), "--generate", "3")
+    assert code == 2 and "--session" in err and err.count("\n") == 1
