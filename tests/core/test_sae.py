@@ -149,3 +149,47 @@ def test_session_attaches_and_reports(tmp_path):
         assert s.saes == {"blocks.0": "demo"}
     finally:
         s.close()
+
+
+def test_hf_gpt2_block_edit_equals_hand_and_empty_edit_changes_nothing(tmp_path):
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    import hf_models
+
+    lm = load_model(f"hf:{hf_models.gpt2(tmp_path / 'gpt2')}")
+    torch.manual_seed(1)
+    d_in, d_sae = 32, 64
+    t = {"W_enc": torch.randn(d_in, d_sae) * 0.3, "b_enc": torch.zeros(d_sae),
+         "W_dec": torch.randn(d_sae, d_in) * 0.3, "b_dec": torch.randn(d_in) * 0.1}
+    folder = tmp_path / "sae"
+    folder.mkdir()
+    save_file(t, str(folder / "sae_weights.safetensors"))
+    (folder / "cfg.json").write_text(json.dumps({"d_in": d_in, "d_sae": d_sae}))
+    attach_sae(lm.module, "transformer.h.0", folder)
+    sae = load_sae(folder)
+    x = lm.example_input
+    r0 = compare(lm.module, x, Plan().with_intervention("transformer.h.0", SaeAblate(())))
+    assert torch.equal(r0.output_with.logits, r0.output_without.logits)
+    acts = []
+    h = lm.module.transformer.h[0].register_forward_hook(
+        lambda _m, _i, o: acts.append((o[0] if isinstance(o, tuple) else o).clone()))
+    with torch.no_grad():
+        lm.module(**x)
+    h.remove()
+    feats = hand_encode(sae, acts[0][0]).sum(0).topk(3).indices.tolist()
+
+    def by_hand(out):
+        hidden = out[0] if isinstance(out, tuple) else out
+        f = hand_encode(sae, hidden)
+        g = f.clone()
+        g[..., feats] = 0
+        new = hidden + (g - f) @ sae.W_dec
+        return (new,) + tuple(out[1:]) if isinstance(out, tuple) else new
+
+    h = lm.module.transformer.h[0].register_forward_hook(lambda _m, _i, o: by_hand(o))
+    try:
+        with torch.no_grad():
+            expected = lm.module(**x).logits
+    finally:
+        h.remove()
+    r = compare(lm.module, x, Plan().with_intervention("transformer.h.0", SaeAblate(tuple(feats))))
+    assert torch.allclose(r.output_with.logits, expected, atol=1e-5) and r.outputs_differ
