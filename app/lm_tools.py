@@ -17,6 +17,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget
 
 from hookscope.core import HookscopeError, RunResult
+from hookscope.core.runner_messages import ViewFailed
 from hookscope.core.generation import GenerateRequest, Generation
 from hookscope.core.logit_lens import LensRequest, LensResult, find_lens_head, target_id
 from hookscope.core.sae_features import SaeReport, SaeRequest
@@ -186,6 +187,13 @@ def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
 def show_views(win: "MainWindow", result: object) -> None:
     """Every derived view a result brings (lens, SAE features, generation) into its dock."""
     extras = result.extras if isinstance(result, RunResult) else {}
+    failed = [(name, v.message) for name, v in extras.items() if isinstance(v, ViewFailed)]
+    for name, message in failed:
+        note = {"lens": win.lens_view.show_note, "sae": win.sae_view.note.setText,
+                "generation": win.generation_view.note.setText}.get(name)
+        if note is not None:
+            note(message)
+        win.show_error(message)
     report = extras.get("sae")
     if isinstance(report, SaeReport):
         win.sae_view.show_report(report, report.tokens)

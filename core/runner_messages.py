@@ -50,6 +50,17 @@ class RunRequest:
 Request = Union[LoadRequest, RunRequest]
 
 
+@dataclass(frozen=True)
+class ViewFailed:
+    """A derived view that could not be made (a lens on a model without an unembedding):
+    kept in ``result.extras`` in its place, so the comparison itself is still shown."""
+
+    message: str
+
+    def to_json_dict(self) -> dict:
+        return {"error": self.message}
+
+
 # -- answers -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Started:

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from .devices import resolve_device
 from .errors import Cancelled as CancelledError
-from .errors import ForwardError, HookscopeError
+from .errors import ForwardError, HookscopeError, PlanError
 from .interventions import Intervention
 from .plan import Plan
 from .plan_edits import PlanHistory
@@ -388,7 +388,12 @@ class Session:
         if rid is None:
             raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
                                  "then run")
-        return self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
+        from .runner_messages import ViewFailed
+
+        value = self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
+        if isinstance(value, ViewFailed):
+            raise PlanError(value.message)
+        return value
 
     def submit_run(self, extra: tuple = ()) -> int | None:
         """Queue a comparison with the current plan, input and device; its request id

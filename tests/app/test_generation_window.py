@@ -39,3 +39,14 @@ def test_generate_shows_both_continuations(make_window, qtbot):
     # Hidden, runs stop generating.
     win.generation_dock.toggleViewAction().trigger()
     assert "generation" not in win.session.derived
+
+
+def test_generate_on_a_model_without_tokens_says_so_and_still_shows_the_run(make_window, qtbot):
+    win = make_window(["demo:cnn"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    win.generation_dock.show()
+    first = win.last_result
+    QTest.mouseClick(win.generation_view.button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.last_result is not first and win.is_idle(), timeout=60_000)
+    assert "token ids" in win.error_text() and "token ids" in win.generation_view.note.text()
+    assert win.generation_view.generation is None and win.last_result.outputs_differ is False

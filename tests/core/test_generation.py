@@ -95,3 +95,13 @@ def test_hf_gpt2_equals_hand_loop(tmp_path):
     assert g.with_.ids == hand_generate(lm.module, ids, 20, "transformer.h.0", lambda t: t * -20.0,
                                         call=call)
     assert g.without.ids != g.with_.ids
+
+
+def test_session_generate_on_a_model_without_tokens_raises():
+    s = Session.load("demo:cnn")
+    try:
+        with pytest.raises(PlanError, match="token ids"):
+            s.generate(3)
+        assert s.run() is not None  # the session stays usable
+    finally:
+        s.close()
