@@ -163,8 +163,9 @@ def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
     request = None
     if wanted:
         assert model is not None
+        head = win.lens_view.head.text().strip() or None
         try:
-            find_lens_head(model.module)
+            find_lens_head(model.module, head)
         except HookscopeError as exc:
             win.lens_view.show_lens(None)
             win.lens_view.show_note(str(exc))
@@ -177,7 +178,7 @@ def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
             except HookscopeError as exc:
                 win.show_error(str(exc))
                 token = None
-            request = LensRequest(target=token)
+            request = LensRequest(head=head, target=token)
     before = win.session.derived.get("lens")
     win.session.set_derived("lens", request)
     if run and request is not None and request != before and not win.is_live():

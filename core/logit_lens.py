@@ -155,7 +155,8 @@ def find_lens_head(root: nn.Module, named: str | None = None) -> LensHead:
             if blocks:
                 return LensHead(blocks, norm, unembed)
     raise PlanError("the logit lens does not recognise this model's final norm and unembedding: "
-                    "name them with --lens-head NORM,UNEMBED (e.g. ln_f,lm_head)")
+                    "name them as NORM,UNEMBED (--lens-head, or the lens dock's head field; "
+                    "e.g. ln_f,lm_head)")
 
 
 def target_id(target: str | int | None, meaning: OutputMeaning, vocab: int) -> int | None:

@@ -63,3 +63,17 @@ def test_lens_dock_on_a_model_it_cannot_read_says_so(make_window, qtbot):
     _open_lens(win, qtbot)
     assert "--lens-head" in win.lens_view.note.text() and "lens" not in win.session.derived
     assert not win.error_text()
+
+
+def test_the_head_field_names_an_unrecognised_head(make_window, qtbot):
+    win = make_window(["demo:lm"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    _open_lens(win, qtbot)
+    qtbot.waitUntil(lambda: win.lens_view.model.lens is not None and win.is_idle(), timeout=60_000)
+    QTest.keyClicks(win.lens_view.head, ",head")   # no final norm: the raw residual stream
+    QTest.keyClick(win.lens_view.head, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: win.lens_view.model.lens.head.norm is None and win.is_idle(),
+                    timeout=60_000)
+    QTest.keyClicks(win.lens_view.head, "x")        # ",headx": not a layer of the model
+    QTest.keyClick(win.lens_view.head, Qt.Key.Key_Return)
+    assert "no layer 'headx'" in win.lens_view.note.text() and "lens" not in win.session.derived
