@@ -23,6 +23,7 @@ from hookscope.core.user_text import escape_controls, is_dir
 from hookscope.core.verdict import output_verdict
 
 from .arg_parser import OneLineParser
+from .lm_cli import add_lm_options, attach_saes, compute_views, lm_views, print_views
 from . import output_report
 from .options import add_model_options, model_options
 from .session_cli import add_session_options, run_session_command, save_session_of
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "print outputs, captures and timings.")
     add_model_options(p, spec_required=False)
     add_session_options(p)
+    add_lm_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--full-output", action="store_true", help=output_report.FULL_OUTPUT_HELP)
     p.add_argument("--save-captures", metavar="FILE",
@@ -56,17 +58,22 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
     if ns.session:
+        if lm_views(ns):  # not applied to a session's run: refused rather than ignored
+            raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
+                                 "apply to --session yet (name the model instead)")
         return run_session_command(ns, out)
     if not ns.spec:
         raise HookscopeError("no model given: name a model spec (demo:NAME, file.py:factory, "
                              "model.pt2) or a session file with --session FILE")
     opts = model_options(ns)
+    views = lm_views(ns)
     from .scale_options import compare_scaled, load_scaled, scale_options
 
     scale = scale_options(ns)
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
+    attach_saes(ns, lm, bool(scale.ray))
     if opts.labels:
         from hookscope.core.class_labels import name_classes
 
@@ -91,11 +98,14 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         result = compare_scaled(lm, x, plan, opts, scale)
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
         x = result.inputs
+    with user_code("the model's forward", opts.spec, ForwardError):
+        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray)))
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:
         print_table(result, out)
         output_report.print_meaning(result, out, lm.meaning, x)
+        print_views(result.extras, terminal_writer(out))
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:

@@ -30,6 +30,7 @@ from .session_reactions import SessionReactions
 from .trust_dialog import TrustGate
 from .layout import arrange_docks
 from .window_layout import build_parts
+from .lm_tools import install_lm_tools
 from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget
 
     from hookscope.widgets.hooks_view import HooksView
+    from hookscope.widgets.generation_view import GenerationView
+    from hookscope.widgets.lens_view import LensView
+    from hookscope.widgets.sae_view import SaeView
 
     from .vector_dialog import SteerDialog
 
@@ -60,6 +64,12 @@ class MainWindow(SessionReactions, QMainWindow):
     # Set from outside __init__ (annotations only: no class attribute at run time).
     hooks_view: HooksView        # window_tools.install_window_tools
     hooks_dock: QDockWidget      # window_tools.install_window_tools
+    lens_view: LensView          # lm_tools.install_lm_tools
+    lens_dock: QDockWidget       # lm_tools.install_lm_tools
+    sae_view: SaeView            # lm_tools.install_sae_tools
+    sae_dock: QDockWidget        # lm_tools.install_sae_tools
+    generation_view: GenerationView  # lm_tools.install_generation
+    generation_dock: QDockWidget     # lm_tools.install_generation
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -104,6 +114,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self._wire()
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
+        install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE
 
     def _wire(self) -> None:
         s = self.session

@@ -22,8 +22,13 @@ from .intervention_registry import get_kind, kinds, parse_intervention, register
 from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from .memory import apply_default as _apply_memory_default
 from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
+from .generation import Continuation, GenerateRequest, Generation, generate
+from .logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan import Plan
 from .receipts import Receipt
+from .sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
+from .sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
+from .sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
 from .run import Baseline, ForwardResult, RunResult, compare, run
 from .session import Options, Session, SessionEvent
 from .session_file import SessionFileError
@@ -40,6 +45,10 @@ __all__ = [
     "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
     "At", "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
+    "Continuation", "GenerateRequest", "Generation", "generate",
+    "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
+    "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",
+    "SaeFeatures", "SaeReport", "SaeRequest", "sae_features", "SaeAblate", "SaeClamp", "SaeEdit", "SaeScale",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "Options", "Session", "SessionEvent", "SessionFileError",

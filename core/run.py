@@ -158,6 +158,10 @@ class RunResult(_Captures):
         """One line per intervention that may have done nothing (see :class:`Receipt`)."""
         return alarms(self.receipts)
 
+    #: Views derived from the same model, input and plan, by name: ``"lens"``
+    #: (:class:`~hookscope.core.logit_lens.LensResult`), ``"generation"``.
+    extras: dict[str, Any] = field(default_factory=dict)
+
     def to_json_dict(self) -> dict:
         """The CLI's ``--json`` object."""
         from .verdict import output_verdict
@@ -174,6 +178,7 @@ class RunResult(_Captures):
             "receipts": {p: r.to_json_dict() for p, r in self.receipts.items()},
             "device": self.device,
             "timings_ms": {k: round(v, 4) for k, v in self.timings_ms.items()},
+            **{name: view.to_json_dict() for name, view in self.extras.items()},
         }
 
 

@@ -70,7 +70,7 @@ from .inputs import parse_input
 from .interventions import map_tensors, tensor_leaves
 from .runner_messages import (FINAL, Cancelled, Counts, Failed, Finished, Listener, Loaded,
                               LoadRequest, Observed, Progress, Request, Runner, RunnerEvent,
-                              RunRequest, Started)
+                              RunRequest, Started, ViewFailed)
 from .sources import load_model
 from .tree import module_tree
 from .user_text import safe_str
@@ -434,6 +434,14 @@ class LocalRunner(QueueRunner):
         result.meaning = req.model.meaning  # what the output means, for a notebook's display
         if result.inputs is None:
             result.inputs = inputs
+        for view in req.derived:  # the lens, a generation: same model, input and plan
+            try:
+                result.extras[view.name] = view.compute(module, inputs, plan, req.device,
+                                                        req.model.meaning, should_stop=stop)
+            except CancelledError:
+                raise
+            except HookscopeError as exc:  # the comparison stands; the view says what failed
+                result.extras[view.name] = ViewFailed(str(exc))
         with self._cv:
             self.counts.runs_done += 1
         return Finished(job.rid, result)

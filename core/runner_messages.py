@@ -39,7 +39,10 @@ class RunRequest:
 
     ``observe_tree``: also record every module's output shape and call count
     first (answered by :class:`Observed`). ``train``: run the module in train
-    mode instead of eval mode.
+    mode instead of eval mode. ``derived``: further views computed from the same
+    model, input and plan after the comparison, each an object with a ``name``
+    and ``compute(module, inputs, plan, device, meaning, should_stop)`` (the
+    logit lens, a generation); their answers land in ``result.extras[name]``.
     """
 
     model: LoadedModel
@@ -48,9 +51,21 @@ class RunRequest:
     device: str = "cpu"
     observe_tree: bool = False
     train: bool = False
+    derived: tuple = ()
 
 
 Request = Union[LoadRequest, RunRequest]
+
+
+@dataclass(frozen=True)
+class ViewFailed:
+    """A derived view that could not be made (a lens on a model without an unembedding):
+    kept in ``result.extras`` in its place, so the comparison itself is still shown."""
+
+    message: str
+
+    def to_json_dict(self) -> dict:
+        return {"error": self.message}
 
 
 # -- answers -----------------------------------------------------------------

@@ -43,7 +43,7 @@ from typing import Any, Callable
 from .code_trust import CodeTrust, check_trust
 from .devices import resolve_device
 from .errors import Cancelled as CancelledError
-from .errors import ForwardError, HookscopeError
+from .errors import ForwardError, HookscopeError, PlanError
 from .interventions import Intervention
 from .plan import Plan
 from .plan_edits import PlanHistory
@@ -100,6 +100,11 @@ class Session:
         self.save_note: str | None = None  # what the last save could not put in the file
         self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
+        #: Views every run also computes, by name (``"lens"``: a
+        #: :class:`~hookscope.core.logit_lens.LensRequest`); see :meth:`set_derived`.
+        self.derived: dict[str, Any] = {}
+        #: SAE folders attached to layers (:meth:`attach_sae`), by layer path.
+        self.saes: dict[str, str] = {}
         self._load_id: int | None = None
         self._shown_run = 0  # the newest run whose result was shown: an older one never is
         self._setup = LoadSetup()
@@ -414,7 +419,73 @@ class Session:
         """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
         return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
 
-    def submit_run(self) -> int | None:
+    def set_derived(self, name: str, view: Any | None) -> None:
+        """Have every run also compute ``view`` (``None``: stop), e.g. the logit lens; its
+        answer is ``result.extras[name]``. In Live mode this re-runs."""
+        if view is None:
+            changed = self.derived.pop(name, None) is not None
+        else:
+            changed = self.derived.get(name) != view
+            self.derived[name] = view
+        if changed:
+            self._emit("derived", dict(self.derived))
+            self._changed()
+
+    def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
+             timeout_s: float | None = None) -> Any:
+        """Run now with the logit lens and wait: a
+        :class:`~hookscope.core.logit_lens.LensResult` (without and with the plan)."""
+        from .logit_lens import LensRequest
+
+        return self._run_derived(LensRequest(head, target, top_k), timeout_s)
+
+    def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
+                 timeout_s: float | None = None) -> Any:
+        """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
+        :class:`~hookscope.core.generation.Generation` (greedy unless ``temperature > 0``;
+        both continuations sample with the same seed)."""
+        from .generation import GenerateRequest
+
+        return self._run_derived(GenerateRequest(n, temperature, seed), timeout_s)
+
+    def attach_sae(self, layer: str, folder: str | Path) -> Any:
+        """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
+        ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs
+        from the layer's output (where a run has shown it) is refused with both sizes."""
+        from .sae import attach_sae
+
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first, then attach an SAE")
+        node = self.tree.find(layer) if self.tree is not None else None
+        shape = node.output_shape if node is not None else None
+        width = shape[-1] if shape else None
+        sae = attach_sae(self.model.module, layer, folder, width)
+        self.saes[layer] = str(folder)
+        self._emit("sae", dict(self.saes))
+        return sae
+
+    def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
+        """Run now and wait: the top SAE features and reconstruction error at ``layers``
+        (default: every layer with an SAE), a :class:`~hookscope.core.SaeReport`."""
+        from .sae_features import SaeRequest
+
+        return self._run_derived(SaeRequest(tuple(layers or self.saes), top_k), timeout_s)
+
+    def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        rid = self._waited(lambda: self.submit_run(extra=(view,)))
+        if rid is None:
+            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
+                                 "then run")
+        from .runner_messages import ViewFailed
+
+        value = self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
+        if isinstance(value, ViewFailed):
+            raise PlanError(value.message)
+        return value
+
+    def submit_run(self, extra: tuple = ()) -> int | None:
         """Queue a comparison with the current plan, input and device; its request id
         (``None`` when no model is open, or while a load is in flight: the new model
         runs once it arrives)."""
@@ -429,7 +500,9 @@ class Session:
         with self._wlock:  # a caller may wait on this id: register it before any answer
             rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
                                                 self.device, observe_tree=observe,
-                                                train=self.options.train))
+                                                train=self.options.train,
+                                                derived=tuple({**self.derived,
+                                                          **{v.name: v for v in extra}}.values())))
             if self._register:
                 self._waiters[rid] = _Waiter()
             if observe:

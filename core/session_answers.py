@@ -89,6 +89,7 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
     s._observed_key = None
     s._newest_run = None
     s.model, s.tree = ev.model, ev.tree
+    s.saes = {}  # SAEs were attached to the modules of the model this one replaces
     s.trust_pickle = setup.trust_pickle
     s.code_trust = setup.trust
     s.last_result = s.last_error = None

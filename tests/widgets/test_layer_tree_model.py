@@ -173,13 +173,15 @@ def test_shared_module_shows_alias(qtmodeltester):
 def _one_of_each_kind():
     import torch
 
-    from hookscope.core import (Add, Clamp, MeanAblate, Noise, Patch, Project, Scale, SteeringVector,
-                                Zero, kinds)
+    from hookscope.core import (Add, Clamp, MeanAblate, Noise, Patch, Project, SaeAblate, SaeClamp,
+                                SaeScale, Scale, SteeringVector, Zero, kinds)
 
     vec = SteeringVector("v", torch.ones(16))
     made = {"clamp": Clamp(-1.0, 1.0), "scale": Scale(0.5), "zero": Zero(), "mean": MeanAblate(),
             "noise": Noise(0.1, 3), "patch": Patch("[[1.0, 2.0, 3.0, 4.0]]"),
-            "add": Add(vec, 2.0), "project": Project(vec)}
+            "add": Add(vec, 2.0), "project": Project(vec),
+            "sae-ablate": SaeAblate((1, 2)), "sae-clamp": SaeClamp((3,), 5.0),
+            "sae-scale": SaeScale((3,), 0.5)}
     assert set(made) == set(kinds())  # a new built-in kind gets a row here
     return list(made.values())
 

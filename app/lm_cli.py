@@ -1,0 +1,144 @@
+"""``hookscope run`` options for language models: the logit lens (and what else is
+derived from the same model, input and plan), computed after the comparison and
+printed as a table or put into ``--json`` by name. Never imports Qt.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+from hookscope.core import HookscopeError, attach_sae
+from hookscope.core.generation import GenerateRequest, Generation
+from hookscope.core.logit_lens import LensRequest, LensResult
+from hookscope.core.sae_features import SaeReport, SaeRequest
+
+
+def add_lm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lens", choices=["logit"], default=None,
+                   help="logit lens: each block's output through the model's final norm and "
+                        "unembedding, a layers x positions grid of the top token without and "
+                        "with the interventions (--json: 'lens')")
+    p.add_argument("--lens-head", metavar="NORM,UNEMBED", default=None,
+                   help="the final norm and unembedding for --lens when they are not "
+                        "recognised (GPT-2, Llama family and demo:lm are), e.g. ln_f,lm_head")
+    p.add_argument("--lens-token", metavar="TOKEN", default=None,
+                   help="with --lens: also the probability of this token (one token of text, "
+                        "or an id as #N) at each layer and position")
+
+
+    p.add_argument("--generate", metavar="N", type=int, default=None,
+                   help="generate N tokens after the prompt, without and with the "
+                        "interventions (a plain loop over the whole sequence, no KV cache, so "
+                        "every step is hooked like one run); greedy unless --temperature")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="with --generate: sample from softmax(logits / T) (default 0: greedy)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="with --generate --temperature: the seed both continuations sample with")
+    p.add_argument("--sae", metavar="LAYER=DIR", action="append", default=[],
+                   help="attach the sparse autoencoder in DIR (SAELens layout: cfg.json + "
+                        "sae_weights.safetensors; 'demo' for demo:lm's blocks.0) to LAYER: "
+                        "its top features per position and reconstruction error are shown, "
+                        "and sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
+
+
+def sae_args(ns: argparse.Namespace) -> dict[str, str]:
+    """``--sae LAYER=DIR`` as ``{layer: dir}``."""
+    out: dict[str, str] = {}
+    for text in ns.sae:
+        layer, sep, folder = text.partition("=")
+        if not sep or not layer.strip() or not folder.strip():
+            raise HookscopeError(f"--sae {text!r}: write LAYER=DIR, e.g. --sae blocks.0=demo")
+        out[layer.strip()] = folder.strip()
+    return out
+
+
+def lm_views(ns: argparse.Namespace) -> list[Any]:
+    """The derived views the command line asks for (objects with ``name`` and ``compute``)."""
+    if ns.lens is None and (ns.lens_head or ns.lens_token):
+        raise HookscopeError("--lens-head and --lens-token go with --lens logit")
+    views: list[Any] = [LensRequest(ns.lens_head, ns.lens_token)] if ns.lens else []
+    saes = sae_args(ns)
+    if saes:
+        views.append(SaeRequest(tuple(saes)))
+    if ns.generate is None and (ns.temperature or ns.seed):
+        raise HookscopeError("--temperature and --seed go with --generate N")
+    if ns.generate is not None:
+        views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed))
+    return views
+
+
+def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
+    """Attach every ``--sae`` to its layer of the loaded model (before the run: the
+    ``sae-*`` interventions need them)."""
+    saes = sae_args(ns)
+    if saes and remote:
+        raise HookscopeError("--sae works on a local model; drop --ray for it")
+    for layer, folder in saes.items():
+        attach_sae(lm.module, layer, folder)
+
+
+def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
+                  remote: bool) -> dict[str, Any]:
+    if views and remote:
+        raise HookscopeError("--lens, --sae and --generate run on a local model; drop --ray "
+                             "for them")
+    return {v.name: v.compute(lm.module, inputs, plan, device, lm.meaning) for v in views}
+
+
+def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
+    lens = extras.get("lens")
+    if isinstance(lens, LensResult):
+        print_lens(lens, write)
+    saes = extras.get("sae")
+    if isinstance(saes, SaeReport):
+        print_saes(saes, write)
+    gen = extras.get("generation")
+    if isinstance(gen, Generation):
+        print_generation(gen, write)
+
+
+def print_generation(g: Generation, write: Callable[[str], None]) -> None:
+    how = "greedy" if g.greedy else "sampled, the same seed for both"
+    write(f"\ngeneration ({len(g.without.ids)} tokens, {how}) after {g.prompt_text!r}\n")
+    write(f"without  {g.without.text!r}\n")
+    write(f"with     {g.with_.text!r}\n")
+    if g.first_divergence is None:
+        write("the continuations are the same\n")
+    else:
+        k = g.first_divergence
+        write(f"first divergence at step {k}: {g.without.tokens[k]!r} without, "
+              f"{g.with_.tokens[k]!r} with\n")
+
+
+def print_saes(report: SaeReport, write: Callable[[str], None]) -> None:
+    """Per layer and position: the top features (index=activation) and the relative
+    reconstruction error, without and with the interventions."""
+    cell = lambda row: " ".join(f"{i}={a:.2f}" for i, a in row[:4]) or "-"  # noqa: E731
+    for layer, f in report.items():
+        write(f"\nSAE features at {layer} ({f.d_sae} features; top 4 per position; "
+              "recon error = |x - decode(encode(x))| / |x|)\n")
+        write(f"{'pos':>4}  {'without':<36} {'with':<36} {'err w/o':>8} {'err with':>8}\n")
+        for p, (a, b) in enumerate(zip(f.top_without, f.top_with)):
+            write(f"{p:>4}  {cell(a):<36} {cell(b):<36} {f.error_without[p]:>8.4f} "
+                  f"{f.error_with[p]:>8.4f}\n")
+
+
+def print_lens(lens: LensResult, write: Callable[[str], None]) -> None:
+    """Each block's top token per position, ``without -> with`` where they differ."""
+    width = max(5, *(len(repr(p)) for p in lens.positions))
+    write("\nlogit lens (top token per position; without -> with where they differ)\n")
+    write(f"{'layer':<20} " + " ".join(f"{repr(p):<{width}}" for p in lens.positions) + "\n")
+    for row, layer in enumerate(lens.layers):
+        cells = []
+        for col in range(len(lens.positions)):
+            a, b = lens.top_without[row][col], lens.top_with[row][col]
+            cell = repr(lens.token(a)) if a == b else f"{lens.token(a)!r}->{lens.token(b)!r}"
+            cells.append(f"{cell:<{width}}")
+        write(f"{layer:<20} " + " ".join(cells) + "\n")
+    if lens.target_id is not None:
+        last = len(lens.positions) - 1
+        write(f"p({lens.token(lens.target_id)!r}) at the last position, per layer: "
+              + ", ".join(f"{a:.4f} -> {b:.4f}" for a, b in
+                          zip((r[last] for r in lens.target_prob_without),
+                              (r[last] for r in lens.target_prob_with))) + "\n")

@@ -1,0 +1,214 @@
+"""The window's language-model views, attached in one call: View → Logit lens, a
+dock (hidden until asked for, so the default layout is unchanged) with the
+lens grid of each run.
+
+While the dock is shown, the session computes the lens with every run (in the
+runner's thread, like the run itself; ``Session.set_derived``); hidden, it
+costs nothing. A model whose final norm and unembedding are not recognised gets
+a sentence in the dock, not a failed run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QDockWidget
+
+from hookscope.core import HookscopeError, RunResult
+from hookscope.core.runner_messages import ViewFailed
+from hookscope.core.generation import GenerateRequest, Generation
+from hookscope.core.logit_lens import LensRequest, LensResult, find_lens_head, target_id
+from hookscope.core.sae_features import SaeReport, SaeRequest
+from hookscope.widgets.generation_view import GenerationView
+from hookscope.widgets.lens_view import LensView
+from hookscope.widgets.sae_view import SaeView
+
+from .window_tools import _menu
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
+
+
+def install_lm_tools(win: "MainWindow") -> None:
+    """Add View → Logit lens, View → Generation, File → Attach SAE and their docks to ``win``."""
+    install_sae_tools(win)
+    install_generation(win)
+    win.lens_view = LensView()
+    dock = QDockWidget("Logit lens", win, objectName="lensDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    dock.setWidget(win.lens_view)
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+    dock.hide()   # View → Logit lens shows it
+    win.lens_dock = dock
+    toggle = dock.toggleViewAction()
+    toggle.setObjectName("actionViewLens")
+    view_menu = _menu(win, "View")
+    if view_menu is not None:
+        view_menu.addAction(toggle)
+    dock.visibilityChanged.connect(lambda _shown: ask_for_lens(win))
+    win.lens_view.tokenChanged.connect(lambda _t: ask_for_lens(win))
+    win.modelLoaded.connect(lambda _spec: ask_for_lens(win, run=False))
+    win.resultShown.connect(lambda result: show_views(win, result))
+
+
+def install_sae_tools(win: "MainWindow") -> None:
+    win.sae_view = SaeView()
+    dock = QDockWidget("SAE features", win, objectName="saeDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    dock.setWidget(win.sae_view)
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+    dock.hide()   # shown once an SAE is attached, or by View → SAE features
+    win.sae_dock = dock
+    toggle = dock.toggleViewAction()
+    toggle.setObjectName("actionViewSae")
+    view_menu = _menu(win, "View")
+    if view_menu is not None:
+        view_menu.addAction(toggle)
+    attach = QAction("Attach &SAE…", win)
+    attach.setObjectName("actionAttachSae")
+    attach.setStatusTip("Attach a sparse autoencoder (SAELens folder) to the selected layer")
+    attach.triggered.connect(lambda: attach_sae_dialog(win))
+    file_menu = _menu(win, "File")
+    if file_menu is not None:
+        after = win.findChild(QAction, "actionExportFigure")
+        actions = file_menu.actions()
+        i = actions.index(after) + 1 if after in actions else len(actions)
+        file_menu.insertAction(actions[i] if i < len(actions) else None, attach)  # type: ignore[arg-type]
+    win.addAction(attach)
+    win.modelLoaded.connect(lambda _spec: forget_saes(win))
+
+
+def install_generation(win: "MainWindow") -> None:
+    win.generation_view = GenerationView()
+    dock = QDockWidget("Generation", win, objectName="generationDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    dock.setWidget(win.generation_view)
+    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+    dock.hide()   # View → Generation shows it
+    win.generation_dock = dock
+    toggle = dock.toggleViewAction()
+    toggle.setObjectName("actionViewGeneration")
+    view_menu = _menu(win, "View")
+    if view_menu is not None:
+        view_menu.addAction(toggle)
+    # Hidden, runs stop generating; shown again, the next Generate asks anew.
+    dock.visibilityChanged.connect(
+        lambda shown: None if shown else win.session.set_derived("generation", None))
+    win.generation_view.generateRequested.connect(
+        lambda n, t, seed: ask_for_generation(win, n, t, seed))
+
+
+def ask_for_generation(win: "MainWindow", n: int, temperature: float, seed: int) -> None:
+    """Generate with every run from now on (while the dock is shown), and run now."""
+    try:
+        request = GenerateRequest(n, temperature, seed)
+    except HookscopeError as exc:
+        win.show_error(str(exc))
+        return
+    win.session.set_derived("generation", request)
+    if not win.is_live():
+        win.request_run()
+
+
+def forget_saes(win: "MainWindow") -> None:
+    """A new model has no SAEs: the view empties and runs stop computing features."""
+    win.session.set_derived("sae", None)
+    win.sae_view.show_report(None)
+
+
+def pick_folder(win: "MainWindow") -> str:
+    from PySide6.QtWidgets import QFileDialog
+
+    from hookscope.widgets.last_folder import last_folder, remember
+
+    dlg = QFileDialog(win, "Attach SAE (a folder with cfg.json and sae_weights.safetensors)",
+                      last_folder("sae"))
+    dlg.setObjectName("fileDialog")
+    dlg.setFileMode(QFileDialog.FileMode.Directory)
+    dlg.setOption(QFileDialog.Option.ShowDirsOnly, True)
+    if not dlg.exec() or not dlg.selectedFiles():
+        return ""
+    remember("sae", dlg.selectedFiles()[0])
+    return dlg.selectedFiles()[0]
+
+
+def attach_sae_dialog(win: "MainWindow", folder: str | None = None) -> bool:
+    """File → Attach SAE: the SAE in ``folder`` (asked for when ``None``) on the layer
+    selected in the tree; whether it was attached. Mistakes go to the banner."""
+    layer = win.tree.selected_path()
+    if win.session.model is None or not layer:
+        win.show_error("select a layer in the tree first, then File → Attach SAE attaches the "
+                       "SAE to it")
+        return False
+    if folder is None:
+        folder = pick_folder(win)
+        if not folder:
+            return False
+    try:
+        win.session.attach_sae(layer, folder)
+    except HookscopeError as exc:
+        win.show_error(str(exc))
+        return False
+    win.session.set_derived("sae", SaeRequest(tuple(win.session.saes)))
+    win.sae_dock.show()
+    win.statusBar().showMessage(f"SAE attached to {layer}", 5000)
+    if not win.is_live():
+        win.request_run()
+    return True
+
+
+def ask_for_lens(win: "MainWindow", run: bool = True) -> None:
+    """Compute the lens with every run while the dock is shown (and run once now)."""
+    model = win.session.model
+    wanted = win.lens_dock.isVisible() and model is not None
+    request = None
+    if wanted:
+        assert model is not None
+        head = win.lens_view.head.text().strip() or None
+        try:
+            find_lens_head(model.module, head)
+        except HookscopeError as exc:
+            win.lens_view.show_lens(None)
+            win.lens_view.show_note(str(exc))
+            wanted = False
+        else:
+            token = win.lens_view.token.text().strip() or None
+            try:
+                if token is not None:
+                    target_id(token, model.meaning, vocab=1 << 62)
+            except HookscopeError as exc:
+                win.show_error(str(exc))
+                token = None
+            request = LensRequest(head=head, target=token)
+    before = win.session.derived.get("lens")
+    win.session.set_derived("lens", request)
+    if run and request is not None and request != before and not win.is_live():
+        win.request_run()
+
+
+def show_views(win: "MainWindow", result: object) -> None:
+    """Every derived view a result brings (lens, SAE features, generation) into its dock."""
+    extras = result.extras if isinstance(result, RunResult) else {}
+    failed = [(name, v.message) for name, v in extras.items() if isinstance(v, ViewFailed)]
+    for name, message in failed:
+        note = {"lens": win.lens_view.show_note, "sae": win.sae_view.note.setText,
+                "generation": win.generation_view.note.setText}.get(name)
+        if note is not None:
+            note(message)
+        win.show_error(message)
+    report = extras.get("sae")
+    if isinstance(report, SaeReport):
+        win.sae_view.show_report(report, report.tokens)
+    gen = extras.get("generation")
+    if isinstance(gen, Generation):
+        win.generation_view.show_generation(gen)
+    lens = extras.get("lens")
+    if isinstance(lens, LensResult):
+        win.lens_view.show_lens(lens)
+        fit_lens_dock(win)
+
+
+def fit_lens_dock(win: "MainWindow") -> None:
+    """The dock as tall as its grid needs, at most a third of the window."""
+    if win.lens_dock.isVisible() and not win.lens_dock.isFloating():
+        height = min(win.lens_view.wanted_height() + 24, max(win.height() // 3, 120))
+        win.resizeDocks([win.lens_dock], [height], Qt.Orientation.Vertical)
