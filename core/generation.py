@@ -153,7 +153,7 @@ def generate(module: nn.Module, inputs: Any, plan: Plan | None, meaning: OutputM
     dev = resolve_device(device)
     place_module(module, dev)
     plain = lambda x: forward(module, to_device(x, dev))  # noqa: E731
-    hooked = lambda x: run(module, x, plan, device).output  # noqa: E731
+    hooked = lambda x: run(module, x, plan, device, codec=meaning.codec).output  # noqa: E731
     args = (make, n, meaning, temperature, seed, top_k, should_stop)
     a, sa = _continue(plain, ids, *args)
     b, sb = _continue(hooked if plan.interventions else plain, ids, *args)

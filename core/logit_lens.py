@@ -234,7 +234,7 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
 
     lh = head if isinstance(head, LensHead) else find_lens_head(module, head)
     result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
-                     should_stop=should_stop)
+                     should_stop=should_stop, codec=meaning.codec)
     without, with_ = [], []
     for path in lh.blocks:
         recs = result.captures.get(path) or []

@@ -33,7 +33,8 @@ class SaeRequest:
 
     def compute(self, module: nn.Module, inputs: Any, plan: Plan, device: str,
                 meaning: OutputMeaning, should_stop: Any = None) -> "SaeReport":
-        report = sae_features(module, inputs, plan, self.layers, device, self.top_k, should_stop)
+        report = sae_features(module, inputs, plan, self.layers, device, self.top_k, should_stop,
+                              meaning.codec)
         from .logit_lens import first_row_ids, token_strings
 
         ids = first_row_ids(inputs)
@@ -93,7 +94,8 @@ def _side(sae: SparseAutoencoder, x: torch.Tensor, f: torch.Tensor, k: int):
 
 
 def sae_features(module: nn.Module, inputs: Any, plan: Plan | None, layers: Any,
-                 device: str = "cpu", top_k: int = 5, should_stop: Any = None) -> SaeReport:
+                 device: str = "cpu", top_k: int = 5, should_stop: Any = None,
+                 codec: Any = None) -> SaeReport:
     """Top features and reconstruction error of the SAE attached to each of ``layers``
     (one comparison for all of them)."""
     from .run import compare
@@ -109,7 +111,7 @@ def sae_features(module: nn.Module, inputs: Any, plan: Plan | None, layers: Any,
     plan = plan or Plan()
     capture = tuple(plan.capture) + tuple(p for p in layers if p not in plan.capture)
     r = compare(module, inputs, dataclasses.replace(plan, capture=capture, keep_tensors=True),
-                device, should_stop=should_stop)
+                device, should_stop=should_stop, codec=codec)  # codec: text: sources
     report = SaeReport()
     for layer, sae in saes.items():
         recs = r.captures.get(layer) or []
