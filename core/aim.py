@@ -12,7 +12,7 @@ This is what gives every intervention kind ``at=`` without the kind knowing:
   vector) is refused: positions are for token sequences.
 * ``heads``: the last axis, read as (heads, head_dim); only at a head site (the input
   of an attention's output projection, :mod:`hookscope.core.heads`).
-* ``units``: the feature axis (:func:`~hookscope.core.interventions.feature_dim`), or
+* ``units``: the feature axis (:func:`~hookscope.core.feature_axis.feature_dim`), or
   within each head when heads are picked.
 * A source tensor (patch, reference mean) is narrowed the same way on its own
   lengths: ``pos=-1`` takes the source's last token for the target's last token.
@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from .at import At, resolve
+from .feature_axis import feature_dim
 from .errors import PlanError
 
 Change = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
@@ -39,8 +40,6 @@ def sequence_axis(t: torch.Tensor, module: nn.Module | None) -> int | None:
         return None
     if isinstance(module, nn.MultiheadAttention) and not module.batch_first:
         return 0
-    from .interventions import feature_dim
-
     return 1 if feature_dim(t, module) == 2 else None
 
 
@@ -56,8 +55,6 @@ def fits(t: torch.Tensor, at: At, module: nn.Module | None, n_heads: int | None)
 def _axes(t: torch.Tensor, at: At, module: nn.Module | None, n_heads: int | None,
           where: str) -> tuple[torch.Tensor, list[tuple[int, list[int] | None, str]]]:
     """``t`` (split into heads if asked) and the (axis, indices, name) to narrow."""
-    from .interventions import feature_dim
-
     x = t
     dims: list[tuple[int, list[int] | None, str]] = []
     if at.positions is not None:

@@ -33,35 +33,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from torch import nn
 
 from .errors import PlanError
 from .intervention_base import (Intervention, InterventionContext, Param, _check_number, _short,
                                 _SourceEq, as_output_dtype, numeric, param, py_literal)
+from .feature_axis import feature_dim
 from .nested import map_tensors, tensor_leaves
 
 __all__ = ["Intervention", "InterventionContext", "Param", "param", "Clamp", "Scale", "Zero",
            "MeanAblate", "Noise", "Patch", "map_tensors", "tensor_leaves", "clamp_tensor",
            "feature_dim", "numeric", "py_literal"]
-
-
-def feature_dim(t: torch.Tensor, module: nn.Module | None = None, dim: int | None = None) -> int:
-    """The feature axis of a layer's output, for :class:`Zero`'s units.
-
-    An explicit ``dim`` wins. Otherwise: dim 1 (channels) for the outputs of
-    convolutions, batch/instance/group norms and pooling layers (N, C, ...) and
-    for any output of 4 or more dims (N, C, H, W feature maps); the last dim
-    otherwise (Linear, attention and embedding outputs: (..., features)).
-    """
-    if dim is not None:
-        return dim if dim >= 0 else t.dim() + dim
-    channel_first = (nn.modules.conv._ConvNd, nn.modules.batchnorm._BatchNorm,
-                     nn.modules.instancenorm._InstanceNorm, nn.modules.pooling._MaxPoolNd,
-                     nn.modules.pooling._AvgPoolNd, nn.modules.pooling._AdaptiveAvgPoolNd,
-                     nn.modules.pooling._AdaptiveMaxPoolNd, nn.GroupNorm)
-    if t.dim() >= 2 and (isinstance(module, channel_first) or t.dim() >= 4):
-        return 1
-    return t.dim() - 1
 
 
 # -- the kinds -----------------------------------------------------------------------
