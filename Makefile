@@ -11,8 +11,8 @@ TESTS  := $(VENV)/.hookscope-test-installed
 
 .PHONY: install demo test bench clean
 
-# core/_onepass.c: the install compiles it, so an edit to it reinstalls.
-$(STAMP): pyproject.toml core/_onepass.c
+# core/fast/_onepass.c: the install compiles it, so an edit to it reinstalls.
+$(STAMP): pyproject.toml core/fast/_onepass.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q torch
 	$(PY) -m pip install -q -e .
@@ -30,9 +30,11 @@ demo: $(STAMP)
 	@$(PY) -m hookscope.app.system_check
 	$(VENV)/bin/hookscope
 
-# The type check first (seconds), then the whole suite, headless, on every CPU
+# The import contracts (pyproject's [tool.importlinter]) and the type check
+# first (seconds), then the whole suite, headless, on every CPU
 # (pytest-xdist; the Ray tests share one worker, see tests/conftest.py).
 test: $(TESTS)
+	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 	$(PY) -m pytest -n auto --dist loadgroup
 

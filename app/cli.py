@@ -11,16 +11,18 @@ from __future__ import annotations
 import sys
 
 from hookscope.core import HookscopeError
-from hookscope.core.budget import set_max_input_bytes
-from hookscope.core.user_text import one_line
+from hookscope.core.model import set_max_input_bytes
+from hookscope.core.base import one_line
+from hookscope.core.fast import apply_default as apply_memory_default
 
 EXIT_USER_ERROR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Freed memory is kept for reuse by importing hookscope.core (core/memory.py;
-    # HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out).
+    # The app and the CLI keep freed memory for reuse (core/fast/memory.py;
+    # HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out); importing hookscope.core does not.
+    apply_memory_default()
     try:
         if argv[:1] == ["run"]:
             from .headless import run_command

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from hookscope.core import Plan
-from hookscope.core.demo_models import DEMO_DESCRIPTIONS
+from hookscope.core.demos import DEMO_DESCRIPTIONS
 
 EXERCISE_1 = Plan(capture=("0",), clamp={"0": (-0.5, 0.5)})
 

@@ -18,12 +18,10 @@ from typing import Callable
 from PySide6.QtWidgets import QWidget
 
 from hookscope.core import HookscopeError, Session
-from hookscope.core.atomic_write import write_text
+from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.export import save_captures, standalone_script
-from hookscope.core.live_save import LiveModelNotSaved
-from hookscope.core.own_inputs import files_read, refuse_overwrite
-from hookscope.core.session_file import SUFFIX, SessionSetup, read_session_file
-from hookscope.core.steer_diff import with_built_vectors
+from hookscope.core.session import LiveModelNotSaved, SUFFIX, SessionSetup, read_session_file
+from hookscope.core.capture import with_built_vectors
 from hookscope.widgets.last_folder import pick_file
 
 SESSION_FILTER = f"Hookscope session (*{SUFFIX})"

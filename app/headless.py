@@ -12,15 +12,12 @@ from typing import TextIO
 
 from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
-from hookscope.core import atomic_write, json_safe
-from hookscope.core.errors import ForwardError
-from hookscope.core.own_inputs import files_read, refuse_overwrite
-from hookscope.core.path_patterns import expand_plan
-from hookscope.core.ray_actor import is_text_input
-from hookscope.core.run import flat_floats
-from hookscope.core.user_code import user_code
-from hookscope.core.user_text import escape_controls, is_dir
-from hookscope.core.verdict import output_verdict
+from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir, json_safe,
+                                 refuse_overwrite, write_text as write_whole)
+from hookscope.core.plan import expand_plan
+from hookscope.core.remote import is_text_input
+from hookscope.core.capture import flat_floats, output_verdict
+from hookscope.core.model import user_code
 
 from .arg_parser import OneLineParser
 from .lm_cli import add_lm_options, attach_saes, compute_views, lm_views, print_views
@@ -75,7 +72,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
     attach_saes(ns, lm, bool(scale.ray))
     if opts.labels:
-        from hookscope.core.class_labels import name_classes
+        from hookscope.core.model import name_classes
 
         name_classes(lm, opts.labels)
     # A text: prompt of a model in a Ray actor is tokenized there (its result brings the ids).
@@ -127,8 +124,8 @@ def bind_vectors_of(plan, opts, lm, x):
     ``--vector`` (a ``diff:`` computed at each layer that uses it, on the loaded model)."""
     from dataclasses import replace
 
-    from hookscope.core.directions import named_vectors
-    from hookscope.core.steer_diff import resolve_vectors
+    from hookscope.core.plan import named_vectors
+    from hookscope.core.capture import resolve_vectors
 
     if not named_vectors(plan.interventions):
         return plan
@@ -142,7 +139,7 @@ def bind_vectors_of(plan, opts, lm, x):
 
 def vector_files(opts) -> list[str]:
     """The ``--vector`` specs that name files (read by this command: never overwritten)."""
-    from hookscope.core.steer_diff import is_file_spec
+    from hookscope.core.capture import is_file_spec
 
     return [s for s in opts.vectors.values() if is_file_spec(s)]
 
@@ -169,11 +166,11 @@ def refuse_overwriting_inputs(ns: argparse.Namespace, reads: list) -> None:
 
 
 def write_text(path: str, text: str) -> None:
-    atomic_write.write_text(path, text)  # whole or not at all; errors are HookscopeError
+    write_whole(path, text)  # whole or not at all; errors are HookscopeError
 
 
 def print_json(result, out: TextIO) -> None:
-    out.write(json_safe.dumps(result.to_json_dict()))  # NaN/Inf as null: see core/json_safe.py
+    out.write(json_safe.dumps(result.to_json_dict()))  # NaN/Inf as null: see core/base/json_safe.py
     out.write("\n")
 
 

@@ -18,9 +18,9 @@ from dataclasses import replace
 
 from hookscope.core import HookscopeError, Plan, resolve_device
 
-from hookscope.core.code_trust import CodeTrust, CodeTrustError
-from hookscope.core.session_file import read_session_file
-from hookscope.core.user_text import one_line
+from hookscope.core.model import CodeTrust, CodeTrustError
+from hookscope.core.session import read_session_file
+from hookscope.core.base import one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
@@ -103,7 +103,7 @@ def create_window(argv: list[str]):
         wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
         plan: Plan | None = opts.plan() if wants_plan else None
         if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
-            from hookscope.core.steer_diff import resolve_vectors
+            from hookscope.core.capture import resolve_vectors
 
             plan = replace(plan, clamp={}, interventions=resolve_vectors(
                 None, plan.interventions, opts.vectors))
@@ -241,9 +241,6 @@ def gui_main(argv: list[str]) -> int:
         status, message = check()   # Qt would abort naming the wrong library
         if status:
             raise HookscopeError(message.removeprefix("hookscope: "))
-    from .qt_compat import guard_none_refcount
-
-    guard_none_refcount()
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "hookscope"])

@@ -9,9 +9,8 @@ import argparse
 from typing import Any, Callable
 
 from hookscope.core import HookscopeError, attach_sae
-from hookscope.core.generation import GenerateRequest, Generation
-from hookscope.core.logit_lens import LensRequest, LensResult
-from hookscope.core.sae_features import SaeReport, SaeRequest
+from hookscope.core.capture import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
+                                    SaeRequest)
 
 
 def add_lm_options(p: argparse.ArgumentParser) -> None:

@@ -17,10 +17,9 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget
 
 from hookscope.core import HookscopeError, RunResult
-from hookscope.core.runner_messages import ViewFailed
-from hookscope.core.generation import GenerateRequest, Generation
-from hookscope.core.logit_lens import LensRequest, LensResult, find_lens_head, target_id
-from hookscope.core.sae_features import SaeReport, SaeRequest
+from hookscope.core.session import ViewFailed
+from hookscope.core.capture import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
+                                    SaeRequest, find_lens_head, target_id)
 from hookscope.widgets.generation_view import GenerationView
 from hookscope.widgets.lens_view import LensView
 from hookscope.widgets.sae_view import SaeView

@@ -17,14 +17,13 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QDialog, QMainWindow
 
 from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult
-from hookscope.core.code_trust import CodeTrust
+from hookscope.core.model import CodeTrust
 
 from . import export_actions as files
 from . import window_chrome as chrome
 from .demo_setup import default_plan
 from .menus import Handlers, build_menus
 from .open_dialog import OpenModelDialog
-from .qt_compat import guard_none_refcount
 from .recent import RecentModels
 from .session_reactions import SessionReactions
 from .trust_dialog import TrustGate
@@ -43,8 +42,6 @@ if TYPE_CHECKING:
     from hookscope.widgets.sae_view import SaeView
 
     from .vector_dialog import SteerDialog
-
-guard_none_refcount()  # before any Qt call of the app (PySide6 6.12.0 on Python 3.11)
 
 
 class MainWindow(SessionReactions, QMainWindow):
@@ -171,7 +168,7 @@ class MainWindow(SessionReactions, QMainWindow):
         """Load a model; when it arrives, apply ``plan`` (and the class names in the
         ``labels`` file) and run once. A failed load leaves the current model, plan
         and plots as they were. ``trust``: for a spec read from a file, which code it
-        may run (:mod:`hookscope.core.code_trust`); ``None`` for a typed spec."""
+        may run (:mod:`hookscope.core.model.code_trust`); ``None`` for a typed spec."""
         rid = self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
                                       input_text=input_text, labels=labels, trust=trust)
         self.status.show_busy(True)

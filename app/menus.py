@@ -14,8 +14,8 @@ from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
 
 from hookscope.core import demo_names
-from hookscope.core.demo_models import DEMO_DESCRIPTIONS
-from hookscope.core.devices import DeviceInfo
+from hookscope.core.demos import DEMO_DESCRIPTIONS
+from hookscope.core.base import DeviceInfo
 
 
 @dataclass

@@ -12,7 +12,7 @@ window edits::
     r = s.run(); r                         # the result shows in the window and the notebook
 
 The module is used in place (no copy), on its own device, and keeps its own
-hooks (:mod:`hookscope.core.live_model`). In IPython without ``%gui qt``,
+hooks (:mod:`hookscope.core.model.live_model`). In IPython without ``%gui qt``,
 the integration is switched on first (as ``%gui qt`` would) when it can be.
 """
 
@@ -39,7 +39,7 @@ def _collect_on_gui_thread() -> None:
     timer, as the application does (app/launch.py): a kernel's own threads (IOPub, history)
     allocate too, and a collection there could destroy a Qt object off the GUI thread.
     Started before the first job, so the runner finds automatic collection off and leaves
-    it so (core/runner.py ``no_automatic_gc``)."""
+    it so (core/session/runner.py ``no_automatic_gc``)."""
     if not _collector:
         from pyqtgraph.util.garbage_collector import GarbageCollector
 
@@ -83,9 +83,7 @@ def _enable_qt_loop(shell: Any) -> bool:
 def _application() -> Any:
     from PySide6.QtWidgets import QApplication
 
-    from .qt_compat import guard_none_refcount
 
-    guard_none_refcount()
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "hookscope"])
     app.setApplicationName("Hookscope")
     app.setOrganizationName("Hookscope")

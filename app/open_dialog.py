@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QWidget)
 
 from hookscope.core import demo_names
-from hookscope.core.demo_models import DEMO_DESCRIPTIONS
+from hookscope.core.demos import DEMO_DESCRIPTIONS
 from hookscope.widgets.last_folder import pick_file
 
 

@@ -11,10 +11,10 @@ import argparse
 from dataclasses import dataclass, field
 
 from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
-from hookscope.core.budget import set_max_input_bytes
-from hookscope.core.demo_models import DEMOS
-from hookscope.core.intervention_registry import parse_intervention, syntax_help
-from hookscope.core.steer_diff import parse_vector_option
+from hookscope.core.model import set_max_input_bytes
+from hookscope.core.demos import DEMOS
+from hookscope.core.plan import parse_intervention, syntax_help
+from hookscope.core.capture import parse_vector_option
 
 from .scale_options import add_scale_options
 

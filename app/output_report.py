@@ -1,7 +1,7 @@
 """What ``hookscope run`` prints about the model's output: by meaning, and compact.
 
 ``--json`` always carries ``output``: the output read by what it means
-(:func:`hookscope.core.outputs.describe_outputs`: top-k classes, next tokens,
+(:func:`hookscope.core.views.outputs.describe_outputs`: top-k classes, next tokens,
 detections, named leaves). The flat ``output_without``/``output_with`` lists
 are kept while the output is small (up to :data:`FULL_OUTPUT_LIMIT` values,
 e.g. both seed exercises); beyond that they are left out unless
@@ -14,11 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from hookscope.core import json_safe
-from hookscope.core.interventions import tensor_leaves
-from hookscope.core.meaning import OutputMeaning
-from hookscope.core.outputs import describe_outputs, summary_lines
-from hookscope.core.user_text import escape_controls
+from hookscope.core.base import OutputMeaning, escape_controls, json_safe, tensor_leaves
+from hookscope.core.views import describe_outputs, summary_lines
 
 FULL_OUTPUT_LIMIT = 1000
 FULL_OUTPUT_HELP = ("with --json: include every output value (output_without/output_with) even "

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from hookscope.core import HookscopeError, RunResult
-from hookscope.core.meaning import DETECTIONS, OutputMeaning
-from hookscope.core.own_inputs import refuse_overwrite
+from hookscope.core.base import DETECTIONS, OutputMeaning, refuse_overwrite
 
 PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
 OUTPUT_SIZE = (800, 520)   # px: the output panel; a table under the plot gets more height
@@ -62,9 +61,6 @@ def _app():
     headless run opens no window, with or without a display)."""
     if "PySide6.QtWidgets" not in __import__("sys").modules:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from .qt_compat import guard_none_refcount
-
-    guard_none_refcount()
     from PySide6.QtWidgets import QApplication
 
     return QApplication.instance() or QApplication(["hookscope"])
@@ -74,7 +70,7 @@ def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | N
                inputs: Any = None, reads: Sequence[tuple[str, Path]] = ()) -> list[Path]:
     """Write ``result``'s plots into ``folder``; returns the files written. With a detector's
     ``meaning`` and its ``inputs`` also ``detections.png``: the boxes on the input image.
-    ``reads``: the files the command reads (:func:`~hookscope.core.own_inputs.files_read`),
+    ``reads``: the files the command reads (:func:`~hookscope.core.base.own_inputs.files_read`),
     which no plot may replace (checked before any file is written)."""
     out = plots_folder(folder)
     app = _app()

@@ -12,7 +12,7 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
                                QPushButton, QToolButton, QWidget)
 
-from hookscope.core.devices import DeviceInfo, available_devices
+from hookscope.core.base import DeviceInfo, available_devices
 
 INPUT_TIP = ("What to feed the model, in Hookscope's input syntax:\n"
              "  example              the model's own example input\n"

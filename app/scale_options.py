@@ -1,9 +1,9 @@
 """Command-line options for going beyond one machine, shared by ``hookscope run`` and the window.
 
 ``--device-map``/``--max-memory``/``--offload`` hand the model to accelerate
-(:mod:`hookscope.core.dispatch`); ``--memory-budget`` bounds the captured
-tensors kept (:mod:`hookscope.core.capture_budget`); ``--ray`` runs the model
-in a Ray actor (:mod:`hookscope.core.remote_ray`). No Qt here.
+(:mod:`hookscope.core.model.dispatch`); ``--memory-budget`` bounds the captured
+tensors kept (:mod:`hookscope.core.capture.capture_budget`); ``--ray`` runs the model
+in a Ray actor (:mod:`hookscope.core.remote.remote_ray`). No Qt here.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from hookscope.core import HookscopeError, LoadedModel, Plan, compare, load_model
-from hookscope.core.errors import DeviceError
-from hookscope.core.dispatch import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
-from hookscope.core.user_text import one_line
+from hookscope.core.base import DeviceError, one_line
+from hookscope.core.model import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
 
 DEFAULT_RAY_BUDGET = "64MiB"
 
@@ -74,12 +73,12 @@ def runner_factory_for(scale: ScaleOptions, device: str = "cpu"):
     a Ray runner with ``--ray``, a local runner that loads through accelerate with a
     device map, or ``None`` for the plain local runner. ``factory(listener) -> runner``."""
     if scale.ray:
-        from hookscope.core.remote_ray import make_runner
+        from hookscope.core.remote import make_runner
 
         return make_runner(scale.ray, device=device, dispatch=scale.dispatch,
                            byte_budget=scale.ray_budget)
     if scale.dispatch.active:
-        from hookscope.core.dispatch import dispatching_runner
+        from hookscope.core.session import dispatching_runner
 
         return dispatching_runner(scale.dispatch)
     return None
@@ -89,7 +88,7 @@ def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
     """The model, placed by accelerate when a device map is asked for; with ``--ray``
     a stand-in for the model loaded in a Ray actor (its example input is real)."""
     if scale.ray:
-        from hookscope.core.remote_ray import RemoteModelSession
+        from hookscope.core.remote import RemoteModelSession
 
         session = RemoteModelSession(scale.ray, device=opts.device, dispatch=scale.dispatch,
                                      byte_budget=scale.ray_budget)
@@ -101,7 +100,7 @@ def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
         lm.module.session = session  # the stand-in keeps its actor's session until the run
         return lm
     if scale.dispatch.active:
-        from hookscope.core.dispatch import load_dispatched
+        from hookscope.core.model import load_dispatched
 
         return load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
     return load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
@@ -114,7 +113,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
     With a device map or a ``--memory-budget``, statistics only (with a note) when
     the kept captures would pass the budget.
     """
-    from hookscope.core.remote_ray import RemoteModel
+    from hookscope.core.remote import RemoteModel
 
     err = err or sys.stderr
     if isinstance(lm.module, RemoteModel):
@@ -126,7 +125,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
         finally:
             session.close()
     if scale.dispatch.active or scale.memory_budget is not None:
-        from hookscope.core.capture_budget import fit_plan_to_budget
+        from hookscope.core.capture import fit_plan_to_budget
 
         decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
         if decision.note:

@@ -17,7 +17,7 @@ import argparse
 from typing import TextIO
 
 from hookscope.core import HookscopeError, Options, Plan, Session
-from hookscope.core.sources import LoadedModel
+from hookscope.core.model import LoadedModel
 
 
 def add_session_options(p: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
     """The rest of ``hookscope run --session FILE ...``; returns the exit status."""
     from hookscope.core.export import save_captures, session_dict, standalone_script
 
-    from hookscope.core.own_inputs import files_read
+    from hookscope.core.base import files_read
 
     from .headless import (check_output_paths, print_json, print_table,
                            refuse_overwriting_inputs, write_text)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from hookscope.core import SessionEvent
-from hookscope.core.outputs import input_token_strings, inputs_for_display
-from hookscope.core.live_model import is_live
+from hookscope.core.views import input_token_strings, inputs_for_display
+from hookscope.core.model import is_live
 
 from .demo_setup import note_for
 

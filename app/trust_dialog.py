@@ -2,10 +2,10 @@
 
 A session file, a recent-files entry and a dropped file are data. When the
 model they name runs code (a ``.py`` factory, a module, a pickle), the core
-refuses the load with a :class:`~hookscope.core.code_trust.CodeTrustError`
+refuses the load with a :class:`~hookscope.core.model.code_trust.CodeTrustError`
 naming the file and its sha256, before anything is imported. :class:`TrustGate`
 catches it: a file marked "Always trust" at this very hash (the
-:class:`~hookscope.core.trust_store.TrustStore`) opens at once; anything else
+:class:`~hookscope.core.model.trust_store.TrustStore`) opens at once; anything else
 is asked about in :class:`TrustDialog`, which shows what would run. The
 question is window-modal but does not block the caller (``open()``, not
 ``exec()``): Cancel leaves the window as it was, with its model.
@@ -19,9 +19,8 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from hookscope.core import HookscopeError
-from hookscope.core.code_trust import MODULE, CodeToRun, CodeTrust, CodeTrustError
-from hookscope.core.trust_store import TrustStore
-from hookscope.core.user_text import escape_controls
+from hookscope.core.model import CodeToRun, CodeTrust, CodeTrustError, MODULE, TrustStore
+from hookscope.core.base import escape_controls
 
 ONCE, ALWAYS, CANCEL = "once", "always", "cancel"
 

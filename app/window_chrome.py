@@ -12,7 +12,7 @@ import torch
 from PySide6.QtCore import QByteArray, QMimeData, QSettings
 from PySide6.QtWidgets import QMainWindow, QMenu, QMessageBox, QWidget
 
-from hookscope.core.session_file import SUFFIX
+from hookscope.core.session import SUFFIX
 
 from .recent import RecentModels
 

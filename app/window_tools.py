@@ -15,8 +15,8 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMenu
 
 from hookscope.core import HookscopeError
-from hookscope.core.hook_inventory import list_hooks
-from hookscope.core.own_inputs import refuse_overwrite
+from hookscope.core.model import list_hooks
+from hookscope.core.base import refuse_overwrite
 from hookscope.widgets.hooks_view import HooksView
 from hookscope.widgets.last_folder import pick_file
 

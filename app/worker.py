@@ -1,6 +1,6 @@
 """The thin Qt relay between the session's runner and the GUI thread.
 
-The runner (``hookscope.core.runner``) loads models and runs forwards in its
+The runner (``hookscope.core.session.runner``) loads models and runs forwards in its
 own thread and answers there. :class:`ForwardWorker` owns the window's
 :class:`~hookscope.core.Session` and gives it a ``post`` that queues each
 answer onto the GUI thread through one queued signal: the one place results
@@ -17,7 +17,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from hookscope.core import Session
-from hookscope.core.runner import LocalRunner
+from hookscope.core.session import LocalRunner
 
 #: How long closing waits for the run in flight to reach its next layer.
 CLOSE_WAIT_S = 1.0

@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from hookscope.core import onepass
-from hookscope.core.memory import freed_memory_kept, release_freed_memory
+from hookscope.core.fast import onepass
+from hookscope.core.fast.memory import apply_default, freed_memory_kept, release_freed_memory
 
 from . import competitors
 from .cases import Case, arm_hooks_case, compare_clamp_case, first_run_case, model_cases
@@ -274,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.threads:
         torch.set_num_threads(a.threads)
         os.environ["BENCH_THREADS"] = str(a.threads)  # memory children follow
-    # Hookscope as a user gets it: the library's own default (kept freed memory, see
-    # hookscope.core.memory); the plain forward shares the process and the setting.
+    # Hookscope as a user of the app gets it: the start-up's default (kept freed memory,
+    # see hookscope.core.fast.memory); the plain forward shares the process and the setting.
+    apply_default()
     if a.malloc_default:
         release_freed_memory()
         os.environ["HOOKSCOPE_KEEP_FREED_MEMORY"] = "0"  # memory children follow

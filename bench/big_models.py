@@ -51,8 +51,8 @@ def build(name: str, folder: Path) -> dict:
 
 def measure(name: str) -> dict:
     from hookscope.core import Plan, compare, load_model, module_tree
-    from hookscope.core.errors import PlanError
-    from hookscope.core.path_patterns import expand_plan
+    from hookscope.core.base.errors import PlanError
+    from hookscope.core.plan.path_patterns import expand_plan
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / name
@@ -79,7 +79,7 @@ def measure(name: str) -> dict:
     t0 = time.perf_counter()
     r2 = compare(lm.module, lm.example_input, plan)
     second_s = time.perf_counter() - t0
-    from hookscope.core.run import call_model
+    from hookscope.core.base.call_args import call_model
 
     with torch.inference_mode():  # the same forward without Hookscope, for scale
         t0 = time.perf_counter()

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from hookscope.core import HookSession, Plan, compare, run
-from hookscope.core.interventions import tensor_leaves
-from hookscope.core.run import call_model
+from hookscope.core.base.nested import tensor_leaves
+from hookscope.core.base.call_args import call_model
 
 from .models import BenchModel, leaf_paths
 
@@ -326,7 +326,7 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
              lambda: _read_every_tensor(run(module, x, plan_all, device)),
              check=lambda r: _captures_equal(r.captures, ref()),
              note="what a reader of every capture pays: in-place victims that are eval-mode "
-                  "BatchNorms are computed from their input on first read (core/victim_remake.py)"),
+                  "BatchNorms are computed from their input on first read (core/capture/victim_remake.py)"),
         Case("stats_only", "Hookscope run(), every leaf stats only",
              lambda: run(module, x, plan_stats, device),
              Target("floor", 0.05, "stats", floor="aminmax_ref"),

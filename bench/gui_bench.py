@@ -84,7 +84,7 @@ LIVE_SLACK_MS = 30.0
 # -- 5a and 5b: redraws of big activations --------------------------------------
 def bench_big(app: ClockedApp, reps: int) -> list[dict]:
     from hookscope.core import CaptureRecord
-    from hookscope.core.stats import summarize
+    from hookscope.core.capture.stats import summarize
 
     win = open_window([write_factory(BIG_FACTORY, "big_shapes"),
                        "--capture", "conv,tokens,vector,head"])
@@ -416,10 +416,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    from hookscope.app.qt_compat import guard_none_refcount
     from hookscope.core import keep_freed_memory
 
-    guard_none_refcount()
     keep_freed_memory()  # as the app's entry point does
     import torch
 
@@ -428,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
         log("a QApplication already exists: the GUI bench needs its own (run it in a fresh process)")
         return 2
     app = app or ClockedApp([])
+    # As the app's start-up (app/launch.py): reference cycles are collected on the GUI
+    # thread only, by pyqtgraph's collector, never in the runner's thread mid-forward.
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    collector = GarbageCollector(interval=1.0)  # noqa: F841 - lives as long as main
     quick = a.quick
     reps = a.repeats or (6 if quick else 15)
     groups = {g.strip() for g in a.only.split(",") if g.strip()} or {"big", "cnn", "stall", "burst", "cadence"}

@@ -137,10 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from hookscope.app import create_window
-    from hookscope.app.qt_compat import guard_none_refcount
-
-    guard_none_refcount()
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    # As the app's start-up (app/launch.py): reference cycles are collected on the GUI
+    # thread only, by pyqtgraph's collector, never in the runner's thread mid-forward.
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    collector = GarbageCollector(interval=1.0)  # noqa: F841 - lives as long as main
     win = create_window(WINDOW_ARGS)
     win.resize(1200, 800)
     win.show()

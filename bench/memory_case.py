@@ -21,6 +21,7 @@ import gc
 import json
 import resource
 import sys
+from hookscope.core.fast.memory import apply_default
 
 
 def _status_kib() -> dict[str, int]:
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("case")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args(argv)
+    apply_default()  # as the parent: HOOKSCOPE_KEEP_FREED_MEMORY follows --malloc-default
     print(json.dumps(measure(a.model, a.case, a.quick)))
     return 0
 

@@ -18,8 +18,9 @@ import sys
 import time
 
 from hookscope.core import Plan
-from hookscope.core.remote_ray import RayRunner, connect
-from hookscope.core.runner import Failed, Finished, Loaded, LoadRequest, LocalRunner, RunRequest
+from hookscope.core.remote.remote_ray import RayRunner, connect
+from hookscope.core.session.runner import (Failed, Finished, Loaded, LoadRequest, LocalRunner,
+                                           RunRequest)
 
 
 class _Answers:

@@ -86,8 +86,8 @@ def session_file(path: Path, spec: str, text: str, capture: str, clamp: tuple[fl
                  view: str | None) -> Path:
     """A session file as the window writes it, with ``view`` chosen for the layer."""
     from hookscope.core import Plan
-    from hookscope.core.session_types import Options
-    from hookscope.core.session_file import FORMAT, VERSION
+    from hookscope.core.session.session_types import Options
+    from hookscope.core.session.session_file import FORMAT, VERSION
 
     plan = Plan(capture=(capture,), clamp={capture: clamp})
     data = {"format": FORMAT, "version": VERSION, "model": {"spec": spec, "weights": None},

@@ -8,34 +8,36 @@ Pure torch + numpy; never imports Qt, so it works from a script or notebook::
     r.output_without, r.output_with, r.captures["0"][0].stats
 """
 
-from .directions import Add, Project
-from .devices import available_devices, resolve_device
-from .errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError, PlanError,
-                     SpecError)
-from .exercises import feature_extraction_test, modify_hook_test
-from .at import At
-from .capture_record import CaptureRecord
-from .hooks import HookSession
-from .inputs import parse_input
-from .intervention_base import InterventionContext, Param, param
-from .intervention_registry import get_kind, kinds, parse_intervention, register
-from .interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
-from .memory import apply_default as _apply_memory_default
-from .memory import freed_memory_kept, keep_freed_memory, release_freed_memory
-from .generation import Continuation, GenerateRequest, Generation, generate
-from .logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
-from .plan import Plan
-from .receipts import Receipt
-from .sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
-from .sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
-from .sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
-from .run import Baseline, ForwardResult, RunResult, compare, run
-from .session import Options, Session, SessionEvent
-from .session_file import SessionFileError
-from .sources import LoadedModel, demo_names, load_model
-from .steer_vector import SteeringVector, load_vector_file
-from .stats import HIST_BINS, TensorStats, summarize
-from .tree import TreeNode, module_tree, observe
+from .plan.directions import Add, Project
+from .base.devices import available_devices, resolve_device
+from .base.errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError,
+                          PlanError, SpecError)
+from .capture.exercises import feature_extraction_test, modify_hook_test
+from .plan.at import At
+from .capture.capture_record import CaptureRecord
+from .capture.hooks import HookSession
+from .model.inputs import parse_input
+from .plan.intervention_base import InterventionContext, Param, param
+from .plan.intervention_registry import get_kind, kinds, parse_intervention, register
+from .plan.interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
+from . import fast as _fast  # plugs the compiled kernel into capture
+from .fast.memory import freed_memory_kept, keep_freed_memory, release_freed_memory
+from .capture.generation import Continuation, GenerateRequest, Generation, generate
+from .capture.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
+from .plan.plan import Plan
+from .capture.receipts import Receipt
+from .model.sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
+from .capture.sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
+from .plan.sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
+from .capture.run import Baseline, ForwardResult, RunResult, compare, run
+from .session.session import Options, Session, SessionEvent
+from .session.session_file import SessionFileError
+from .model.loaded_model import LoadedModel
+from .model.sources import demo_names, load_model
+from .plan.steer_vector import SteeringVector, load_vector_file
+from .capture.stats import HIST_BINS, TensorStats, summarize
+from .model.tree import TreeNode, module_tree
+from .capture.observe import observe
 
 __all__ = [
     "available_devices", "resolve_device",
@@ -56,7 +58,3 @@ __all__ = [
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",
 ]
-
-# Keep freed memory for reuse by default (HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out):
-# see hookscope.core.memory for what it changes and why.
-_apply_memory_default()

@@ -6,9 +6,9 @@ Run by hand from the repository root (pure torch, no extra package)::
 
 It writes, next to this file:
 
-- ``tiny_detector.safetensors``: :func:`hookscope.core.demo_detector.constructed_state_dict`,
-  the colour-detector backbone and head described in :mod:`hookscope.core.demo_detector`;
-- ``detector_sample.png``: the sample picture (:func:`~hookscope.core.demo_detector.sample_array`),
+- ``tiny_detector.safetensors``: :func:`hookscope.core.demos.demo_detector.constructed_state_dict`,
+  the colour-detector backbone and head described in :mod:`hookscope.core.demos.demo_detector`;
+- ``detector_sample.png``: the sample picture (:func:`~hookscope.core.demos.demo_detector.sample_array`),
   red, green and blue shapes on a dark background, one of them dim; edit it or draw your
   own and give it with ``--input picture.png``.
 
@@ -23,8 +23,8 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from hookscope.core.demo_detector import (DETECTOR_SAMPLE, DETECTOR_WEIGHTS, LABELS,
-                                          constructed_state_dict, detector_demo, sample_array)
+from hookscope.core.demos.demo_detector import (DETECTOR_SAMPLE, DETECTOR_WEIGHTS, LABELS,
+                                                constructed_state_dict, detector_demo, sample_array)
 
 HERE = Path(__file__).resolve().parent
 

@@ -6,14 +6,14 @@ Run by hand from the repository root (needs scikit-learn, the ``train`` extra)::
 
 It writes, next to this file:
 
-- ``digits_cnn.safetensors``: :class:`hookscope.core.demo_models.DigitsCNN`
+- ``digits_cnn.safetensors``: :class:`hookscope.core.demos.demo_models.DigitsCNN`
   trained on sklearn's ``load_digits()`` (pixels / 16.0), fixed seed, a few
   epochs of Adam; test accuracy is printed.
 - ``digits_sample.npy``: one test image, float32, shape (1, 1, 8, 8), that the
   trained model classifies correctly, and ``digits_sample.json`` with its
   ``label`` and ``source``.
 - ``tiny_transformer.safetensors``:
-  :class:`hookscope.core.demo_models.TinyTransformer` trained to sort: given 12
+  :class:`hookscope.core.demos.demo_models.TinyTransformer` trained to sort: given 12
   distinct tokens from 1..15, position i outputs the i-th smallest token.
   Attention has to compare every token with every other one to do this, which
   makes its patterns worth looking at. Accuracy is printed.
@@ -34,7 +34,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from hookscope.core.demo_models import DigitsCNN, TinyTransformer
+from hookscope.core.demos.demo_models import DigitsCNN, TinyTransformer
 
 HERE = Path(__file__).resolve().parent
 SEED = 0

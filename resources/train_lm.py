@@ -6,7 +6,7 @@ Run by hand from the repository root (pure torch, no extra package)::
 
 It writes, next to this file:
 
-- ``tiny_lm.safetensors``: :class:`hookscope.core.demo_lm.TinyLM` trained to
+- ``tiny_lm.safetensors``: :class:`hookscope.core.demos.demo_lm.TinyLM` trained to
   predict the next character of template sentences in which the subject
   decides the rest ("the cat sat on the mat.", "the dog sat on the log.",
   "the cat likes milk."). Next-character accuracy on the place/food word is
@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from hookscope.core.demo_lm import CODEC, LM_SAMPLE, LM_WEIGHTS, TinyLM
+from hookscope.core.demos.demo_lm import CODEC, LM_SAMPLE, LM_WEIGHTS, TinyLM
 
 HERE = Path(__file__).resolve().parent
 SEED = 0

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from train_lm import corpus  # noqa: E402  (the demo's own sentences)
 
-from hookscope.core.demo_lm import CODEC, lm_demo  # noqa: E402
+from hookscope.core.demos.demo_lm import CODEC, lm_demo  # noqa: E402
 
 OUT = HERE / "demo_sae"
 LAYER, D_SAE, SEED, STEPS, L1 = "blocks.0", 128, 0, 2000, 0.6

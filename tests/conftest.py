@@ -12,11 +12,6 @@ os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="hookscope-test-config-"
 
 import pytest  # noqa: E402
 
-# PySide6 6.12.0 on Python 3.11 under-counts None's references on every void call;
-# a long test session would abort with "none_dealloc" (see hookscope.app.qt_compat).
-from hookscope.app.qt_compat import guard_none_refcount  # noqa: E402
-
-guard_none_refcount()
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ move shows as orange dashes on blue), each labelled with its class name and
 score; a legend says which is which and how many boxes pass the score
 threshold, which the spin box beside it sets (a display filter: the model's
 output is not rerun). Hovering over a box says its label, score and corners.
-The boxes are the core's (:func:`hookscope.core.detections.image_boxes`);
+The boxes are the core's (:func:`hookscope.core.views.detections.image_boxes`);
 nothing is computed here but where to draw them.
 """
 

@@ -21,7 +21,7 @@ from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QAbstractButton, QApplication, QComboBox, QLabel, QWidget
 
 from hookscope.core import HookscopeError
-from hookscope.core.atomic_write import write_bytes
+from hookscope.core.base import write_bytes
 
 from .layer_plot import LayerPlot
 

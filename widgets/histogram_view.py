@@ -22,11 +22,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QWidget
 
-from hookscope.core.record_stats import reference_of
+from hookscope.core.capture import reference_of
 from hookscope.core import CaptureRecord, TensorStats
-from hookscope.core.binning import histogram_in
-from hookscope.core.wide_views import (count_ticks, log_counts, log_histogram, log_ticks,
-                                       signed_exp, signed_log)
+from hookscope.core.views import (count_ticks, histogram_in, log_counts, log_histogram, log_ticks,
+                                  signed_exp, signed_log)
 
 from .value_format import format_bound
 from .plot_style import index_axes, plain_axes, set_label, set_ticks, title_never_widens

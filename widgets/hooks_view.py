@@ -1,6 +1,6 @@
 """View → Hooks: every hook on the open model, whose it is, where it is defined.
 
-A table over :func:`hookscope.core.hook_inventory.list_hooks`: module path,
+A table over :func:`hookscope.core.model.hook_inventory.list_hooks`: module path,
 kind (forward, pre-forward, backward, global), the hook function's name, its
 file and line, and whether Hookscope or the user registered it. Hookscope's
 own hooks exist only while a run is in flight, so one listed here after a run
@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
-from hookscope.core.hook_inventory import HookInfo
+from hookscope.core.model import HookInfo
 
 COLUMNS = ("Module", "Kind", "Function", "Defined in", "Whose")
 _LEAK = QColor(198, 40, 40)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel
 
-from hookscope.core.path_patterns import is_pattern, matches, rooted_suggestion
+from hookscope.core.plan import is_pattern, matches, rooted_suggestion
 
 from .layer_tree_model import COL_LAYER, COL_TYPE, PATH_ROLE, LayerTreeModel
 

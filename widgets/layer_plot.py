@@ -20,8 +20,8 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord
-from hookscope.core.record_stats import reference_of
-from hookscope.core.wide_views import TOP_K, ValueSpread, largest_finite, wide_views
+from hookscope.core.capture import reference_of
+from hookscope.core.views import TOP_K, ValueSpread, largest_finite, wide_views
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)

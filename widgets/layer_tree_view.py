@@ -13,7 +13,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu,
                                QPushButton, QTreeView, QVBoxLayout, QWidget)
 
-from hookscope.core.path_patterns import is_pattern, rooted_suggestion
+from hookscope.core.plan import is_pattern, rooted_suggestion
 
 from .intervention_editor import InterventionDelegate
 from .layer_filter import LayerFilterProxy

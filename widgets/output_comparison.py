@@ -4,7 +4,7 @@
 :class:`~hookscope.core.RunResult`: grouped bars for a few values (up to
 :data:`MAX_BARS`), overlaid lines plus their difference for more, and says in
 one sentence whether the intervention changed anything and by how much. The
-numbers are the core's (:func:`hookscope.core.run.flat_array`); nothing is
+numbers are the core's (:func:`hookscope.core.capture.output_diff.flat_array`); nothing is
 recomputed here but the difference curve.
 """
 
@@ -18,11 +18,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
-from hookscope.core.detections import image_boxes, image_size
-from hookscope.core.meaning import DETECTIONS, GENERIC, OutputMeaning
-from hookscope.core.outputs import describe_outputs, input_image
-from hookscope.core.run import flat_array
-from hookscope.core.verdict import output_verdict
+from hookscope.core.views import describe_outputs, image_boxes, image_size, input_image
+from hookscope.core.base import DETECTIONS, GENERIC, OutputMeaning
+from hookscope.core.capture import flat_array, output_verdict
 
 from .plot_readouts import bar_cell
 from .output_meaning import OutputMeaningView
@@ -38,7 +36,7 @@ _NB, _WJ = "\u00a0", "\u2060"   # no-break space, word joiner
 
 def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     """One sentence a learner understands: did the plan change the output? (core's
-    :func:`~hookscope.core.verdict.output_verdict`, the CLI's words, for every kind)."""
+    :func:`~hookscope.core.capture.verdict.output_verdict`, the CLI's words, for every kind)."""
     # "|Δ| = 0.46" is one unit: word joiners and no-break spaces keep Qt from
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
     return output_verdict(result).replace(

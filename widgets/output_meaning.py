@@ -1,6 +1,6 @@
 """The model's output read by what it means, as a table beside the before/after plot.
 
-:class:`OutputMeaningView` shows :func:`hookscope.core.outputs.describe_outputs`:
+:class:`OutputMeaningView` shows :func:`hookscope.core.views.outputs.describe_outputs`:
 the top-k classes with labels and probabilities without and with the plan,
 or, for a language model, each position's input token and top next tokens
 (rows where the top token changed are marked), or detections per image, or
@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QImage, QPixmap
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from hookscope.core.meaning import CLASSES, DETECTIONS, TOKENS
+from hookscope.core.base import CLASSES, DETECTIONS, TOKENS
 
 from .detection_view import DetectionView
 
@@ -148,7 +148,7 @@ class OutputMeaningView(QWidget):
 
     def show_detections(self, image: Any, without: list[dict[str, Any]],
                         with_: list[dict[str, Any]], size: tuple[int, int] | None = None) -> None:
-        """The boxes of :func:`hookscope.core.detections.image_boxes` on ``image`` (``H x W x C``
+        """The boxes of :func:`hookscope.core.views.detections.image_boxes` on ``image`` (``H x W x C``
         uint8, or None with ``size`` = the input's (width, height)); replaces the thumbnail."""
         self.detections.show_detections(image, without, with_, size)
         self.detections.show()

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (QAbstractScrollArea, QApplication, QLabel, QMenu,
                                QToolButton, QWidget)
 
 from hookscope.core import HookscopeError
-from hookscope.core.atomic_write import atomic_write, write_bytes
+from hookscope.core.base import atomic_write, write_bytes
 
 from .last_folder import pick_file
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QWidget
 
-from hookscope.core.wide_views import view_names, wants_log
+from hookscope.core.views import view_names, wants_log
 
 
 class ViewChooser(QWidget):

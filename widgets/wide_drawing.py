@@ -18,11 +18,10 @@ import torch
 from PySide6.QtCore import QRectF
 
 from hookscope.core import CaptureRecord
-from hookscope.core.map_window import Window, pool_window, visible_window
-from hookscope.core.views_by_shape import (as_float_array, bars_values, full_size, reduce_2d,
-                                           side_by_side, symmetric_level, view_image)
-from hookscope.core.wide_views import (log_ticks, picture, row_norms, signed_log, top_k_picture,
-                                       top_units, unit_norms)
+from hookscope.core.views import (Window, as_float_array, bars_values, full_size, log_ticks,
+                                  picture, pool_window, reduce_2d, row_norms, side_by_side,
+                                  signed_log, symmetric_level, top_k_picture, top_units, unit_norms,
+                                  view_image, visible_window)
 
 from .plot_readouts import DrawnImage, bar_cell
 from .plot_style import peak_envelope, set_ticks

@@ -10,7 +10,7 @@ import torch
 
 from hookscope.app.cli import main
 from hookscope.core import load_model
-from hookscope.core.inputs import parse_input
+from hookscope.core.model.inputs import parse_input
 
 PROMPT, OTHER = "the cat sat on the ", "the dog sat on the "
 

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import QDoubleSpinBox
 
 from hookscope.app.cli import main
 from hookscope.core import Intervention, Plan, Session, compare, kinds, load_model, param
-from hookscope.core.export import standalone_script
-from hookscope.core.intervention_registry import register, unregister
+from hookscope.core.export.export import standalone_script
+from hookscope.core.plan.intervention_registry import register, unregister
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 

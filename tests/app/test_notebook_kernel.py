@@ -116,7 +116,7 @@ def test_a_hugging_face_model_and_its_tokenizer_from_a_kernel(kernel, tmp_path):
               "import torch\n"
               "with torch.no_grad():\n"
               "    top = int(model(**ids).logits[0, -1].argmax())\n"
-              "from hookscope.core.text_codec import readable\n"
+              "from hookscope.core.base.text_codec import readable\n"
               "name = readable(tok.convert_ids_to_tokens([top])[0])\n"
               "assert any(name in cell for row in texts for cell in row), (name, texts[-3:])")
     kernel.ok("from hookscope.core import Scale\n"

@@ -7,7 +7,7 @@ from PySide6.QtGui import QAction
 
 from hookscope.app.lm_tools import attach_sae_dialog
 from hookscope.core import SaeAblate, load_sae, sae_features
-from hookscope.core.sae import sae_folder
+from hookscope.core.model.sae import sae_folder
 
 
 def test_attach_sae_shows_features_and_edits(make_window, qtbot):

@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
 from hookscope.core import At, Patch, Zero, load_model
-from hookscope.core.inputs import parse_input
+from hookscope.core.model.inputs import parse_input
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 

@@ -6,7 +6,7 @@ from PySide6.QtGui import QImage
 
 from hookscope.app.plot_files import save_plots
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.interventions import Scale
+from hookscope.core.plan.interventions import Scale
 from hookscope.widgets.detection_view import WITH_COLOUR, WITHOUT_COLOUR
 
 
@@ -46,7 +46,7 @@ def test_help_names_every_demo(capsys):
     import pytest
 
     from hookscope.app.cli import main
-    from hookscope.core.demo_models import DEMOS
+    from hookscope.core.demos.demo_models import DEMOS
 
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def ray_local():
-    from hookscope.core.remote_ray import connect
+    from hookscope.core.remote.remote_ray import connect
 
     connect("local", num_cpus=1)
     yield

@@ -89,7 +89,7 @@ def test_shutdown_during_a_held_run_returns_and_delivers_nothing(qtbot):
 
 
 def test_progress_reaches_the_session_on_the_gui_thread(qtbot):
-    from hookscope.core.runner import LocalRunner
+    from hookscope.core.session.runner import LocalRunner
 
     w = ForwardWorker(runner_factory=lambda listener: LocalRunner(listener, progress_every_s=0))
     try:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from hookscope.core.runner import Cancelled, Failed, Finished, Loaded
-from hookscope.core.sources import LoadedModel
+from hookscope.core.session.runner import Cancelled, Failed, Finished, Loaded
+from hookscope.core.model.loaded_model import LoadedModel
 
 GATED_FILE = Path(__file__).resolve().parents[1] / "app" / "gated_model.py"
 HALF_SPEC = f"{GATED_FILE}:make_half"  # a factory spec: the model held after its first layer

@@ -6,9 +6,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from hookscope.core import At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
-from hookscope.core.errors import PlanError
-from hookscope.core.inputs import parse_input
-from hookscope.core.intervention_registry import from_dict, parse_intervention
+from hookscope.core.base.errors import PlanError
+from hookscope.core.model.inputs import parse_input
+from hookscope.core.plan.intervention_registry import from_dict, parse_intervention
 
 PROMPT, OTHER = "the cat sat on the ", "the dog sat on the "
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from hookscope.core import At, Patch, Plan, Scale, Zero, compare, load_model
-from hookscope.core.errors import PlanError
-from hookscope.core.inputs import parse_input
+from hookscope.core.base.errors import PlanError
+from hookscope.core.model.inputs import parse_input
 
 pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 import hf_models  # noqa: E402  (tests/core is on sys.path)

@@ -6,7 +6,7 @@ import torch
 def test_histogram_in_counts_like_numpy_with_the_ends_folded_in():
     import numpy as np
 
-    from hookscope.core.binning import histogram_in
+    from hookscope.core.views.binning import histogram_in
 
     torch.manual_seed(3)
     t = torch.randn(1000)

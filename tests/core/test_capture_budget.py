@@ -3,7 +3,8 @@
 import scale_models
 
 from hookscope.core import Plan, compare
-from hookscope.core.capture_budget import choose_capture_mode, fit_plan_to_budget, kept_bytes
+from hookscope.core.capture.capture_budget import (choose_capture_mode, fit_plan_to_budget,
+                                                   kept_bytes)
 
 
 def test_kept_bytes_is_what_a_run_keeps():

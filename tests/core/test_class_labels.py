@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from hookscope.core import Session
-from hookscope.core.class_labels import read_labels, with_labels
-from hookscope.core.errors import InputError
-from hookscope.core.meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
-from hookscope.core.outputs import describe_outputs
+from hookscope.core.model.class_labels import read_labels, with_labels
+from hookscope.core.base.errors import InputError
+from hookscope.core.base.meaning import CLASSES, DETECTIONS, GENERIC, TOKENS, OutputMeaning
+from hookscope.core.views.outputs import describe_outputs
 
 FACTORY = """\
 import torch

@@ -6,12 +6,12 @@ import numpy as np
 import torch
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.demo_detector import (LABELS, SHAPES, connected_regions,
-                                          constructed_state_dict, sample_array)
-from hookscope.core.detections import detr_to_torchvision, image_boxes
-from hookscope.core.interventions import Scale, Zero
-from hookscope.core.outputs import describe_outputs
-from hookscope.core.verdict import output_verdict
+from hookscope.core.demos.demo_detector import (LABELS, SHAPES, connected_regions,
+                                                constructed_state_dict, sample_array)
+from hookscope.core.views.detections import detr_to_torchvision, image_boxes
+from hookscope.core.plan.interventions import Scale, Zero
+from hookscope.core.views.outputs import describe_outputs
+from hookscope.core.capture.verdict import output_verdict
 
 
 def _hooked(model, x, layer, fn):

@@ -3,8 +3,8 @@
 import torch
 
 from hookscope.core import Plan, compare, load_model, parse_input
-from hookscope.core.demo_lm import CODEC, LM_WEIGHTS, _resource, lm_sample
-from hookscope.core.meaning import TOKENS
+from hookscope.core.demos.demo_lm import CODEC, LM_WEIGHTS, _resource, lm_sample
+from hookscope.core.base.meaning import TOKENS
 from hookscope.resources.train_lm import SUBJECTS
 
 

@@ -1,4 +1,4 @@
-"""Tests for hookscope.core.demo_models: the demos are what they claim to be."""
+"""Tests for hookscope.core.demos.demo_models: the demos are what they claim to be."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load
 from torch import nn
 
-from hookscope.core import demo_models as dm
+from hookscope.core.demos import demo_models as dm
 
 
 def _assert_same_module(a: nn.Module, b: nn.Module) -> None:

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from hookscope.core import DeviceError, Plan, SpecError, compare, load_model, module_tree
-from hookscope.core.dispatch import (device_map_options, from_pretrained_kwargs, layer_devices,
-                                     load_dispatched, parse_max_memory, parse_size)
+from hookscope.core.model.dispatch import (device_map_options, from_pretrained_kwargs,
+                                           layer_devices, load_dispatched, parse_max_memory,
+                                           parse_size)
 
 import scale_models
 
@@ -195,8 +196,8 @@ def test_device_map_auto_on_cuda(tmp_path):
 def test_the_dispatching_runner_answers_as_the_local_runner_on_the_in_memory_model(tmp_path):
     import queue
 
-    from hookscope.core.dispatch import dispatching_runner
-    from hookscope.core.runner import Finished, Loaded, LoadRequest, LocalRunner, RunRequest
+    from hookscope.core.session.dispatch_runner import dispatching_runner
+    from hookscope.core.session.runner import Finished, Loaded, LoadRequest, LocalRunner, RunRequest
 
     weights = save_weights(tmp_path, ".safetensors")
     answers = {"split": queue.Queue(), "mem": queue.Queue()}
@@ -241,7 +242,7 @@ def test_a_patch_lands_on_a_block_whose_weights_are_on_disk(tmp_path):
 
 
 def test_timings_wait_for_every_gpu_the_weights_sit_on_and_none_on_the_cpu():
-    from hookscope.core.devices import accelerator_devices
+    from hookscope.core.base.devices import accelerator_devices
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
     assert accelerator_devices(torch.device("cpu"), model) == []

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hookscope.core import Plan, compare, module_tree
-from hookscope.core.dispatch import device_map_options, from_pretrained_kwargs
+from hookscope.core.model.dispatch import device_map_options, from_pretrained_kwargs
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")

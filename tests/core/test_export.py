@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hookscope.core import HookscopeError, Plan, Scale, compare, load_model
-from hookscope.core.export import save_captures, session_dict, standalone_script
+from hookscope.core.export.export import save_captures, session_dict, standalone_script
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_script_reproduces_nested_outputs(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    from hookscope.core.run import flat_array
+    from hookscope.core.capture.output_diff import flat_array
 
     assert got["output_with"] == [round(v, 6) for v in flat_array(r.output_with).tolist()]
     assert got["output_without"] == [round(v, 6) for v in flat_array(r.output_without).tolist()]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from hookscope.core import At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
-from hookscope.core.export import standalone_script
-from hookscope.core.inputs import parse_input
-from hookscope.core.run import flat_array
+from hookscope.core.export.export import standalone_script
+from hookscope.core.model.inputs import parse_input
+from hookscope.core.capture.output_diff import flat_array
 from test_export_torch_only import run_torch_only
 
 PROMPT, OTHER = "text:the cat sat on the ", "text:the dog sat on the "

@@ -4,7 +4,7 @@ Each script runs in a subprocess where ``import hookscope`` fails: a meta path
 finder placed first raises ImportError for it (the editable install maps
 ``hookscope`` through its own finder, so leaving the repo off ``sys.path``
 would not be enough). Its printed numbers are checked against
-:func:`hookscope.core.compare` and :func:`hookscope.core.run.record_json`.
+:func:`hookscope.core.compare` and :func:`hookscope.core.capture.run.record_json`.
 """
 
 import json
@@ -18,9 +18,10 @@ import pytest
 from hookscope.app.cli import main
 from hookscope.core import (Add, Clamp, MeanAblate, Patch, Plan, Project, SteeringVector, compare,
                             load_model)
-from hookscope.core.exercises import CLAMP_LAYER, CLAMP_RANGE
-from hookscope.core.export import standalone_script
-from hookscope.core.run import flat_array, record_json
+from hookscope.core.capture.exercises import CLAMP_LAYER, CLAMP_RANGE
+from hookscope.core.export.export import standalone_script
+from hookscope.core.capture.output_diff import flat_array
+from hookscope.core.capture.run import record_json
 
 BLOCKER = '''
 import importlib.abc, runpy, sys
@@ -183,7 +184,7 @@ def test_script_prints_what_compare_gives(ran, name):
 
 
 def test_a_large_input_goes_beside_the_script(ran, tmp_path):
-    from hookscope.core.export import INLINE_PAYLOAD_BYTES
+    from hookscope.core.export.export import INLINE_PAYLOAD_BYTES
 
     _, _, text, _ = ran["sidecar"]
     assert "with_name('sidecar.pt')" in text and len(text) < INLINE_PAYLOAD_BYTES / 10

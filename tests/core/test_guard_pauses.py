@@ -1,4 +1,4 @@
-"""core/guard_pauses.py: the in-place guard steps aside inside read-only layers only,
+"""core/capture/guard_pauses.py: the in-place guard steps aside inside read-only layers only,
 and the dispatch stack is as it was after every path."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hookscope.core import ForwardError, Plan, run
-from hookscope.core.guard_pauses import GuardPauses
-from hookscope.core.inplace_victims import InplaceGuard
+from hookscope.core.capture.guard_pauses import GuardPauses
+from hookscope.core.capture.inplace_victims import InplaceGuard
 
 from hand_hooks import clone_reference
 
@@ -86,7 +86,7 @@ def test_a_mode_the_model_pushes_is_left_alone():
 
 
 def test_first_run_copies_what_relu_overwrites_with_the_pauses(monkeypatch):
-    import hookscope.core.inplace_victims as iv
+    import hookscope.core.capture.inplace_victims as iv
 
     monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)  # the guard, as a big model gets it
     m, x = block(), torch.randn(2, 3, 10, 10)
@@ -100,7 +100,7 @@ def test_first_run_copies_what_relu_overwrites_with_the_pauses(monkeypatch):
 
 
 def test_a_model_error_under_the_guard_is_still_a_forward_error(monkeypatch):
-    import hookscope.core.inplace_victims as iv
+    import hookscope.core.capture.inplace_victims as iv
 
     monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
     m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))

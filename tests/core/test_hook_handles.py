@@ -1,10 +1,10 @@
-"""core/hook_handles.py: a hook put straight into ``_forward_hooks`` behaves as a
+"""core/capture/hook_handles.py: a hook put straight into ``_forward_hooks`` behaves as a
 registered one, and removing it removes exactly it."""
 
 import torch
 from torch import nn
 
-from hookscope.core.hook_handles import HookSet, add_forward_hook, add_forward_pre_hook
+from hookscope.core.capture.hook_handles import HookSet, add_forward_hook, add_forward_pre_hook
 
 
 def test_runs_after_existing_hooks_and_replaces_the_output():

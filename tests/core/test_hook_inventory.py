@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from hookscope.core import HookSession, Plan
-from hookscope.core.hook_inventory import GLOBAL_PATH, leaked_hooks, list_hooks
+from hookscope.core.model.hook_inventory import GLOBAL_PATH, leaked_hooks, list_hooks
 
 
 def _model() -> nn.Module:

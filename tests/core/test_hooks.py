@@ -205,9 +205,9 @@ def test_stats_only_keeps_no_tensors_but_right_stats():
 def test_kernel_summaries_become_the_records_init_would_build():
     """Statistics only, every capture summarised by the kernel in the forward: finish()
     builds each record with CaptureRecord.of_kernel, which must equal __init__'s."""
-    from hookscope.core import onepass
-    from hookscope.core.capture_record import CaptureRecord
-    from hookscope.core.stats_plain import plain_moments, plain_pending
+    from hookscope.core.fast import onepass
+    from hookscope.core.capture.capture_record import CaptureRecord
+    from hookscope.core.capture.stats_plain import plain_moments, plain_pending
 
     if onepass.KERNEL is None:
         pytest.skip(f"no kernel here: {onepass.which()}")
@@ -244,8 +244,8 @@ def test_kept_bare_tensors_become_the_records_init_would_build(guarded, monkeypa
     first run under the in-place guard: pending captures it watches) and finish()
     builds each record with CaptureRecord.of_kept, which must equal __init__'s,
     copies of in-place victims and their statistics included."""
-    import hookscope.core.inplace_victims as iv
-    from hookscope.core.capture_record import CaptureRecord
+    import hookscope.core.capture.inplace_victims as iv
+    from hookscope.core.capture.capture_record import CaptureRecord
 
     monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
     if guarded:
@@ -307,7 +307,7 @@ def test_baseline_carries_only_inert_hooks():
 def test_accelerator_path_summarises_before_the_copy(monkeypatch):
     # Off the CPU, kept captures are summarised in finish() on their device; the
     # same code runs here on the CPU when the check says "not on read".
-    import hookscope.core.hooks as hooks
+    import hookscope.core.capture.hooks as hooks
 
     monkeypatch.setattr(hooks, "summarized_on_read", lambda t: False)
     torch.manual_seed(6)

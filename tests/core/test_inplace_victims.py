@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, run
-from hookscope.core.inplace_victims import InplaceGuard
+from hookscope.core.capture.inplace_victims import InplaceGuard
 
 from hand_hooks import clone_reference
 
@@ -38,7 +38,7 @@ def fresh():
 @pytest.fixture
 def guard_every_model(monkeypatch):
     """The guard as a big model gets it (small ones fall back to version counters)."""
-    import hookscope.core.inplace_victims as iv
+    import hookscope.core.capture.inplace_victims as iv
 
     monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
     monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
@@ -79,7 +79,7 @@ def test_guard_copies_before_the_write_and_only_watched_memory():
     class Rec:
         path = "a"
         copied = False
-        remake = None  # not a capture that can be computed again (core/victim_remake.py)
+        remake = None  # not a capture that can be computed again (core/capture/victim_remake.py)
 
     rec = Rec()
     t = torch.arange(6.0)
@@ -100,7 +100,7 @@ def test_a_small_model_learns_without_the_guard_and_stays_correct(monkeypatch):
     finds its victims by version counter: a second forward, the same right values."""
     import sys
 
-    import hookscope.core.inplace_victims as iv
+    import hookscope.core.capture.inplace_victims as iv
 
     monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)
     monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())

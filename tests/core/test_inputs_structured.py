@@ -6,8 +6,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from hookscope.core import InputError, Plan, compare, parse_input
-from hookscope.core.call_args import CallArgs
-from hookscope.core.text_codec import CharCodec
+from hookscope.core.base.call_args import CallArgs
+from hookscope.core.base.text_codec import CharCodec
 
 IDS = {"input_ids": torch.tensor([[5, 7, 9]]), "attention_mask": torch.ones(1, 3, dtype=torch.long)}
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from hookscope.core import (Clamp, Intervention, MeanAblate, Noise, Patch, Plan, PlanError, Scale,
                             Zero, compare, kinds, parse_intervention)
-from hookscope.core.interventions import feature_dim
+from hookscope.core.plan.interventions import feature_dim
 
 
 def hand_hooked(model, layer, fn, x):

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from hookscope.core import Clamp, Plan, compare
-from hookscope.core.export import save_captures
-from hookscope.core.interventions import Scale
-from hookscope.core.verdict import output_verdict
+from hookscope.core.export.export import save_captures
+from hookscope.core.plan.interventions import Scale
+from hookscope.core.capture.verdict import output_verdict
 
 from nested_models import DataclassNet, DictNet, LSTMNet, make, run_hand  # tests/core is on sys.path
 
@@ -101,7 +101,7 @@ def test_single_tensor_outputs_have_no_extra_leaves():
 
 @pytest.mark.parametrize("guarded", [False, True], ids=["version-counters", "guard"])
 def test_a_leaf_changed_in_place_later_is_kept_as_it_was(guarded, monkeypatch):
-    import hookscope.core.inplace_victims as iv
+    import hookscope.core.capture.inplace_victims as iv
 
     if guarded:  # the in-place guard as a big model gets it: the victim copied in one forward
         monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 import hf_models  # noqa: E402  (tests/core is on sys.path)
 
 from hookscope.core import Scale, Session  # noqa: E402
-from hookscope.core.text_codec import readable  # noqa: E402
+from hookscope.core.base.text_codec import readable  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_without_an_input_the_tokenizer_makes_the_default_prompt(gpt2_and_tokeni
     model, tok = gpt2_and_tokenizer
     s = Session.from_module(model, tokenizer=tok, timeout_s=120)
     try:
-        from hookscope.core.live_model import DEFAULT_PROMPT
+        from hookscope.core.model.live_model import DEFAULT_PROMPT
 
         assert s.model.example_input["input_ids"].tolist() == [tok(DEFAULT_PROMPT)["input_ids"]]
         assert s.run(timeout_s=120).output_with.logits.shape[-1] == len(tok)

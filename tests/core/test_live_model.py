@@ -12,7 +12,7 @@ from torch import nn
 from live_models import TinyNet, all_hooks
 
 from hookscope.core import Clamp, HookscopeError, Plan, Session, SpecError
-from hookscope.core.errors import InputError
+from hookscope.core.base.errors import InputError
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import torch
 
 from live_models import TinyNet, WidthNet
 
-from hookscope.core.code_trust import CodeTrustError
+from hookscope.core.model.code_trust import CodeTrustError
 from hookscope.core import Clamp, Session, SpecError
-from hookscope.core.live_save import LiveModelNotSaved, factory_reference
-from hookscope.core.session_file import read_session_file
+from hookscope.core.session.live_save import LiveModelNotSaved, factory_reference
+from hookscope.core.session.session_file import read_session_file
 
 X = torch.tensor([[1.0, 2.0, 3.0]])
 

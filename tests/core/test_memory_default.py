@@ -1,7 +1,7 @@
 """The library's memory default: freed activations are reused, not faulted in again.
 
-Each case runs in a fresh interpreter, since the setting is process-wide and
-read at import. The regression this guards against: setting glibc's trim
+Each case runs in a fresh interpreter, since the setting is process-wide; it
+applies the default as the app's and the CLI's start-up do. The regression this guards against: setting glibc's trim
 threshold alone fixes its mmap threshold at 128 KiB, so every activation is
 mapped, faulted in page by page and unmapped again on every run.
 """
@@ -20,6 +20,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 # kept (where the heap could not grow in place, seen in 1 process of 4 here).
 _PROBE = """
 import resource, torch, hookscope.core as hc
+from hookscope.core.fast.memory import apply_default
+apply_default()  # as the app's and the CLI's start-up
 if {release}:
     hc.release_freed_memory()
 faults = []
@@ -43,7 +45,7 @@ def _faults(env_value: str | None, release: bool = False) -> tuple[list[int], bo
     return [int(v) for v in out[:-1]], out[-1] == "True"
 
 
-def test_import_keeps_freed_activation_memory_for_the_next_run():
+def test_the_startup_default_keeps_freed_activation_memory_for_the_next_run():
     faults, kept = _faults(None)
     assert kept
     assert max(faults[1:]) < 100, faults  # reused from the heap
@@ -68,7 +70,9 @@ def test_opting_out_by_call_gives_freed_memory_back_every_time():
 # freed top of the heap (~295k faults to write it again).
 _BIG_PROBE = """
 import resource, torch, hookscope.core as hc
-from hookscope.core import memory
+from hookscope.core.fast.memory import apply_default
+apply_default()  # as the app's and the CLI's start-up
+from hookscope.core.fast import memory
 blocks = [torch.empty(6 << 20).fill_(1.0) for _ in range(48)]
 del blocks
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -94,6 +98,6 @@ def test_a_run_freeing_more_than_a_gibibyte_is_not_faulted_in_again():
 
 
 def test_the_kept_limit_is_an_eighth_of_memory_within_what_mallopt_takes():
-    from hookscope.core import memory
+    from hookscope.core.fast import memory
 
     assert memory.TRIM_THRESHOLD == min((1 << 31) - 1, max(1 << 30, _ram() // 8))

@@ -1,6 +1,6 @@
 """The compiled one-pass summary gives the numbers the torch path gives.
 
-``core/_onepass.c`` reads a float32 tensor once for min, max, sum, sum of
+``core/fast/_onepass.c`` reads a float32 tensor once for min, max, sum, sum of
 squares and the histogram sample (and, for statistics-only hooks, bins it).
 Each test here runs the same tensor through both paths, or against a float64
 reference, so a wrong lane, a lost tail, a thread's slice that overlaps or
@@ -20,11 +20,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookscope.core import Plan, onepass, run
-from hookscope.core import stats as S
-from hookscope.core.hist_sample import HIST_SAMPLE, SAMPLE_RUN, host_sample, sample_runs
-from hookscope.core.stats import summarize
-from hookscope.core.stats_plain import summarize_plain
+from hookscope.core import Plan, run
+from hookscope.core.fast import onepass
+from hookscope.core.capture import stats as S
+from hookscope.core.capture.hist_sample import HIST_SAMPLE, SAMPLE_RUN, host_sample, sample_runs
+from hookscope.core.capture.stats import summarize
+from hookscope.core.capture.stats_plain import summarize_plain
 
 needs_kernel = pytest.mark.skipif(onepass.KERNEL is None, reason=f"the kernel is off: {onepass.which()}")
 
@@ -39,7 +40,7 @@ def test_the_install_built_the_kernel_where_it_can():
     # back to the slower torch path there.
     if shutil.which("cc") is None or platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("no C compiler or not x86-64: the torch path is the designed fallback")
-    assert onepass._ext is not None, "core/_onepass.c was not built by the install"
+    assert onepass._ext is not None, "core/fast/_onepass.c was not built by the install"
     if onepass._ext.uses_simd() and not os.environ.get("HOOKSCOPE_NO_ONEPASS"):
         assert onepass.KERNEL is not None
         assert onepass.which().startswith("one-pass kernel")
@@ -236,7 +237,7 @@ def test_any_float32_data_summarises_like_the_torch_path(values):
 
 
 def test_the_environment_switch_turns_the_kernel_off():
-    code = "from hookscope.core import onepass; print(onepass.KERNEL is None, onepass.which())"
+    code = "from hookscope.core.fast import onepass; print(onepass.KERNEL is None, onepass.which())"
     env = {**os.environ, "HOOKSCOPE_NO_ONEPASS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.startswith("True torch reductions")

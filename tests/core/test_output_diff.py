@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hookscope.core.output_diff import _exact, output_difference
+from hookscope.core.capture.output_diff import _exact, output_difference
 
 
 def reference(a, b):

@@ -3,8 +3,8 @@
 import torch
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.meaning import CLASSES, DETECTIONS, TOKENS, OutputMeaning
-from hookscope.core.outputs import describe_outputs, summary_lines
+from hookscope.core.base.meaning import CLASSES, DETECTIONS, TOKENS, OutputMeaning
+from hookscope.core.views.outputs import describe_outputs, summary_lines
 
 
 def test_classes_top_k_with_labels_and_changes():

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, PlanError, compare, load_model
-from hookscope.core.path_patterns import expand_paths, expand_plan, matches
+from hookscope.core.plan.path_patterns import expand_paths, expand_plan, matches
 
 
 def resnet_like():

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from hookscope.core import Plan
-from hookscope.core.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest, LocalRunner,
-                                   Observed, RunRequest)
+from hookscope.core.session.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest,
+                                           LocalRunner, Observed, RunRequest)
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'hookscope[ray]')")
 pytestmark = pytest.mark.ray
 
-from hookscope.core.remote_ray import RayRunner, RemoteModel, connect  # noqa: E402
+from hookscope.core.remote.remote_ray import RayRunner, RemoteModel, connect  # noqa: E402
 from runner_doubles import Recorder  # noqa: E402
 
 FACTORIES = '''
@@ -381,7 +381,7 @@ def test_cli_text_prompt_on_ray_prints_the_local_tokens(ray_local, capsys):
     assert outs[0]["output"]["changed_positions"] == outs[1]["output"]["changed_positions"]
     assert outs[0]["captures"]["blocks.1"][0]["mean"] == pytest.approx(
         outs[1]["captures"]["blocks.1"][0]["mean"], rel=1e-5, abs=1e-6)
-    from hookscope.core.demo_lm import CODEC
+    from hookscope.core.demos.demo_lm import CODEC
 
     want = CODEC.token_strings(CODEC.encode("the cat sat on the "))  # the prompt's own tokens
     shown = [p["input"] for p in outs[1]["output"]["positions"]]

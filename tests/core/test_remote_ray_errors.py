@@ -5,8 +5,8 @@ import sys
 import pytest
 
 from hookscope.app.cli import main
-from hookscope.core.extras import MissingExtraError
-from hookscope.core.remote_ray import RemoteError, check_address, make_runner
+from hookscope.core.base.extras import MissingExtraError
+from hookscope.core.remote.remote_ray import RemoteError, check_address, make_runner
 
 
 def test_missing_ray_names_the_extra(monkeypatch):

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest, LocalRunner,
-                                   Observed, Progress, RunRequest, Started)
-from hookscope.core.sources import LoadedModel
+from hookscope.core.session.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest,
+                                           LocalRunner, Observed, Progress, RunRequest, Started)
+from hookscope.core.model.loaded_model import LoadedModel
 
 from runner_doubles import Recorder, gated_model, half_gated_model
 
@@ -178,33 +178,8 @@ def test_loads_are_requests_too(runner):
     assert runner.counts.loads_done == 1
 
 
-def test_no_automatic_gc_while_a_job_runs_and_back_after():
-    """A collection on the runner thread could finalise a window's Qt objects there
-    (a deadlock seen in the suite): automatic collection is off while jobs run,
-    counted across overlapping runners, and restored as it was."""
-    import gc
-
-    from hookscope.core.runner import no_automatic_gc
-
-    was = gc.isenabled()  # the suite collects between tests itself (tests/conftest.py)
-    gc.enable()
-    try:
-        with no_automatic_gc():
-            assert not gc.isenabled()
-            with no_automatic_gc():   # a second runner's job overlapping
-                assert not gc.isenabled()
-            assert not gc.isenabled()  # the first job still runs
-        assert gc.isenabled()
-        gc.disable()                   # a caller that turned it off keeps it off
-        with no_automatic_gc():
-            pass
-        assert not gc.isenabled()
-    finally:
-        (gc.enable if was else gc.disable)()
-
-
 def test_the_rule_finishes_a_half_done_run_or_one_that_the_plots_waited_for():
-    from hookscope.core.runner import finish_in_flight
+    from hookscope.core.session.runner import finish_in_flight
 
     assert finish_in_flight(done=5, total=10, since_last_result_s=0.0)       # half done
     assert not finish_in_flight(done=1, total=10, since_last_result_s=0.01)  # just begun: restart

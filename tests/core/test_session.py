@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from hookscope.core import Clamp, Noise, Plan, Scale, Session, SessionFileError, Zero, compare, load_model
-from hookscope.core.code_trust import CodeTrustError
-from hookscope.core.session_file import read_session_file
+from hookscope.core.model.code_trust import CodeTrustError
+from hookscope.core.session.session_file import read_session_file
 
 from runner_doubles import HALF_SPEC
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 
 from hookscope.core import Session
-from hookscope.core.runner import FINAL, LocalRunner
+from hookscope.core.session.runner import FINAL, LocalRunner
 
 
 class AnswersBeforeSubmitReturns(LocalRunner):

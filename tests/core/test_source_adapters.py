@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from hookscope.core import Plan, SpecError, compare, load_model, module_tree
-from hookscope.core.meaning import CLASSES, TOKENS
-from hookscope.core.source_hf import DEFAULT_PROMPT
+from hookscope.core.base.meaning import CLASSES, TOKENS
+from hookscope.core.model.source_hf import DEFAULT_PROMPT
 
 pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 import hf_models  # noqa: E402  (tests/core is on sys.path)
@@ -157,7 +157,7 @@ def test_gpt2_json_is_compact_unless_full_output_is_asked(tmp_path, capsys, save
 
 
 def test_vit_output_reads_as_its_labelled_classes(saved):
-    from hookscope.core.outputs import describe_outputs
+    from hookscope.core.views.outputs import describe_outputs
 
     lm = load_model(f"hf:{saved['vit']}")
     r = compare(lm.module, lm.example_input, Plan(clamp={"classifier": (-1e-3, 1e-3)}))

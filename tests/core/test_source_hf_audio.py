@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.meaning import TOKENS
-from hookscope.core.source_hf_audio import sine_wave
+from hookscope.core.base.meaning import TOKENS
+from hookscope.core.model.source_hf_audio import sine_wave
 
 tf = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.detections import image_boxes
-from hookscope.core.meaning import DETECTIONS
-from hookscope.core.outputs import describe_outputs
+from hookscope.core.views.detections import image_boxes
+from hookscope.core.base.meaning import DETECTIONS
+from hookscope.core.views.outputs import describe_outputs
 
 tf = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from hookscope.core.stats import HIST_BINS, summarize
+from hookscope.core.capture.stats import HIST_BINS, summarize
 
 
 def numpy_reference(x: np.ndarray, bins=HIST_BINS):
@@ -73,7 +73,7 @@ def test_paths_agree_exactly_on_counts():
 
 @pytest.mark.parametrize("deferred", [False, True])
 def test_large_tensor_histogram_is_a_sample_but_moments_exact(deferred):
-    from hookscope.core.stats import HIST_SAMPLE
+    from hookscope.core.capture.stats import HIST_SAMPLE
 
     x = torch.randn(4 * HIST_SAMPLE + 3, generator=torch.Generator().manual_seed(2)) + 3.0
     s = summarize(x, deferred=deferred).resolve()
@@ -165,7 +165,7 @@ def test_finite_values_whose_sums_overflow_their_dtype(deferred, values, dtype):
 def test_std_of_tiny_values_is_exact_on_the_torch_path(values, monkeypatch):
     # Their float32 squares fall under float32's normal range and lose their bits
     # (hypothesis found one value of 6e-23 reading a std of 2.4e-23).
-    from hookscope.core import onepass
+    from hookscope.core.fast import onepass
 
     monkeypatch.setattr(onepass, "KERNEL", None)
     x = torch.tensor(values, dtype=torch.float32)

@@ -1,5 +1,5 @@
 """In-place victims that are eval-mode BatchNorms: their captures are computed again
-from the intact input when first read (core/victim_remake.py), bit for bit the
+from the intact input when first read (core/capture/victim_remake.py), bit for bit the
 values the forward had, whatever happens to the model after the run."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, run
-from hookscope.core.errors import HookscopeError
+from hookscope.core.base.errors import HookscopeError
 
 from hand_hooks import clone_reference
 
@@ -137,7 +137,7 @@ def first_run(request, monkeypatch):
     by version counters with a second forward (small models)."""
     import sys
 
-    import hookscope.core.inplace_victims as iv
+    import hookscope.core.capture.inplace_victims as iv
 
     monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
     if request.param == "guarded":

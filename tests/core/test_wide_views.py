@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from hookscope.core.map_window import Window, pool_window, visible_window
-from hookscope.core.wide_views import (log_histogram, log_ticks, row_norms, signed_exp, signed_log,
-                                       top_k_picture, top_units, typical_magnitude, unit_norms,
-                                       value_decades, wants_log, wide_views)
+from hookscope.core.views.map_window import Window, pool_window, visible_window
+from hookscope.core.views.wide_views import (log_histogram, log_ticks, row_norms, signed_exp,
+                                             signed_log, top_k_picture, top_units,
+                                             typical_magnitude, unit_norms, value_decades,
+                                             wants_log, wide_views)
 
 
 @pytest.fixture
@@ -153,8 +154,8 @@ def test_pool_window_is_the_block_mean_of_the_crop():
 def test_the_spread_from_statistics_is_the_spread_from_every_value():
     # A panel passes its records' exact finite min/max instead of reading every
     # value again: the verdict and the log scale's knee must not change.
-    from hookscope.core.stats import summarize
-    from hookscope.core.wide_views import ValueSpread, largest_finite
+    from hookscope.core.capture.stats import summarize
+    from hookscope.core.views.wide_views import ValueSpread, largest_finite
 
     torch.manual_seed(8)
     t = torch.randn(300_000)
@@ -184,7 +185,7 @@ def test_the_feature_grid_puts_each_channel_in_its_tile(c, h, w, side):
 
     import torch.nn.functional as F
 
-    from hookscope.core.views_by_shape import feature_grid
+    from hookscope.core.views.views_by_shape import feature_grid
 
     torch.manual_seed(c)
     maps = torch.randn(c, h, w)

@@ -159,7 +159,7 @@ def test_budget_from_the_environment(monkeypatch, capsys):
 
 def test_flag_budget_lasts_one_command(capsys):
     assert main(["run", "demo:clamp", "--input", "random:1x3", "--max-input-bytes", "1M"]) == 0
-    from hookscope.core.budget import DEFAULT_MAX_INPUT_BYTES, max_input_bytes
+    from hookscope.core.model.budget import DEFAULT_MAX_INPUT_BYTES, max_input_bytes
 
     assert max_input_bytes() == DEFAULT_MAX_INPUT_BYTES
 

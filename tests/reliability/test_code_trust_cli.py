@@ -18,8 +18,8 @@ import pytest
 
 from hookscope.app.cli import main
 from hookscope.core import Session, SpecError, load_model
-from hookscope.core.code_trust import (MODULE, PYTHON_FILE, CodeTrust, CodeTrustError,
-                                       code_to_run)
+from hookscope.core.model.code_trust import (MODULE, PYTHON_FILE, CodeTrust, CodeTrustError,
+                                             code_to_run)
 
 from hostile_files import pickle_payload
 

@@ -17,8 +17,8 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLabel
 
-from hookscope.core.code_trust import code_to_run
-from hookscope.core.trust_store import FILE_NAME, TrustStore
+from hookscope.core.model.code_trust import code_to_run
+from hookscope.core.model.trust_store import FILE_NAME, TrustStore
 
 EVIL = """\
 import pathlib

@@ -10,8 +10,8 @@ import torch
 
 from hookscope.core import (HookscopeError, InputError, Plan, SpecError, compare, load_model,
                             parse_input)
-from hookscope.core.atomic_write import write_text
-from hookscope.core.export import save_captures
+from hookscope.core.base.atomic_write import write_text
+from hookscope.core.export.export import save_captures
 
 import catalogue_files
 import faulty_models as fm
@@ -54,8 +54,8 @@ def test_core_api_raises_project_errors_chained(case, files):
 @pytest.mark.parametrize("factory,cause", [(fm.raises_base_exception, fm.Abort),
                                            (fm.calls_sys_exit, SystemExit)])
 def test_compare_in_the_cli_wrapper_restores_hooks_on_base_exceptions(factory, cause):
-    from hookscope.core.errors import ForwardError
-    from hookscope.core.user_code import user_code
+    from hookscope.core.base.errors import ForwardError
+    from hookscope.core.model.user_code import user_code
 
     module, x = factory()
     with pytest.raises(ForwardError) as info:

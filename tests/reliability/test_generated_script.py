@@ -21,7 +21,7 @@ import pytest
 
 from hookscope.app.cli import main
 from hookscope.core import MeanAblate, Patch, Plan, compare, load_model, parse_input
-from hookscope.core.run import flat_floats
+from hookscope.core.capture.output_diff import flat_floats
 
 # Each breaks out of a '#' comment or a quoted string in its own way; short enough (with
 # ".npy") that an intervention's description quotes the whole name.
@@ -132,7 +132,7 @@ def test_hostile_model_and_weights_paths_stay_data(tmp_path, capsys):
 
 
 def test_comments_escape_every_line_break():
-    from hookscope.core.script_template import comment_text
+    from hookscope.core.export.script_template import comment_text
 
     for text in HOSTILE + ["x\x00y", "x\x0cy", "x\u2029y", "x\x1b[31my"]:
         line = f"# {comment_text(text)}\n"

@@ -14,7 +14,7 @@ import torch
 
 from hookscope.app.cli import main
 from hookscope.core import HookscopeError, SpecError, load_model, parse_input
-from hookscope.core.weights import read_state_dict
+from hookscope.core.model.weights import read_state_dict
 
 import hostile_files as hf
 
@@ -162,7 +162,7 @@ def test_the_second_line_of_defence_refuses_even_entries_the_check_would_miss(tm
     # Skip check_archive: the guarded load alone must still refuse every payload.
     import io
 
-    from hookscope.core.exported_load import _weights_only_everywhere
+    from hookscope.core.model.exported_load import _weights_only_everywhere
 
     for name, make in hf.HOSTILE_PT2.items():
         marker = tmp_path / f"MARKER-{name.replace(' ', '_')}"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from hookscope.app.cli import main
 from hookscope.core import At, HookscopeError, Scale
-from hookscope.core.at import parse_selector, resolve, split_suffix
-from hookscope.core.intervention_registry import from_dict, parse_intervention
+from hookscope.core.plan.at import parse_selector, resolve, split_suffix
+from hookscope.core.plan.intervention_registry import from_dict, parse_intervention
 
 FAST = settings(max_examples=80, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

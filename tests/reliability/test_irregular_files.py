@@ -102,9 +102,9 @@ def test_a_name_that_is_not_a_regular_file_is_refused_in_one_line(cli_results, c
 @pytest.mark.parametrize("kind", ["fifo", "devzero"])
 def test_the_core_readers_refuse_without_blocking(tmp_path, kind):
     from hookscope.core import InputError
-    from hookscope.core.class_labels import read_labels
-    from hookscope.core.inputs import parse_input
-    from hookscope.core.session_file import SessionFileError, read_session_file
+    from hookscope.core.model.class_labels import read_labels
+    from hookscope.core.model.inputs import parse_input
+    from hookscope.core.session.session_file import SessionFileError, read_session_file
 
     with pytest.raises(SessionFileError, match="not a regular file"):
         read_session_file(make_irregular(tmp_path / "s.hookscope.json", kind))
@@ -115,8 +115,8 @@ def test_the_core_readers_refuse_without_blocking(tmp_path, kind):
 
 
 def test_a_file_that_grows_past_the_limit_is_not_read_past_it(tmp_path):
-    from hookscope.core.errors import InputError
-    from hookscope.core.regular_file import read_regular
+    from hookscope.core.base.errors import InputError
+    from hookscope.core.base.regular_file import read_regular
 
     path = tmp_path / "big.txt"
     path.write_bytes(b"x" * 2000)

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from hookscope.core import Clamp, HookscopeError, Session, SpecError
-from hookscope.core.output_thumbnail import comparison_png
-from hookscope.core.session_file import read_session_file
+from hookscope.core.views.output_thumbnail import comparison_png
+from hookscope.core.session.session_file import read_session_file
 
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>']
 

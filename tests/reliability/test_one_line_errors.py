@@ -84,7 +84,7 @@ def test_a_deeply_nested_view_is_refused_on_reading_and_on_saving(tmp_path, caps
     assert not out.exists()
 
     from hookscope.core import HookscopeError, Session, load_model
-    from hookscope.core.session_file import write_session_file
+    from hookscope.core.session.session_file import write_session_file
 
     session = Session.offline(load_model("demo:features"), "example")
     try:

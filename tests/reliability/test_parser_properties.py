@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hookscope.app.options import parse_clamp
 from hookscope.core import HookscopeError, PlanError, load_model, parse_input
-from hookscope.core.budget import parse_size
+from hookscope.core.model.budget import parse_size
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from hookscope.core import HookscopeError, Session
-from hookscope.core.session_file import SessionFileError, read_session_file
+from hookscope.core.session.session_file import SessionFileError, read_session_file
 
 HEAD = '{"format": "hookscope-session", "version": 1, '
 

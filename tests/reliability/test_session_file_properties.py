@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hookscope.core import HookscopeError, Session
-from hookscope.core.session_file import SessionFileError, SessionSetup, read_session_file
+from hookscope.core.session.session_file import SessionFileError, SessionSetup, read_session_file
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])

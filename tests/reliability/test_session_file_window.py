@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hookscope.core.session_file import SessionFileError, read_session_file
+from hookscope.core.session.session_file import SessionFileError, read_session_file
 
 HEAD = '{"format": "hookscope-session", "version": 1, "model": {"spec": "demo:clamp"}, '
 

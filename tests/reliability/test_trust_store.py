@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hookscope.core.code_trust import code_to_run
-from hookscope.core.trust_store import FILE_NAME, MAX_BYTES, TrustStore, config_dir
+from hookscope.core.model.code_trust import code_to_run
+from hookscope.core.model.trust_store import FILE_NAME, MAX_BYTES, TrustStore, config_dir
 
 
 def factory(folder: Path) -> str:

@@ -14,7 +14,7 @@ import torch
 
 from hookscope.app.cli import main
 from hookscope.core import HookscopeError, Intervention, PlanError, load_vector_file
-from hookscope.core.steer_vector import MAX_VECTOR_ELEMENTS, SteeringVector
+from hookscope.core.plan.steer_vector import MAX_VECTOR_ELEMENTS, SteeringVector
 
 sys.path.insert(0, os.path.dirname(__file__))
 from hostile_files import pickle_payload, torch_save_payload  # noqa: E402

@@ -7,8 +7,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtTest import QTest
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.demo_detector import HEIGHT, LABELS, WIDTH
-from hookscope.core.interventions import Scale, Zero
+from hookscope.core.demos.demo_detector import HEIGHT, LABELS, WIDTH
+from hookscope.core.plan.interventions import Scale, Zero
 from hookscope.widgets.detection_view import WITH_COLOUR, WITHOUT_COLOUR
 from hookscope.widgets.output_comparison import OutputComparison
 

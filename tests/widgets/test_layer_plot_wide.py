@@ -13,8 +13,8 @@ from mouse_events import hover, view_to_viewport, wheel
 from PySide6.QtCore import Qt
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
-from hookscope.core.stats import summarize
-from hookscope.core.wide_views import signed_exp, signed_log, value_decades
+from hookscope.core.capture.stats import summarize
+from hookscope.core.views.wide_views import signed_exp, signed_log, value_decades
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_plot import LayerPlot
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 import scale_models  # noqa: E402
 
 pytest.importorskip("accelerate")
-from hookscope.core.dispatch import device_map_options, load_dispatched  # noqa: E402
+from hookscope.core.model.dispatch import device_map_options, load_dispatched  # noqa: E402
 
 SPEC = f"{scale_models.PATH}:mlp_stack"
 TIGHT = "cpu=12KB"   # the first blocks in memory, the rest offloaded to disk (see tests/core)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 from hookscope.core import load_model, module_tree
-from hookscope.core.path_patterns import expand_paths
+from hookscope.core.plan.path_patterns import expand_paths
 from hookscope.widgets.layer_tree_view import LayerTreeWidget
 
 from tree_helpers import visible_paths as _visible

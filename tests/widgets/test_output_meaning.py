@@ -128,7 +128,7 @@ def test_each_next_token_rank_has_its_own_column_and_the_row_its_tooltip(qtbot):
 
 def test_a_detector_that_finds_nothing_says_no_boxes(qtbot):
     from hookscope.core import Scale
-    from hookscope.core.outputs import describe_outputs, summary_lines
+    from hookscope.core.views.outputs import describe_outputs, summary_lines
 
     lm, w, r = _shown(qtbot, "demo:detector", Plan(interventions={"backbone.conv1": Scale(factor=0.1)}))
     assert len(r.output_with[0]["boxes"]) == 0 and len(r.output_without[0]["boxes"]) > 0

@@ -1,0 +1,21 @@
+"""The engine: run/compare, HookSession, CaptureRecord, statistics, nested outputs, forward
+state, output difference, verdict, observe. The compiled kernel plugs in through
+:mod:`.kernel_slot` (see hookscope.core.fast).
+
+This file is the floor's face: widgets/ and app/ import these names from
+here, never from a module inside (tests/test_floors.py checks it).
+"""
+
+from .capture_budget import fit_plan_to_budget
+from .generation import Continuation, GenerateRequest, Generation
+from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
+from .output_diff import flat_array, flat_floats
+from .record_stats import reference_of
+from .sae_features import SaeFeatures, SaeReport, SaeRequest
+from .steer_diff import is_file_spec, parse_vector_option, resolve_vectors, with_built_vectors
+from .verdict import output_verdict
+
+__all__ = ["Continuation", "GenerateRequest", "Generation", "LensRequest", "LensResult",
+           "SaeFeatures", "SaeReport", "SaeRequest", "find_lens_head", "fit_plan_to_budget",
+           "flat_array", "flat_floats", "is_file_spec", "output_verdict", "parse_vector_option",
+           "reference_of", "resolve_vectors", "target_id", "with_built_vectors"]

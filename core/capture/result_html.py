@@ -1,0 +1,100 @@
+"""A comparison as HTML for a notebook (``RunResult._repr_html_``).
+
+The verdict in words, a small PNG of the output without and with the plan
+(:mod:`.output_thumbnail`), what the output means in the model's own terms
+(top classes, next tokens, detections: :func:`~.outputs.describe_outputs`),
+and the captures without/with (:func:`~.result_table.capture_rows`). Every
+text that came from the model or its tokenizer (labels, tokens, layer names)
+is escaped, and the tables are cut at a fixed number of rows, so the HTML
+stays small and inert whatever the model.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from typing import Any
+
+MAX_CAPTURE_ROWS = 40
+MAX_POSITIONS = 8     # next-token rows shown (the last positions: where the prompt ends)
+MAX_CLASS_ROWS = 4    # batch rows of a classifier shown
+TOP = 3
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else f"{v:.4g}"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _tops(top: list[dict]) -> str:
+    return ", ".join(f"{escape(str(t['label']))} {t['prob']:.3f}" for t in top[:TOP])
+
+
+def meaning_html(desc: dict[str, Any]) -> str:
+    """The output by meaning (a :func:`~.outputs.describe_outputs` dict) as a table."""
+    kind = desc.get("kind")
+    if kind == "classes":
+        rows = [[str(r), _tops(row["top_without"]), _tops(row["top_with"]),
+                 "yes" if row["top_changed"] else ""]
+                for r, row in enumerate(desc["rows"][:MAX_CLASS_ROWS])]
+        return "<p><b>Top classes</b></p>" + _table(["row", "without", "with", "top changed"], rows)
+    if kind == "tokens":
+        rows = [[str(p["position"]), escape(str(p["input"] if p["input"] is not None else "")),
+                 _tops(p["top_without"]), _tops(p["top_with"]), "yes" if p["top_changed"] else ""]
+                for p in desc["positions"][-MAX_POSITIONS:]]
+        ch = desc["changed_positions"]
+        return (f"<p><b>{escape(desc['predicts'].capitalize())}</b> (top token changed at "
+                f"{len(ch)} of {desc['positions_total']} positions)</p>"
+                + _table(["pos", "input", "without", "with", "changed"], rows))
+    if kind == "detections":
+        rows = [[str(i), str(img["count_without"]), str(img["count_with"])]
+                for i, img in enumerate(desc["images"])]
+        return "<p><b>Detections</b></p>" + _table(["image", "without", "with"], rows)
+    rows = [[escape(str(leaf["name"])), escape(str(leaf["shape"])),
+             escape(str(leaf.get("changed_values", ""))), escape(str(leaf.get("max_abs_diff", "")))]
+            for leaf in desc.get("leaves", [])[:MAX_CAPTURE_ROWS]]
+    return "<p><b>Output</b></p>" + _table(["leaf", "shape", "values changed", "max |Δ|"], rows)
+
+
+def captures_html(result: Any) -> str:
+    from ..views.result_table import capture_rows
+
+    rows = capture_rows(result)
+    if not rows:
+        return "<p>No layer was captured: tick layers in the window, or s.capture(path).</p>"
+    shown = [[escape(r["layer"] + r["leaf"]), str(r["call"]), escape(str(r["shape"])),
+              escape(r["intervention"]),
+              f"{_num(r['mean_without'])} ± {_num(r['std_without'])}" if r["mean_without"] is not None
+              else "", f"{_num(r['mean_with'])} ± {_num(r['std_with'])}",
+              "" if r["fraction_changed"] is None else f"{100 * r['fraction_changed']:.3g}%"]
+             for r in rows[:MAX_CAPTURE_ROWS]]
+    more = (f"<p>… and {len(rows) - MAX_CAPTURE_ROWS} more (result.to_dataframe() has them "
+            "all)</p>" if len(rows) > MAX_CAPTURE_ROWS else "")
+    return ("<p><b>Captures</b> (mean ± std)</p>"
+            + _table(["layer", "call", "shape", "intervention", "without", "with", "changed"], shown)
+            + more)
+
+
+def result_html(result: Any) -> str:
+    """The whole view of ``result`` (a RunResult), see the module docstring."""
+    from ..views.output_thumbnail import comparison_png
+    from ..views.outputs import describe_outputs
+    from .verdict import output_verdict
+
+    parts = [f"<p><b>Hookscope comparison</b> on {escape(str(result.device))}: "
+             f"{escape(output_verdict(result))}</p>"]
+    png = comparison_png(result.output_without, result.output_with, result.meaning)
+    if png is not None:
+        data = base64.b64encode(png).decode("ascii")
+        parts.append(f'<img src="data:image/png;base64,{data}" alt="the output without the plan '
+                     '(grey) and with it (orange)" title="output without (grey) and with (orange)">')
+    desc = describe_outputs(result.output_without, result.output_with, result.meaning,
+                            result.inputs)
+    parts.append(meaning_html(desc))
+    parts.append(captures_html(result))
+    return '<div class="hookscope-result">' + "".join(parts) + "</div>"

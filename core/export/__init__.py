@@ -1,0 +1,9 @@
+"""Taking results out: captures to files, the setup as a plain PyTorch script.
+
+This file is the floor's face: widgets/ and app/ import these names from
+here, never from a module inside (tests/test_floors.py checks it).
+"""
+
+from .export import CAPTURE_FORMATS, save_captures, session_dict, standalone_script
+
+__all__ = ["CAPTURE_FORMATS", "save_captures", "session_dict", "standalone_script"]

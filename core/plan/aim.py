@@ -1,0 +1,119 @@
+"""Acting on part of a tensor: pick what an :class:`~hookscope.core.plan.at.At` selects, let a
+kind change that part, write it back into a copy.
+
+This is what gives every intervention kind ``at=`` without the kind knowing:
+:meth:`Intervention.apply` calls :func:`aimed` with the kind's own
+``apply_tensor``. The rules:
+
+* ``positions``: the sequence axis of a (batch, sequence, features) tensor (dim 1;
+  dim 0 for an ``nn.MultiheadAttention`` without ``batch_first``). Tensors of other
+  ranks in the same output (attention weights, caches) pass through unchanged; an
+  output with no such tensor (an image feature map (N, C, H, W), a (batch, features)
+  vector) is refused: positions are for token sequences.
+* ``heads``: the last axis, read as (heads, head_dim); only at a head site (the input
+  of an attention's output projection, :mod:`hookscope.core.plan.heads`).
+* ``units``: the feature axis (:func:`~hookscope.core.plan.feature_axis.feature_dim`), or
+  within each head when heads are picked.
+* A source tensor (patch, reference mean) is narrowed the same way on its own
+  lengths: ``pos=-1`` takes the source's last token for the target's last token.
+  If the two pick different numbers of positions, the run is refused with both
+  lengths (no silent truncation or padding).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .at import At, resolve
+from .feature_axis import feature_dim
+from ..base.errors import PlanError
+
+Change = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+
+def sequence_axis(t: torch.Tensor, module: nn.Module | None) -> int | None:
+    """The token axis of ``t``, or ``None`` when it has none (not (batch, seq, features))."""
+    if t.dim() != 3:
+        return None
+    if isinstance(module, nn.MultiheadAttention) and not module.batch_first:
+        return 0
+    return 1 if feature_dim(t, module) == 2 else None
+
+
+def fits(t: torch.Tensor, at: At, module: nn.Module | None, n_heads: int | None) -> bool:
+    """Whether ``at`` can act on tensor ``t`` (others in the same output pass through)."""
+    if at.positions is not None and sequence_axis(t, module) is None:
+        return False
+    if at.heads is not None and (n_heads is None or t.dim() < 1 or t.shape[-1] % n_heads):
+        return False
+    return t.dim() >= 1 or at.units is None
+
+
+def _axes(t: torch.Tensor, at: At, module: nn.Module | None, n_heads: int | None,
+          where: str) -> tuple[torch.Tensor, list[tuple[int, list[int] | None, str]]]:
+    """``t`` (split into heads if asked) and the (axis, indices, name) to narrow."""
+    x = t
+    dims: list[tuple[int, list[int] | None, str]] = []
+    if at.positions is not None:
+        seq = sequence_axis(t, module)
+        assert seq is not None
+        dims.append((seq, resolve(at.positions, t.shape[seq], "positions", where), "positions"))
+    if at.heads is not None:
+        assert n_heads is not None
+        x = t.unflatten(-1, (n_heads, t.shape[-1] // n_heads))
+        dims.append((x.dim() - 2, resolve(at.heads, n_heads, "heads", where), "heads"))
+        unit_axis = x.dim() - 1
+    else:
+        unit_axis = feature_dim(t, module)
+    if at.units is not None:
+        if t.dim() == 0:
+            raise PlanError(f"units: the output{where} is a scalar; it has no units to pick")
+        dims.append((unit_axis, resolve(at.units, x.shape[unit_axis], "units", where), "units"))
+    return x, [d for d in dims if d[1] is not None]
+
+
+def _narrow(x: torch.Tensor, dims: list[tuple[int, list[int] | None, str]]) -> list[torch.Tensor]:
+    parts = [x]
+    for axis, idx, _ in dims:
+        parts.append(parts[-1].index_select(axis, torch.tensor(idx, device=x.device)))
+    return parts
+
+
+def aimed(t: torch.Tensor, source: torch.Tensor | None, at: At, change: Change,
+          module: nn.Module | None = None, n_heads: int | None = None,
+          where: str = "") -> torch.Tensor:
+    """``t`` with ``change(part, source_part)`` written over the part ``at`` selects.
+
+    ``source``: the matching tensor of a source run, narrowed the same way (on its
+    own lengths), or ``None``. The result is a new tensor; ``t`` is not modified.
+    """
+    x, dims = _axes(t, at, module, n_heads, where)
+    parts = _narrow(x, dims)
+    src_part = None
+    if source is not None:
+        if source.dim() != t.dim():
+            raise PlanError(f"the source output{where} is {source.dim()}-d but the target's is "
+                            f"{t.dim()}-d; give a source input of the same kind")
+        sx, sdims = _axes(source, at, module, n_heads, where)
+        for (axis, idx, name), (_, sidx, _) in zip(dims, sdims):
+            if len(idx or ()) != len(sidx or ()):
+                raise PlanError(
+                    f"{name} {at.words()}: the target has {x.shape[axis]} {name} and the source "
+                    f"{sx.shape[axis]}{where}, so the selection picks {len(idx or ())} in the target "
+                    f"but {len(sidx or ())} in the source; pick {name} that exist in both "
+                    "(e.g. @pos=-1, the last of each) or inputs of the same length")
+        src_part = _narrow(sx, sdims)[-1]
+    new = change(parts[-1], src_part)
+    if tuple(new.shape) != tuple(parts[-1].shape):
+        raise PlanError(f"the change gave {tuple(new.shape)} for the selected part "
+                        f"{tuple(parts[-1].shape)}{where}")
+    for (axis, idx, _), base in zip(reversed(dims), reversed(parts[:-1])):
+        out = base.clone()
+        out.index_copy_(axis, torch.tensor(idx, device=base.device), new.to(out.dtype))
+        new = out
+    if not dims:
+        new = new.clone() if new is t else new
+    return new.reshape(t.shape) if new.shape != t.shape else new

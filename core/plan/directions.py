@@ -1,0 +1,209 @@
+"""Directions: steering (:class:`Add`) and directional ablation (:class:`Project`).
+
+Both act along a :class:`~hookscope.core.plan.steer_vector.SteeringVector` on the
+*last* axis of a layer's output (the feature axis of Linear, attention,
+embedding and block outputs: ``(..., features)``). Tensor leaves whose last
+axis is not the vector's width pass through unchanged (a GPT-2 block's cache
+tensors); a layer none of whose floating leaves has that width is refused
+with both sizes. Integer and bool leaves pass through.
+
+On the command line a kind names a vector defined with ``--vector``
+(``add:NAME:ALPHA``); until :func:`bind_vectors` gives it its values the
+intervention holds the name only, and running it says which ``--vector`` is
+missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+import torch
+
+from ..base.errors import PlanError
+from .intervention_base import Intervention, InterventionContext, _check_number, param, py_literal
+from ..base.nested import tensor_leaves
+from .steer_vector import SteeringVector, check_width
+
+_TRUE = ("1", "true", "yes", "on", "norm")
+_FALSE = ("", "0", "false", "no", "off", "raw")
+
+
+def _as_vector(kind: str, v: Any) -> SteeringVector | str:
+    """A vector parameter from Python, JSON or text: a vector, or a name still to bind."""
+    if isinstance(v, SteeringVector):
+        return v
+    if isinstance(v, str):
+        if not v.strip():
+            raise PlanError(f"{kind} needs a vector: {kind}:NAME with --vector NAME=..., or a "
+                            "SteeringVector in Python")
+        return v.strip()
+    if isinstance(v, dict):
+        return SteeringVector.from_dict(v)
+    if isinstance(v, torch.Tensor):
+        return SteeringVector("vector", v)
+    raise PlanError(f"{kind}: the vector must be a SteeringVector, a tensor or a name, got {v!r:.80}")
+
+
+def _as_bool(kind: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in _TRUE + _FALSE:
+        return v.strip().lower() in _TRUE
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    raise PlanError(f"{kind}: norm_units must be true or false (on the command line: norm), got {v!r}")
+
+
+class _Directional(Intervention):
+    """What :class:`Add` and :class:`Project` share: a vector, bound or by name."""
+
+    vector: Any
+
+    def bound(self, ctx: InterventionContext) -> SteeringVector:
+        vec = self.vector
+        if isinstance(vec, str) and vec.startswith(("diff:", "diffmean:")):
+            raise PlanError(f"{self.name}: the vector {vec!r} is computed where the model runs "
+                            "(the window's runner, hookscope run, a Ray actor); run it there")
+        if not isinstance(vec, SteeringVector):
+            raise PlanError(f"{self.name}: vector {vec!r} has no values: define it with "
+                            f"--vector {vec}=diff:INPUT_A|INPUT_B or --vector {vec}=FILE")
+        return vec
+
+    def applies_to(self, t: torch.Tensor) -> bool:
+        vec = self.vector
+        return (t.is_floating_point() and t.dim() >= 1 and isinstance(vec, SteeringVector)
+                and t.shape[-1] == vec.size)
+
+    def apply(self, value: Any, context: InterventionContext | None = None) -> Any:
+        ctx = context or InterventionContext()
+        vec = self.bound(ctx)
+        floats = [t for _, t in tensor_leaves(value) if t.is_floating_point() and t.dim() >= 1]
+        if floats and not any(t.shape[-1] == vec.size for t in floats):
+            check_width(vec, floats[0].shape[-1], self.name, ctx.path)
+        return super().apply(value, context)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d["vector"] = self.vector.to_dict() if isinstance(self.vector, SteeringVector) else self.vector
+        return d
+
+    def leaf_source(self) -> str:
+        vec = self.vector
+        if not isinstance(vec, SteeringVector):
+            raise PlanError(f"{self.name}: vector {vec!r} has no values to export yet: run the model "
+                            "once (a diff: vector is computed by the run), or define it with "
+                            "--vector")
+        kwargs = [f"vector={py_literal(vec.values)}"]
+        kwargs += [f"{k}={py_literal(v)}" for k, v in self.values().items() if k != "vector"]
+        return f"functools.partial({self.name}_leaf, {', '.join(kwargs)})"
+
+    def _vector_words(self) -> str:
+        vec = self.vector
+        if isinstance(vec, SteeringVector):
+            return vec.name
+        return vec if len(vec) <= 40 else vec[:37] + "..."
+
+
+@dataclass(frozen=True)
+class Add(_Directional):
+    """Steering: add ``alpha`` x the vector along the last axis (``norm_units``: alpha times
+    the layer's typical activation norm on this input, along the unit direction)."""
+
+    vector: Any = param("vector", help="the direction (--vector NAME=...)")
+    alpha: float = param("float", 1.0, lo=-1e6, hi=1e6, help="strength")
+    norm_units: bool = param("bool", False, help="alpha in units of the layer's mean activation norm")
+    name: ClassVar[str] = "add"
+    draggable: ClassVar[tuple[str, ...]] = ("alpha",)
+    syntax: ClassVar[str] = ("add:VECTOR[:ALPHA[:norm]] (a --vector NAME; norm: ALPHA in units of "
+                             "the layer's mean activation norm)")
+    leaf_function: ClassVar[str] = '''
+def add_leaf(t, module, source, vector, alpha=1.0, norm_units=False):
+    """output + alpha * vector along the last axis (norm_units: alpha * mean |x| * unit vector)."""
+    if not t.is_floating_point() or t.dim() == 0 or t.shape[-1] != vector.numel():
+        return t
+    v = vector.to(device=t.device, dtype=t.dtype)
+    if norm_units:
+        v = v / v.norm() * t.norm(dim=-1).mean()
+    return t + alpha * v
+'''
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vector", _as_vector("add", self.vector))
+        _check_number("add", "alpha", self.alpha)
+        object.__setattr__(self, "alpha", float(self.alpha))
+        object.__setattr__(self, "norm_units", _as_bool("add", self.norm_units))
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        v = self.bound(ctx).values.to(device=t.device, dtype=t.dtype)
+        if self.norm_units:
+            v = v / v.norm() * t.norm(dim=-1).mean()
+        return t + self.alpha * v
+
+    def describe(self) -> str:
+        unit = " x|x|" if self.norm_units else ""
+        return f"add({self._vector_words()} x {self.alpha:g}{unit})"
+
+
+@dataclass(frozen=True)
+class Project(_Directional):
+    """Directional ablation: remove the component along the (normalised) vector,
+    ``x - (x . u) u`` on the last axis."""
+
+    vector: Any = param("vector", help="the direction to remove (--vector NAME=...)")
+    name: ClassVar[str] = "project"
+    syntax: ClassVar[str] = "project:VECTOR (a --vector NAME; removes that direction)"
+    leaf_function: ClassVar[str] = '''
+def project_leaf(t, module, source, vector):
+    """output minus its component along the unit vector (last axis)."""
+    if not t.is_floating_point() or t.dim() == 0 or t.shape[-1] != vector.numel():
+        return t
+    u = vector.to(device=t.device, dtype=t.dtype)
+    u = u / u.norm()
+    return t - (t @ u).unsqueeze(-1) * u
+'''
+
+    def __post_init__(self) -> None:
+        vec = _as_vector("project", self.vector)
+        if isinstance(vec, SteeringVector) and vec.norm == 0:
+            raise PlanError(f"project: vector {vec.name!r} is all zeros; it has no direction to remove")
+        object.__setattr__(self, "vector", vec)
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        u = self.bound(ctx).values.to(device=t.device, dtype=t.dtype)
+        u = u / u.norm()
+        return t - (t @ u).unsqueeze(-1) * u
+
+    def describe(self) -> str:
+        return f"project(out {self._vector_words()})"
+
+
+def bind_vectors(interventions: Mapping[str, Intervention],
+                 vectors: Mapping[str, SteeringVector]) -> dict[str, Intervention]:
+    """``interventions`` with every vector named by text replaced by its values from ``vectors``."""
+    out: dict[str, Intervention] = {}
+    for path, iv in interventions.items():
+        if isinstance(iv, _Directional) and _is_name(iv.vector):
+            vec = vectors.get(iv.vector)
+            if vec is None:
+                known = ", ".join(sorted(vectors)) or "none"
+                raise PlanError(f"layer {path!r}: {iv.name} names vector {iv.vector!r}, which no "
+                                f"--vector defines (defined: {known}); add --vector "
+                                f"{iv.vector}=diff:INPUT_A|INPUT_B or --vector {iv.vector}=FILE")
+            iv = iv.with_value("vector", vec)
+        out[path] = iv
+    return out
+
+
+def named_vectors(interventions: Mapping[str, Intervention]) -> dict[str, list[str]]:
+    """``{vector name: [layer paths]}`` of the directional interventions still unbound."""
+    out: dict[str, list[str]] = {}
+    for path, iv in interventions.items():
+        if isinstance(iv, _Directional) and _is_name(iv.vector):
+            out.setdefault(iv.vector, []).append(path)
+    return out
+
+
+def _is_name(v: Any) -> bool:
+    """A vector given by a ``--vector`` name (not yet bound, and not a ``diff:`` spec)."""
+    return isinstance(v, str) and not v.startswith(("diff:", "diffmean:"))

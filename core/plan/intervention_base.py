@@ -1,0 +1,478 @@
+"""The base of every intervention kind: parameters, context, parsing, saving, export.
+
+:class:`Intervention` gives each kind (a frozen dataclass in
+:mod:`hookscope.core.plan.interventions`) everything that is not its arithmetic:
+walking nested outputs, :meth:`~Intervention.describe`, :meth:`~Intervention.to_dict`
+and :meth:`~Intervention.from_dict`, :meth:`~Intervention.parse` for the CLI's
+``KIND:ARGS``, :meth:`~Intervention.to_torch_source` for the exported script,
+and the parameter metadata (:class:`Param`) that generated editors and parsers read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import torch
+from torch import nn
+
+from .at import At, split_suffix
+from ..base.errors import PlanError
+from ..base.nested import map_tensors_keyed, tensor_leaves
+
+#: The registry's reader of a saved intervention (:func:`.intervention_registry.from_dict`),
+#: handed over by the registry when it loads: the base cannot import the registry,
+#: which imports the kinds built on the base.
+_registry_from_dict: "Callable[[Any], Intervention] | None" = None
+
+
+def use_registry(from_dict: "Callable[[Any], Intervention]") -> None:
+    """Called once by the registry: :meth:`Intervention.from_dict` reads through it."""
+    global _registry_from_dict
+    _registry_from_dict = from_dict
+
+
+#: Parameter types an editor or parser understands.
+PARAM_TYPES = ("float", "int", "units", "dim", "input")
+
+
+@dataclass(frozen=True)
+class Param:
+    """What a generated editor or parser knows about one parameter.
+
+    ``type``: ``"float"``, ``"int"``, ``"units"`` (a tuple of ints, written
+    ``3,7``), ``"dim"`` (an int axis or ``None``), ``"input"`` (an input spec
+    string). ``lo``/``hi``: the valid range (``None``: open). ``start``: the
+    value an editor starts from. ``optional``: ``None`` is a valid value.
+    """
+
+    name: str
+    type: str
+    lo: float | None = None
+    hi: float | None = None
+    start: Any = None
+    optional: bool = False
+    help: str = ""
+
+
+def param(type: str, default: Any = dataclasses.MISSING, *, lo: float | None = None,
+          hi: float | None = None, start: Any = None, help: str = "") -> Any:
+    """A dataclass field that is also an intervention parameter (see :class:`Param`)."""
+    if start is None and default is not dataclasses.MISSING:
+        start = default
+    meta = {"param": dict(type=type, lo=lo, hi=hi, start=start,
+                          optional=default is None, help=help)}
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class InterventionContext:
+    """Where an intervention is applied: which layer, which call of it.
+
+    ``source`` is this layer's output for the same call in the pre-pass on the
+    kind's :meth:`~Intervention.pre_pass_input` (nested like the output);
+    ``source_leaf`` is the matching tensor for the leaf being changed.
+    """
+
+    path: str = ""
+    call: int = 0
+    module: nn.Module | None = None
+    source: Any = None
+    source_leaf: torch.Tensor | None = None
+    #: At a head site (the input of an attention's output projection): its number of heads.
+    n_heads: int | None = None
+
+
+def numeric(t: torch.Tensor) -> bool:
+    """Tensors an arithmetic intervention changes: not bool, not complex."""
+    return t.dtype != torch.bool and not t.is_complex()
+
+
+def as_output_dtype(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``value`` in ``like``'s dtype; rounded first when ``like`` is an integer tensor,
+    so an integer output (token ids, counts) stays integer."""
+    if value.dtype == like.dtype:
+        return value
+    if not like.is_floating_point():
+        value = value.round()
+    return value.to(like.dtype)
+
+
+def py_literal(v: Any) -> str:
+    """``v`` as Python source; infinities and NaN as ``float('inf')`` etc., tensors as ``torch.tensor``."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"float({str(v)!r})"
+    if isinstance(v, torch.Tensor):
+        return f"torch.tensor({v.tolist()!r}, dtype={v.dtype})"
+    if isinstance(v, (tuple, list)):
+        inner = ", ".join(py_literal(x) for x in v)
+        return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (
+            f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
+    return repr(v)
+
+
+def _aimed_describe(own: Any) -> Any:
+    """A kind's own ``describe`` with the ``at`` suffix added (``scale(0.5) @pos=-1``)."""
+    def describe(self: "Intervention") -> str:
+        return with_at_words(own(self), self.where())
+    describe.__doc__ = own.__doc__
+    describe._adds_at = True  # type: ignore[attr-defined]
+    return describe
+
+
+def with_at_words(text: str, at: At | None) -> str:
+    return text if at is None else f"{text} {at.suffix()}"
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """Base of every kind. Subclasses are frozen dataclasses; see the module docstring.
+
+    ``at`` (keyword only, every kind): where inside the output it acts (:class:`At`);
+    ``None``: the whole output.
+    """
+
+    at: At | None = dataclasses.field(default=None, kw_only=True, compare=True)
+
+    name: ClassVar[str] = "intervention"
+    #: The parameters Live mode drags (clamp: both bounds; ``()``: nothing to drag).
+    draggable: ClassVar[tuple[str, ...]] = ()
+    #: Plain-torch source defining ``def <name>_leaf(t, module, source, **params)``:
+    #: the change to one tensor leaf, for the exported script (no Hookscope imports).
+    leaf_function: ClassVar[str] = ""
+    #: One line for error messages and ``--help``: how ``parse`` reads ``KIND:ARGS``.
+    syntax: ClassVar[str] = ""
+    #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex) or ``"all"``.
+    leaf_kinds: ClassVar[str] = "numeric"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("describe")
+        if own is not None and not getattr(own, "_adds_at", False):
+            cls.describe = _aimed_describe(own)  # type: ignore[method-assign]
+
+    # -- applying ---------------------------------------------------------------
+    def where(self) -> At | None:
+        """Where this acts (``None``: the whole output); ``at`` given as a dict or a
+        ``@pos=..`` suffix is read here."""
+        at = self.at
+        if at is None or isinstance(at, At):
+            return None if at is None or at.everywhere() else at
+        got = At.from_dict(at) if isinstance(at, dict) else (
+            split_suffix(at if at.startswith("@") else "@" + at)[1] if isinstance(at, str) else None)
+        if got is None and not isinstance(at, (dict, str)):
+            raise PlanError(f"{self.name}: at must be At(positions=..., heads=..., units=...), "
+                            f"got {type(at).__name__}")
+        return got if got is not None and not got.everywhere() else None
+
+    def apply(self, value: Any, context: InterventionContext | None = None) -> Any:
+        """The changed output; nested structures kept, non-tensor leaves passed through.
+
+        With ``at``, each tensor it fits is narrowed to the selected part, the kind's
+        :meth:`apply_tensor` changes that part (beside the same part of the source
+        tensor), and the result is written into a copy (:func:`~hookscope.core.plan.aim.aimed`)."""
+        ctx = context or InterventionContext()
+        src = dict(tensor_leaves(ctx.source)) if ctx.source is not None else {}
+        at = self.where()
+        if at is None:
+            def leaf(t: torch.Tensor, key: str) -> torch.Tensor:
+                if not self.applies_to(t):
+                    return t
+                leaf_ctx = dataclasses.replace(ctx, source_leaf=src.get(key)) if src else ctx
+                return self.apply_tensor(t, leaf_ctx)
+
+            return map_tensors_keyed(leaf, value)
+        from .aim import aimed, fits
+
+        where = f" in layer {ctx.path!r}" if ctx.path else ""
+        hit: list[str] = []
+        shapes: list[tuple[int, ...]] = []
+
+        def aimed_leaf(t: torch.Tensor, key: str) -> torch.Tensor:
+            if not self.applies_to(t):
+                return t
+            shapes.append(tuple(t.shape))
+            if not fits(t, at, ctx.module, ctx.n_heads):
+                return t
+            hit.append(key)
+            s = src.get(key)
+
+            def change(part: torch.Tensor, spart: torch.Tensor | None) -> torch.Tensor:
+                return self.apply_tensor(part, dataclasses.replace(ctx, source_leaf=spart))
+
+            if src and s is None:
+                return self.apply_tensor(t, ctx)  # the kind says what a missing source means
+            return aimed(t, s, at, change, ctx.module, ctx.n_heads, where)
+
+        out = map_tensors_keyed(aimed_leaf, value)
+        if not hit:
+            raise PlanError(_no_fit_message(self.name, at, shapes, where, ctx.n_heads))
+        return out
+
+    def applies_to(self, t: torch.Tensor) -> bool:
+        """Whether this kind changes tensor ``t`` (see :attr:`leaf_kinds`)."""
+        return self.leaf_kinds == "all" or numeric(t)
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        raise NotImplementedError  # pragma: no cover - every kind defines it
+
+    # -- describing -------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """The registry name (older name of :attr:`name`)."""
+        return self.name
+
+    @classmethod
+    def params(cls) -> tuple[Param, ...]:
+        """The kind's parameters, in order (for generated editors and parsers)."""
+        out = []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            meta = f.metadata.get("param")
+            if meta is not None:
+                out.append(Param(name=f.name, **meta))
+        return tuple(out)
+
+    def values(self) -> dict[str, Any]:
+        """``{parameter: value}`` (``at`` is not a parameter: see :meth:`where`)."""
+        return {p.name: getattr(self, p.name) for p in self.params()}
+
+    def describe(self) -> str:
+        """Short words for a cell, a plot title or the CLI table, e.g. ``scale(0.5)``."""
+        shown = [_short(v) for v in self.values().values() if v is not None]
+        return with_at_words(f"{self.name}({', '.join(shown)})", self.where())
+
+    def bounds(self) -> tuple[float, float] | None:
+        """``(lo, hi)`` lines to draw on a histogram (open ends ``±inf``), or ``None``."""
+        return None
+
+    def with_value(self, name: str, value: Any) -> "Intervention":
+        """A copy with one parameter changed (a drag, an edited cell)."""
+        return dataclasses.replace(self, **{name: value})  # type: ignore[type-var]
+
+    # -- sources ----------------------------------------------------------------
+    def pre_pass_input(self) -> Any:
+        """The input a pre-pass must run on (spec string or tensor), or ``None``."""
+        return None
+
+    def source_key(self) -> Any:
+        """Equal for interventions that can share one source forward."""
+        return _input_key(self.pre_pass_input())
+
+    # -- saving and parsing -----------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready ``{"kind": name, param: value, ...}`` (tuples as lists, tensors as literals)."""
+        d: dict[str, Any] = {"kind": self.name}
+        for k, v in self.values().items():
+            d[k] = _jsonable(v)
+        at = self.where()
+        if at is not None:
+            d["at"] = at.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Intervention":
+        """The intervention a :meth:`to_dict` wrote (any registered kind)."""
+        if _registry_from_dict is None:  # pragma: no cover - import hookscope.core loads it
+            raise RuntimeError("the intervention registry is not loaded")
+        return _registry_from_dict(data)
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> "Intervention":
+        """Build from ``{param: value}`` read from JSON or text: values are converted by type."""
+        known = {p.name: p for p in cls.params()}
+        values = dict(values)
+        at = values.pop("at", None)
+        unknown = set(values) - set(known)
+        if unknown:
+            raise PlanError(f"{cls.name}: unknown parameter(s) {sorted(map(str, unknown))}; "
+                            f"it takes {sorted(known) or 'none'}")
+        kwargs = {k: _convert(cls.name, known[k], v) for k, v in values.items()}
+        if at is not None:
+            kwargs["at"] = at if isinstance(at, At) else At.from_dict(at)
+        try:
+            return cls(**kwargs)  # type: ignore[call-arg]
+        except TypeError as exc:
+            raise PlanError(f"{cls.name}: {exc}; write {cls.usage()}") from exc
+
+    @classmethod
+    def usage(cls) -> str:
+        """How to write this kind on the command line."""
+        if cls.syntax:
+            return cls.syntax
+        parts = [p.name.upper() for p in cls.params()]
+        return ":".join([cls.name, *parts]) if parts else cls.name
+
+    @classmethod
+    def parse(cls, args: str) -> "Intervention":
+        """Read the ``ARGS`` of ``KIND:ARGS``: parameters in order, ``:``-separated; the
+        last one takes the rest (so an input spec may hold colons); empty means default.
+        A ``text:`` prompt keeps its trailing spaces (they are tokens)."""
+        ps = cls.params()
+        args = args.lstrip() if args.lstrip().startswith("text:") else args.strip()
+        if not ps:
+            if args:
+                raise PlanError(f"{cls.name} takes no arguments; write {cls.usage()}")
+            return cls()
+        pieces = args.split(":", len(ps) - 1) if args else []
+        values = {}
+        for p, text in zip(ps, pieces):
+            if text.strip():
+                prompt = p.type == "input" and text.lstrip().startswith("text:")
+                values[p.name] = _from_text(cls, p, text.lstrip() if prompt else text.strip())
+        return cls.from_values(values)
+
+    def leaf_source(self) -> str:
+        """The kind's arithmetic as a plain-torch expression: a leaf function and its
+        arguments, ``functools.partial(<name>_leaf, ...)``, using :attr:`leaf_function`'s
+        definition. A kind whose arguments are not plain literals overrides this."""
+        if not self.leaf_function:
+            raise PlanError(f"the {self.name} intervention has no plain-torch form to export")
+        kwargs = ", ".join(f"{k}={py_literal(v)}" for k, v in self.values().items()
+                           if self.params_for_script(k))
+        return f"functools.partial({self.name}_leaf{', ' if kwargs else ''}{kwargs})"
+
+    def to_torch_source(self, n_heads: int | None = None) -> str:
+        """This intervention as a plain-torch expression (:meth:`leaf_source`); with ``at``,
+        wrapped in the script's ``aimed(...)`` (``n_heads``: the layer's heads)."""
+        leaf = self.leaf_source()
+        at = self.where()
+        if at is None:
+            return leaf
+        sel = ", ".join(f"{name}={_sel_literal(getattr(at, name))}"
+                        for name in ("positions", "heads", "units"))
+        heads = f", n_heads={n_heads}" if at.heads is not None else ""
+        return f"aimed({leaf}, {sel}{heads})"
+
+    def params_for_script(self, name: str) -> bool:
+        """Whether parameter ``name`` is passed to the leaf function (a source input is not)."""
+        return next(p for p in self.params() if p.name == name).type != "input"
+
+
+# -- helpers for values ------------------------------------------------------------
+
+def _sel_literal(sel: Any) -> str:
+    """A selector as the exported script's literal: ``None`` or a list of ints and
+    ``(start, stop)`` pairs."""
+    from .at import Span
+
+    if sel is None:
+        return "None"
+    return repr([(i.start, i.stop) if isinstance(i, Span) else i for i in sel])
+
+
+def _no_fit_message(kind: str, at: At, shapes: list[tuple[int, ...]], where: str,
+                    n_heads: int | None) -> str:
+    shown = ", ".join(str(s) for s in shapes[:4]) or "no numeric tensor"
+    if at.heads is not None and n_heads is None:
+        return (f"{kind} at {at.words()}{where}: heads can only be picked on an attention module "
+                "(see the README's heads section)")
+    if at.positions is not None:
+        return (f"{kind} at {at.words()}{where}: positions need a (batch, sequence, features) "
+                f"output, but it gives {shown}; positions of image feature maps or of "
+                "(batch, features) vectors are not supported, use @units= for channels")
+    return f"{kind} at {at.words()}{where}: no tensor of the output ({shown}) has that axis"
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, tuple):
+        return ",".join(map(str, v))
+    if isinstance(v, torch.Tensor):
+        return f"tensor{tuple(v.shape)}"
+    if isinstance(v, str):
+        return v if len(v) <= 24 else v[:21] + "..."
+    return str(v)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, torch.Tensor):
+        return {"tensor": v.tolist(), "dtype": str(v.dtype).removeprefix("torch.")}
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # "inf", "-inf", "nan": JSON has no infinities
+    return v
+
+
+def _from_text(cls: type[Intervention], p: Param, text: str) -> Any:
+    try:
+        if p.type in ("float",):
+            return float(text)
+        if p.type in ("int", "dim"):
+            return int(text)
+        if p.type == "units":
+            return tuple(int(u) for u in text.split(",") if u.strip())
+        return text
+    except ValueError:
+        raise PlanError(f"{cls.name}: {p.name.upper()} must be {_type_words(p)}, got {text!r}; "
+                        f"write {cls.usage()}") from None
+
+
+def _type_words(p: Param) -> str:
+    return {"float": "a number", "int": "an integer", "dim": "an integer axis",
+            "units": "integers separated by commas (3,7)", "input": "an input spec"}[p.type]
+
+
+def _convert(kind: str, p: Param, v: Any) -> Any:
+    """A value from JSON/text/Python to the parameter's type."""
+    if v is None:
+        return None
+    try:
+        if p.type == "float":
+            return float(v)
+        if p.type in ("int", "dim"):
+            if isinstance(v, float) and not v.is_integer():
+                raise ValueError
+            return int(v)
+        if p.type == "units":
+            if isinstance(v, str):  # typed in an editor: "3, 7"
+                v = [u for u in v.split(",") if u.strip()]
+            items = [v] if isinstance(v, int) else list(v)
+            return tuple(int(u) for u in items)
+        if p.type == "input" and isinstance(v, dict) and "tensor" in v:
+            dtype = getattr(torch, str(v.get("dtype", "float32")), None)
+            if not isinstance(dtype, torch.dtype):
+                raise ValueError(f"no torch dtype {v.get('dtype')!r}")
+            return torch.tensor(v["tensor"], dtype=dtype)
+        return v
+    except (TypeError, ValueError, OverflowError, RuntimeError, RecursionError) as exc:
+        raise PlanError(f"{kind}: {p.name} must be {_type_words(p)}, got {v!r}") from exc
+
+
+def _check_number(kind: str, name: str, v: Any, lo: float | None = None, allow_nan: bool = False) -> None:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or (math.isnan(float(v)) and not allow_nan):
+        raise PlanError(f"{kind}: {name}={v!r} is not a number; give a float such as 0.5")
+    if lo is not None and v < lo:
+        raise PlanError(f"{kind}: {name}={v!r} must be >= {lo:g}")
+
+
+def _input_key(src: Any) -> Any:
+    if src is None:
+        return None
+    if isinstance(src, torch.Tensor):
+        data = src.detach().cpu().contiguous()
+        # reshape: a 0-d tensor (a scalar) has no byte view of its own
+        digest = hashlib.sha1(data.reshape(-1).view(torch.uint8).numpy().tobytes()
+                              if data.numel() else b"")
+        return ("tensor", str(data.dtype), tuple(data.shape), digest.hexdigest())
+    return ("spec", str(src).strip())
+
+
+class _SourceEq:
+    """Equality and hash by source key (a tensor field cannot compare with ``==``)."""
+
+    def _eq_key(self) -> tuple:
+        return (type(self), tuple(_input_key(v) if isinstance(v, torch.Tensor) else v
+                                  for v in self.values().values()),  # type: ignore[attr-defined]
+                self.where())  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SourceEq) and self._eq_key() == other._eq_key()
+
+    def __hash__(self) -> int:
+        return hash(self._eq_key())

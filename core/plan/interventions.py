@@ -1,0 +1,321 @@
+"""Interventions: one family of small, pure changes to a layer's output.
+
+Every kind is a frozen dataclass subclass of :class:`Intervention` with
+
+* a registry ``name`` (``"clamp"``) and typed parameters: dataclass fields
+  declared with :func:`param`, which carries what an editor or a parser needs
+  (type, range, a starting value, help); :meth:`Intervention.params` lists them;
+* ``draggable``: the parameters a drag in Live mode changes (clamp bounds, a
+  scale factor, a noise level), or ``()``;
+* :meth:`~Intervention.apply_tensor`, the change to one tensor leaf;
+  :meth:`~Intervention.apply` walks nested outputs (tuple, list, dict,
+  dataclass/ModelOutput): non-tensor leaves pass through, and kinds keep an
+  integer output integer;
+* :meth:`~Intervention.describe`, :meth:`~Intervention.to_dict` /
+  :meth:`~Intervention.from_dict` (session files), :meth:`~Intervention.parse`
+  (the CLI's ``KIND:ARGS``), :meth:`~Intervention.bounds` (lines on a
+  histogram), and ``leaf_function`` + :meth:`~Intervention.to_torch_source`:
+  the same change as plain torch code for the exported script.
+
+A kind that needs another forward first (:class:`Patch`, :class:`MeanAblate`
+with a reference input) names that input in :meth:`~Intervention.pre_pass_input`;
+the run does one forward on each distinct source input, and the hook hands
+that layer's output of the same call to the kind as ``ctx.source``.
+
+Adding a kind = a class here (or anywhere) + one :func:`register` call in
+:mod:`hookscope.core.plan.intervention_registry`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from ..base.errors import PlanError
+from .intervention_base import (Intervention, InterventionContext, Param, _check_number, _short,
+                                _SourceEq, as_output_dtype, numeric, param, py_literal)
+from .feature_axis import feature_dim
+from ..base.nested import map_tensors, tensor_leaves
+
+__all__ = ["Intervention", "InterventionContext", "Param", "param", "Clamp", "Scale", "Zero",
+           "MeanAblate", "Noise", "Patch", "map_tensors", "tensor_leaves", "clamp_tensor",
+           "feature_dim", "numeric", "py_literal"]
+
+
+# -- the kinds -----------------------------------------------------------------------
+
+def clamp_tensor(t: torch.Tensor, lo: float | None, hi: float | None) -> torch.Tensor:
+    """``t.clamp(lo, hi)`` that keeps an integer tensor integer (``None``: open side).
+
+    Float bounds would promote an integer output (token ids, counts) to float
+    and feed fractions downstream; the bounds are rounded inward instead.
+    """
+    lo = None if lo is None or lo == -math.inf else lo
+    hi = None if hi is None or hi == math.inf else hi
+    if lo is None and hi is None:
+        return t
+    if t.is_floating_point():
+        return t.clamp(lo, hi)
+    ilo = None if lo is None else math.ceil(lo)
+    ihi = None if hi is None else math.floor(hi)
+    return t.clamp(ilo, ihi)
+
+
+@dataclass(frozen=True)
+class Clamp(Intervention):
+    """Replace the output with ``output.clamp(lo, hi)``; ``None`` (or ±inf) leaves a side open."""
+
+    lo: float | None = param("float", None, start=-1.0, help="lower bound (empty: none)")
+    hi: float | None = param("float", None, start=1.0, help="upper bound (empty: none)")
+    name: ClassVar[str] = "clamp"
+    draggable: ClassVar[tuple[str, ...]] = ("lo", "hi")
+    syntax: ClassVar[str] = "clamp:LO:HI (leave one side empty for no bound, e.g. clamp::0.5)"
+    leaf_function: ClassVar[str] = '''
+def clamp_leaf(t, module, source, lo=None, hi=None):
+    """output.clamp(lo, hi); an integer output stays integer (bounds rounded inward)."""
+    lo = None if lo is None or lo == -math.inf else lo
+    hi = None if hi is None or hi == math.inf else hi
+    if lo is None and hi is None:
+        return t
+    if t.is_floating_point():
+        return t.clamp(lo, hi)
+    return t.clamp(None if lo is None else math.ceil(lo), None if hi is None else math.floor(hi))
+'''
+
+    def __post_init__(self) -> None:
+        for side, open_value in (("lo", -math.inf), ("hi", math.inf)):
+            v = getattr(self, side)
+            if v is None:
+                continue
+            _check_number("clamp", f"bound {side}", v)
+            object.__setattr__(self, side, None if v == open_value else float(v))
+        lo, hi = self.bounds()
+        if lo > hi:
+            raise PlanError(f"clamp range [{lo:g}, {hi:g}] is empty: lo must be <= hi; swap the bounds")
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        return clamp_tensor(t, self.lo, self.hi)
+
+    def bounds(self) -> tuple[float, float]:
+        return (-math.inf if self.lo is None else self.lo, math.inf if self.hi is None else self.hi)
+
+    def describe(self) -> str:
+        lo, hi = self.bounds()
+        return f"clamp({lo:g}, {hi:g})"
+
+
+@dataclass(frozen=True)
+class Scale(Intervention):
+    """Multiply the output by ``factor`` (an integer output is rounded back to integers)."""
+
+    factor: float = param("float", lo=-1e6, hi=1e6, start=1.0, help="multiplier")
+    name: ClassVar[str] = "scale"
+    draggable: ClassVar[tuple[str, ...]] = ("factor",)
+    syntax: ClassVar[str] = "scale:FACTOR (e.g. scale:0.5)"
+    leaf_function: ClassVar[str] = '''
+def scale_leaf(t, module, source, factor):
+    """output * factor; an integer output is rounded back to its dtype."""
+    out = t * factor
+    return out if out.dtype == t.dtype else out.round().to(t.dtype)
+'''
+
+    def __post_init__(self) -> None:
+        _check_number("scale", "factor", self.factor)
+        object.__setattr__(self, "factor", float(self.factor))
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        return as_output_dtype(t * self.factor, t)
+
+
+@dataclass(frozen=True)
+class Zero(Intervention):
+    """Zero the whole output, or only ``units`` (indices along the feature axis).
+
+    The feature axis is dim 1 for convolution, norm and pooling outputs and any
+    output of 4+ dims (N, C, H, W), the last dim otherwise; ``dim`` overrides it
+    (see :func:`feature_dim`).
+    """
+
+    units: tuple[int, ...] | None = param("units", None, start=(0,), help="channels/features to zero (empty: all)")
+    dim: int | None = param("dim", None, help="feature axis (empty: 1 for conv outputs, else last)")
+    name: ClassVar[str] = "zero"
+    syntax: ClassVar[str] = "zero, or zero:UNITS[:DIM] (e.g. zero:3,7 zeroes features 3 and 7)"
+    leaf_function: ClassVar[str] = '''
+CHANNEL_FIRST = (torch.nn.modules.conv._ConvNd, torch.nn.modules.batchnorm._BatchNorm,
+                 torch.nn.modules.instancenorm._InstanceNorm, torch.nn.modules.pooling._MaxPoolNd,
+                 torch.nn.modules.pooling._AvgPoolNd, torch.nn.modules.pooling._AdaptiveAvgPoolNd,
+                 torch.nn.modules.pooling._AdaptiveMaxPoolNd, torch.nn.GroupNorm)
+
+
+def zero_leaf(t, module, source, units=None, dim=None):
+    """Zero the output, or the listed units along the feature axis (dim 1 for conv outputs, else last)."""
+    if units is None:
+        return torch.zeros_like(t)
+    if dim is None:
+        channel_first = isinstance(module, CHANNEL_FIRST) or t.dim() >= 4
+        dim = 1 if t.dim() >= 2 and channel_first else t.dim() - 1
+    dim = dim % t.dim()
+    out = t.clone()
+    out.index_fill_(dim, torch.tensor([u % t.shape[dim] for u in units], device=t.device), 0)
+    return out
+'''
+
+    def __post_init__(self) -> None:
+        if self.units is not None:
+            object.__setattr__(self, "units", tuple(int(u) for u in self.units))
+            if not self.units:
+                object.__setattr__(self, "units", None)
+        at = self.where()
+        if self.units is not None and at is not None and at.units is not None:
+            raise PlanError("zero: units are given twice (zero:UNITS and @units=); give one")
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        if self.units is None:
+            return torch.zeros_like(t)
+        if t.dim() == 0:
+            raise PlanError(f"zero: layer {ctx.path!r} returns a scalar; it has no units to pick")
+        d = feature_dim(t, ctx.module, self.dim)
+        if not 0 <= d < t.dim():
+            raise PlanError(f"zero: dim {self.dim} is out of range for layer {ctx.path!r}'s "
+                            f"{t.dim()}-d output")
+        n = t.shape[d]
+        bad = [u for u in self.units if not -n <= u < n]
+        if bad:
+            raise PlanError(f"zero: unit(s) {bad} out of range: layer {ctx.path!r} has {n} "
+                            f"along dim {d}; pick units in 0..{n - 1}")
+        out = t.clone()
+        out.index_fill_(d, torch.tensor([u % n for u in self.units], device=t.device), 0)
+        return out
+
+    def describe(self) -> str:
+        if self.units is None:
+            return "zero"
+        where = f", dim={self.dim}" if self.dim is not None else ""
+        return f"zero(units {','.join(map(str, self.units))}{where})"
+
+
+@dataclass(frozen=True, eq=False)
+class MeanAblate(_SourceEq, Intervention):
+    """Replace the output by its mean over the batch (dim 0), or by the batch mean of
+    this layer's output on a ``reference`` input (one pre-pass, shared with :class:`Patch`).
+
+    The mean is taken per position over dim 0 and broadcast to the output's
+    shape; the reference's output must match the target's shape past dim 0.
+    """
+
+    reference: Any = param("input", None, help="reference input spec (empty: the batch itself)")
+    name: ClassVar[str] = "mean"
+    syntax: ClassVar[str] = "mean (batch mean), or mean:INPUT (mean over a reference input)"
+    leaf_function: ClassVar[str] = '''
+def mean_leaf(t, module, source):
+    """The batch mean (dim 0) of the output, or of the reference run's output (source)."""
+    ref = t if source is None else source.to(t.device)
+    if t.dim() == 0:
+        return t
+    out = ref.double().mean(0, keepdim=True).expand(t.shape)
+    return (out if t.is_floating_point() else out.round()).to(t.dtype).contiguous()
+'''
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        ref = t
+        if self.reference is not None:
+            if ctx.source_leaf is None:
+                raise PlanError(f"mean: layer {ctx.path!r} produced no matching output on the "
+                                "reference input")
+            ref = ctx.source_leaf.to(t.device)
+            if tuple(ref.shape[1:]) != tuple(t.shape[1:]):
+                raise PlanError(f"mean: layer {ctx.path!r} gives {tuple(ref.shape)} on the reference "
+                                f"input but {tuple(t.shape)} on the target; use a reference input "
+                                "of the same shape past the batch dim")
+        if t.dim() == 0:
+            return t
+        out = ref.double().mean(0, keepdim=True).expand(t.shape)
+        return as_output_dtype(out, t).contiguous()
+
+    def pre_pass_input(self) -> Any:
+        return self.reference
+
+    def describe(self) -> str:
+        return "mean(batch)" if self.reference is None else f"mean(of {_short(self.reference)})"
+
+
+@dataclass(frozen=True)
+class Noise(Intervention):
+    """Add Gaussian noise of standard deviation ``std``, drawn from a generator seeded
+    with ``seed`` on every call: reproducible, the same for each call of the layer
+    (and for each tensor leaf of one shape). The generator lives on the output's
+    device, so a CUDA run draws other numbers than a CPU run of the same seed.
+    Integer outputs pass through (noise on ids or counts has no meaning)."""
+
+    std: float = param("float", lo=0.0, hi=1e6, start=0.1, help="standard deviation")
+    seed: int = param("int", 0, lo=0, hi=2 ** 63 - 1, help="random seed")
+    name: ClassVar[str] = "noise"
+    draggable: ClassVar[tuple[str, ...]] = ("std",)
+    syntax: ClassVar[str] = "noise:STD[:SEED] (e.g. noise:0.1:7)"
+    leaf_function: ClassVar[str] = '''
+def noise_leaf(t, module, source, std, seed=0):
+    """output + std * N(0, 1), from a generator seeded with seed on every call."""
+    if not t.is_floating_point():
+        return t
+    g = torch.Generator(device=t.device).manual_seed(seed)
+    return t + std * torch.randn(t.shape, generator=g, device=t.device, dtype=t.dtype)
+'''
+
+    def __post_init__(self) -> None:
+        _check_number("noise", "std", self.std, lo=0.0)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2 ** 63:
+            raise PlanError(f"noise: seed={self.seed!r} must be an integer in [0, 2**63)")
+        object.__setattr__(self, "std", float(self.std))
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        if not t.is_floating_point():
+            return t
+        g = torch.Generator(device=t.device).manual_seed(self.seed)
+        return t + self.std * torch.randn(t.shape, generator=g, device=t.device, dtype=t.dtype)
+
+    def describe(self) -> str:
+        return f"noise(std={self.std:g}, seed={self.seed})"
+
+
+@dataclass(frozen=True, eq=False)
+class Patch(_SourceEq, Intervention):
+    """Activation patching: replace the output by this layer's output (same call) in a
+    run of the model on ``source_input`` (an input spec string or a tensor).
+
+    Every patched layer (and every :class:`MeanAblate` with the same reference)
+    is served by ONE forward on that input, without interventions. Shapes
+    must match; every tensor leaf is replaced, bool and integer ones too.
+    """
+
+    source_input: Any = param("input", None, help="the source input (spec or tensor)")
+    name: ClassVar[str] = "patch"
+    syntax: ClassVar[str] = "patch (with --source-input X), or patch:INPUT"
+    leaf_kinds: ClassVar[str] = "all"
+    leaf_function: ClassVar[str] = '''
+def patch_leaf(t, module, source):
+    """This layer's output on the source input (same call) instead of the target's."""
+    return source.to(device=t.device, dtype=t.dtype, copy=True)
+'''
+
+    def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
+        src = ctx.source_leaf
+        if src is None:
+            raise PlanError(f"patch: layer {ctx.path!r} call {ctx.call} has no output on the source "
+                            "input to patch in (it ran fewer times there, or returned other leaves)")
+        if tuple(src.shape) != tuple(t.shape):
+            raise PlanError(f"patch: layer {ctx.path!r} gives {tuple(src.shape)} on the source input "
+                            f"but {tuple(t.shape)} on the target; give a source input of the same shape")
+        # A copy: a later in-place op (ReLU(inplace=True)) must not change the source run.
+        return src.to(device=t.device, dtype=t.dtype, copy=True)
+
+    def pre_pass_input(self) -> Any:
+        if self.source_input is None:
+            raise PlanError("patch needs a source input: Patch('[[...]]') in Python, "
+                            "patch:INPUT or --source-input X on the command line")
+        return self.source_input
+
+    def describe(self) -> str:
+        return f"patch(from {_short(self.source_input)})"

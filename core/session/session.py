@@ -1,0 +1,589 @@
+"""The session: the one owner of what a person edits and runs.
+
+A :class:`Session` holds the loaded model and its tree, the input text, the
+device, the plan (captures and interventions), the options (statistics only,
+train mode, Live) and a runner (:mod:`.runner`). Every change is announced to
+the callables given to :meth:`Session.subscribe` as a :class:`SessionEvent`;
+the window's widgets redraw from these events and write every edit back here,
+so no widget keeps a copy of a bound, the device or a mode. No Qt::
+
+    from hookscope.core import Session, Zero
+    s = Session.load("demo:cnn")
+    s.capture("conv1", "fc")
+    s.intervene("conv2", Zero())
+    r = s.run()
+    s.save("digits.hookscope.json")
+
+A model built in this Python session (a notebook's) opens with
+:meth:`Session.from_module` or :meth:`Session.open_module`: the module itself
+is used, see :mod:`.live_model`.
+
+Threads: edits are made in the caller's thread. The runner answers in its own
+thread; each answer enters the session through ``post`` (given to the
+constructor), which the window sets to "queue this onto the GUI thread", so
+session state only ever changes on one thread. A session with a ``post``
+belongs to the thread that made it (the GUI thread): an edit made on another
+thread sends its events through ``post``, so subscribers (widgets) hear of it
+on their own thread; :meth:`run` called on that thread applies its answer
+before returning, so ``last_result`` is the run's at once. Without a ``post``
+the answers are applied in the runner's thread, which suits a script that
+waits for them (:meth:`run`, :meth:`load`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..model.code_trust import CodeTrust, check_trust
+from ..base.devices import resolve_device
+from ..base.errors import Cancelled as CancelledError
+from ..base.errors import ForwardError, HookscopeError, PlanError
+from ..plan.interventions import Intervention
+from ..plan.plan import Plan
+from ..plan.plan_edits import PlanHistory
+from .runner import (FINAL, Cancelled, Failed, Listener, LoadRequest, LocalRunner, Runner,
+                     RunnerEvent, RunRequest)
+from .session_answers import apply_answer
+from .session_types import LoadSetup, Options, SessionEvent, tidy_input_text
+from ..model.loaded_model import LoadedModel
+from ..model.tree import TreeNode
+from .session_file import read_session_file, write_session_file
+from ..model.class_labels import name_classes
+
+
+@dataclass
+class _Waiter:
+    done: threading.Event = field(default_factory=threading.Event)
+    event: RunnerEvent | None = None
+
+
+class Session:
+    """Model, tree, input, device, plan, options and a runner, with change events."""
+
+    def __init__(self, runner_factory: Callable[[Listener], Runner] | None = LocalRunner,
+                 post: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self._post = post or (lambda fn: fn())
+        # The thread whose subscribers hear the events (see the module docstring).
+        self._home = threading.get_ident() if post is not None else None
+        self._answers: deque[RunnerEvent] = deque()  # answers posted, not yet applied
+        self._closed = False
+        self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._waiters: dict[int, _Waiter] = {}
+        self._register = False  # the next request made gets a waiter (a caller will wait on it)
+        # Guards the waiters, and is held while a request is submitted and its id recorded
+        # (_load_id, _newest_run) and while an answer is applied: a fast runner thread can
+        # answer before submit() has returned, and an answer applied before its id was
+        # recorded would be taken for a replaced run's, leaving the session busy for good.
+        # Re-entrant: a listener may submit from inside an answer (Live).
+        self._wlock = threading.RLock()
+        self.model: LoadedModel | None = None
+        self.tree: TreeNode | None = None
+        self.trust_pickle = False
+        #: which code the open model's load was allowed to run (None: its spec was typed);
+        #: an export that loads the model again is held to the same yes
+        self.code_trust: CodeTrust | None = None
+        self.input_text = "example"
+        self.device = "cpu"
+        self.plan = Plan()
+        self.options = Options()
+        #: View state worth keeping in a session file (selected layer, ...); the window fills it.
+        self.view: dict[str, Any] = {}
+        self.last_result: Any = None
+        self.last_error: str | None = None
+        # What the last load left out of the plan it was given (e.g. a layer the model lacks).
+        self.plan_problem: str | None = None
+        self.labels: str | None = None  # the labels file naming the output's classes, if any
+        self.save_note: str | None = None  # what the last save could not put in the file
+        self.load_warnings: list[str] = []  # what the last load could not apply, in words
+        self.history = PlanHistory()
+        #: Views every run also computes, by name (``"lens"``: a
+        #: :class:`~hookscope.core.capture.logit_lens.LensRequest`); see :meth:`set_derived`.
+        self.derived: dict[str, Any] = {}
+        #: SAE folders attached to layers (:meth:`attach_sae`), by layer path.
+        self.saes: dict[str, str] = {}
+        self._load_id: int | None = None
+        self._shown_run = 0  # the newest run whose result was shown: an older one never is
+        self._setup = LoadSetup()
+        self._valid_from = 0        # answers to older ids belong to a replaced model
+        self._newest_run: int | None = None   # the one run whose answer is still wanted
+        self._load_serial = 0
+        self._observed_key: tuple | None = None
+        self._observe_keys: dict[int, tuple] = {}
+        #: ``None`` for a session that only holds edits (a widget on its own, tests).
+        self.runner: Runner | None = None
+        if runner_factory is not None:
+            # The runner holds the session weakly: a session dropped without close()
+            # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
+            me = weakref.WeakMethod(self._from_runner)
+
+            def listener(ev: RunnerEvent) -> None:
+                method = me()
+                if method is not None:
+                    method(ev)
+
+            self.runner = runner_factory(listener)
+            weakref.finalize(self, self.runner.close, 0)
+
+    # -- events ----------------------------------------------------------------
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call ``callback(event)`` on every change; returns a function that unsubscribes."""
+        self._listeners.append(callback)
+        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+
+    def _emit(self, kind: str, value: Any = None, request_id: int | None = None) -> None:
+        ev = SessionEvent(kind, value, request_id)
+        if self._home is not None and threading.get_ident() != self._home:
+            self._post(lambda: self._tell(ev))  # an edit from another thread (a notebook's)
+        else:
+            self._tell(ev)
+
+    def _tell(self, ev: SessionEvent) -> None:
+        for cb in list(self._listeners):
+            cb(ev)
+
+    # -- building --------------------------------------------------------------
+    @classmethod
+    def load(cls, spec: str, weights: str | None = None, *, input_text: str | None = None,
+             device: str = "cpu", plan: Plan | None = None, options: Options | None = None,
+             trust_pickle: bool = False, timeout_s: float | None = None) -> "Session":
+        """A session with ``spec`` loaded (waits for it); raises what the load raised."""
+        s = cls()
+        try:
+            s.set_device(device)
+            rid = s._waited(lambda: s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                                 input_text=input_text, options=options,
+                                                 run_after=False))
+            s._wait(rid, timeout_s)
+        except BaseException:
+            s.close()  # nobody gets this session: its runner thread must not outlive the call
+            raise
+        return s
+
+    @classmethod
+    def from_module(cls, model: Any, example_input: Any = None, *, tokenizer: Any = None,
+                    labels: Any = None, plan: Plan | None = None, options: Options | None = None,
+                    timeout_s: float | None = None) -> "Session":
+        """A session on ``model``, an ``nn.Module`` built in this Python session (waits for it).
+
+        The module itself is used, on its own device; ``tokenizer`` and ``labels``
+        say what its output means (:func:`~.live_model.live_model`). No window.
+        """
+        s = cls()
+        try:
+            s._wait(s._waited(lambda: s.open_module(model, example_input, tokenizer=tokenizer,
+                                                     labels=labels, plan=plan, options=options,
+                                                     run_after=False)), timeout_s)
+        except BaseException:
+            s.close()  # as in load(): no runner thread left behind
+            raise
+        return s
+
+    @classmethod
+    def offline(cls, model: LoadedModel, input_text: str = "example", device: str = "cpu",
+                plan: Plan | None = None, options: Options | None = None) -> "Session":
+        """A session over an already loaded model, with no runner: to save, not to run."""
+        s = cls(runner_factory=None)
+        s.model, s.input_text, s.device = model, input_text, device
+        s.plan, s.options = plan or Plan(), options or Options()
+        return s
+
+    @classmethod
+    def open_file(cls, path: str | Path, timeout_s: float | None = None,
+                  trust_code: bool = False) -> "Session":
+        """A session as a ``*.hookscope.json`` file saved it (waits for the model).
+
+        A session file is data: a model spec in it that runs code (a ``.py`` factory, a
+        module, a pickle) raises :class:`~.code_trust.CodeTrustError` before anything
+        runs, unless ``trust_code`` (``--trust-code``) says the person trusts the file.
+        """
+
+        setup = read_session_file(path)
+        trust = CodeTrust.from_data(everything=trust_code)
+        s = cls()
+        try:
+            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False, trust=trust)), timeout_s)
+        except BaseException:
+            s.close()  # as in load(): no runner thread left behind by a failed open
+            raise
+        return s
+
+    def save(self, path: str | Path, *, weights: bool = False) -> Path:
+        """Write this session to ``path`` (``*.hookscope.json``); returns the path written.
+
+        A session file names its model and never holds it. For a model of this
+        Python session (:meth:`from_module`) that means the model is not saved:
+        ``weights=True`` writes its state_dict beside the file, and the file names
+        its class where that reopens it (:mod:`.live_save`, which warns otherwise).
+        """
+        from ..model.live_model import is_live
+
+        if is_live(self.model):
+            from .live_save import save_live
+
+            return save_live(self, Path(path).expanduser(), weights, write_session_file)
+        return write_session_file(path, self)
+
+    def open_setup(self, setup: Any, run_after: bool = True, trust: CodeTrust | None = None) -> int:
+        """Load what a session file describes (a :class:`~.session_file.SessionSetup`);
+        the current model and plan stay until the load succeeds.
+
+        The file is data: its spec runs code only as ``trust`` allows (by default, no
+        code at all; :class:`~.code_trust.CodeTrustError` names what would run). The
+        setup's own ``trust_pickle`` is never read: a file cannot trust itself.
+        """
+        return self.open_model(setup.spec, setup.weights, plan=setup.plan,
+                               input_text=setup.input_text, device=setup.device,
+                               options=setup.options, view=setup.view, run_after=run_after,
+                               labels=setup.labels, trust=trust or CodeTrust.from_data())
+
+    def open_model(self, spec: str, weights: str | None = None, *, trust_pickle: bool = False,
+                   plan: Plan | None = None, input_text: str | None = None,
+                   device: str | None = None, options: Options | None = None,
+                   view: dict | None = None, run_after: bool = True,
+                   labels: str | None = None, trust: CodeTrust | None = None) -> int:
+        """Queue a model load; when it arrives, apply the rest and (``run_after``) run once.
+
+        ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
+        ``trust``: which code the load may run (:mod:`.code_trust`); ``None`` for a
+        spec the person typed. With a ``trust``, a spec whose code it does not allow
+        raises :class:`~.code_trust.CodeTrustError` here, before any request is made.
+        A failed load leaves the current model, plan and results as they were.
+        """
+        if trust is not None:
+            check_trust(spec, trust)  # the loader checks again, just before it imports
+            trust_pickle = trust.everything
+        return self._queue_load(LoadRequest(spec, weights, trust_pickle, trust=trust),
+                                LoadSetup(plan, input_text, device, options, view, run_after,
+                                          trust_pickle, labels, trust))
+
+    def open_module(self, model: Any, example_input: Any = None, *, tokenizer: Any = None,
+                    labels: Any = None, plan: Plan | None = None, options: Options | None = None,
+                    run_after: bool = True) -> int:
+        """Queue ``model`` (an ``nn.Module`` of this Python session, used in place) as
+        :meth:`open_model` queues a spec; it runs on the device its parameters are on."""
+        from ..model.live_model import live_model, module_device
+
+        lm = live_model(model, example_input, tokenizer=tokenizer, labels=labels)
+        return self._queue_load(LoadRequest(lm.spec, model=lm),
+                                LoadSetup(plan, None, module_device(model), options, None,
+                                          run_after))
+
+    def _queue_load(self, request: LoadRequest, setup: LoadSetup) -> int:
+        if self.runner is None:
+            raise HookscopeError("this session has no runner to load a model with")
+        with self._wlock:  # a caller may wait on this id: register it before any answer
+            self._setup = setup
+            self._load_id = self.runner.submit(request)
+            if self._register:
+                self._waiters[self._load_id] = _Waiter()
+            return self._load_id
+
+    def set_labels(self, path: str) -> None:
+        """Name the open model's output classes from the labels file ``path``
+        (:mod:`.class_labels`); the last result is shown again with the names."""
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first, then its labels")
+        self._name_classes(path)
+        if self.last_result is not None:
+            self._emit("result", self.last_result, self._newest_run)
+
+    def _name_classes(self, path: str) -> None:
+        assert self.model is not None
+        name_classes(self.model, path)
+        self.labels = path
+
+    def close(self, timeout_s: float = 1.0) -> bool:
+        """Stop the runner (the run in flight stops at its next layer); whether it ended in time.
+        The plan and the last result stay readable; :meth:`run` raises from now on."""
+        self._closed = True
+        self._listeners.clear()
+        return self.runner.close(timeout_s) if self.runner is not None else True
+
+    # -- the plan --------------------------------------------------------------
+    def set_plan(self, plan: Plan, merge: str | None = None) -> None:
+        """Replace the plan (undoable). Edits with the same ``merge`` key in a row
+        (the steps of one drag) are one undo step; :meth:`seal` ends such a run."""
+        if plan == self.plan:
+            return
+        self.history.record(self.plan, merge)
+        self._set_plan(plan)
+
+    def seal(self) -> None:
+        """The next edit starts a new undo step."""
+        self.history.seal()
+
+    def _set_plan(self, plan: Plan) -> None:
+        self.plan = plan
+        self._emit("plan", plan)
+        self._changed()
+
+    def capture(self, *paths: str) -> None:
+        """Capture these layers too."""
+        self.set_capture(paths, True)
+
+    def uncapture(self, *paths: str) -> None:
+        self.set_capture(paths, False)
+
+    def set_capture(self, paths: Any, on: bool) -> None:
+        """Capture (or stop capturing) ``paths``, one undo step; the plan keeps model order."""
+        paths = [paths] if isinstance(paths, str) else list(paths)
+        now = set(self.plan.capture)
+        now = now | set(paths) if on else now - set(paths)
+        self.set_plan(dataclasses.replace(self.plan, capture=self.in_model_order(now)))
+
+    def intervene(self, path: str, intervention: Intervention, merge: str | None = None) -> None:
+        """Give ``path`` this intervention, replacing the one it had (one per layer)."""
+        self.set_plan(self.plan.with_intervention(path, intervention), merge=merge)
+
+    def clear_intervention(self, path: str) -> None:
+        self.set_plan(self.plan.without_intervention(path))
+
+    def intervention_for(self, path: str) -> Intervention | None:
+        return self.plan.intervention_for(path)
+
+    def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
+        """``paths`` in the tree's order; paths it does not have last."""
+        order = [n.path for n in self.tree.walk()] if self.tree is not None else []
+        known = [p for p in order if p in paths]
+        return tuple(known + [p for p in self.plan.capture if p in paths and p not in known]
+                     + sorted(p for p in paths if p not in known and p not in self.plan.capture))
+
+    # -- undo ------------------------------------------------------------------
+    def undo(self) -> bool:
+        """Take back the last plan edit; whether there was one."""
+        plan = self.history.undo(self.plan)
+        if plan is not None:
+            self._set_plan(plan)
+        return plan is not None
+
+    def redo(self) -> bool:
+        plan = self.history.redo(self.plan)
+        if plan is not None:
+            self._set_plan(plan)
+        return plan is not None
+
+    @property
+    def can_undo(self) -> bool:
+        return self.history.can_undo
+
+    @property
+    def can_redo(self) -> bool:
+        return self.history.can_redo
+
+    # -- input, device, options ----------------------------------------------
+    def set_input(self, text: str) -> bool:
+        """Use ``text`` as the input from now on; whether it changed (in Live mode a
+        change has already queued a run)."""
+        text = tidy_input_text(text)
+        if text == self.input_text:
+            return False
+        self.input_text = text
+        self._emit("input", text)
+        self._changed()
+        return True
+
+    def set_device(self, name: str) -> None:
+        """Run on ``name`` from now on; raises :class:`DeviceError` if it is not here."""
+        resolve_device(name)
+        if name != self.device:
+            self.device = name
+            self._emit("device", name)
+            self._changed()
+
+    def set_options(self, **changes: Any) -> None:
+        """``set_options(stats_only=True)``, ``live=...``, ``train=...``."""
+        new = dataclasses.replace(self.options, **changes)
+        if new == self.options:
+            return
+        turned_live = new.live and not self.options.live
+        self.options = new
+        self._emit("options", new)
+        if turned_live or new.live:
+            self._changed(force=turned_live)
+
+    def _changed(self, force: bool = False) -> None:
+        """Live mode: every change re-runs (the runner keeps only the newest)."""
+        if (self.options.live or force) and self.model is not None and self._load_id is None:
+            self.submit_run()
+
+    # -- running ---------------------------------------------------------------
+    def current_plan(self) -> Plan:
+        """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
+        return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
+
+    def set_derived(self, name: str, view: Any | None) -> None:
+        """Have every run also compute ``view`` (``None``: stop), e.g. the logit lens; its
+        answer is ``result.extras[name]``. In Live mode this re-runs."""
+        if view is None:
+            changed = self.derived.pop(name, None) is not None
+        else:
+            changed = self.derived.get(name) != view
+            self.derived[name] = view
+        if changed:
+            self._emit("derived", dict(self.derived))
+            self._changed()
+
+    def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
+             timeout_s: float | None = None) -> Any:
+        """Run now with the logit lens and wait: a
+        :class:`~hookscope.core.capture.logit_lens.LensResult` (without and with the plan)."""
+        from ..capture.logit_lens import LensRequest
+
+        return self._run_derived(LensRequest(head, target, top_k), timeout_s)
+
+    def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
+                 timeout_s: float | None = None) -> Any:
+        """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
+        :class:`~hookscope.core.capture.generation.Generation` (greedy unless ``temperature > 0``;
+        both continuations sample with the same seed)."""
+        from ..capture.generation import GenerateRequest
+
+        return self._run_derived(GenerateRequest(n, temperature, seed), timeout_s)
+
+    def attach_sae(self, layer: str, folder: str | Path) -> Any:
+        """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
+        ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs
+        from the layer's output (where a run has shown it) is refused with both sizes."""
+        from ..model.sae import attach_sae
+
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first, then attach an SAE")
+        node = self.tree.find(layer) if self.tree is not None else None
+        shape = node.output_shape if node is not None else None
+        width = shape[-1] if shape else None
+        sae = attach_sae(self.model.module, layer, folder, width)
+        self.saes[layer] = str(folder)
+        self._emit("sae", dict(self.saes))
+        return sae
+
+    def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
+        """Run now and wait: the top SAE features and reconstruction error at ``layers``
+        (default: every layer with an SAE), a :class:`~hookscope.core.SaeReport`."""
+        from ..capture.sae_features import SaeRequest
+
+        return self._run_derived(SaeRequest(tuple(layers or self.saes), top_k), timeout_s)
+
+    def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        rid = self._waited(lambda: self.submit_run(extra=(view,)))
+        if rid is None:
+            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
+                                 "then run")
+        from .runner_messages import ViewFailed
+
+        value = self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
+        if isinstance(value, ViewFailed):
+            raise PlanError(value.message)
+        return value
+
+    def submit_run(self, extra: tuple = ()) -> int | None:
+        """Queue a comparison with the current plan, input and device; its request id
+        (``None`` when no model is open, or while a load is in flight: the new model
+        runs once it arrives)."""
+        if self._load_id is not None:
+            # A model is on its way: run on it once it arrives, not on the one it replaces.
+            self._setup.run_after = True
+            return None
+        if self.model is None or self.runner is None:
+            return None
+        key = (self._load_serial, self.input_text)
+        observe = key != self._observed_key
+        with self._wlock:  # a caller may wait on this id: register it before any answer
+            rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
+                                                self.device, observe_tree=observe,
+                                                train=self.options.train,
+                                                derived=tuple({**self.derived,
+                                                          **{v.name: v for v in extra}}.values())))
+            if self._register:
+                self._waiters[rid] = _Waiter()
+            if observe:
+                self._observe_keys[rid] = key
+            self._newest_run = rid
+        return rid
+
+    def run(self, timeout_s: float | None = None) -> Any:
+        """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""
+        if self.model is None:
+            raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        if self._closed:
+            raise HookscopeError("this session is closed (its window was closed): open a new "
+                                 "one to run again; its plan and last result are still here")
+        rid = self._waited(self.submit_run)
+        if rid is None:
+            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
+                                 "then run")
+        result = self._wait(rid, timeout_s).result  # type: ignore[union-attr]
+        if self._home == threading.get_ident():
+            self._drain()  # the answer is queued for this very thread: apply it now
+        return result
+
+    def cancel(self) -> bool:
+        """Drop waiting runs and stop the one in flight at its next layer."""
+        return self.runner.cancel() if self.runner is not None else False
+
+    @property
+    def newest_run(self) -> int | None:
+        """The id of the run whose answer is still wanted, if any."""
+        return self._newest_run
+
+    @property
+    def busy(self) -> bool:
+        """A load or the newest run is waiting for its answer."""
+        return self._load_id is not None or self._newest_run is not None
+
+    def _waited(self, make: Callable[[], Any]) -> Any:
+        """Make one request that a caller will wait for (see :meth:`_wait`)."""
+        self._register = True
+        try:
+            return make()
+        finally:
+            self._register = False
+
+    def _wait(self, rid: int, timeout_s: float | None) -> RunnerEvent:
+        with self._wlock:
+            w = self._waiters.get(rid)
+        if w is None:
+            raise HookscopeError(f"request {rid} was answered already, or was never made")
+        if not w.done.wait(timeout_s):
+            raise HookscopeError(f"no answer within {timeout_s} s; the run goes on in the background")
+        with self._wlock:
+            self._waiters.pop(rid, None)
+        ev = w.event
+        if isinstance(ev, Failed):
+            if isinstance(ev.error, HookscopeError):
+                raise ev.error
+            raise ForwardError(ev.message) from ev.error
+        if isinstance(ev, Cancelled):
+            raise CancelledError("run cancelled: a newer request replaced it")
+        return ev  # type: ignore[return-value]
+
+    # -- answers from the runner -------------------------------------------------
+    def _from_runner(self, ev: RunnerEvent) -> None:
+        """Runner thread: hand the answer to ``post`` and wake a waiting caller."""
+        with self._wlock:  # after the request's id is recorded (see _wlock)
+            self._answers.append(ev)
+            self._post(self._drain)
+            w = self._waiters.get(ev.request_id) if isinstance(ev, FINAL) else None
+            if w is not None:
+                w.event = ev
+                w.done.set()
+
+    def _drain(self) -> None:
+        """Apply every answer posted so far, in order (the ``post`` thread)."""
+        while True:
+            with self._wlock:
+                if not self._answers:
+                    return
+                ev = self._answers.popleft()
+            self._apply(ev)  # outside the lock: a redraw must not hold up the runner thread
+
+    def _apply(self, ev: RunnerEvent) -> None:
+        """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
+        apply_answer(self, ev)

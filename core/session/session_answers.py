@@ -1,0 +1,151 @@
+"""How a :class:`~.session.Session` takes its runner's answers.
+
+Every answer enters through :func:`apply_answer`, on the session's ``post``
+thread (the GUI thread in the window), so the session's state only ever
+changes on one thread. An answer to a replaced model or a replaced run is
+dropped, except a replaced run that finished after the newest shown one (Live
+lets a nearly done run finish): that result is shown while the newest runs.
+A load's answer replaces the model and applies what the load was asked to set
+up (plan, input, device, options, labels), telling the listeners in the order
+a window redraws in.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..base.devices import resolve_device
+from ..base.errors import HookscopeError
+from ..plan.path_patterns import expand_plan, without_unknown_layers
+from ..plan.plan import Plan
+from .runner_messages import (Cancelled, Failed, Finished, Loaded, Observed, Progress, RunnerEvent,
+                              Started)
+from .session_types import tidy_input_text
+from ..model.tree import TreeNode
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+def apply_answer(s: Session, ev: RunnerEvent) -> None:
+    """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
+    rid = ev.request_id
+    if rid == s._load_id:
+        _apply_load(s, ev)
+    elif rid < s._valid_from:
+        return  # the model it ran on was replaced
+    elif isinstance(ev, Observed):
+        key = s._observe_keys.pop(rid, None)
+        if key is not None:
+            s._observed_key = key
+        _copy_shapes(s.tree, ev.tree)
+        s._emit("observed", s.tree, rid)
+    elif rid != s._newest_run:
+        # An older run the runner let finish (Live: it was nearly done) is shown
+        # while the newest runs; anything else of a replaced run is dropped.
+        if isinstance(ev, Finished) and s._newest_run is not None and rid > s._shown_run:
+            s._shown_run = rid
+            s.last_result, s.last_error = ev.result, None
+            s._emit("result", ev.result, rid)
+    elif isinstance(ev, Started):
+        s._emit("started", None, rid)
+    elif isinstance(ev, Progress):
+        s._emit("progress", ev, rid)
+    elif isinstance(ev, Finished):
+        s._newest_run = None
+        s._shown_run = rid
+        s.last_result, s.last_error = ev.result, None
+        s._emit("result", ev.result, rid)
+        s._emit("idle", None, rid)
+    elif isinstance(ev, Failed):
+        s._newest_run = None
+        s.last_error = ev.message
+        s._emit("error", ev.message, rid)
+        s._emit("idle", None, rid)
+    elif isinstance(ev, Cancelled):
+        s._newest_run = None
+        s._emit("cancelled", None, rid)
+        s._emit("idle", None, rid)
+
+
+def _apply_load(s: Session, ev: RunnerEvent) -> None:
+    """A load's answer: the new model, tree, plan, input, device, options and labels."""
+    if isinstance(ev, Started):
+        s._emit("started", None, ev.request_id)
+        return
+    if isinstance(ev, Progress):
+        return
+    s._load_id = None
+    if isinstance(ev, Failed):
+        s._emit("load_failed", ev.message, ev.request_id)
+        s._emit("idle", None, ev.request_id)
+        return
+    if not isinstance(ev, Loaded):
+        s._emit("idle", None, ev.request_id)
+        return
+    setup = s._setup
+    s._valid_from = ev.request_id
+    s._load_serial += 1
+    s._observed_key = None
+    s._newest_run = None
+    s.model, s.tree = ev.model, ev.tree
+    s.saes = {}  # SAEs were attached to the modules of the model this one replaces
+    s.trust_pickle = setup.trust_pickle
+    s.code_trust = setup.trust
+    s.last_result = s.last_error = None
+    s.plan, s.plan_problem = Plan(), None
+    warnings: list[str] = []  # told after "model", which clears a window's old messages
+    if setup.plan is not None:
+        try:  # wildcards of a command line (--capture 'h.*.mlp') to this model's paths
+            known = [n.path for n in ev.tree.walk()] if ev.tree is not None else []
+            s.plan, s.plan_problem = without_unknown_layers(
+                expand_plan(setup.plan, ev.model.module, known), ev.model.module, known)
+        except HookscopeError as exc:
+            s.plan_problem = str(exc)
+    s.history.clear()
+    if setup.input_text is not None:
+        s.input_text = tidy_input_text(setup.input_text)
+    elif ev.model.example_input is not None:
+        s.input_text = "example"
+    else:
+        s.input_text = ""
+    if setup.device is not None:
+        try:
+            resolve_device(setup.device)
+            s.device = setup.device
+            s._emit("device", s.device, ev.request_id)
+        except HookscopeError as exc:
+            warnings.append(str(exc))
+    if setup.options is not None:
+        s.options = setup.options
+    s.view = dict(setup.view or {})
+    s.labels = None
+    if setup.labels is not None:
+        try:
+            s._name_classes(setup.labels)
+        except HookscopeError as exc:
+            warnings.append(str(exc))
+    s._emit("model", ev.model, ev.request_id)
+    if s.plan_problem:
+        warnings.insert(0, f"{s.plan_problem}\nThat part of the plan was left out: "
+                           "tick the layers you meant in the tree.")
+    s.load_warnings = warnings
+    for message in warnings:
+        s._emit("load_warning", message, ev.request_id)
+    s._emit("plan", s.plan, ev.request_id)
+    s._emit("options", s.options, ev.request_id)
+    if setup.run_after or s.options.live:
+        s.submit_run()
+    if not s.busy:
+        s._emit("idle", None, ev.request_id)
+
+
+def _copy_shapes(tree: TreeNode | None, observed: TreeNode) -> None:
+    """The output shapes and call counts an observing pass found, onto the session's tree."""
+    if tree is None:
+        return
+    by_path = {n.path: n for n in observed.walk()}
+    for node in tree.walk():
+        o = by_path.get(node.path)
+        if o is not None:
+            node.output_shape, node.calls = o.output_shape, o.calls

@@ -1,0 +1,143 @@
+"""The floors of core: widgets/ and app/ use their faces, and no floor has a cycle.
+
+import-linter (``make test``, pyproject's ``[tool.importlinter]``) checks that
+floors import only downwards. Here, on the source (every import statement,
+including ones inside functions; ``if TYPE_CHECKING:`` blocks excepted, they
+never run): widgets/ and app/ import ``hookscope.core`` or a floor's face
+(``hookscope.core.FLOOR``), never a module inside a floor; and the modules of
+each floor import each other without a cycle.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "core"
+FLOORS = sorted(p.name for p in CORE.iterdir() if (p / "__init__.py").exists())
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def imports_of(path: Path, package: str) -> list[tuple[int, str]]:
+    """``(line, absolute module)`` of every runtime import in ``path`` (in ``package``)."""
+    out = []
+    for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # "from PKG import name": name may be a module of PKG
+            out += [(node.lineno, f"{mod}.{a.name}") for a in node.names] + [(node.lineno, mod)]
+    return out
+
+
+def core_modules() -> dict[str, Path]:
+    mods = {}
+    for p in CORE.rglob("*.py"):
+        rel = p.relative_to(CORE).with_suffix("")
+        parts = [x for x in rel.parts if x != "__init__"]
+        mods[".".join(["hookscope.core", *parts])] = p
+    return mods
+
+
+def face_violations(folder: str) -> list[str]:
+    deep = {m for m in core_modules() if m.count(".") >= 3}  # hookscope.core.FLOOR.module
+    bad = []
+    for f in sorted((ROOT / folder).rglob("*.py")):
+        tree = ast.parse(f.read_text(), filename=str(f))
+        for node in ast.walk(tree):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                    else [])
+            bad += [f"{f.relative_to(ROOT)}:{node.lineno} imports {m}" for m in mods
+                    if any(m == d or m.startswith(d + ".") for d in deep)]
+    return bad
+
+
+@pytest.mark.parametrize("folder", ["widgets", "app"])
+def test_widgets_and_app_import_only_the_faces(folder):
+    assert face_violations(folder) == []
+
+
+def test_the_face_check_sees_a_deep_import(tmp_path, monkeypatch):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "bad.py").write_text("def f():\n    from hookscope.core.capture.run import run\n")
+    real = core_modules()
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(__import__(__name__), "core_modules", lambda: real)
+    assert face_violations("app") == ["app/bad.py:2 imports hookscope.core.capture.run"]
+
+
+def module_graph() -> dict[str, set[str]]:
+    mods = core_modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        package = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for _, target in imports_of(p, package):
+            if target in mods and target != m:
+                graph[m].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of ``graph`` as a path, or [] when there is none."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(n: str) -> list[str]:
+        state[n] = 1
+        path.append(n)
+        for t in sorted(graph.get(n, ())):
+            if state.get(t) == 1:
+                return path[path.index(t):] + [t]
+            if t not in state and (c := visit(t)):
+                return c
+        path.pop()
+        state[n] = 2
+        return []
+
+    for n in sorted(graph):
+        if n not in state and (c := visit(n)):
+            return c
+    return []
+
+
+@pytest.mark.parametrize("floor", FLOORS)
+def test_no_import_cycle_inside_a_floor(floor):
+    prefix = f"hookscope.core.{floor}."
+    graph = {m: {t for t in ts if t.startswith(prefix)}
+             for m, ts in module_graph().items() if m.startswith(prefix)}
+    assert find_cycle(graph) == []
+
+
+def test_no_import_cycle_between_floors():
+    floors: dict[str, set[str]] = {}
+    for m, ts in module_graph().items():
+        parts = m.split(".")
+        if len(parts) < 3:
+            continue  # hookscope.core itself: the face over every floor
+        floors.setdefault(parts[2], set()).update(
+            t.split(".")[2] for t in ts if t.count(".") >= 2 and t.split(".")[2] != parts[2])
+    assert find_cycle(floors) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) == []
