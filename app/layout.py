@@ -47,7 +47,7 @@ def side_widths(width: int) -> tuple[str, int, int]:
 
 def arrange_docks(win: "MainWindow", force: bool = False) -> str:
     """Place and size the layer and output docks for the window's width; returns the mode."""
-    tree, output = win.layer_dock, win.output_dock
+    tree, output, editor = win.layer_dock, win.output_dock, win.intervention_dock
     tree.setMinimumWidth(MIN_TREE)
     output.setMinimumWidth(MIN_OUTPUT)
     centre = win.centralWidget()
@@ -73,7 +73,16 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
         # class table need ~340 px, the tree scrolls at any height.
         h = max(win.height(), 600)
         win.resizeDocks([tree, output], [int(h * 0.35), int(h * 0.65)], Qt.Orientation.Vertical)
+        # No height to spare for a third pane: the Intervention panel is a tab beside the output.
+        if not editor.isFloating():
+            win.tabifyDockWidget(output, editor)
+            output.raise_()
     else:
         win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, output)
+        if not editor.isFloating():  # napari-like: the layer's controls above the output
+            win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, editor)
+            win.splitDockWidget(editor, output, Qt.Orientation.Vertical)
         win.resizeDocks([tree, output], [tree_w, output_w], Qt.Orientation.Horizontal)
+        h = max(win.height(), 600)
+        win.resizeDocks([editor, output], [int(h * 0.5), int(h * 0.5)], Qt.Orientation.Vertical)
     return mode

@@ -28,6 +28,7 @@ from .qt_compat import guard_none_refcount
 from .recent import RecentModels
 from .session_reactions import SessionReactions
 from .trust_dialog import TrustGate
+from .intervention_dock import install_intervention_dock
 from .layout import arrange_docks
 from .window_layout import build_parts
 from .window_tools import install_window_tools
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from PySide6.QtWidgets import QDockWidget
 
     from hookscope.widgets.hooks_view import HooksView
+    from hookscope.widgets.intervention_panel import InterventionPanel
 
     from .vector_dialog import SteerDialog
 
@@ -60,6 +62,8 @@ class MainWindow(SessionReactions, QMainWindow):
     # Set from outside __init__ (annotations only: no class attribute at run time).
     hooks_view: HooksView        # window_tools.install_window_tools
     hooks_dock: QDockWidget      # window_tools.install_window_tools
+    intervention_panel: InterventionPanel  # intervention_dock.install_intervention_dock
+    intervention_dock: QDockWidget         # intervention_dock.install_intervention_dock
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -102,6 +106,7 @@ class MainWindow(SessionReactions, QMainWindow):
             [self.layer_dock.toggleViewAction(), self.output_dock.toggleViewAction(),
              self.run_toolbar.toggleViewAction()])
         self._wire()
+        install_intervention_dock(self)   # the selected layer's intervention in full
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
 

@@ -236,6 +236,11 @@ class InterventionDelegate(QStyledItemDelegate):
         if index.data(Qt.ItemDataRole.EditRole) != iv:
             model.setData(index, iv, Qt.ItemDataRole.EditRole)
 
+    def initStyleOption(self, option: QStyleOptionViewItem, index) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        # the kind first: "zero @pos=-1@he…" reads better than "zero …s=0,2" (full text: tooltip)
+        option.textElideMode = Qt.TextElideMode.ElideRight  # type: ignore[attr-defined]
+
     def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index) -> None:  # noqa: N802
         r = option.rect
         editor.setGeometry(r.x(), r.y(), max(r.width(), editor.sizeHint().width()), r.height())
