@@ -183,20 +183,26 @@ class InterventionPanel(QWidget):
             return None
 
     # -- edits ---------------------------------------------------------------------------
-    def _commit(self) -> None:
+    def _commit(self, quiet: bool = False) -> None:
+        """Emit the shown intervention; a refused one is said in the banner, or (``quiet``:
+        a kind just chosen, its required values not given yet) under the description."""
         if not self._path:
             return
         try:
             iv = self.value()
         except HookscopeError as exc:
-            self.errorOccurred.emit(str(exc))
+            if quiet:
+                self._describe(None)
+                self.description.setText(f"{self.description.text()}<br><b>To apply:</b> {exc}")
+            else:
+                self.errorOccurred.emit(str(exc))
             return
         self._describe(iv)
         self.edited.emit(self._path, iv)
 
     def _on_kind(self, kind: str) -> None:
         self._build(kind, None)  # another kind, the same place
-        self._commit()
+        self._commit(quiet=True)
 
     def _on_tokens(self, positions: list[int]) -> None:
         self.positions_edit.setText(",".join(map(str, positions)))
