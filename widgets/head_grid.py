@@ -21,6 +21,8 @@ class HeadGrid(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("headGrid")
+        self.setStyleSheet("QToolButton:checked { background: #d9534f; color: white; "
+                           "border: 1px solid #a94442; }")
         self._lay = QGridLayout(self)
         self._lay.setContentsMargins(0, 0, 0, 0)
         self._lay.setSpacing(2)

@@ -30,13 +30,14 @@ from .head_grid import HeadGrid
 from .token_strip import TokenStrip
 
 NONE = "none"
-_HINT = "color: #666; font-size: 11px;"
+_HINT = "color: #666; font-size: 10px; margin: 0px;"
 
 
 def _doc(cls: type[Intervention] | None) -> str:
     if cls is None:
         return "No intervention: the layer's output is left as it is."
-    return " ".join((cls.__doc__ or cls.name).strip().split("\n\n")[0].split())
+    text = " ".join((cls.__doc__ or cls.name).strip().split("\n\n")[0].split())
+    return text.replace("``", "").replace(":class:", "").replace(":func:", "").replace("`", "")
 
 
 def _bound(v: float | None) -> str:
@@ -81,6 +82,7 @@ class InterventionPanel(QWidget):
         self._form_box = QWidget()
         self._form = QFormLayout(self._form_box)
         self._form.setContentsMargins(0, 0, 0, 0)
+        self._form.setVerticalSpacing(1)
         self._form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         lay.addWidget(self._form_box)
         self.where_box = QGroupBox("Where (empty: the whole output)", objectName="interventionWhere")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs

@@ -34,14 +34,15 @@ class TokenStrip(QListWidget):
         self.setResizeMode(QListView.ResizeMode.Adjust)
         self.setMovement(QListView.Movement.Static)
         self.setSpacing(1)
+        self.setTextElideMode(Qt.TextElideMode.ElideNone)
         self.setUniformItemSizes(False)
         self.setSelectionMode(QAbstractItemView.SelectionMode.MultiSelection)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setStyleSheet("QListWidget#tokenStrip::item { border: 1px solid #bbb; "
                            "padding: 1px 3px; } QListWidget#tokenStrip::item:selected "
                            "{ background: #d9534f; color: white; }")
-        row = self.fontMetrics().height() + 10
-        self.setFixedHeight(ROWS_SHOWN * row + 6)
+        self._row = self.fontMetrics().height() + 10
+        self.setFixedHeight(self._row + 6)
         self.setToolTip("The input's tokens: click one to act on its position, click again "
                         "to let it go; none picked: every position")
         self.itemSelectionChanged.connect(self._emit)
@@ -56,10 +57,22 @@ class TokenStrip(QListWidget):
         for i, tok in enumerate(tokens or []):
             item = QListWidgetItem(shown_token(tok))
             item.setToolTip(f"position {i} ({i - n} from the end): {tok!r}")
-            item.setSizeHint(QSize(fm.horizontalAdvance(shown_token(tok)) + 12, fm.height() + 8))
+            item.setSizeHint(QSize(fm.horizontalAdvance(shown_token(tok)) + 20, fm.height() + 8))
             self.addItem(item)
         self.blockSignals(False)
         self.set_positions([i for i in picked if i < n])
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """As tall as the wrapped rows of tokens, up to :data:`ROWS_SHOWN` (then it scrolls)."""
+        self.doItemsLayout()
+        last = self.visualItemRect(self.item(self.count() - 1)) if self.count() else None
+        used = (last.bottom() + self.verticalOffset() + 4) if last is not None else self._row
+        self.setFixedHeight(min(max(used, self._row), ROWS_SHOWN * self._row) + 6)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._fit_height()
 
     def set_positions(self, positions: list[int]) -> None:
         """Pick exactly these positions (no signal)."""
