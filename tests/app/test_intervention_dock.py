@@ -125,3 +125,32 @@ def test_at_1000x650_the_dock_leaves_the_plots_their_room(make_window, qtbot):
     qtbot.waitUntil(lambda: win.intervention_dock.isVisible() and win.output_dock.isVisible())
     assert win.output_dock.height() >= 250 and win.intervention_dock.height() >= 250
     assert centre.width() >= 600
+
+
+def test_cell_editor_labels_stay_whole_in_a_narrow_tree(make_window, qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from hookscope.widgets.intervention_editor import InterventionEditor
+
+    win = make_window(["demo:lm", "--intervene", "blocks.1.mlp=zero:3,7@pos=last"])
+    win.resize(1000, 650)
+    wait_idle(qtbot, win)
+    view, model = win.tree.view, win.tree.model
+    view.expandAll()
+    idx = win.tree.proxy.mapFromSource(model.index_for_path("blocks.1.mlp", COL_INTERVENTION))
+    view.scrollTo(idx)
+    QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(idx).center())
+    QTest.keyClick(view, Qt.Key.Key_F2)
+    qtbot.waitUntil(lambda: view.findChild(InterventionEditor) is not None)
+    editor = view.findChild(InterventionEditor)
+    qtbot.waitUntil(lambda: editor.isVisible())
+    labels = editor.findChildren(QLabel)
+    assert {lb.text() for lb in labels} >= {"units", "dim", "at"}
+    for lb in labels:
+        assert lb.width() >= lb.fontMetrics().horizontalAdvance(lb.text())
+    assert editor.kind_combo.width() >= editor.kind_combo.fontMetrics().horizontalAdvance("zero") + 16
+    assert 0 <= editor.x() and editor.geometry().right() <= view.viewport().width()
+    # the cell's summary starts with the kind, its tooltip has the whole text
+    cell = model.index_for_path("blocks.1.mlp", COL_INTERVENTION)
+    iv = model.intervention("blocks.1.mlp")
+    assert iv.describe() in cell.data(Qt.ItemDataRole.ToolTipRole)
