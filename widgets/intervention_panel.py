@@ -67,7 +67,7 @@ class InterventionPanel(QWidget):
         self.layer_label = QLabel("Select a layer in the tree", objectName="interventionLayer")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
         self.layer_label.setWordWrap(True)
         lay.addWidget(self.layer_label)
-        self.kind_combo = QComboBox(objectName="panelKind")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.kind_combo = QComboBox(objectName="panelKind")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
         self.kind_combo.addItem(NONE)
         for kind in sorted(self._kinds):
             self.kind_combo.addItem(kind)
