@@ -46,7 +46,8 @@ def install_intervention_dock(win: "MainWindow") -> None:
     scroll.setWidgetResizable(True)
     scroll.setFrameShape(QScrollArea.Shape.NoFrame)
     scroll.setWidget(panel)
-    dock = QDockWidget("Intervention", win, objectName="interventionDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    dock = QDockWidget("Intervention", win)
+    dock.setObjectName("interventionDock")
     dock.setWidget(scroll)
     win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
     win.intervention_panel, win.intervention_dock = panel, dock

@@ -64,10 +64,12 @@ class InterventionPanel(QWidget):
         self._given: dict[str, tuple[str, Any]] = {}
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 4, 6, 4)
-        self.layer_label = QLabel("Select a layer in the tree", objectName="interventionLayer")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.layer_label = QLabel("Select a layer in the tree")
+        self.layer_label.setObjectName("interventionLayer")
         self.layer_label.setWordWrap(True)
         lay.addWidget(self.layer_label)
-        self.kind_combo = QComboBox(objectName="panelKind")  # type: ignore[call-arg]  # stubs omit Qt-property kwargs
+        self.kind_combo = QComboBox()
+        self.kind_combo.setObjectName("panelKind")
         self.kind_combo.addItem(NONE)
         for kind in sorted(self._kinds):
             self.kind_combo.addItem(kind)
@@ -75,7 +77,8 @@ class InterventionPanel(QWidget):
                                         Qt.ItemDataRole.ToolTipRole)
         self.kind_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         lay.addWidget(self.kind_combo)
-        self.description = QLabel(objectName="interventionDescription")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.description = QLabel()
+        self.description.setObjectName("interventionDescription")
         self.description.setWordWrap(True)
         self.description.setStyleSheet(_HINT)
         lay.addWidget(self.description)
@@ -85,14 +88,17 @@ class InterventionPanel(QWidget):
         self._form.setVerticalSpacing(1)
         self._form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         lay.addWidget(self._form_box)
-        self.where_box = QGroupBox("Where (empty: the whole output)", objectName="interventionWhere")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.where_box = QGroupBox("Where (empty: the whole output)")
+        self.where_box.setObjectName("interventionWhere")
         where = QFormLayout(self.where_box)
         where.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.token_strip = TokenStrip()
-        self.positions_edit = QLineEdit(objectName="panelPositions")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.positions_edit = QLineEdit()
+        self.positions_edit.setObjectName("panelPositions")
         self.positions_edit.setPlaceholderText("all (or 0,5  3:6  -1  last)")
         self.head_grid = HeadGrid()
-        self.units_edit = QLineEdit(objectName="panelUnits")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.units_edit = QLineEdit()
+        self.units_edit.setObjectName("panelUnits")
         self.units_edit.setPlaceholderText("all (or 0,5  3:6)")
         where.addRow(QLabel("Positions: click tokens (again to let go), or type"))
         where.addRow(self.token_strip)
@@ -100,7 +106,8 @@ class InterventionPanel(QWidget):
         where.addRow("Heads", self.head_grid)
         where.addRow("Units", self.units_edit)
         lay.addWidget(self.where_box)
-        self.receipt = QLabel(objectName="interventionReceipt")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+        self.receipt = QLabel()
+        self.receipt.setObjectName("interventionReceipt")
         self.receipt.setWordWrap(True)
         self.receipt.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.receipt)
