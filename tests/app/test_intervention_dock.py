@@ -154,3 +154,39 @@ def test_cell_editor_labels_stay_whole_in_a_narrow_tree(make_window, qtbot):
     cell = model.index_for_path("blocks.1.mlp", COL_INTERVENTION)
     iv = model.intervention("blocks.1.mlp")
     assert iv.describe() in cell.data(Qt.ItemDataRole.ToolTipRole)
+
+
+def test_dock_head_grid_on_a_hugging_face_gpt2_equals_the_api(make_window, qtbot, tmp_path):
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+    import hf_models
+
+    from hookscope.core import Zero
+
+    spec = f"hf:{hf_models.gpt2(tmp_path / 'g')}"
+    layer, prompt = "transformer.h.0.attn", "text:the cat sat on the"
+    win = make_window([spec, "--input", prompt, "--live"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    lm = load_model(spec)
+    click_row(qtbot, win, layer)
+    show_dock(qtbot, win)
+    panel = win.intervention_panel
+    n = lm.module.get_submodule(layer).num_heads
+    assert len(panel.head_grid.buttons) == n
+    choose_kind(qtbot, panel, "zero")
+    QTest.mouseClick(panel.head_grid.buttons[n - 1], Qt.MouseButton.LeftButton)
+    strip = panel.token_strip
+    last = strip.count() - 1
+    QTest.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=strip.token_rect_center(last))
+    want = Zero(at=At(positions=[last], heads=[n - 1]))
+    r = wait_idle(qtbot, win, lambda r: r.plan.all_interventions().get(layer) == want)
+    x = parse_input(prompt, lm.example_input, lm.meaning.codec)
+    api = compare(lm.module, x, Plan(interventions={layer: want}))
+    assert torch.equal(r.output_with.logits, api.output_with.logits)
+    assert not torch.equal(r.output_with.logits, r.output_without.logits)
+    qtbot.waitUntil(lambda: panel.receipt.text() == f"Last run: {r.receipts[layer].line()}")

@@ -66,3 +66,24 @@ def test_a_layer_without_heads_says_why(panel):
     panel.set_layer("fc", None, None, "layer 'fc' (Linear) has no number of heads")
     assert not panel.head_grid.buttons
     assert "no number of heads" in panel.head_grid._none.text()
+
+
+def test_a_huge_typed_range_picks_the_tokens_there_are_and_a_huge_list_is_refused(panel, qtbot):
+    edits, errors = [], []
+    panel.edited.connect(lambda *a: edits.append(a))
+    panel.errorOccurred.connect(errors.append)
+    panel.set_layer("l", Zero())
+    panel.set_tokens(list("abcd"))
+    QTest.mouseClick(panel.positions_edit, Qt.MouseButton.LeftButton)
+    QTest.keyClicks(panel.positions_edit, "1:999999999999")
+    QTest.keyClick(panel.positions_edit, Qt.Key.Key_Return)
+    assert panel.token_strip.positions() == [1, 2, 3]
+    assert edits[-1] == ("l", Zero(at=At(positions="1:999999999999")))
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.clipboard().setText(",".join(map(str, range(5000))))  # pasted, as a person would
+    panel.positions_edit.selectAll()
+    QTest.keyClick(panel.positions_edit, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClick(panel.positions_edit, Qt.Key.Key_Return)
+    assert errors and "use ranges" in errors[-1] and len(edits) == 1
+    assert panel.token_strip.positions() == []
