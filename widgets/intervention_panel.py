@@ -100,7 +100,8 @@ class InterventionPanel(QWidget):
         self.units_edit = QLineEdit()
         self.units_edit.setObjectName("panelUnits")
         self.units_edit.setPlaceholderText("all (or 0,5  3:6)")
-        where.addRow(QLabel("Positions: click tokens (again to let go), or type"))
+        self._tokens_label = QLabel("Positions: click tokens (again to let go), or type")
+        where.addRow(self._tokens_label)
         where.addRow(self.token_strip)
         where.addRow("Positions", self.positions_edit)
         where.addRow("Heads", self.head_grid)
@@ -117,6 +118,7 @@ class InterventionPanel(QWidget):
         self.positions_edit.editingFinished.connect(self._on_positions_typed)
         self.head_grid.headsChanged.connect(lambda _h: self._commit())
         self.units_edit.editingFinished.connect(self._commit)
+        self.set_tokens(None)
         self._show(None)
 
     # -- what the window tells it ------------------------------------------------------
@@ -134,6 +136,8 @@ class InterventionPanel(QWidget):
         """The current input's token strings (``None``: not a token input)."""
         self._n_tokens = len(tokens or [])
         self.token_strip.set_tokens(tokens)
+        for w in (self._tokens_label, self.token_strip):  # no token input: positions are typed
+            w.setHidden(not tokens)
         self._show_positions(self._current_at())
 
     def show_intervention(self, iv: Intervention | None) -> None:
@@ -234,7 +238,11 @@ class InterventionPanel(QWidget):
             edit.setText("" if sel is None else selector_text(sel))
         heads = at.heads if at else None
         n = len(self.head_grid.buttons)
-        self.head_grid.set_heads(resolve(heads, n, "heads") or [] if heads is not None and n else [])
+        try:
+            picked = (resolve(heads, n, "heads") or []) if heads is not None and n else []
+        except HookscopeError:
+            picked = []  # heads this module does not have: the run says so in the banner
+        self.head_grid.set_heads(picked)
         self._show_positions(at)
         self._describe(iv)
 

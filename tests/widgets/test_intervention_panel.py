@@ -87,3 +87,12 @@ def test_a_huge_typed_range_picks_the_tokens_there_are_and_a_huge_list_is_refuse
     QTest.keyClick(panel.positions_edit, Qt.Key.Key_Return)
     assert errors and "use ranges" in errors[-1] and len(edits) == 1
     assert panel.token_strip.positions() == []
+
+
+def test_no_token_input_hides_the_strip_and_heads_it_lacks_are_not_shown(panel):
+    panel.set_layer("l", Zero(at=At(heads=[9])), n_heads=4)
+    assert panel.head_grid.heads() == []   # heads=9 on 4 heads: the run refuses it, not the panel
+    panel.set_tokens(None)
+    assert panel.token_strip.isHidden() and panel.positions_edit.isVisible()
+    panel.set_tokens(["a", "b"])
+    assert not panel.token_strip.isHidden() and panel.token_strip.count() == 2
