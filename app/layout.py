@@ -73,10 +73,11 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
         # class table need ~340 px, the tree scrolls at any height.
         h = max(win.height(), 600)
         win.resizeDocks([tree, output], [int(h * 0.35), int(h * 0.65)], Qt.Orientation.Vertical)
-        # No height to spare for a third pane: the Intervention panel is a tab beside the output.
+        # No height to spare for a third pane, and the output's plots and table need all of
+        # theirs: the Intervention panel is a tab beside the layer tree (which scrolls).
         if not editor.isFloating():
-            win.tabifyDockWidget(output, editor)
-            output.raise_()
+            win.tabifyDockWidget(tree, editor)
+            tree.raise_()
     else:
         win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, output)
         if not editor.isFloating():  # napari-like: the layer's controls above the output

@@ -42,7 +42,7 @@ def choose_kind(qtbot, panel, kind):
 
 
 def show_dock(qtbot, win):
-    win.intervention_dock.raise_()   # a tab beside the output in a narrow window
+    win.intervention_dock.raise_()   # a tab beside the layer tree in a narrow window
     qtbot.waitUntil(lambda: win.intervention_panel.isVisible())
 
 
@@ -118,7 +118,10 @@ def test_at_1000x650_the_dock_leaves_the_plots_their_room(make_window, qtbot):
     qtbot.waitUntil(lambda: win.panel.width() >= MIN_CENTRE)
     centre = win.centralWidget()
     assert centre.width() >= win.width() // 2 and centre.height() >= win.height() // 2
-    assert win.intervention_dock.width() >= 280 and win.intervention_dock.height() >= 200
+    # a tab beside the layer tree: the output below keeps the height its plots and table need
+    assert win.tabifiedDockWidgets(win.intervention_dock) == [win.layer_dock]
+    assert win.intervention_dock.width() >= 280 and win.intervention_dock.height() >= 150
+    assert win.output_dock.isVisible() and win.output_dock.height() >= win.height() // 2
     assert win.intervention_panel.head_grid.heads() == [0, 2]
     win.resize(1400, 900)
     qtbot.waitUntil(lambda: win._dock_mode == "columns")
