@@ -66,6 +66,8 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
     if output.isFloating() or tree.isFloating():
         return mode   # the user took a dock out: leave their arrangement alone
     if mode == "stacked":
+        if not editor.isFloating():  # out of the tree's tab group first, or output would join it
+            win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, editor)
         win.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, output)
         win.splitDockWidget(tree, output, Qt.Orientation.Vertical)
         win.resizeDocks([tree], [tree_w], Qt.Orientation.Horizontal)

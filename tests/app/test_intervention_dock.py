@@ -122,11 +122,18 @@ def test_at_1000x650_the_dock_leaves_the_plots_their_room(make_window, qtbot):
     assert win.tabifiedDockWidgets(win.intervention_dock) == [win.layer_dock]
     assert win.intervention_dock.width() >= 280 and win.intervention_dock.height() >= 150
     assert win.output_dock.isVisible() and win.output_dock.height() >= win.height() // 2
+    from hookscope.app.layout import arrange_docks
+
+    for _ in range(2):   # arranged again (a screenshot, a shrink): the same three places
+        arrange_docks(win, force=True)
+        assert win.tabifiedDockWidgets(win.intervention_dock) == [win.layer_dock]
+        assert win.tabifiedDockWidgets(win.output_dock) == []
     assert win.intervention_panel.head_grid.heads() == [0, 2]
     win.resize(1400, 900)
     qtbot.waitUntil(lambda: win._dock_mode == "columns")
     qtbot.waitUntil(lambda: win.intervention_dock.isVisible() and win.output_dock.isVisible())
-    assert win.output_dock.height() >= 250 and win.intervention_dock.height() >= 250
+    qtbot.waitUntil(lambda: win.output_dock.height() >= 250 and win.intervention_dock.height() >= 250)
+    assert win.dockWidgetArea(win.intervention_dock) == win.dockWidgetArea(win.output_dock)
     assert centre.width() >= 600
 
 
