@@ -47,7 +47,7 @@ def side_widths(width: int) -> tuple[str, int, int]:
 
 def arrange_docks(win: "MainWindow", force: bool = False) -> str:
     """Place and size the layer and output docks for the window's width; returns the mode."""
-    tree, output = win.layer_dock, win.output_dock
+    tree, output, editor = win.layer_dock, win.output_dock, win.intervention_dock
     tree.setMinimumWidth(MIN_TREE)
     output.setMinimumWidth(MIN_OUTPUT)
     centre = win.centralWidget()
@@ -66,6 +66,8 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
     if output.isFloating() or tree.isFloating():
         return mode   # the user took a dock out: leave their arrangement alone
     if mode == "stacked":
+        if not editor.isFloating():  # out of the tree's tab group first, or output would join it
+            win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, editor)
         win.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, output)
         win.splitDockWidget(tree, output, Qt.Orientation.Vertical)
         win.resizeDocks([tree], [tree_w], Qt.Orientation.Horizontal)
@@ -73,7 +75,17 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
         # class table need ~340 px, the tree scrolls at any height.
         h = max(win.height(), 600)
         win.resizeDocks([tree, output], [int(h * 0.35), int(h * 0.65)], Qt.Orientation.Vertical)
+        # No height to spare for a third pane, and the output's plots and table need all of
+        # theirs: the Intervention panel is a tab beside the layer tree (which scrolls).
+        if not editor.isFloating():
+            win.tabifyDockWidget(tree, editor)
+            tree.raise_()
     else:
         win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, output)
+        if not editor.isFloating():  # napari-like: the layer's controls above the output
+            win.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, editor)
+            win.splitDockWidget(editor, output, Qt.Orientation.Vertical)
         win.resizeDocks([tree, output], [tree_w, output_w], Qt.Orientation.Horizontal)
+        h = max(win.height(), 600)
+        win.resizeDocks([editor, output], [int(h * 0.5), int(h * 0.5)], Qt.Orientation.Vertical)
     return mode

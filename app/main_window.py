@@ -27,6 +27,7 @@ from .open_dialog import OpenModelDialog
 from .recent import RecentModels
 from .session_reactions import SessionReactions
 from .trust_dialog import TrustGate
+from .intervention_dock import install_intervention_dock
 from .layout import arrange_docks
 from .window_layout import build_parts
 from .lm_tools import install_lm_tools
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from hookscope.widgets.generation_view import GenerationView
     from hookscope.widgets.lens_view import LensView
     from hookscope.widgets.sae_view import SaeView
+    from hookscope.widgets.intervention_panel import InterventionPanel
 
     from .vector_dialog import SteerDialog
 
@@ -67,6 +69,8 @@ class MainWindow(SessionReactions, QMainWindow):
     sae_dock: QDockWidget        # lm_tools.install_sae_tools
     generation_view: GenerationView  # lm_tools.install_generation
     generation_dock: QDockWidget     # lm_tools.install_generation
+    intervention_panel: InterventionPanel  # intervention_dock.install_intervention_dock
+    intervention_dock: QDockWidget         # intervention_dock.install_intervention_dock
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -109,6 +113,7 @@ class MainWindow(SessionReactions, QMainWindow):
             [self.layer_dock.toggleViewAction(), self.output_dock.toggleViewAction(),
              self.run_toolbar.toggleViewAction()])
         self._wire()
+        install_intervention_dock(self)   # the selected layer's intervention in full
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
         install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE

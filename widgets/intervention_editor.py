@@ -17,7 +17,7 @@ import dataclasses
 import math
 from typing import Any
 
-from PySide6.QtCore import (QAbstractItemModel, QModelIndex, QPersistentModelIndex,
+from PySide6.QtCore import (QAbstractItemModel, QModelIndex, QPersistentModelIndex, QRect,
                             QSortFilterProxyModel, Qt, Signal)
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
                                QLineEdit, QSpinBox, QStyledItemDelegate, QStyleOptionViewItem,
@@ -58,6 +58,7 @@ class InterventionEditor(QWidget):
         self._lay.setContentsMargins(1, 0, 1, 0)
         self._lay.setSpacing(3)
         self.kind_combo = QComboBox(objectName="interventionKind")  # type: ignore[call-arg]  # PySide6 stubs omit property kwargs
+        self.kind_combo.setMinimumContentsLength(7)   # "project" whole, not an arrow
         self.kind_combo.addItem(NONE)
         for kind in sorted(self._kinds):
             self.kind_combo.addItem(kind)
@@ -69,6 +70,21 @@ class InterventionEditor(QWidget):
         self._given: dict[str, tuple[str, Any]] = {}  # text params: (text shown, value shown)
         self._extra: list[QWidget] = []
         self.kind_combo.currentTextChanged.connect(self._on_kind)
+
+    _cell: QRect | None = None
+
+    def fit_to_cell(self, cell: QRect | None = None) -> None:
+        """Sit on ``cell`` (the last one when ``None``); wider than the cell, slide left over
+        the names so every label and field stays whole ("factor", never "fac")."""
+        self._cell = QRect(cell) if cell is not None else self._cell  # the option's rect is a loan
+        r = self._cell
+        if r is None:
+            return
+        width = max(r.width(), self.sizeHint().width())
+        parent = self.parentWidget()
+        room = parent.width() if parent is not None else width
+        width = min(width, max(room, r.width()))
+        self.setGeometry(max(0, min(r.x(), room - width)), r.y(), width, r.height())
 
     # -- value ---------------------------------------------------------------------
     def set_value(self, iv: Intervention | None) -> None:
@@ -147,14 +163,17 @@ class InterventionEditor(QWidget):
         if self._at_edit is not None:
             at = iv.where() if iv is not None else None
             self._set_widget("text", self._at_edit, at.suffix() if at is not None else None)
+        self.fit_to_cell()
 
     _at_edit: QLineEdit | None = None
 
     def _add_at(self) -> None:
         label = QLabel("at")
+        label.setMinimumWidth(label.sizeHint().width())
         w = QLineEdit()
         w.setObjectName("param_at")
         w.setPlaceholderText("@pos=-1@heads=0,5")
+        w.setMinimumWidth(w.fontMetrics().horizontalAdvance("@pos=-1@heads=0") + 8)
         w.setToolTip("Where inside the output: @pos=SEL (token positions), @heads=SEL (attention "
                      "heads), @units=SEL (features); SEL: 0,5 or 3:6 or -1 or last or all. "
                      "Empty: the whole output.")
@@ -169,6 +188,7 @@ class InterventionEditor(QWidget):
     def _add_param(self, spec: _Spec) -> None:
         how = spec.how
         label = QLabel(spec.name)
+        label.setMinimumWidth(label.sizeHint().width())   # "factor", never "fac"
         w: QWidget
         if how == "float":
             w = QDoubleSpinBox()
@@ -176,6 +196,7 @@ class InterventionEditor(QWidget):
             w.setDecimals(4)
             w.setSingleStep(0.05)
             w.setKeyboardTracking(False)
+            w.setMinimumWidth(w.sizeHint().width())
             w.valueChanged.connect(lambda _v: self.changed.emit())
         elif how == "int":
             w = QSpinBox()
@@ -183,6 +204,7 @@ class InterventionEditor(QWidget):
             w.valueChanged.connect(lambda _v: self.changed.emit())
         else:
             w = QLineEdit()
+            w.setMinimumWidth(w.fontMetrics().horizontalAdvance("(none)_") + 8)
             w.setPlaceholderText("(none)" if spec.optional else "")
             w.editingFinished.connect(self.changed)
         w.setObjectName(f"param_{spec.name}")
@@ -236,6 +258,10 @@ class InterventionDelegate(QStyledItemDelegate):
         if index.data(Qt.ItemDataRole.EditRole) != iv:
             model.setData(index, iv, Qt.ItemDataRole.EditRole)
 
+    def initStyleOption(self, option: QStyleOptionViewItem, index) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        # the kind first: "zero @pos=-1@he…" reads better than "zero …s=0,2" (full text: tooltip)
+        option.textElideMode = Qt.TextElideMode.ElideRight  # type: ignore[attr-defined]
+
     def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index) -> None:  # noqa: N802
-        r = option.rect
-        editor.setGeometry(r.x(), r.y(), max(r.width(), editor.sizeHint().width()), r.height())
+        editor.fit_to_cell(option.rect)  # type: ignore[attr-defined]

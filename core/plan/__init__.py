@@ -5,9 +5,11 @@ This file is the floor's face: widgets/ and app/ import these names from
 here, never from a module inside (tests/test_floors.py checks it).
 """
 
+from .at import resolve, selector_text
 from .directions import named_vectors
+from .heads import head_site
 from .intervention_registry import parse_intervention, syntax_help
 from .path_patterns import expand_plan, is_pattern, matches, rooted_suggestion
 
-__all__ = ["expand_plan", "is_pattern", "matches", "named_vectors", "parse_intervention",
-           "rooted_suggestion", "syntax_help"]
+__all__ = ["expand_plan", "head_site", "is_pattern", "matches", "named_vectors",
+           "parse_intervention", "resolve", "rooted_suggestion", "selector_text", "syntax_help"]
