@@ -33,7 +33,8 @@ def ran(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hf_script")
     gpt2 = f"hf:{hf_models.gpt2(folder / 'gpt2')}"
     vit = f"hf:{hf_models.vit(folder / 'vit')}"
-    g, v = load_model(gpt2), load_model(vit)
+    llama = f"hf:{hf_models.llama(folder / 'llama')}"
+    g, v, ll = load_model(gpt2), load_model(vit), load_model(llama)
     steer = Plan(capture=["transformer.h.1"], interventions={
         "transformer.h.1": Add("diff:text:the cat sat|text:the dog sat", 4.0)})
     vit_attn = _layer(v.module, ".0.attention")
@@ -45,6 +46,8 @@ def ran(tmp_path_factory):
             "transformer.h.0.attn": Zero(at=At(heads=[1]))})),
         "steer": (g, PROMPT, resolve_pending(steer, g.module, parse_input(
             PROMPT, g.example_input, g.meaning.codec), g.meaning.codec, {})),
+        "llama_heads": (ll, PROMPT, Plan(capture=["model.layers.0.self_attn"], interventions={
+            "model.layers.0.self_attn": Zero(at=At(heads=[1], positions="last"))})),
         "vit": (v, "", Plan(capture=[vit_attn, vit_block], interventions={
             vit_attn: Zero(at=At(heads=[0])),
             vit_block: Scale(0.5, at=At(positions=[0]))})),
@@ -64,7 +67,7 @@ def ran(tmp_path_factory):
     return done
 
 
-@pytest.mark.parametrize("name", ["patch_last", "heads", "steer", "vit"])
+@pytest.mark.parametrize("name", ["patch_last", "heads", "steer", "llama_heads", "vit"])
 def test_hf_script_prints_what_compare_gives(ran, name):
     got, r, _ = ran[name]
     assert r.outputs_differ and got["outputs_differ"]
