@@ -59,7 +59,8 @@ def hf_section(spec: str, loaded: Any) -> str:
     if not _is_transformers_class(arch, loaded):
         arch = ""  # AutoModel, as the adapter does without architectures
     return (_HF_MODEL
-            + f"# {comment_text(spec)}: rebuilt by transformers from its folder.\n"
+            + f"# {comment_text(spec)}: rebuilt by transformers (needed here besides torch) "
+            "from its folder.\n"
             + f"model = load_hf({str(folder)!r}, {arch!r})\n")
 
 

@@ -108,3 +108,10 @@ def test_a_folder_with_its_own_code_is_refused(tmp_path):
     with pytest.raises(HookscopeError, match="modeling_evil.py"):
         standalone_script(f"hf:{folder}", Plan(interventions={"transformer.h.0": Zero()}), PROMPT)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["custom"]
+
+
+def test_a_relative_folder_is_written_as_its_absolute_path(tmp_path, monkeypatch):
+    hf_models.gpt2(tmp_path / "small")
+    monkeypatch.chdir(tmp_path)
+    text = standalone_script("hf:./small", Plan(interventions={"transformer.h.0": Zero()}), PROMPT)
+    assert f"model = load_hf({str((tmp_path / 'small').resolve())!r}, 'GPT2LMHeadModel')" in text
