@@ -94,7 +94,8 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     It needs torch alone (no Hookscope import): the model is written as
     :mod:`~hookscope.core.export.script_model` says (a demo's architecture as source
     and its weights embedded; a factory imported from its file or module; a
-    ``.pt2`` loaded with ``torch.export``), and the input and every source
+    ``.pt2`` loaded with ``torch.export``; an ``hf:`` folder rebuilt by transformers,
+    :mod:`~hookscope.core.export.script_hf`), and the input and every source
     input are embedded as tensors, in one base64 ``torch.save`` payload read
     back with ``weights_only=True``. Every intervention is written out in plain
     torch: its kind's ``leaf_function`` (from the registry, so a newly

@@ -14,6 +14,7 @@ the text. Each spec kind is written the way a person would write it by hand:
 * ``package.module:factory``: ``importlib.import_module``.
 * ``model.pt2``: ``torch.export.load`` then ``torch.export.unflatten``.
 * ``model.pt`` (trusted pickle): ``torch.load(..., weights_only=False)``.
+* ``hf:FOLDER``: transformers' ``from_pretrained`` on the same folder (:mod:`.script_hf`).
 
 A ``--weights`` file for a factory is read by the script itself (``.safetensors``
 with safetensors, anything else with ``torch.load(weights_only=True)``); for a
@@ -35,6 +36,7 @@ from ..base.errors import HookscopeError
 from ..base.nested import tensor_leaves
 from ..base.call_args import call_model
 from ..capture.forward_state import to_device
+from .script_hf import hf_section
 from .script_template import comment_text
 from ..base.user_text import user_path
 
@@ -47,6 +49,8 @@ def model_section(spec: str, loaded: Any, weights: str | None,
     spec = spec.strip()
     if spec.startswith("demo:"):
         return demo_section(spec, loaded.module, probe), {"state_dict": _cpu_state(loaded.module)}
+    if spec.startswith("hf:"):
+        return hf_section(spec, loaded), {}
     if spec.endswith(".pt2"):
         src = (f"# A torch.export program, unflattened so the original module paths (and hooks) exist.\n"
                f"model = torch.export.unflatten(torch.export.load({str(user_path(spec).resolve())!r}))\n")

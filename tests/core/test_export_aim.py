@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from hookscope.core import At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
+from hookscope.core import Add, At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
 from hookscope.core.export.export import standalone_script
 from hookscope.core.model.inputs import parse_input
 from hookscope.core.capture.output_diff import flat_array
@@ -54,6 +54,15 @@ def make():
 '''
 
 
+def _built(plan, text):
+    """``plan`` with its ``diff:`` vector computed on demo:lm, as the window does before export."""
+    from hookscope.core.capture.steer_diff import resolve_pending
+
+    lm = load_model("demo:lm")
+    x = parse_input(text, lm.example_input, lm.meaning.codec)
+    return resolve_pending(plan, lm.module, x, lm.meaning.codec, {})
+
+
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     folder = tmp_path_factory.mktemp("aim_script")
@@ -66,6 +75,8 @@ def ran(tmp_path_factory):
             "blocks.0.mlp": Scale(0.0, at=At(positions="3:6", units=[1, 7])),
             "blocks.1.mlp": MeanAblate(OTHER, at=At(positions=[-2])),
         })),
+        "lm_steer": ("demo:lm", PROMPT, _built(Plan(capture=["blocks.1"], interventions={
+            "blocks.1": Add("diff:text:the cat sat|text:the dog sat", 3.0)}), PROMPT)),
         "vit": (vit, "", Plan(capture=["attn"], interventions={
             "attn": Noise(0.5, seed=3, at=At(heads=[1])),
             "embed": Zero(at=At(units=[2])),
@@ -86,7 +97,7 @@ def ran(tmp_path_factory):
     return done
 
 
-@pytest.mark.parametrize("name", ["lm", "vit"])
+@pytest.mark.parametrize("name", ["lm", "lm_steer", "vit"])
 def test_script_reproduces_aimed_interventions(ran, name):
     got, r = ran[name]
     assert r.outputs_differ and got["outputs_differ"]

@@ -138,3 +138,39 @@ def test_comments_escape_every_line_break():
         line = f"# {comment_text(text)}\n"
         assert len(line.splitlines()) == 1  # str.splitlines knows every Unicode line break
         assert ast.parse(line).body == []
+
+
+def test_hostile_hf_folder_names_stay_data(tmp_path, capsys):
+    """An hf: model folder whose name holds a statement: the script's from_pretrained gets
+    the path as a string, its comments carry it escaped."""
+    import shutil
+
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+    try:
+        import hf_models
+    finally:
+        sys.path.pop(0)
+    first = hf_models.gpt2(tmp_path / "cleanhf")
+    scripts, trees = [], []
+    for i, name in enumerate(["clean", *HOSTILE]):
+        folder = tmp_path / f"{name}hf"
+        if name != "clean":
+            shutil.copytree(first, folder)
+        script = tmp_path / f"s{i}.py"
+        trees.append(_export(capsys, [f"hf:{folder}", "--input", "text:the cat sat",
+                                      "--intervene", "transformer.h.0=zero",
+                                      "--capture", "transformer.h.0"], script))
+        scripts.append(script)
+    for tree in trees:
+        assert _statements(tree) == _statements(trees[0])
+        assert not _calls_open(tree)
+    results = _run_scripts(scripts, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("pw")) == []
+    lm = load_model(f"hf:{first}")
+    x = parse_input("text:the cat sat", lm.example_input, lm.meaning.codec)
+    from hookscope.core import Zero
+
+    ref = compare(lm.module, x, Plan(interventions={"transformer.h.0": Zero()}), "cpu")
+    for got in results:
+        assert got["output_with"] == pytest.approx(flat_floats(ref.output_with), abs=1e-5)
