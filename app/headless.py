@@ -134,7 +134,7 @@ def bind_vectors_of(plan, opts, lm, x):
     codec = lm.meaning.codec if lm is not None else None
     bound = resolve_vectors(module, plan.interventions, opts.vectors, example if x is None else x,
                             codec)
-    return replace(plan, clamp={}, interventions=bound)
+    return replace(plan, interventions=bound)
 
 
 def vector_files(opts) -> list[str]:

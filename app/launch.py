@@ -105,7 +105,7 @@ def create_window(argv: list[str]):
         if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
             from hookscope.core.capture import resolve_vectors
 
-            plan = replace(plan, clamp={}, interventions=resolve_vectors(
+            plan = replace(plan, interventions=resolve_vectors(
                 None, plan.interventions, opts.vectors))
         stats_only = opts.stats_only
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan

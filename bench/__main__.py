@@ -3,7 +3,7 @@
 Builds each model, times every case against the plain forward (paired,
 interleaved), checks each case's values against a clone-everything
 reference, measures peak memory (a fresh process per case on the CPU) and
-prints one table with the targets of issue 4 and whether they are met.
+prints one table with each case's target (see bench/README.md) and whether it is met.
 Progress goes to stderr, the table (or ``--json``) to stdout.
 """
 

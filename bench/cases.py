@@ -259,7 +259,7 @@ def _dict_bytes(out: Any) -> int:
 
 # -- the cases ---------------------------------------------------------------------
 def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
-    """Every case of the issue for one model, in table order."""
+    """Every benchmark case for one model (plain, captures, statistics, peers), in table order."""
     module, x = bm.module, bm.inputs
     leaves = leaf_paths(module)
     ref_all: dict[str, list[torch.Tensor]] = {}

@@ -1,4 +1,4 @@
-"""GUI benchmark for issue 4's target 5, through the real window and worker.
+"""GUI benchmark (target 5: the window's own latency), through the real window and worker.
 
 ``python -m bench.gui_bench [--quick] [--json]`` opens Hookscope's real
 :class:`MainWindow` (offscreen unless ``QT_QPA_PLATFORM`` says otherwise),

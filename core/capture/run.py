@@ -317,21 +317,22 @@ def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sour
                                                          sources=sources, baseline=baseline,
                                                          no_remake=(_NO_REMAKE.get(module, ())
                                                                     if remake else layers))
+    guard = session.guard if isinstance(session, GuardedSession) else None  # learn's
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     gpus = accelerator_devices(dev, module)
     with session:
         synchronize(gpus)
         t0 = time.perf_counter()
-        if learn:
-            with session.guard, GuardPauses(module, session.guard, modules):
+        if guard is not None:
+            with guard, GuardPauses(module, guard, modules):
                 out = forward(module, own_copy(x), grad_mode)
         else:
             out = forward(module, own_copy(x), grad_mode)
         synchronize(gpus)
         fwd_ms = (time.perf_counter() - t0) * 1e3
-    if learn:
-        _INPLACE_VICTIMS.setdefault(module, set()).update(session.guard.victims)
+    if guard is not None:
+        _INPLACE_VICTIMS.setdefault(module, set()).update(guard.victims)
         _GUARDED.setdefault(module, set()).update(layers)
     stale = session.stale_paths() if keep else set()
     if session.remade_stale:  # their input or statistics changed too: copied from now on

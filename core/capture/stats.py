@@ -1,9 +1,10 @@
 """Summaries of a tensor computed where the tensor lives.
 
 A large activation should never have to cross to the CPU whole just to be
-plotted: min, max, mean, std, NaN/Inf counts, the fraction a clamp changed and
-a fixed-bin histogram are reduced on the tensor's own device, and only that
-small vector is transferred.
+plotted: min, max, mean, std, NaN/Inf counts and a fixed-bin histogram are
+reduced on the tensor's own device, and only that
+small vector is transferred. The fraction an intervention changed is not
+counted here: the capture record compares the values before and after it.
 
 Two reduction paths give the same numbers:
 
@@ -36,8 +37,8 @@ __all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_samp
 HIST_BINS = 64
 
 # Layout of the summary vector: scalars first, then the histogram counts.
-_MIN, _MAX, _MEAN, _STD, _NAN, _INF, _CLAMPED, _FMIN, _FMAX = range(9)
-_N_SCALARS = 9
+_MIN, _MAX, _MEAN, _STD, _NAN, _INF, _FMIN, _FMAX = range(8)
+_N_SCALARS = 8
 
 
 @dataclass(frozen=True)
@@ -106,18 +107,16 @@ class PendingStats:
     :meth:`resolve` or, for many at once with one transfer, :func:`resolve_all`.
     """
 
-    __slots__ = ("shape", "dtype", "count", "vector", "has_clamp", "_resolved")
+    __slots__ = ("shape", "dtype", "count", "vector", "_resolved")
 
     def __init__(self, shape: tuple[int, ...], dtype: str, count: int,
-                 vector: "torch.Tensor | np.ndarray | _Unbinned",
-                 has_clamp: bool = False):
+                 vector: "torch.Tensor | np.ndarray | _Unbinned"):
         self.shape = shape
         self.dtype = dtype
         self.count = count
         # float64, _N_SCALARS + HIST_BINS long: a device tensor, or on the CPU a NumPy
         # array or an _Unbinned one (the scalars ready, the histogram binned on resolve)
         self.vector = vector
-        self.has_clamp = has_clamp
         self._resolved: TensorStats | None = None
 
     def resolve(self) -> TensorStats:
@@ -127,7 +126,7 @@ class PendingStats:
         return self._resolved
 
     def _finish(self, host: np.ndarray) -> None:
-        self._resolved = _from_vector(self.shape, self.dtype, self.count, host, self.has_clamp)
+        self._resolved = _from_vector(self.shape, self.dtype, self.count, host)
         self.vector = None  # type: ignore[assignment]  # free the device copy
 
 
@@ -155,7 +154,6 @@ def resolve_all(pending: Iterable[PendingStats], bin_histograms: bool = True) ->
 
 def summarize(
     tensor: torch.Tensor,
-    clamp: tuple[float, float] | None = None,
     bins: int = HIST_BINS,
     deferred: bool | None = None,
     bins_like: PendingStats | None = None,
@@ -168,9 +166,6 @@ def summarize(
     tensor
         Any tensor; integer, boolean and low-precision floats are summarised in
         float32, complex ones by their magnitude.
-    clamp
-        ``(lo, hi)`` when ``tensor`` is the value *before* a clamp: the summary
-        then counts the fraction of values the clamp changes.
     deferred
         Force the no-synchronisation path (default: only off the CPU).
     bins_like
@@ -194,13 +189,11 @@ def summarize(
     if count == 0:
         vec = torch.full((_N_SCALARS + bins,), 0.0, dtype=torch.float64, device=x.device)
         vec[: _N_SCALARS] = float("nan")
-        vec[_NAN] = vec[_INF] = vec[_CLAMPED] = 0.0
-        return PendingStats(shape, dtype, count, vec, clamp is not None)
+        vec[_NAN] = vec[_INF] = 0.0
+        return PendingStats(shape, dtype, count, vec)
     flat = x.reshape(-1)
     if flat.is_complex():
         flat = flat.abs()  # complex values are summarised by their magnitude
-    if flat.dtype == torch.bool or x.is_complex():
-        clamp = None  # a clamp passes these through unchanged: nothing is clamped
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
     if deferred:
@@ -208,7 +201,7 @@ def summarize(
             bins_like.vector[_FMIN], bins_like.vector[_FMAX])
         if hist_range is not None:
             rng = tuple(torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)  # type: ignore[assignment]  # hist_range is a (lo, hi) pair
-        vec = _summary_deferred(flat, clamp, bins, rng)
+        vec = _summary_deferred(flat, bins, rng)
     else:
         rng = None if bins_like is None or bins_like.vector is None else (
             float(bins_like.vector[_FMIN]), float(bins_like.vector[_FMAX]))
@@ -216,31 +209,8 @@ def summarize(
             rng = (float(hist_range[0]), float(hist_range[1]))
         # A given hist_range spans the values (the union of several ranges): no value
         # falls outside, so the masking pass for them is skipped.
-        vec = _summary_eager(flat, clamp, bins, rng, drop_outside=hist_range is None)
-    return PendingStats(shape, dtype, count, vec, clamp is not None)
-
-
-def _clamped_count(flat: torch.Tensor, clamp: tuple[float, float] | None) -> torch.Tensor:
-    if clamp is None:
-        return flat.new_zeros(())
-    lo, hi = clamp
-    # Counting lo > x or x > hi in one fused expression avoids an extra temporary.
-    return torch.logical_or(flat < lo, flat > hi).sum()
-
-
-def _clamped_finite(flat: torch.Tensor, clamp, mn: float, mx: float) -> float:
-    """Values of an all-finite ``flat`` spanning [mn, mx] that ``clamp`` moves.
-
-    A pass over the data only when a bound cuts inside [mn, mx]; otherwise the
-    answer is exactly none or all of them."""
-    if clamp is None:
-        return 0.0
-    lo, hi = clamp
-    if lo <= mn and mx <= hi:
-        return 0.0
-    if hi < mn or mx < lo:
-        return float(flat.numel())
-    return float(_clamped_count(flat, clamp))
+        vec = _summary_eager(flat, bins, rng, drop_outside=hist_range is None)
+    return PendingStats(shape, dtype, count, vec)
 
 
 #: Values per block of :func:`_moments`: 4 MiB of float32, 2 MiB per thread at
@@ -313,7 +283,7 @@ def _moments_to_mean_std(values: torch.Tensor, total: float, sumsq: float) -> tu
     return mean, math.sqrt(max(var, 0.0))
 
 
-def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
+def _summary_eager(flat: torch.Tensor, bins: int, rng=None,
                    drop_outside: bool = True) -> "np.ndarray | _Unbinned":
     """The CPU summary: the scalars now, the histogram when first read.
 
@@ -337,23 +307,18 @@ def _summary_eager(flat: torch.Tensor, clamp, bins: int, rng=None,
         values = flat[torch.isfinite(flat)]
         if values.numel() == 0:
             out = np.zeros(_N_SCALARS + bins, dtype=np.float64)
-            out[:_N_SCALARS] = [math.nan, math.nan, math.nan, math.nan, nan, inf, 0, math.nan,
-                                math.nan]
-            out[_CLAMPED] = float(_clamped_count(flat, clamp))
+            out[:_N_SCALARS] = [math.nan, math.nan, math.nan, math.nan, nan, inf, math.nan, math.nan]
             return out
         got = _moments(values)
         assert got is not None  # only finite values are left
-        clamped = float(_clamped_count(flat, clamp)) if clamp is not None else 0.0
     mn, mx, total, sumsq = got
-    if nan == 0 and inf == 0:
-        clamped = _clamped_finite(flat, clamp, mn, mx)
     mean, std = _moments_to_mean_std(values, total, sumsq)
     if rng is not None and all(map(math.isfinite, rng)):
         lo_e, hi_e = rng
     else:
-        lo_e, hi_e = _hist_range(*_with_clamped(mn, mx, clamp))
+        lo_e, hi_e = _hist_range(mn, mx)
     out = np.empty(_N_SCALARS + bins, dtype=np.float64)
-    out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, clamped, lo_e, hi_e)
+    out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, lo_e, hi_e)
     # A copy (the tensor may be overwritten in place after this call) in the tensor's
     # own dtype: 64 KiB a layer at most while it waits to be binned.
     sample = fast[1] if fast is not None else host_sample(values)
@@ -389,21 +354,6 @@ def _mean_std(values: torch.Tensor) -> tuple[float, float]:
     return _moments_to_mean_std(values, got[2], got[3])
 
 
-def _with_clamped(mn, mx, clamp):
-    """Widen [mn, mx] to also hold where a clamp moves the values.
-
-    ``x.clamp(lo, hi)`` lies in [min(mn, hi), max(mx, lo)] (a bound outside
-    the data pulls every value to it), so the histogram of the values before
-    a clamp, spanning this range, has bins for the values after it too.
-    """
-    if clamp is None:
-        return mn, mx
-    lo, hi = clamp
-    if isinstance(mn, torch.Tensor):
-        return torch.clamp(mn, max=hi), torch.clamp(mx, min=lo)
-    return min(mn, hi), max(mx, lo)
-
-
 def _hist_range(mn: float, mx: float) -> tuple[float, float]:
     if mx > mn:
         return mn, mx
@@ -413,7 +363,7 @@ def _hist_range(mn: float, mx: float) -> tuple[float, float]:
     return mn - pad, mx + pad
 
 
-def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.Tensor:
+def _summary_deferred(flat: torch.Tensor, bins: int, rng=None) -> torch.Tensor:
     finite = torch.isfinite(flat)
     n_finite = finite.sum()
     nan = torch.isnan(flat).sum()
@@ -436,7 +386,7 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.T
     std = var.sqrt()
     # Same bin rule as torch.histc: width = (hi - lo) / bins, the top edge falls in the last bin.
     # Bin arithmetic in float64, as on the eager path (see _hist_range, _histogram).
-    r_lo, r_hi = (v.to(torch.float64) for v in _with_clamped(mn, mx, clamp))
+    r_lo, r_hi = mn.to(torch.float64), mx.to(torch.float64)
     const = r_hi <= r_lo
     pad = torch.clamp(r_lo.abs() * 1e-6, min=0.5)
     lo_e = torch.where(const, r_lo - pad, r_lo)
@@ -452,17 +402,16 @@ def _summary_deferred(flat: torch.Tensor, clamp, bins: int, rng=None) -> torch.T
     idx = torch.where(inside, pos, torch.zeros_like(pos)).clamp_(0, bins - 1).long()
     idx = torch.where(inside, idx, torch.full_like(idx, bins))  # non-finite/outside: spill bin
     hist = torch.bincount(idx, minlength=bins + 1)[:bins]
-    clamped = _clamped_count(flat, clamp)
     empty = n_finite == 0
     nan_t = torch.tensor(float("nan"), device=flat.device, dtype=torch.float64)
     head = torch.stack([mn.to(torch.float64), mx.to(torch.float64), mean, std])
     head = torch.where(empty, nan_t, head)
-    tail = torch.stack([nan.to(torch.float64), inf.to(torch.float64), clamped.to(torch.float64),
+    tail = torch.stack([nan.to(torch.float64), inf.to(torch.float64),
                         lo_e.to(torch.float64), hi_e.to(torch.float64)])
     return torch.cat([head, tail, hist.to(torch.float64)])
 
 
-def _from_vector(shape, dtype, count, v: np.ndarray, has_clamp: bool) -> TensorStats:
+def _from_vector(shape, dtype, count, v: np.ndarray) -> TensorStats:
     bins = v.shape[0] - _N_SCALARS
     lo_e, hi_e = float(v[_FMIN]), float(v[_FMAX])
     if math.isfinite(lo_e) and math.isfinite(hi_e):
@@ -472,7 +421,6 @@ def _from_vector(shape, dtype, count, v: np.ndarray, has_clamp: bool) -> TensorS
         edges[-1] = hi_e
     else:
         edges = np.zeros(bins + 1)
-    frac = (float(v[_CLAMPED]) / count if count else 0.0) if has_clamp else None
     return TensorStats(
         shape=tuple(shape),
         dtype=dtype,
@@ -485,5 +433,4 @@ def _from_vector(shape, dtype, count, v: np.ndarray, has_clamp: bool) -> TensorS
         inf_count=int(v[_INF]),
         hist_counts=v[_N_SCALARS:].astype(np.int64),
         hist_edges=edges,
-        fraction_changed=frac,
     )

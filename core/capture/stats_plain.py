@@ -55,7 +55,7 @@ def plain_pending(got: PlainMoments) -> PendingStats:
 
 
 def summarize_plain(tensor: torch.Tensor) -> PendingStats | None:
-    """:func:`summarize` of ``tensor`` (no clamp, own histogram range) in the fewest
+    """:func:`summarize` of ``tensor`` (its own histogram range) in the fewest
     steps, for the hooks of a statistics-only forward; ``None`` where it does not
     apply, and then :func:`summarize` does.
 
@@ -79,14 +79,14 @@ class _KernelBinned(_Unbinned):
 
     def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
         super().__init__(None, _NO_SAMPLE, False)  # type: ignore[arg-type]  # see _laid_out
-        self.raw = raw  # (min, max, mean, std) of an all-finite tensor, no clamp
+        self.raw = raw  # (min, max, mean, std) of an all-finite tensor
         self.counts = counts
 
     def _laid_out(self) -> np.ndarray:
         if self.vector is None:
             mn, mx, mean, std = self.raw
             out = np.empty(_N_SCALARS + HIST_BINS, dtype=np.float64)
-            out[:_N_SCALARS] = (mn, mx, mean, std, 0, 0, 0, *_hist_range(mn, mx))
+            out[:_N_SCALARS] = (mn, mx, mean, std, 0, 0, *_hist_range(mn, mx))
             self.vector = out
         return self.vector
 

@@ -200,7 +200,7 @@ def resolve_pending(plan: Plan, module: nn.Module, example: Any = None, codec: A
             changed[path] = iv.with_value("vector", vec)
     if not changed:
         return plan
-    return replace(plan, clamp={}, interventions={**plan.interventions, **changed})
+    return replace(plan, interventions={**plan.interventions, **changed})
 
 
 def short_name(spec: str) -> str:
@@ -233,4 +233,4 @@ def with_built_vectors(plan: Plan, built: Plan | None) -> Plan:
         if (isinstance(iv, _Directional) and is_diff_spec(iv.vector) and type(done) is type(iv)
                 and isinstance(done.vector, SteeringVector) and done.vector.source == iv.vector):
             changed[path] = iv.with_value("vector", done.vector)
-    return replace(plan, clamp={}, interventions={**plan.interventions, **changed})
+    return replace(plan, interventions={**plan.interventions, **changed})

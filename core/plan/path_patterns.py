@@ -97,8 +97,7 @@ def expand_plan(plan: Plan, module: nn.Module, tree_paths: Iterable[str] = ()) -
 
     capture = [p for c in plan.capture for p in expand_paths(c, paths)]
     # plan.interventions holds the clamps too (plan.clamp is a view of them)
-    return dataclasses.replace(plan, capture=tuple(capture), clamp={},
-                               interventions=spread(plan.interventions))
+    return dataclasses.replace(plan, capture=tuple(capture), interventions=spread(plan.interventions))
 
 
 def without_unknown_layers(plan: Plan, module: nn.Module,
@@ -117,7 +116,7 @@ def without_unknown_layers(plan: Plan, module: nn.Module,
         return plan, None
     gone = set(missing)
     kept = dataclasses.replace(
-        plan, capture=tuple(p for p in plan.capture if p not in gone), clamp={},
+        plan, capture=tuple(p for p in plan.capture if p not in gone),
         interventions={p: iv for p, iv in plan.interventions.items() if p not in gone})
     in_order = list(dict.fromkeys(["", *(p for p, _ in module.named_modules()), *tree_paths]))
     first = unknown_layer_message(missing[0], in_order)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
 from torch import nn
@@ -22,7 +23,7 @@ from ..model.module_walk import Walk, module_walk
 from .intervention_registry import from_dict
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Plan:
     """What to do to a model during one forward pass.
 
@@ -31,9 +32,11 @@ class Plan:
     capture
         Layer paths (as in ``model.named_modules()``) whose outputs are recorded.
     clamp
-        Shorthand: ``{path: (lo, hi)}`` adds ``Clamp(lo, hi)`` on that layer
-        (``None`` or ``±inf`` for an open side). Read back, ``plan.clamp`` is
-        ``{path: (lo, hi)}`` of every :class:`Clamp` in the plan (open ends ``±inf``).
+        Constructor shorthand, not a field: ``{path: (lo, hi)}`` adds ``Clamp(lo, hi)``
+        on that layer (``None`` or ``±inf`` for an open side). Read back, ``plan.clamp``
+        is a read-only view ``{path: (lo, hi)}`` of every :class:`Clamp` in
+        ``interventions`` (open ends ``±inf``), so ``dataclasses.replace(plan,
+        interventions=...)`` keeps exactly the clamps the new interventions hold.
     keep_tensors
         Keep the captured tensors (moved to the CPU) as well as their
         statistics. ``False`` keeps only the statistics, computed on the
@@ -46,32 +49,40 @@ class Plan:
     """
 
     capture: Sequence[str] = ()  # any sequence of paths; a tuple once built
-    clamp: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     keep_tensors: bool = True
     interventions: Mapping[str, Intervention] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.capture, str):
+    # Written by hand so ``clamp`` can be a keyword without being a field: replace()
+    # copies fields only, so it can never hand a plan's old clamps back to the new one.
+    def __init__(self, capture: Sequence[str] = (),
+                 clamp: Mapping[str, Any] | None = None, keep_tensors: bool = True,
+                 interventions: Mapping[str, Intervention] | None = None) -> None:
+        if isinstance(capture, str):
             raise PlanError("capture must be a list of layer paths, not one string; "
                             "write capture=['fc1'] or '--capture fc1,fc2'")
-        object.__setattr__(self, "capture", tuple(dict.fromkeys(self.capture)))
+        object.__setattr__(self, "capture", tuple(dict.fromkeys(capture)))
+        object.__setattr__(self, "keep_tensors", keep_tensors)
         merged: dict[str, Intervention] = {}
-        for path, iv in dict(self.interventions).items():
+        for path, iv in dict(interventions or {}).items():
             if not isinstance(iv, Intervention):
                 raise PlanError(f"intervention for layer {path!r} must be an Intervention "
                                 f"(Clamp, Scale, Zero, ...), got {iv!r}")
             merged[path] = iv
-        for path, bounds in dict(self.clamp).items():
-            clamp = _clamp_of(path, bounds)
+        for path, bounds in dict(clamp or {}).items():
+            new = _clamp_of(path, bounds)
             if path in merged and not isinstance(merged[path], Clamp):
                 raise PlanError(f"layer {path!r} has both a clamp and a {merged[path].name} "
                                 "intervention; give each layer one")
-            merged[path] = clamp  # the shorthand wins over an older Clamp (replace(plan, clamp=...))
+            merged[path] = new  # the shorthand wins over an older Clamp (replace(plan, clamp=...))
         object.__setattr__(self, "interventions", merged)
-        object.__setattr__(self, "clamp", {p: iv.bounds() for p, iv in merged.items()
-                                           if isinstance(iv, Clamp)})
 
     # -- views -----------------------------------------------------------------
+    @property
+    def clamp(self) -> Mapping[str, tuple[float, float]]:
+        """``{path: (lo, hi)}`` of every :class:`Clamp` in the plan, read-only."""
+        return MappingProxyType({p: iv.bounds() for p, iv in self.interventions.items()
+                                 if isinstance(iv, Clamp)})
+
     def all_interventions(self) -> dict[str, Intervention]:
         """Every intervention by path, clamps included."""
         return dict(self.interventions)
@@ -90,16 +101,16 @@ class Plan:
 
     # -- edits (plans are immutable; each returns a new one) ------------------
     def with_capture(self, paths: Iterable[str]) -> "Plan":
-        return replace(self, capture=tuple(paths), clamp={})
+        return replace(self, capture=tuple(paths))
 
     def with_intervention(self, path: str, iv: Intervention) -> "Plan":
         """This plan with ``iv`` on ``path`` (replacing what was there)."""
-        return replace(self, clamp={}, interventions={**self.interventions, path: iv})
+        return replace(self, interventions={**self.interventions, path: iv})
 
     def without_intervention(self, path: str) -> "Plan":
         """This plan with no intervention on ``path``."""
-        return replace(self, clamp={}, interventions={p: iv for p, iv in self.interventions.items()
-                                                      if p != path})
+        return replace(self, interventions={p: iv for p, iv in self.interventions.items()
+                                        if p != path})
 
     def with_clamp(self, path: str, lo: float | None, hi: float | None) -> "Plan":
         try:

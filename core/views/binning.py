@@ -1,8 +1,9 @@
 """Counting a tensor's values in given bins, for views that compare two histograms.
 
-The core bins a clamp's output in its input's bins on the worker already
-(``stats.summarize(..., clamp=...)``); this is the same count for any other
-intervention, so a view can draw "before" and "after" over the same bins.
+The core summarises an intervened layer's values before and after on one shared
+range on the worker already (``stats.summarize(..., hist_range=...)``); this is the
+same count for any other pair, so a view can draw "before" and "after" over the
+same bins.
 Pure torch + numpy; never imports Qt.
 """
 

@@ -223,16 +223,14 @@ def test_the_dispatching_runner_answers_as_the_local_runner_on_the_in_memory_mod
 
 
 def test_a_patch_lands_on_a_block_whose_weights_are_on_disk(tmp_path):
-    import hookscope.core as core
+    from hookscope.core import Patch
 
-    if not hasattr(core, "Patch"):
-        pytest.skip("this build has no Patch intervention yet (it comes with the interventions family)")
     weights = save_weights(tmp_path, ".safetensors")
     mem = load_model(SPEC, weights)
     lm = load_dispatched(SPEC, weights, device_map_options("auto", TIGHT, str(tmp_path / "off")))
     block = max(k for k, v in lm.module.hf_device_map.items() if v == "disk" and k.isdigit())
     src = torch.randn(4, scale_models.WIDTH, generator=torch.Generator().manual_seed(5))
-    plan = Plan(capture=(block, "6"), interventions={block: core.Patch(src)})
+    plan = Plan(capture=(block, "6"), interventions={block: Patch(src)})
     got = compare(lm.module, lm.example_input, plan)
     ref = compare(mem.module, mem.example_input, plan)
     assert torch.equal(got.output_with, ref.output_with) and got.outputs_differ
@@ -241,12 +239,17 @@ def test_a_patch_lands_on_a_block_whose_weights_are_on_disk(tmp_path):
     assert torch.equal(got.captures[block][0].tensor, expected)
 
 
-def test_timings_wait_for_every_gpu_the_weights_sit_on_and_none_on_the_cpu():
+def test_timings_wait_for_no_device_when_the_weights_sit_on_the_cpu():
     from hookscope.core.base.devices import accelerator_devices
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
     assert accelerator_devices(torch.device("cpu"), model) == []
-    if not torch.cuda.is_available():
-        return
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_timings_wait_for_every_gpu_the_weights_sit_on():
+    from hookscope.core.base.devices import accelerator_devices
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
     model[1].to("cuda:0")  # a device map's later layer on a GPU, the input on the CPU
     assert accelerator_devices(torch.device("cpu"), model) == [torch.device("cuda", 0)]

@@ -41,9 +41,11 @@ def test_the_install_built_the_kernel_where_it_can():
     if shutil.which("cc") is None or platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("no C compiler or not x86-64: the torch path is the designed fallback")
     assert onepass._ext is not None, "core/fast/_onepass.c was not built by the install"
-    if onepass._ext.uses_simd() and not os.environ.get("HOOKSCOPE_NO_ONEPASS"):
+    if onepass._ext.uses_simd() and os.environ.get("HOOKSCOPE_NO_ONEPASS", "") in ("", "0"):
         assert onepass.KERNEL is not None
         assert onepass.which().startswith("one-pass kernel")
+    else:  # built but switched off: which() says why
+        assert onepass.KERNEL is None and not onepass.which().startswith("one-pass kernel")
 
 
 def _torch_path(x: torch.Tensor, monkeypatch) -> S.TensorStats:

@@ -32,6 +32,26 @@ def test_plan_edits_return_new_plans():
     assert q.with_capture(["b"]).capture == ("b",)
 
 
+def test_clamp_is_a_read_only_view_of_the_interventions():
+    import dataclasses
+
+    from hookscope.core import Clamp, Scale
+
+    p = Plan(capture=("a",), clamp={"a": (-1, 1)}, interventions={"b": Scale(2.0)})
+    assert p.interventions == {"b": Scale(2.0), "a": Clamp(-1.0, 1.0)}
+    # replace() rebuilds from the fields: a clamp the new interventions drop stays dropped
+    assert dataclasses.replace(p, interventions={}).clamp == {}
+    assert dataclasses.replace(p, interventions={}).interventions == {}
+    assert dataclasses.replace(p, capture=("c",)).clamp == {"a": (-1.0, 1.0)}
+    # the shorthand still works through replace(), over the plan's own interventions
+    q = dataclasses.replace(p, clamp={"c": (0, None)})
+    assert q.clamp == {"a": (-1.0, 1.0), "c": (0.0, float("inf"))}
+    assert Plan(clamp=q.clamp).clamp == q.clamp   # a view read back builds the same clamps
+    with pytest.raises(TypeError):
+        p.clamp["z"] = (0.0, 1.0)  # type: ignore[index]
+    assert p == Plan(capture=("a",), interventions={"b": Scale(2.0), "a": Clamp(-1, 1)})
+
+
 def test_capture_only_plan_leaves_output_unchanged_on_every_demo():
     for name in ("clamp", "features", "cnn", "transformer"):
         lm = load_model(f"demo:{name}")
@@ -65,9 +85,8 @@ def test_layer_that_never_runs_has_no_records():
     assert r.captures[path] == [] and r.calls[path] == 0 and len(r.captures["head"]) == 1
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the messages on a machine without CUDA")
 def test_cuda_absent_is_a_clear_error():
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
     with pytest.raises(DeviceError, match="--device cpu"):
         resolve_device("cuda")
     lm = load_model("demo:clamp")

@@ -1,4 +1,4 @@
-"""The Qt-free Session: the issue's snippet, events, Live, undo/redo, session files."""
+"""The Qt-free Session: the README's scripting snippet, events, Live, undo/redo, session files."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def session():
         assert s.close()
 
 
-def test_the_issue_snippet_runs_and_matches_a_hand_written_hook(session, tmp_path, monkeypatch):
+def test_the_readme_sessions_snippet_runs_and_matches_a_hand_written_hook(session, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     s = session("demo:cnn")
     s.capture("conv1", "fc")

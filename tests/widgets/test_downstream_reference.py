@@ -1,5 +1,5 @@
 """A captured layer downstream of an intervention shows its values without and with
-the interventions (issue 7 §3); a layer the plan leaves alone is drawn once."""
+the interventions, so the user sees what the edit did there; a layer the plan leaves alone is drawn once."""
 
 from __future__ import annotations
 
