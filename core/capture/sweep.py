@@ -12,7 +12,9 @@ and one source forward per set of hooked layers instead.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -95,6 +97,57 @@ class SweepResult:
                 "metric": self.metric, "baseline": finite_or_none(self.baseline),
                 "cells": self.cells, "forwards": dict(self.forwards),
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()}}
+
+    def to_csv(self) -> str:
+        """One row per cell: each axis's label, then the number. A label that a spreadsheet
+        would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow([*self.axes, self.metric])
+        names = list(self.axes)
+        for idx in itertools.product(*(range(len(self.axes[n])) for n in names)):
+            v = float(self.values[idx])
+            w.writerow([*(_cell_text(self.axes[n][i]) for n, i in zip(names, idx)),
+                        repr(v) if np.isfinite(v) else ""])
+        return buf.getvalue()
+
+
+def _cell_text(label: str) -> str:
+    if label[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(label)
+        except ValueError:
+            return "'" + label
+    return label
+
+
+def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
+               max_cells: int = DEFAULT_MAX_CELLS, intervene: Mapping[Any, Any] | None = None,
+               metric: Any = None, meaning: OutputMeaning | None = None,
+               bind: Callable[[dict], dict] | None = None) -> dict[str, int]:
+    """``{axis: number of values}`` of a grid, refused as :func:`sweep` would refuse it
+    (nothing runs): for stating the number of runs before starting. With ``intervene``
+    (and ``metric``), the templates and the first cell's plan are checked too."""
+    if not isinstance(over, Mapping) or not over:
+        raise PlanError("a sweep needs at least one axis, e.g. over={'layer': 'blocks.*'} "
+                        "(--over layer=PATTERN)")
+    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
+    check_size(axes, max_cells)
+    if intervene is not None:
+        _check_used(axes, intervene)
+        first = {n: v[0] for n, v in axes.items()}
+        _Cells(intervene, bind).plan(first).resolve(module)
+    if metric is not None:
+        make_metric(metric, meaning)
+    return {n: len(v) for n, v in axes.items()}
+
+
+def _check_used(axes: Mapping[str, Any], intervene: Mapping[Any, Any]) -> None:
+    used = used_axes(intervene)
+    unused = [n for n in axes if n not in used and "*" not in used]
+    if unused:
+        raise PlanError(f"sweep axis {unused[0]!r} appears in no template: every cell along it "
+                        f"would be the same run; name it as {{{unused[0]}}}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -193,11 +246,7 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
                         "(--over layer=PATTERN)")
     axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
     total = check_size(axes, max_cells)
-    used = used_axes(intervene)
-    unused = [n for n in axes if n not in used and "*" not in used]
-    if unused:
-        raise PlanError(f"sweep axis {unused[0]!r} appears in no template: every cell along it "
-                        f"would be the same run; name it as {{{unused[0]}}}")
+    _check_used(axes, intervene)
     coords = {n: (v.values() if isinstance(v, Spaced) else list(v)) for n, v in axes.items()}
     met: Metric = make_metric(metric, meaning)
     cells = _Cells(intervene, bind)
