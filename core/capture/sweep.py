@@ -161,6 +161,7 @@ class SweepRequest:
     metric: Any = "max-abs-diff"
     max_cells: int = DEFAULT_MAX_CELLS
     progress: Callable[[int, int], None] | None = None
+    bind: Callable[[dict], dict] | None = None
 
     name = "sweep"
 
@@ -168,7 +169,7 @@ class SweepRequest:
                 meaning: OutputMeaning, should_stop: Any = None) -> SweepResult:
         return sweep(module, inputs, self.over, self.intervene, self.metric, meaning=meaning,
                      device=device, max_cells=self.max_cells, should_stop=should_stop,
-                     progress=self.progress)
+                     progress=self.progress, bind=self.bind)
 
 
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
