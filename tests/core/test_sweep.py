@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from hookscope.core import Add, Plan, compare, load_model, parse_input
+from hookscope.core import Add, At, Patch, Plan, compare, load_model, parse_input
 from hookscope.core.base.errors import PlanError
 from hookscope.core.capture.sweep import sweep
 from hookscope.core.capture.sweep_metrics import make_metric
@@ -178,3 +178,24 @@ def test_session_sweep_runs_in_the_runner_and_equals_the_plain_function():
         assert s.plan.interventions == {}  # the sweep's cells never enter the person's plan
     finally:
         assert s.close()
+
+
+def test_a_model_whose_kernels_follow_its_hooks_gets_a_baseline_per_hooked_set():
+    """nn.TransformerEncoderLayer takes its fused path only without hooks on its parts, so
+    a baseline serves only cells hooking the same modules; every cell still equals its
+    single comparison bit for bit."""
+    tr = load_model("demo:transformer")
+    x = tr.example_input
+    source = torch.roll(x, 1, dims=-1)
+    layers = ["encoder.layers.0.linear1", "encoder.layers.1.linear1"]
+    res = sweep(tr.module, x, {"layer": ",".join(layers), "pos": "0:3"},
+                {"{layer}": "zero@pos={pos}"}, "max-abs-diff")
+    assert res.forwards == {"baseline": 2, "source": 0, "intervened": 6}
+    for i, layer in enumerate(layers):
+        for p in range(3):
+            r = compare(tr.module, x, Plan(interventions={layer: parse_intervention(f"zero@pos={p}")},
+                                           keep_tensors=False))
+            assert res.values[i, p] == r.max_abs_diff
+    patched = sweep(tr.module, x, {"layer": ",".join(layers)},
+                    {"{layer}": lambda: Patch(source, at=At(positions=[2]))}, "max-abs-diff")
+    assert patched.forwards == {"baseline": 2, "source": 2, "intervened": 2}
