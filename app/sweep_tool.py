@@ -7,6 +7,7 @@ arrives with the run's result (``result.extras["sweep"]``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -62,6 +63,7 @@ def install_sweep_tool(win: "MainWindow") -> None:
     relay.progressed.connect(view.set_progress)
     view.runRequested.connect(lambda a, t, s, m: start_sweep(win, relay, a, t, s, m))
     view.cancelRequested.connect(lambda: cancel_sweep(win))
+    view.cellChosen.connect(lambda row, col: show_cell(win, row, col))
     win.resultShown.connect(lambda result: show_sweep(win, result))
 
 
@@ -96,6 +98,31 @@ def start_sweep(win: "MainWindow", relay: _Relay, axes: str, template: str, sour
     win.sweep_view.set_running(0)
     if win.session.submit_run(extra=(request,)) is None:
         win.sweep_view.show_note("a model is still loading: run the sweep once it is open")
+
+
+def show_cell(win: "MainWindow", row: int, col: int) -> None:
+    """The cell's plan becomes the window's (undoable), its layers captured, and runs: the
+    panels show that cell's before and after."""
+    result = win.sweep_view.model.result
+    if result is None:
+        return
+    names = list(result.axes)
+    at = [row, col][:len(names)] if len(names) <= 2 else [row]
+    if len(names) > 2:
+        win.show_error("a sweep of more than two axes shows its first axis only; run a cell "
+                       "with SweepResult.run_cell in Python")
+        return
+    coords = {n: result.coords[n][i] for n, i in zip(names, at)}
+    try:
+        plan = result.plan_of(**coords)
+    except PlanError as exc:
+        win.show_error(str(exc))
+        return
+    current = win.session.current_plan()
+    win.session.set_plan(dataclasses.replace(
+        plan, capture=tuple(dict.fromkeys([*current.capture, *plan.capture])),
+        keep_tensors=current.keep_tensors))
+    win.request_run()
 
 
 def cancel_sweep(win: "MainWindow") -> None:

@@ -1,6 +1,7 @@
 """The Sweep dock: a template, its axes and a metric; Run and Cancel with a progress bar;
 the grid as a heatmap whose rows and columns are labelled by the axes' values (layer names,
 token strings), each cell's number in a hover read-out. One axis shows one column.
+Double-clicking a cell asks for that cell's run in the main view (``cellChosen``).
 
 Holds no state beyond what it shows: Run and Cancel are signals the app answers.
 """
@@ -90,6 +91,7 @@ class SweepView(QWidget):
 
     runRequested = Signal(str, str, str, str)  # axes, template, source input, metric
     cancelRequested = Signal()
+    cellChosen = Signal(int, int)  # row, column of a double-clicked cell
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -131,6 +133,8 @@ class SweepView(QWidget):
         lay.addWidget(self.table, 1)
         self.run_button.clicked.connect(self._run)
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
+        self.table.doubleClicked.connect(lambda i: self.cellChosen.emit(i.row(), i.column()))
+        self.table.setToolTip("double-click a cell to run it in the main view")
 
     def _run(self) -> None:
         self.runRequested.emit(self.axes.text(), self.template.text(), self.source.text(),

@@ -59,6 +59,7 @@ class SweepResult:
     #: forwards run: baselines, source passes and intervened ones
     forwards: dict[str, int] = field(default_factory=dict)
     _cell: Callable[[Mapping[str, Any]], RunResult] | None = field(default=None, repr=False)
+    _plan: Callable[[Mapping[str, Any]], Plan] | None = field(default=None, repr=False)
 
     @property
     def cells(self) -> int:
@@ -89,6 +90,15 @@ class SweepResult:
         if self._cell is None:
             raise PlanError("this sweep result was read from a file: it cannot run cells again")
         return self._cell({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
+
+    def plan_of(self, **coords: Any) -> Plan:
+        """That cell's plan, its intervened layers captured (to look at the cell in full)."""
+        idx = self.index(**coords)
+        if self._plan is None:
+            raise PlanError("this sweep result was read from a file: it has no plans")
+        plan = self._plan({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
+        return dataclasses.replace(plan, capture=tuple(plan.interventions), keep_tensors=True,
+                                   clamp={})
 
     def to_json_dict(self) -> dict:
         vals = [finite_or_none(float(v)) for v in self.values.reshape(-1)]
@@ -298,7 +308,7 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     shape = tuple(len(coords[n]) for n in names)
     labels = {n: _labels(n, coords[n], inputs, codec) for n in names}
     return SweepResult(values.reshape(shape), labels, coords, met.name, clean, receipts,
-                       {"total": (time.perf_counter() - t0) * 1e3}, counts, run_cell)
+                       {"total": (time.perf_counter() - t0) * 1e3}, counts, run_cell, cells.plan)
 
 
 def _sources_cached(layers: dict[str, LayerPlan], base: Baseline) -> bool:

@@ -57,6 +57,21 @@ def test_sweep_dock_runs_the_grid_in_the_runner(make_window, qtbot):
     assert tip.startswith(f"layer blocks.0, pos {want.axes['pos'][4]}: kl = ")
     assert view.progress.isHidden() and view.run_button.isEnabled()
     assert view.progress.value() == view.progress.maximum() == 10
+    # Double-clicking a cell runs it in the main view: its plan, its layer captured.
+    before = win.last_result
+    table = view.table
+    table.scrollTo(m.index(1, 4))
+    rect = table.visualRect(m.index(1, 4))
+    assert table.viewport().rect().contains(rect.center())
+    QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    QTest.mouseDClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: win.last_result is not before and win.is_idle(), timeout=60_000)
+    shown = win.last_result
+    assert dict(shown.plan.interventions) == dict(got.plan_of(layer="blocks.1", pos=18).interventions)
+    assert "blocks.1" in shown.captures
+    assert np.array_equal(shown.output_with.numpy(),
+                          got.run_cell(layer="blocks.1", pos=18).output_with.numpy())
+    assert win.session.can_undo
 
 
 def test_a_template_without_its_source_says_so_in_the_banner(make_window, qtbot):
