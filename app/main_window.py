@@ -31,6 +31,7 @@ from .intervention_dock import install_intervention_dock
 from .layout import arrange_docks
 from .window_layout import build_parts
 from .lm_tools import install_lm_tools
+from .sweep_tool import install_sweep_tool
 from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from hookscope.widgets.hooks_view import HooksView
     from hookscope.widgets.generation_view import GenerationView
     from hookscope.widgets.lens_view import LensView
+    from hookscope.widgets.sweep_view import SweepView
     from hookscope.widgets.sae_view import SaeView
     from hookscope.widgets.intervention_panel import InterventionPanel
 
@@ -71,6 +73,8 @@ class MainWindow(SessionReactions, QMainWindow):
     generation_dock: QDockWidget     # lm_tools.install_generation
     intervention_panel: InterventionPanel  # intervention_dock.install_intervention_dock
     intervention_dock: QDockWidget         # intervention_dock.install_intervention_dock
+    sweep_view: SweepView        # sweep_tool.install_sweep_tool
+    sweep_dock: QDockWidget      # sweep_tool.install_sweep_tool
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -117,6 +121,7 @@ class MainWindow(SessionReactions, QMainWindow):
         self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
         install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE
+        install_sweep_tool(self)     # View → Sweep
 
     def _wire(self) -> None:
         s = self.session

@@ -446,6 +446,19 @@ class Session:
 
         return self._run_derived(GenerateRequest(n, temperature, seed), timeout_s)
 
+    def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
+              max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
+              timeout_s: float | None = None) -> Any:
+        """Run a sweep on the session's model, input and device (in the runner) and wait: a
+        :class:`~hookscope.core.capture.SweepResult` (see
+        :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
+        the cells: each cell is the baseline plus that cell's interventions."""
+        from ..capture.sweep import SweepRequest
+        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+
+        return self._run_derived(SweepRequest(over, intervene, metric,
+                                              max_cells or DEFAULT_MAX_CELLS, progress), timeout_s)
+
     def attach_sae(self, layer: str, folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
         ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs

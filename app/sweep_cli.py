@@ -1,0 +1,160 @@
+"""``hookscope sweep``: one intervention template over a grid, a number per cell, without a
+window (no Qt imported).
+
+    hookscope sweep demo:lm --input 'text:the cat sat on the ' --over layer=blocks.* \\
+        --over pos=all --intervene '{layer}=patch@pos={pos}' \\
+        --source-input 'text:the dog sat on the ' --metric kl --csv grid.csv
+
+The number of runs is stated on stderr before the first forward; Ctrl+C stops between
+layer calls with every hook removed (the forwards' own ``finally``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from hookscope.core import HookscopeError, MeanAblate, Patch, PlanError, load_model, parse_input
+from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
+                                 write_text)
+from hookscope.core.base import json_safe
+from hookscope.core.capture import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option,
+                                    resolve_vectors, sweep, sweep_size)
+from hookscope.core.model import set_max_input_bytes, user_code
+from hookscope.core.base import ForwardError
+from hookscope.core.plan import named_vectors, syntax_help
+
+from .arg_parser import OneLineParser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="hookscope sweep",
+                      description="Run an intervention template over a grid of layers, "
+                                  "positions, units or a parameter's range; one number a cell.")
+    p.add_argument("spec", help="model: demo:NAME, path/to/file.py:factory, hf:NAME_OR_DIR, ...")
+    p.add_argument("--weights", metavar="FILE", help="state_dict for a factory's model")
+    p.add_argument("--labels", metavar="FILE", help="class names, one a line")
+    p.add_argument("--input", metavar="X", default=None, help="the input (as hookscope run)")
+    p.add_argument("--over", metavar="AXIS=VALUES", action="append", default=[],
+                   help="an axis (repeatable): layer=PATTERN (blocks.*), pos=all, unit=0:16, "
+                        "a comma list, linspace(A,B,N) or logspace(A,B,N)")
+    p.add_argument("--intervene", metavar="TEMPLATE", action="append", default=[],
+                   help="LAYER=KIND[:ARGS][@pos=SEL] with {AXIS} where a cell's value goes, "
+                        "e.g. '{layer}=patch@pos={pos}' or 'fc1=scale:{f}'. Kinds: "
+                        + syntax_help().replace("%", "%%"))
+    p.add_argument("--source-input", metavar="X", help="the input a bare 'patch' takes")
+    p.add_argument("--reference-input", metavar="X", help="the input a bare 'mean' takes")
+    p.add_argument("--vector", metavar="NAME=SPEC", action="append", default=[],
+                   help="a direction for add:NAME / project:NAME (as hookscope run)")
+    p.add_argument("--metric", default="max-abs-diff",
+                   help=f"what each cell measures: {', '.join(METRICS)} (default max-abs-diff)")
+    p.add_argument("--max-cells", metavar="N", type=int, default=DEFAULT_MAX_CELLS,
+                   help=f"refuse a grid of more cells (default {DEFAULT_MAX_CELLS})")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not at all)")
+    p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
+                   help="let a model's pickled code run, for a file you trust")
+    p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
+    p.add_argument("--train", action="store_true", help="run the model in train mode")
+    return p
+
+
+def _pairs(values: list[str], flag: str, example: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise PlanError(f"{flag} {text!r}: write {example}")
+        if key in out:
+            raise PlanError(f"{flag} {text!r}: {key!r} is given twice; give it once")
+        out[key] = value
+    return out
+
+
+def _binder(ns: argparse.Namespace, lm, x):
+    """Each cell's interventions with the command line's inputs and vectors filled in."""
+    vectors = dict(parse_vector_option(t) for t in ns.vector)
+
+    def bind(ivs: dict) -> dict:
+        out = {}
+        for path, iv in ivs.items():
+            if isinstance(iv, Patch) and iv.source_input is None:
+                if ns.source_input is None:
+                    raise PlanError("patch needs a source input: add --source-input X, or write "
+                                    "patch:X in the template")
+                iv = Patch(ns.source_input, at=iv.at)
+            if isinstance(iv, MeanAblate) and iv.reference is None and ns.reference_input:
+                iv = MeanAblate(ns.reference_input, at=iv.at)
+            out[path] = iv
+        if named_vectors(out):
+            out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec)
+        return out
+    return bind
+
+
+def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    ns = build_parser().parse_args(argv)
+    if ns.max_input_bytes:
+        set_max_input_bytes(ns.max_input_bytes)
+    if ns.max_cells < 1:
+        raise PlanError(f"--max-cells {ns.max_cells}: give a positive number of cells")
+    over = _pairs(ns.over, "--over", "AXIS=VALUES, e.g. --over layer=blocks.* or --over pos=all")
+    intervene = _pairs(ns.intervene, "--intervene",
+                       "LAYER=KIND with {AXIS} placeholders, e.g. '{layer}=patch@pos={pos}'")
+    if not over:
+        raise PlanError("no axis: add --over AXIS=VALUES, e.g. --over layer=blocks.*")
+    if not intervene:
+        raise PlanError("no template: add --intervene, e.g. --intervene '{layer}=zero'")
+    if ns.csv:
+        if not is_dir(Path(ns.csv).expanduser().parent):
+            raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
+        reads = files_read(ns.spec, ns.weights, [ns.input, ns.source_input, ns.reference_input],
+                           ns.labels)
+        refuse_overwrite([("--csv", ns.csv)], reads)
+    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
+    lm.module.train(ns.train)
+    if ns.labels:
+        from hookscope.core.model import name_classes
+
+        name_classes(lm, ns.labels)
+    x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
+    bind = _binder(ns, lm, x)
+    # axes, templates, the first cell's plan and the metric: refused here, before any forward
+    sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
+    cells = math.prod(sizes.values())
+    shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
+    print(f"hookscope: sweep of {cells} cells ({shape}): {cells} intervened forwards, plus one "
+          "shared baseline (and one source forward per patch input)", file=err, flush=True)
+    with user_code("the model's forward", ns.spec, ForwardError):
+        res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
+                    device=ns.device, max_cells=ns.max_cells, bind=bind)
+    if ns.csv:
+        write_text(ns.csv, res.to_csv())
+    if ns.json:
+        out.write(json_safe.dumps(res.to_json_dict()) + "\n")
+    else:
+        print_grid(res, out)
+    return 0
+
+
+def print_grid(res, out: TextIO) -> None:
+    """The numbers as a table: rows along the first axis, columns along the second."""
+    names = list(res.axes)
+    values = res.values.reshape(res.values.shape[0], -1)
+    cols = res.axes[names[1]] if len(names) == 2 else [res.metric]
+    if len(names) > 2:
+        cols = [str(i) for i in range(values.shape[1])]
+    width = max(12, *(len(c) for c in cols))
+    lines = [f"metric {res.metric}" + ("" if res.baseline is None else
+                                       f"   baseline {res.baseline:.6g}")]
+    lines.append(" " * 24 + "".join(c[:width].rjust(width + 1) for c in cols))
+    for label, row in zip(res.axes[names[0]], values):
+        lines.append(label[:24].ljust(24) + "".join(f"{v:.6g}".rjust(width + 1) for v in row))
+    out.write("\n".join(escape_controls(line) for line in lines) + "\n")

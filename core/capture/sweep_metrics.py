@@ -1,0 +1,130 @@
+"""What one sweep cell measures, from the output's meaning.
+
+``logit-diff:A,B`` (logit of token A minus token B at the last position), ``logit:T``,
+``prob:T`` (a token's text, a class's label, or ``#N`` for index N), ``kl`` (KL divergence of
+the intervened prediction from the baseline's, at the last position), ``top-changed`` (1
+where the top prediction changed, else 0), ``max-abs-diff`` (the largest |Δ| anywhere in
+the output), or any callable on ``(output_without, output_with)`` returning a number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..base.errors import PlanError
+from ..base.meaning import OutputMeaning, score_leaf
+from ..base.nested import tensor_leaves
+from .output_diff import output_difference
+
+METRICS = ("logit-diff:A,B", "logit:T", "prob:T", "kl", "top-changed", "max-abs-diff")
+
+
+def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
+    """The score vector a metric reads: the first example's, at the last position for a
+    sequence of scores (``[batch, positions, vocabulary]``)."""
+    leaf = score_leaf(output, meaning)
+    leaves = [leaf] if isinstance(leaf, torch.Tensor) else [t for _, t in tensor_leaves(leaf)]
+    if not leaves or not leaves[0].is_floating_point():
+        raise PlanError("this metric needs scores (logits) as the output; use max-abs-diff or "
+                        "a function for this model")
+    t = leaves[0].detach().double()
+    if t.dim() >= 3:
+        return t[0, -1]
+    if t.dim() == 2:
+        return t[0]
+    return t.reshape(-1)
+
+
+def _index(text: str, meaning: OutputMeaning | None, what: str) -> int:
+    t = text.strip()
+    if t.startswith("#") and t[1:].isdigit():
+        return int(t[1:])
+    labels = meaning.labels if meaning is not None else None
+    if labels and t in labels:
+        return labels.index(t)
+    codec = meaning.codec if meaning is not None else None
+    if codec is not None:
+        ids = codec.encode(text)
+        if len(ids) == 1:
+            return int(ids[0])
+        raise PlanError(f"{what}: {text!r} is {len(ids)} tokens, not one; name one token "
+                        "(or #ID)")
+    raise PlanError(f"{what}: {text!r} is no class label of this model; write #N for index N")
+
+
+def _unquote(text: str) -> str:
+    t = text
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        return t[1:-1]
+    return t
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A cell's number from the two outputs; ``clean``: the same number on the baseline run
+    (``None`` where only a difference makes sense)."""
+
+    name: str
+    cell: Callable[[Any, Any], float]
+    clean: Callable[[Any], float] | None = None
+
+
+def _checked(i: int, n: int, what: str) -> int:
+    if not 0 <= i < n:
+        raise PlanError(f"{what}: index {i} is outside the {n} scores of the output")
+    return i
+
+
+def make_metric(metric: Any, meaning: OutputMeaning | None) -> Metric:
+    """A :class:`Metric` from a name above or a callable."""
+    if callable(metric):
+        name = getattr(metric, "__name__", "custom")
+
+        def call(a: Any, b: Any) -> float:
+            return float(metric(a, b))
+
+        return Metric(str(name), call)
+    if not isinstance(metric, str) or not metric.strip():
+        raise PlanError(f"metric {metric!r}: use one of {', '.join(METRICS)} or a function")
+    kind, _, arg = metric.strip().partition(":")
+    what = f"metric {metric!r}"
+    sc = lambda out: scores(out, meaning)  # noqa: E731
+    if kind == "max-abs-diff":
+        return Metric(metric, lambda a, b: output_difference(a, b)[1])
+    if kind == "kl":
+        def kl(a: Any, b: Any) -> float:
+            p, q = torch.log_softmax(sc(a), -1), torch.log_softmax(sc(b), -1)
+            return float((p.exp() * (p - q)).sum())
+        return Metric(metric, kl)
+    if kind == "top-changed":
+        return Metric(metric, lambda a, b: float(int(sc(a).argmax()) != int(sc(b).argmax())))
+    if kind == "logit-diff":
+        parts = [p for p in arg.split(",")]
+        if len(parts) != 2 or not all(p.strip() for p in parts):
+            raise PlanError(f"{what}: write logit-diff:A,B with two tokens or classes, "
+                            "e.g. logit-diff:' Paris',' Rome' or logit-diff:#3,#5")
+        ia, ib = (_index(_unquote(p.strip()), meaning, what) for p in parts)
+
+        def diff(out: Any) -> float:
+            s = sc(out)
+            return float(s[_checked(ia, len(s), what)] - s[_checked(ib, len(s), what)])
+        return Metric(metric, lambda a, b: diff(b), diff)
+    if kind in ("prob", "logit"):
+        if not arg.strip():
+            raise PlanError(f"{what}: write {kind}:TOKEN, {kind}:LABEL or {kind}:#N")
+        i = _index(_unquote(arg.strip()), meaning, what)
+
+        def value(out: Any) -> float:
+            s = sc(out)
+            _checked(i, len(s), what)
+            return float(torch.softmax(s, -1)[i] if kind == "prob" else s[i])
+        return Metric(metric, lambda a, b: value(b), value)
+    raise PlanError(f"metric {metric!r}: use one of {', '.join(METRICS)} or a function")
+
+
+def finite_or_none(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None

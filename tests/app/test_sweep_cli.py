@@ -1,0 +1,75 @@
+"""``hookscope sweep``: the grid's numbers equal sweep()'s (and so each cell's compare()),
+as JSON, a CSV and a table; the number of runs comes on stderr first."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import torch
+
+from hookscope.app.cli import main
+from hookscope.core import Add, compare, load_model, parse_input, Plan
+from hookscope.core.capture import sweep
+from hookscope.core.capture.sweep_metrics import make_metric
+
+PROMPT = "text:the cat sat on the "
+SOURCE = "text:the dog sat on the "
+
+
+def test_patching_grid_json_and_csv_equal_the_api(tmp_path, capsys):
+    out_csv = tmp_path / "grid.csv"
+    rc = main(["sweep", "demo:lm", "--input", PROMPT, "--over", "layer=blocks.*", "--over",
+               "pos=all", "--intervene", "{layer}=patch@pos={pos}", "--source-input", SOURCE,
+               "--metric", "kl", "--json", "--csv", str(out_csv)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lm = load_model("demo:lm")
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    n = x.shape[-1]
+    assert cap.err.startswith(f"hookscope: sweep of {2 * n} cells (2 layer x {n} pos)")
+    got = json.loads(cap.out)
+    want = sweep(lm.module, x, {"layer": "blocks.*", "pos": "all"},
+                 {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "kl", meaning=lm.meaning)
+    assert got["axes"] == want.axes and got["metric"] == "kl" and got["baseline"] is None
+    assert np.array_equal(np.array(got["values"]), want.values)
+    rows = list(csv.reader(out_csv.read_text().splitlines()))
+    assert rows[0] == ["layer", "pos", "kl"] and len(rows) == 2 * n + 1
+    assert [float(r[2]) for r in rows[1:]] == want.values.reshape(-1).tolist()
+
+
+def test_add_steering_curve_from_the_command_line(tmp_path, capsys):
+    lm = load_model("demo:lm")
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    width = []
+    h = lm.module.get_submodule("blocks.1").register_forward_hook(
+        lambda m, a, o: width.append(o.shape[-1]))
+    with torch.no_grad():
+        lm.module(x)
+    h.remove()
+    v = torch.randn(width[0], generator=torch.Generator().manual_seed(1))
+    torch.save(v, tmp_path / "v.pt")
+    rc = main(["sweep", "demo:lm", "--input", PROMPT, "--over", "alpha=linspace(0,8,5)",
+               "--intervene", "blocks.1=add:v:{alpha}", "--vector", f"v={tmp_path / 'v.pt'}",
+               "--metric", "logit-diff:' ',t", "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    got = json.loads(cap.out)
+    assert got["axes"] == {"alpha": ["0.0", "2.0", "4.0", "6.0", "8.0"]}
+    m = make_metric("logit-diff:' ',t", lm.meaning)
+    for k, a in enumerate([0.0, 2.0, 4.0, 6.0, 8.0]):
+        r = compare(lm.module, x, Plan(interventions={"blocks.1": Add(v, a)}))
+        assert got["values"][k] == m.cell(r.output_without, r.output_with)
+    assert got["baseline"] == got["values"][0]
+
+
+def test_table_names_layers_and_units(capsys):
+    rc = main(["sweep", "demo:cnn", "--over", "layer=conv*", "--over", "unit=0:3",
+               "--intervene", "{layer}=zero@units={unit}", "--metric", "top-changed"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lines = cap.out.splitlines()
+    assert lines[0] == "metric top-changed"
+    assert [ln.split()[0] for ln in lines[2:]] == ["conv1", "conv2"]
+    assert lines[1].split() == ["0", "1", "2"]
