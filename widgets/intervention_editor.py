@@ -14,7 +14,6 @@ editing session are one undo step.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from PySide6.QtCore import (QAbstractItemModel, QModelIndex, QPersistentModelIndex, QRect,
@@ -24,6 +23,8 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
                                QWidget)
 
 from hookscope.core import At, HookscopeError, Intervention, kinds
+
+from .param_fields import read_param, show_param
 
 NONE = "none"
 
@@ -106,16 +107,7 @@ class InterventionEditor(QWidget):
         cls = self._kinds[kind]
         params: dict[str, Any] = {}
         for name, (how, w) in self._params.items():
-            if how == "float":
-                params[name] = w.value()  # type: ignore[attr-defined]
-            elif how == "int":
-                params[name] = int(w.value())  # type: ignore[attr-defined]
-            else:
-                text = w.text().strip()  # type: ignore[attr-defined]
-                shown, given = self._given.get(name, (None, None))
-                # Text left as shown keeps the value it shows (a vector, a tensor input),
-                # which text alone could not rebuild.
-                params[name] = given if shown is not None and text == shown else (text or None)
+            params[name] = read_param(how, w, self._given.get(name, (None, None)))
         try:
             iv = cls.from_values(params)
         except (TypeError, ValueError) as exc:
@@ -214,18 +206,7 @@ class InterventionEditor(QWidget):
             self._extra.append(x)
         self._params[spec.name] = (how, w)
 
-    @staticmethod
-    def _set_widget(how: str, w: QWidget, v: Any) -> None:
-        w.blockSignals(True)
-        if how == "float":
-            f = float(v) if v is not None else 0.0
-            w.setValue(max(-1e9, min(1e9, f)) if not math.isnan(f) else 0.0)  # type: ignore[attr-defined]
-        elif how == "int":
-            w.setValue(int(v or 0))  # type: ignore[attr-defined]
-        else:
-            text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v))
-            w.setText(text)  # type: ignore[attr-defined]
-        w.blockSignals(False)
+    _set_widget = staticmethod(show_param)
 
 
 class InterventionDelegate(QStyledItemDelegate):

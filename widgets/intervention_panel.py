@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 from hookscope.core import At, HookscopeError, Intervention, kinds
 from hookscope.core.plan import resolve, selector_text
 
+from .param_fields import read_param, show_param
 from .head_grid import HeadGrid
 from .token_strip import TokenStrip
 
@@ -166,16 +167,7 @@ class InterventionPanel(QWidget):
             return None
         params: dict[str, Any] = {}
         for name, (how, w) in self._params.items():
-            if how == "float":
-                params[name] = w.value()  # type: ignore[attr-defined]
-            elif how == "int":
-                params[name] = int(w.value())  # type: ignore[attr-defined]
-            elif how == "bool":
-                params[name] = w.isChecked()  # type: ignore[attr-defined]
-            else:
-                text = w.text().strip()  # type: ignore[attr-defined]
-                shown, given = self._given.get(name, (None, None))
-                params[name] = given if shown is not None and text == shown else (text or None)
+            params[name] = read_param(how, w, self._given.get(name, (None, None)))
         try:
             iv = cls.from_values(params)
             at = self._where()
@@ -310,17 +302,4 @@ class InterventionPanel(QWidget):
             w.editingFinished.connect(self._commit)
         return w
 
-    @staticmethod
-    def _set(how: str, w: QWidget, v: Any) -> None:
-        w.blockSignals(True)
-        if how == "float":
-            f = float(v) if v is not None else 0.0
-            w.setValue(max(-1e9, min(1e9, f)) if not math.isnan(f) else 0.0)  # type: ignore[attr-defined]
-        elif how == "int":
-            w.setValue(int(v or 0))  # type: ignore[attr-defined]
-        elif how == "bool":
-            w.setChecked(bool(v))  # type: ignore[attr-defined]
-        else:
-            text = "" if v is None else (", ".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v))
-            w.setText(text)  # type: ignore[attr-defined]
-        w.blockSignals(False)
+    _set = staticmethod(show_param)

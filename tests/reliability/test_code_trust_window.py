@@ -143,7 +143,7 @@ def test_open_session_through_the_file_menu_asks(window, qtbot, tmp_path):
 
     def answer_file_dialog():
         dlg = window.findChild(QFileDialog, "fileDialog")
-        if dlg is None or not dlg.isVisible():
+        if dlg is None or dlg.isHidden():
             QTimer.singleShot(50, answer_file_dialog)   # not up yet
             return
         dlg.selectFile(str(path))
