@@ -97,8 +97,7 @@ class SweepResult:
         if self._plan is None:
             raise PlanError("this sweep result was read from a file: it has no plans")
         plan = self._plan({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
-        return dataclasses.replace(plan, capture=tuple(plan.interventions), keep_tensors=True,
-                                   clamp={})
+        return dataclasses.replace(plan, capture=tuple(plan.interventions), keep_tensors=True)
 
     def to_json_dict(self) -> dict:
         vals = [finite_or_none(float(v)) for v in self.values.reshape(-1)]
