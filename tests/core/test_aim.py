@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from vit_models import TinyViT
+
 from hookscope.core import At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
 from hookscope.core.base.errors import PlanError
 from hookscope.core.model.inputs import parse_input
@@ -171,38 +173,6 @@ def test_text_source_without_a_tokenizer_still_says_so(lm):
     loaded, x, _ = lm
     with pytest.raises(Exception, match="tokenizer"):
         compare(loaded.module, x, Plan(interventions={"blocks.0": Patch("text:" + OTHER)}))
-
-
-class Attention(nn.Module):
-    """Multi-head self-attention as a ViT writes it: qkv, per-head softmax, proj."""
-
-    def __init__(self, d, heads):
-        super().__init__()
-        self.num_heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        h = self.num_heads
-        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in self.qkv(x).split(d, -1))
-        y = torch.softmax(q @ k.transpose(-1, -2) / (d // h) ** 0.5, -1) @ v
-        return self.proj(y.transpose(1, 2).reshape(b, t, d))
-
-
-class TinyViT(nn.Module):
-    """Patch embedding + one attention block written in plain torch (a ViT's shape)."""
-
-    def __init__(self, d=16, heads=4):
-        super().__init__()
-        self.embed = nn.Conv2d(3, d, 4, 4)
-        self.attn = Attention(d, heads)
-        self.head = nn.Linear(d, 3)
-
-    def forward(self, img):
-        x = self.embed(img).flatten(2).transpose(1, 2)  # (B, tokens, d)
-        x = x + self.attn(x)
-        return self.head(x.mean(1))
 
 
 def test_heads_positions_units_and_image_refusal_on_a_plain_torch_vit():

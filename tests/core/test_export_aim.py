@@ -5,6 +5,8 @@ equal compare()'s."""
 import json
 
 import numpy as np
+from pathlib import Path
+
 import pytest
 
 from hookscope.core import Add, At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
@@ -15,43 +17,6 @@ from test_export_torch_only import run_torch_only
 
 PROMPT, OTHER = "text:the cat sat on the ", "text:the dog sat on the "
 
-VIT = '''
-import torch
-from torch import nn
-
-
-class Attention(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.num_heads = heads
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        h = self.num_heads
-        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in self.qkv(x).split(d, -1))
-        y = torch.softmax(q @ k.transpose(-1, -2) / (d // h) ** 0.5, -1) @ v
-        return self.proj(y.transpose(1, 2).reshape(b, t, d))
-
-
-class ViT(nn.Module):
-    def __init__(self, d=16, heads=4):
-        super().__init__()
-        self.embed = nn.Conv2d(3, d, 4, 4)
-        self.attn = Attention(d, heads)
-        self.head = nn.Linear(d, 3)
-
-    def forward(self, img):
-        x = self.embed(img).flatten(2).transpose(1, 2)
-        x = x + self.attn(x)
-        return self.head(x.mean(1))
-
-
-def make():
-    torch.manual_seed(0)
-    return ViT().eval(), torch.randn(2, 3, 16, 16)
-'''
 
 
 def _built(plan, text):
@@ -66,8 +31,7 @@ def _built(plan, text):
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     folder = tmp_path_factory.mktemp("aim_script")
-    (folder / "vit.py").write_text(VIT)
-    vit = f"{folder / 'vit.py'}:make"
+    vit = f"{Path(__file__).with_name('vit_models.py')}:make"
     cases = {
         "lm": ("demo:lm", PROMPT, Plan(capture=["blocks.0.attn", "blocks.1"], interventions={
             "blocks.1": Patch(OTHER, at=At(positions=[-1])),
