@@ -37,4 +37,5 @@ def format_shape(shape: tuple[int, ...] | None) -> str:
 
 
 def format_value(v: float) -> str:
-    return format_bound(v) if math.isinf(v) else f"{v:.4g}"
+    """``v`` in 4 significant digits; a zero is never signed (-0.0 + 0.0 is 0.0)."""
+    return format_bound(v) if math.isinf(v) else f"{v + 0.0:.4g}"
