@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QDockWidget
 
 from hookscope.core import HookscopeError, RunResult
 from hookscope.core.session import ViewFailed
@@ -24,7 +23,7 @@ from hookscope.widgets.generation_view import GenerationView
 from hookscope.widgets.lens_view import LensView
 from hookscope.widgets.sae_view import SaeView
 
-from .window_tools import _menu
+from .window_tools import _menu, hidden_bottom_dock
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -35,16 +34,8 @@ def install_lm_tools(win: "MainWindow") -> None:
     install_sae_tools(win)
     install_generation(win)
     win.lens_view = LensView()
-    dock = QDockWidget("Logit lens", win, objectName="lensDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
-    dock.setWidget(win.lens_view)
-    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    dock.hide()   # View → Logit lens shows it
+    dock = hidden_bottom_dock(win, "Logit lens", "lensDock", win.lens_view, "actionViewLens")
     win.lens_dock = dock
-    toggle = dock.toggleViewAction()
-    toggle.setObjectName("actionViewLens")
-    view_menu = _menu(win, "View")
-    if view_menu is not None:
-        view_menu.addAction(toggle)
     dock.visibilityChanged.connect(lambda _shown: ask_for_lens(win))
     win.lens_view.tokenChanged.connect(lambda _t: ask_for_lens(win))
     win.modelLoaded.connect(lambda _spec: ask_for_lens(win, run=False))
@@ -53,16 +44,8 @@ def install_lm_tools(win: "MainWindow") -> None:
 
 def install_sae_tools(win: "MainWindow") -> None:
     win.sae_view = SaeView()
-    dock = QDockWidget("SAE features", win, objectName="saeDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
-    dock.setWidget(win.sae_view)
-    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    dock.hide()   # shown once an SAE is attached, or by View → SAE features
+    dock = hidden_bottom_dock(win, "SAE features", "saeDock", win.sae_view, "actionViewSae")
     win.sae_dock = dock
-    toggle = dock.toggleViewAction()
-    toggle.setObjectName("actionViewSae")
-    view_menu = _menu(win, "View")
-    if view_menu is not None:
-        view_menu.addAction(toggle)
     attach = QAction("Attach &SAE…", win)
     attach.setObjectName("actionAttachSae")
     attach.setStatusTip("Attach a sparse autoencoder (SAELens folder) to the selected layer")
@@ -79,16 +62,8 @@ def install_sae_tools(win: "MainWindow") -> None:
 
 def install_generation(win: "MainWindow") -> None:
     win.generation_view = GenerationView()
-    dock = QDockWidget("Generation", win, objectName="generationDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
-    dock.setWidget(win.generation_view)
-    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    dock.hide()   # View → Generation shows it
+    dock = hidden_bottom_dock(win, "Generation", "generationDock", win.generation_view, "actionViewGeneration")
     win.generation_dock = dock
-    toggle = dock.toggleViewAction()
-    toggle.setObjectName("actionViewGeneration")
-    view_menu = _menu(win, "View")
-    if view_menu is not None:
-        view_menu.addAction(toggle)
     # Hidden, runs stop generating; shown again, the next Generate asks anew.
     dock.visibilityChanged.connect(
         lambda shown: None if shown else win.session.set_derived("generation", None))

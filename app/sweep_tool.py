@@ -10,15 +10,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtCore import QObject, Signal
 
 from hookscope.core import MeanAblate, Patch, PlanError, RunResult
 from hookscope.core.capture import SweepRequest, SweepResult
 from hookscope.core.session import ViewFailed
 from hookscope.widgets.sweep_view import SweepView
 
-from .window_tools import _menu
+from .window_tools import hidden_bottom_dock
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -49,16 +48,8 @@ def install_sweep_tool(win: "MainWindow") -> None:
     """Add View → Sweep and its dock (hidden until asked for) to ``win``."""
     view = SweepView()
     win.sweep_view = view
-    dock = QDockWidget("Sweep", win, objectName="sweepDock")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
-    dock.setWidget(view)
-    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    dock.hide()
+    dock = hidden_bottom_dock(win, "Sweep", "sweepDock", view, "actionViewSweep")
     win.sweep_dock = dock
-    toggle = dock.toggleViewAction()
-    toggle.setObjectName("actionViewSweep")
-    view_menu = _menu(win, "View")
-    if view_menu is not None:
-        view_menu.addAction(toggle)
     relay = _Relay(win)
     relay.progressed.connect(view.set_progress)
     view.runRequested.connect(lambda a, t, s, m: start_sweep(win, relay, a, t, s, m))

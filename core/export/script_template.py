@@ -265,9 +265,9 @@ def make_input_recorder(store):
     return hook
 
 
-def forward(hooks, pre_hooks=()):
-    """One forward with hooks {layer: hook} (and forward pre-hooks) attached; every handle
-    removed, whatever happens."""
+def forward(hooks, pre_hooks=(), inputs=None):
+    """One forward of ``inputs`` (default: the input) with hooks {layer: hook} (and forward
+    pre-hooks) attached; every handle removed, whatever happens."""
     handles = []
     try:
         for name, hook in hooks:
@@ -275,7 +275,7 @@ def forward(hooks, pre_hooks=()):
         for name, hook in pre_hooks:
             handles.append(layers[name].register_forward_pre_hook(hook))
         with torch.inference_mode():
-            return call(model, to_device(x))
+            return call(model, to_device(x if inputs is None else inputs))
     finally:
         for h in handles:
             h.remove()
@@ -296,17 +296,7 @@ for i, source in enumerate(SOURCE_INPUTS):
             pre_hooks.append((HEAD_SITES[name][0], make_input_recorder(source_outputs[name])))
         else:
             hooks.append((name, make_recorder(source_outputs[name])))
-    handles = []
-    try:
-        for name, hook in hooks:
-            handles.append(layers[name].register_forward_hook(hook))
-        for name, hook in pre_hooks:
-            handles.append(layers[name].register_forward_pre_hook(hook))
-        with torch.inference_mode():
-            call(model, to_device(source))
-    finally:
-        for h in handles:
-            h.remove()
+    forward(hooks, pre_hooks, source)
 
 # The intervened run: intervention hooks first, so a captured layer records the changed value.
 captures = {}
