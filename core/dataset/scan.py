@@ -359,3 +359,33 @@ def scan(model: Any, request: ScanRequest, *,
     parts = [scan_shard(lm, s, request, progress=tick, should_stop=should_stop)
              for s in shards(total, shard_size)]
     return finish(merge(parts), request, lm.meaning, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class _OnModule:
+    """What :func:`scan_shard` reads of a loaded model, for a runner that holds a module,
+    its input and its meaning."""
+
+    module: nn.Module
+    example_input: Any
+    meaning: OutputMeaning
+
+
+@dataclass(frozen=True, eq=False)
+class ScanJob:
+    """A scan as a view the session's runner computes after a run (off the GUI thread),
+    on the run's model and device; the run's input is the example each input is shaped
+    like. ``progress(done, total, eta_s)`` is called on the runner's thread."""
+
+    request: ScanRequest
+    progress: Callable[[int, int, float | None], None] | None = None
+
+    name = "scan"
+
+    def compute(self, module: nn.Module, inputs: Any, plan: Any, device: str,
+                meaning: OutputMeaning, should_stop: Any = None) -> Any:
+        import dataclasses
+
+        req = dataclasses.replace(self.request, device=device)
+        return scan(_OnModule(module, inputs, meaning), req, progress=self.progress,
+                    should_stop=should_stop)
