@@ -10,7 +10,7 @@ Bins are ``[k*w, (k+1)*w)`` for integers ``k``, with ``w`` a power of two, and a
 ``bins`` of them. When a batch reaches outside, ``w`` doubles (two neighbouring bins
 become one, exactly, because the grid is aligned at 0) until every value fits. The
 width the final histogram has is the smallest power of two at which the whole set's
-range fits in ``bins`` bins, whatever the order of the batches or shards, so its counts
+range fits in ``bins`` bins (and no finer than 2**-40 of its largest magnitude), whatever the order of the batches or shards, so its counts
 are the set's, not an approximation of them; between ``bins/2`` and ``bins`` bins are
 used. (Fixed edges from a first pass would cost a second forward over the set.)
 """
@@ -23,8 +23,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-#: the smallest bin width (a set of equal values still gets a bin)
+#: the finest bins: 2**-40, and no finer than 2**-40 of the largest magnitude (so bin
+#: numbers stay below 2**41 and every edge is exact in float64)
 _MIN_EXP = -40
+
+
+def finest_exp(vmin: float, vmax: float) -> int:
+    """The exponent of the finest bin width allowed for values in ``[vmin, vmax]``."""
+    big = max(abs(vmin), abs(vmax))
+    return max(_MIN_EXP, (math.frexp(big)[1] if big > 0 else _MIN_EXP) + _MIN_EXP)
 
 
 @dataclass
@@ -78,14 +85,18 @@ class AlignedHistogram:
     exp: int | None = None      # bin width 2**exp; None while empty
     lo: int = 0                 # index k of the first bin
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    vmin: float = math.inf      # the finite values' range (what decides the width)
+    vmax: float = -math.inf
 
-    def _fits(self, kmin: float, kmax: float, exp: int) -> bool:
+    def _fits(self, vmin: float, vmax: float, exp: int) -> bool:
         w = 2.0 ** exp
-        return math.floor(kmax / w) - math.floor(kmin / w) < self.bins
+        return math.floor(vmax / w) - math.floor(vmin / w) < self.bins
 
-    def _width_for(self, vmin: float, vmax: float) -> int:
+    def width_for(self, vmin: float, vmax: float) -> int:
+        """The exponent of the smallest width at which ``[vmin, vmax]`` fits ``bins`` bins."""
         span = vmax - vmin
-        exp = _MIN_EXP if span <= 0 else max(_MIN_EXP, math.floor(math.log2(span / self.bins)))
+        floor = finest_exp(vmin, vmax)
+        exp = floor if span <= 0 else max(floor, math.floor(math.log2(span / self.bins)))
         while not self._fits(vmin, vmax, exp):
             exp += 1
         return exp
@@ -101,33 +112,25 @@ class AlignedHistogram:
         np.add.at(out, ks - new_lo, self.counts)
         self.exp, self.lo, self.counts = exp, new_lo, out
 
-    def _range(self) -> tuple[float, float] | None:
-        if self.exp is None:
-            return None
-        w = 2.0 ** self.exp
-        return self.lo * w, (self.lo + len(self.counts)) * w - w
-
     def add(self, x: torch.Tensor) -> None:
         v = x.detach().reshape(-1).double()
         v = v[torch.isfinite(v)]
         if v.numel() == 0:
             return
-        vmin, vmax = float(v.min()), float(v.max())
-        have = self._range()
-        if have is not None:
-            vmin, vmax = min(vmin, have[0]), max(vmax, have[1])
-        exp = self._width_for(vmin, vmax)
+        self.vmin, self.vmax = min(self.vmin, float(v.min())), max(self.vmax, float(v.max()))
+        exp = self.width_for(self.vmin, self.vmax)
         if self.exp is not None:
             exp = max(exp, self.exp)
             self._coarsen(exp)
         k = torch.floor(v / (2.0 ** exp)).long()
-        kmin = min(int(k.min()), self.lo) if self.exp is not None else int(k.min())
+        kmin = int(k.min())
         counts = torch.bincount(k - kmin).cpu().numpy().astype(np.int64)
         self._place(exp, kmin, counts)
 
     def _place(self, exp: int, lo: int, counts: np.ndarray) -> None:
         if self.exp is None:
             self.exp, self.lo, self.counts = exp, lo, counts
+            self._trim()
             return
         start = min(self.lo, lo)
         end = max(self.lo + len(self.counts), lo + len(counts))
@@ -146,21 +149,15 @@ class AlignedHistogram:
     def merge(self, o: "AlignedHistogram") -> None:
         if o.exp is None:
             return
+        other = AlignedHistogram(o.bins, o.exp, o.lo, o.counts.copy(), o.vmin, o.vmax)
         if self.exp is None:
-            self.exp, self.lo, self.counts = o.exp, o.lo, o.counts.copy()
+            self.exp, self.lo, self.counts = other.exp, other.lo, other.counts
+            self.vmin, self.vmax = other.vmin, other.vmax
             return
-        other = AlignedHistogram(o.bins, o.exp, o.lo, o.counts.copy())
-        exp = max(self.exp, o.exp)
+        self.vmin, self.vmax = min(self.vmin, o.vmin), max(self.vmax, o.vmax)
+        exp = max(self.exp, o.exp, self.width_for(self.vmin, self.vmax))
         self._coarsen(exp)
         other._coarsen(exp)
-        while True:
-            start = min(self.lo, other.lo)
-            end = max(self.lo + len(self.counts), other.lo + len(other.counts))
-            if end - start <= self.bins:
-                break
-            exp += 1
-            self._coarsen(exp)
-            other._coarsen(exp)
         self._place(exp, other.lo, other.counts)
 
     @property
