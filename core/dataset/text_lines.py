@@ -15,13 +15,17 @@ import os
 from array import array
 from pathlib import Path
 
+import numpy as np
+
 from ..base.errors import InputError
 from ..base.regular_file import open_regular
 from ..base.user_text import shown
 
 STRIDE = 256
 MAX_LINE_BYTES = 1 << 20  # one prompt of a megabyte is a mistake, not a prompt
-_CHUNK = 1 << 20
+_CHUNK = 1 << 18
+#: what ``bytes.strip()`` removes: a line of only these is blank
+_SPACE = np.frombuffer(b" \t\n\r\x0b\x0c", dtype=np.uint8)
 
 
 class LineIndex:
@@ -39,10 +43,11 @@ class LineIndex:
         dec = codecs.getincrementaldecoder("utf-8")("strict")
         with open_regular(self.path, self.what) as f:
             self._size = os.fstat(f.fileno()).st_size
-            pos = 0          # byte offset of the start of the current line
-            line_no = 1      # the file's own line number, for messages
-            line_len = 0
-            blank = True
+            base = 0            # bytes before the current chunk
+            line_start = 0      # byte offset where the unfinished line starts
+            line_len = 0        # its bytes so far
+            blank = True        # whether it is blank so far
+            lines_seen = 0      # finished lines, blank ones too (for messages)
             while True:
                 chunk = f.read(_CHUNK)
                 if not chunk:
@@ -50,33 +55,45 @@ class LineIndex:
                 try:
                     dec.decode(chunk)
                 except UnicodeDecodeError as exc:
-                    raise InputError(f"{self.what} {shown(self.path)} is not UTF-8 text (near "
-                                     f"line {line_no}): save it as UTF-8, one input a line") from exc
-                start = 0
-                while start < len(chunk):
-                    nl = chunk.find(b"\n", start)
-                    end = len(chunk) if nl < 0 else nl
-                    piece = chunk[start:end]
-                    if blank and piece.strip():
-                        blank = False
-                        if self.count % STRIDE == 0:
-                            self._starts.append(pos)
-                        self.count += 1
-                    line_len += end - start
-                    if line_len > MAX_LINE_BYTES:
-                        raise InputError(f"line {line_no} of {self.what} {shown(self.path)} is "
-                                         f"longer than {MAX_LINE_BYTES:,} bytes: one input a line")
-                    if nl < 0:
-                        break
-                    line_no += 1
-                    pos += line_len + 1
-                    line_len, blank = 0, True
-                    start = nl + 1
+                    at = lines_seen + chunk[:max(0, exc.start)].count(b"\n") + 1
+                    raise InputError(f"{self.what} {shown(self.path)} is not UTF-8 text (line "
+                                     f"{at}): save it as UTF-8, one input a line") from exc
+                arr = np.frombuffer(chunk, dtype=np.uint8)
+                nl = np.flatnonzero(arr == 10)
+                solid = np.concatenate([[0], np.cumsum(~np.isin(arr, _SPACE), dtype=np.int64)])
+                starts = np.concatenate([[0], nl + 1])
+                ends = np.concatenate([nl, [len(arr)]])
+                filled = solid[ends] - solid[starts] > 0
+                lengths = ends - starts
+                lengths[0] += line_len
+                if int(lengths.max()) > MAX_LINE_BYTES:
+                    at = lines_seen + 1 + int(np.argmax(lengths > MAX_LINE_BYTES))
+                    raise InputError(f"line {at} of {self.what} {shown(self.path)} is longer "
+                                     f"than {MAX_LINE_BYTES:,} bytes: one input a line")
+                filled[0] = filled[0] or not blank
+                line_starts = base + starts
+                line_starts[0] = line_start
+                done = len(nl)  # pieces 0..done-1 end with a newline: finished lines
+                self._add(line_starts[:done][filled[:done]])
+                lines_seen += done
+                line_start, line_len = int(line_starts[done]), int(lengths[done])
+                blank = not bool(filled[done])
+                base += len(chunk)
             try:
                 dec.decode(b"", final=True)
             except UnicodeDecodeError as exc:
                 raise InputError(f"{self.what} {shown(self.path)} ends inside a UTF-8 character: "
                                  "save it as UTF-8") from exc
+            if not blank:
+                self._add(np.array([line_start], dtype=np.int64))
+
+    def _add(self, starts: np.ndarray) -> None:
+        """Count these non-blank lines' starts; keep every STRIDE-th."""
+        if not len(starts):
+            return
+        ordinal = self.count + np.arange(len(starts))
+        self._starts.extend(int(v) for v in starts[ordinal % STRIDE == 0])
+        self.count += len(starts)
 
     def __len__(self) -> int:
         return self.count
