@@ -10,11 +10,11 @@ from .input_sets import (ImageFolder, InputSet, JsonLines, TensorBatch, TextLine
                          open_inputs)
 from .layer_accumulator import LayerAccumulator
 from .running_stats import AlignedHistogram, Moments
-from .scan import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, scan, scan_shard, shards
+from .scan import DEFAULT_BUDGET, LABEL_METRICS, ScanJob, ScanRequest, scan, scan_shard, shards
 from .scan_parts import EffectRow, ScanPartial, merge
 from .scan_result import LayerSummary, ScanResult, TopInput, finish
 
 __all__ = ["AlignedHistogram", "DEFAULT_BUDGET", "EffectRow", "ImageFolder", "InputSet",
            "JsonLines", "LABEL_METRICS", "LayerAccumulator", "LayerSummary", "Moments",
-           "ScanPartial", "ScanRequest", "ScanResult", "TensorBatch", "TextLines", "TopInput",
+           "ScanJob", "ScanPartial", "ScanRequest", "ScanResult", "TensorBatch", "TextLines", "TopInput",
            "finish", "merge", "open_inputs", "scan", "scan_shard", "shards"]
