@@ -96,6 +96,7 @@ class ScanView(QWidget):
         self.table = named(QTableView(), "scanEffectTable")
         self.table.setModel(self.proxy)
         self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # input order until asked
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.verticalHeader().setVisible(False)
         self.table.setToolTip("click a header to sort; double-click a row to open the input")
