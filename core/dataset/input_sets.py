@@ -75,6 +75,12 @@ class InputSet:
     def has_labels(self) -> bool:
         return False
 
+    def class_number(self, i: int) -> int | None:
+        """Input ``i``'s class as its number in this set's own class list (an image
+        folder's sorted subfolders), the label a model without class names is taken to
+        use, as torchvision's ImageFolder numbers them; ``None`` where the set has none."""
+        return None
+
     def describe(self, i: int) -> str:
         """A short name of input ``i`` for tables."""
         return f"#{i}"
@@ -126,6 +132,9 @@ class ImageFolder(InputSet):
 
     def has_labels(self) -> bool:
         return self.class_names is not None
+
+    def class_number(self, i: int) -> int | None:
+        return self.files[self.check_index(i)][1]
 
     def describe(self, i: int) -> str:
         return str(self.files[self.check_index(i)][0].relative_to(self.root))

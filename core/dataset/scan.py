@@ -156,8 +156,10 @@ class _Measure:
             row.metric_with = finite(self.metric.cell(out0, out1))
 
 
-def label_index(raw: Any, meaning: OutputMeaning) -> int | None:
-    """A label as the model's class or token number (``None``: no label)."""
+def label_index(raw: Any, meaning: OutputMeaning, fallback: int | None = None) -> int | None:
+    """A label as the model's class or token number (``None``: no label): a number as it
+    is, a name as the model's class labels or its tokenizer has it, else ``fallback`` (the
+    class's number in the set's own list) where there is one."""
     if raw is None:
         return None
     if isinstance(raw, int):
@@ -171,6 +173,8 @@ def label_index(raw: Any, meaning: OutputMeaning) -> int | None:
         ids = meaning.codec.encode(text)
         if len(ids) == 1:
             return int(ids[0])
+    if fallback is not None:
+        return fallback
     raise InputError(f"label {text!r} is no class of this model (and not one token): name "
                      "classes as the model's labels or by number")
 
@@ -323,7 +327,8 @@ def _run_batch(module: nn.Module, lm: Any, chunk: list[int], xs: list[Any], requ
     out0 = map_tensors(lambda t: t.detach().cpu(), out0)
     for j, i in enumerate(chunk):
         raw = request.inputs.label(i)
-        row = EffectRow(i, None if raw is None else str(raw), label_index(raw, lm.meaning))
+        row = EffectRow(i, None if raw is None else str(raw),
+                        label_index(raw, lm.meaning, request.inputs.class_number(i)))
         measure.row(row, _row_of(out0, b, j) if b > 1 else out0,
                     None if out1 is None else (_row_of(out1, b, j) if b > 1 else out1))
         part.rows.append(row)

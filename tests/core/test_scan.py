@@ -247,3 +247,41 @@ def test_session_scan_uses_the_runner_and_the_plan(cnn):
     assert [(r.pred_without, r.pred_with) for r in res.rows] == \
            [(r.pred_without, r.pred_with) for r in want.rows]
     assert np.array_equal(res.layer("conv1").top_index, want.layer("conv1").top_index)
+
+
+def test_an_image_folder_numbers_classes_as_imagefolder_does(tmp_path, cnn):
+    from PIL import Image
+
+    digits = open_inputs(DIGITS)
+    names = ["zero", "one", "two"]  # not the model's labels: the folder's sorted order counts
+    for i in range(60):
+        y = int(digits.label(i))
+        if y > 2:
+            continue
+        a = (digits.item(i)[0, 0].numpy() * 255).round().astype("uint8")
+        (tmp_path / names[y]).mkdir(exist_ok=True)
+        Image.fromarray(a, "L").save(tmp_path / names[y] / f"{i}.png")
+    s = open_inputs(tmp_path)
+    assert s.class_names == sorted(names)
+    res = scan(cnn, ScanRequest(s))
+    assert [r.label_index for r in res.rows] == [sorted(names).index(s.label(i))
+                                                 for i in range(len(s))]
+
+
+def test_a_request_travels_by_pickle_to_a_worker(cnn, tmp_path):
+    import pickle
+
+    f = tmp_path / "p.txt"
+    f.write_text("a\nb\n")
+    for inputs in (open_inputs(DIGITS), open_inputs(f)):
+        req = ScanRequest(inputs, capture=("conv2",) if inputs.kind != "text" else (),
+                          intervene={"conv2": "zero:3"} if inputs.kind != "text" else {},
+                          limit=20)
+        again = pickle.loads(pickle.dumps(req))
+        assert len(again.inputs) == len(inputs)
+    req = ScanRequest(open_inputs(DIGITS), ("conv2",), {"conv2": "zero:3"}, limit=20,
+                      budget_bytes=1)
+    part = pickle.loads(pickle.dumps(scan_shard(cnn, range(20), pickle.loads(pickle.dumps(req)))))
+    here = scan_shard(cnn, range(20), req)
+    assert part.rows == here.rows
+    assert np.array_equal(part.layers["conv2"].top_index, here.layers["conv2"].top_index)
