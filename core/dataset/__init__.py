@@ -10,7 +10,7 @@ from .input_sets import (ImageFolder, InputSet, JsonLines, TensorBatch, TextLine
                          open_inputs)
 from .layer_accumulator import LayerAccumulator
 from .running_stats import AlignedHistogram, Moments
-from .scan import DEFAULT_BUDGET, LABEL_METRICS, ScanJob, ScanRequest, scan, scan_shard, shards
+from .scanning import DEFAULT_BUDGET, LABEL_METRICS, ScanJob, ScanRequest, scan, scan_shard, shards
 from .scan_parts import EffectRow, ScanPartial, merge
 from .scan_result import LayerSummary, ScanResult, TopInput, finish
 

@@ -469,8 +469,7 @@ class Session:
         :func:`~hookscope.core.dataset.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
-        from ..dataset import DEFAULT_BUDGET, ScanRequest, open_inputs
-        from ..dataset.scan import ScanJob
+        from ..dataset import DEFAULT_BUDGET, ScanJob, ScanRequest, open_inputs
 
         iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
         plan = self.current_plan()

@@ -210,11 +210,13 @@ def test_hf_gpt2_from_a_config(tmp_path):
 
     lm = load_model(f"hf:{gpt2(tmp_path / 'gpt2')}")
     f = tmp_path / "p.txt"
-    f.write_text("the cat sat on the mat\nhello world\nthe dog sat on the log\na small test\n",
-                 encoding="utf-8")
+    # the first input runs alone (it sizes the batches), the next two stack into one batch
+    f.write_text("the cat sat on the mat\nthe cat sat on the mat\nthe cat sat on the mat\n"
+                 "hello world\nthe dog sat on the log\na small test\n", encoding="utf-8")
     inputs = open_inputs(f)
     res = scan(lm, ScanRequest(inputs, capture=("transformer.h.0",),
                                intervene={"transformer.h.1.mlp": "zero"}, top_k=3))
+    assert res.batch_size == 2
     acts, outs = brute(lm, inputs, "transformer.h.0", True)
     order, vals, pos = expected_top(acts, 2, 5, 3)
     got = res.top_inputs("transformer.h.0", 5)
@@ -223,12 +225,16 @@ def test_hf_gpt2_from_a_config(tmp_path):
     for i, out in enumerate(outs):
         logits = out.logits if hasattr(out, "logits") else out[0]
         assert res.rows[i].pred_without == int(logits[0, -1].argmax())
-    r = compare(lm.module, inputs.item(1, lm.example_input, lm.meaning.codec),
+    r = compare(lm.module, inputs.item(3, lm.example_input, lm.meaning.codec),
                 Plan(interventions={"transformer.h.1.mlp": Zero()}))
     from hookscope.core.capture.sweep_metrics import make_metric
 
     kl = make_metric("kl", lm.meaning).cell(r.output_without, r.output_with)
-    assert math.isclose(res.rows[1].metric_with, kl, rel_tol=1e-4, abs_tol=1e-9)
+    assert math.isclose(res.rows[3].metric_with, kl, rel_tol=1e-4, abs_tol=1e-9)
+    r = compare(lm.module, inputs.item(2, lm.example_input, lm.meaning.codec),
+                Plan(interventions={"transformer.h.1.mlp": Zero()}))  # from inside a batch
+    kl = make_metric("kl", lm.meaning).cell(r.output_without, r.output_with)
+    assert math.isclose(res.rows[2].metric_with, kl, rel_tol=1e-3, abs_tol=1e-8)
 
 
 def test_session_scan_uses_the_runner_and_the_plan(cnn):
