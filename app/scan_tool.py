@@ -17,6 +17,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
 
 from hookscope.core import HookscopeError, PlanError, RunResult
+from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.dataset import InputSet, ScanJob, ScanRequest, ScanResult, open_inputs
 from hookscope.core.session import ViewFailed
 from hookscope.widgets.scan_view import ScanView
@@ -52,6 +53,7 @@ class ScanTool:
         self.view.cancelRequested.connect(self.cancel)
         self.view.inputChosen.connect(self.show_input)
         self.view.unitChanged.connect(self.show_unit)
+        self.view.saveCsvRequested.connect(self.save_csv_dialog)
         win.resultShown.connect(self.show)
         act = QAction("Open &inputs…", win)
         act.setObjectName("actionOpenInputs")
@@ -120,6 +122,30 @@ class ScanTool:
             d, t, -1.0 if e is None else float(e)))
         if s.submit_run(extra=(job,)) is None:
             self.view.show_note("a model is still loading: run the scan once it is open")
+
+    def save_csv_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self.win, "Save the per-input effect", "",
+                                              "CSV (*.csv)")
+        if path:
+            self.save_csv(path)
+
+    def save_csv(self, path: str | Path) -> bool:
+        """Write the last scan's per-input rows to ``path`` (whole or not at all; never over
+        the input set or another file the window reads); whether it was written."""
+        if self.result is None:
+            self.win.show_error("run a scan first, then save its rows")
+            return False
+        s = self.win.session
+        try:
+            reads = files_read(s.model.spec if s.model is not None else None, None,
+                               [self.result.inputs.source, s.input_text], s.labels)
+            refuse_overwrite([("the CSV", str(path))], reads, "the window")
+            write_text(path, self.result.to_csv())
+        except HookscopeError as exc:
+            self.win.show_error(str(exc))
+            return False
+        self.win.statusBar().showMessage(f"saved {len(self.result.rows)} rows to {path}", 5000)
+        return True
 
     def cancel(self) -> None:
         self.win.session.cancel()

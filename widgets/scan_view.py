@@ -61,6 +61,7 @@ class ScanView(QWidget):
     """Open/Run/Cancel, progress, a summary, top inputs and the effect table."""
 
     openRequested = Signal()
+    saveCsvRequested = Signal()
     runRequested = Signal(str)       # the unit, LAYER:IDX (empty: statistics and effect only)
     cancelRequested = Signal()
     inputChosen = Signal(int)        # an input number, to show in the main view
@@ -76,6 +77,10 @@ class ScanView(QWidget):
         self.run_button = named(QPushButton("Run scan"), "scanRunButton")
         self.cancel_button = named(QPushButton("Cancel"), "scanCancelButton")
         self.cancel_button.setEnabled(False)
+        self.csv_button = named(QPushButton("Save CSV…"), "scanSaveCsvButton")
+        self.csv_button.setEnabled(False)
+        self.csv_button.setToolTip("one row per input: label, predictions and the metric "
+                                   "without and with")
         self.progress = named(QProgressBar(), "scanProgress")
         self.progress.setVisible(False)
         self.eta = named(QLabel(""), "scanEtaLabel")
@@ -110,6 +115,7 @@ class ScanView(QWidget):
         row.addWidget(self.unit)
         row.addWidget(self.run_button)
         row.addWidget(self.cancel_button)
+        row.addWidget(self.csv_button)
         prog = QHBoxLayout()
         prog.addWidget(self.progress, 1)
         prog.addWidget(self.eta)
@@ -122,6 +128,7 @@ class ScanView(QWidget):
         self.run_button.clicked.connect(lambda: self.runRequested.emit(self.unit.text().strip()))
         self.unit.returnPressed.connect(lambda: self.unitChanged.emit(self.unit.text().strip()))
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
+        self.csv_button.clicked.connect(self.saveCsvRequested.emit)
         self.table.doubleClicked.connect(
             lambda i: self.inputChosen.emit(self.model.index_of_row(self.proxy.mapToSource(i).row())))
         self.top_list.itemDoubleClicked.connect(
@@ -158,6 +165,7 @@ class ScanView(QWidget):
         self.set_running(None)
         self.summary.setText(summary_text(result))
         self.model.set_result(result)
+        self.csv_button.setEnabled(True)
         self.table.resizeColumnsToContents()
         self.show_tops(tops, unit_text)
 

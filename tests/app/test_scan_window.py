@@ -29,7 +29,7 @@ def _ready(win, qtbot):
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
 
 
-def test_digits_scan_shows_top_inputs_and_the_effect_table(make_window, qtbot):
+def test_digits_scan_shows_top_inputs_and_the_effect_table(make_window, qtbot, tmp_path):
     win = make_window(["demo:cnn"])
     _ready(win, qtbot)
     tool = win.scan_tool
@@ -59,6 +59,13 @@ def test_digits_scan_shows_top_inputs_and_the_effect_table(make_window, qtbot):
     proxy = view.proxy
     col = [proxy.index(r, 6).data(Qt.ItemDataRole.UserRole + 1) for r in range(proxy.rowCount())]
     assert col == sorted(col) and col != [r.metric_with for r in got.rows]
+    # Save CSV: the rows as the result's own CSV; never over the input set it read.
+    assert view.csv_button.isEnabled()
+    csv_path = tmp_path / "effect.csv"
+    assert tool.save_csv(csv_path) and csv_path.read_text() == got.to_csv()
+    before_bytes = DIGITS.read_bytes()
+    assert not tool.save_csv(DIGITS)
+    assert DIGITS.read_bytes() == before_bytes and "would overwrite" in win.error_text()
     # Double-clicking the best input of the unit opens it in the main view and runs it.
     view.tabs.setCurrentIndex(0)
     best = got.top_inputs("conv2", 3)[0].index
