@@ -9,13 +9,14 @@ single pass over every input gives.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
 from .layer_accumulator import LayerAccumulator
 
 
-@dataclass
+@dataclass(slots=True)
 class EffectRow:
     """One input: its label, the top prediction and the metric without and with the
     interventions (``None`` where there is none: no scores, no label, no intervention)."""
@@ -59,7 +60,10 @@ class ScanPartial:
                 self.layers[path].merge(acc)
             else:
                 self.layers[path] = acc
-        self.rows = sorted(self.rows + other.rows, key=lambda r: r.index)
+        if not self.rows or not other.rows or self.rows[-1].index < other.rows[0].index:
+            self.rows.extend(other.rows)  # shards in order: nothing to sort
+        else:  # each side is in input order: one linear merge
+            self.rows = list(heapq.merge(self.rows, other.rows, key=lambda r: r.index))
         self.forwards += other.forwards
         self.batch_size = max(self.batch_size, other.batch_size)
         self.metric = self.metric or other.metric

@@ -43,7 +43,7 @@ from ..plan.intervention_registry import parse_intervention
 from ..plan.plan import Plan
 from .input_sets import InputSet
 from .layer_accumulator import LayerAccumulator
-from .scan_parts import EffectRow, ScanPartial, finite, merge
+from .scan_parts import EffectRow, ScanPartial, finite
 
 DEFAULT_BUDGET = 256 << 20
 LABEL_METRICS = ("prob:label", "logit:label")
@@ -361,9 +361,10 @@ def scan(model: Any, request: ScanRequest, *,
             eta = el / done * (total - done) if done else None
             progress(done, total, eta if eta is None or math.isfinite(eta) else None)
 
-    parts = [scan_shard(lm, s, request, progress=tick, should_stop=should_stop)
-             for s in shards(total, shard_size)]
-    return finish(merge(parts), request, lm.meaning, time.perf_counter() - t0)
+    done_part = ScanPartial()
+    for s in shards(total, shard_size):  # folded in as they finish: one shard's partial at a time
+        done_part.merge(scan_shard(lm, s, request, progress=tick, should_stop=should_stop))
+    return finish(done_part, request, lm.meaning, time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)

@@ -214,3 +214,31 @@ def test_a_pt_batch_over_the_input_budget_is_refused_before_loading(tmp_path, ca
     rc, _, err = _cli(capsys, "demo:cnn", "--inputs", str(tmp_path / "b.safetensors"),
                       "--max-input-bytes", "1000")
     _one_line_refusal(rc, err, "budget")
+
+
+def test_an_image_folder_of_too_many_entries_is_refused(tmp_path, monkeypatch):
+    from hookscope.core.dataset import input_sets
+
+    monkeypatch.setattr(input_sets, "MAX_FILES", 5)
+    for i in range(8):
+        Image.fromarray(np.zeros((2, 2), np.uint8), "L").save(tmp_path / f"{i}.png")
+    with pytest.raises(InputError, match="more than 5"):
+        open_inputs(tmp_path)
+    sub = tmp_path / "deep"
+    for i in range(3):
+        (sub / f"c{i}").mkdir(parents=True)
+        for j in range(2):
+            Image.fromarray(np.zeros((2, 2), np.uint8), "L").save(sub / f"c{i}" / f"{j}.png")
+    with pytest.raises(InputError, match="more than 5"):
+        open_inputs(sub)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--budget", "0"], "budget"), (["--budget", "lots"], "size"),
+    (["--budget", "99999999999EiB"], "size"), (["--limit", "-3"], "--limit"),
+    (["--top-k", "-1"], "--top-k"), (["--unit", "conv2:1e99"], "LAYER:INDEX"),
+    (["--unit", "conv2:" + "9" * 40], "out of range"),
+])
+def test_scan_options_out_of_range_are_one_line(capsys, argv, words):
+    rc, _, err = _cli(capsys, "demo:cnn", "--inputs", str(DIGITS), "--limit", "3", *argv)
+    _one_line_refusal(rc, err, words)
