@@ -133,8 +133,6 @@ class MainWindow(SessionReactions, QMainWindow):
         self.tree.model.errorOccurred.connect(self.show_error)
         self.tree.layerSelected.connect(self.panel.select)
         self.tree.layerSelected.connect(lambda p: s.view.__setitem__("selected", p))
-        self.panel.clampDragged.connect(lambda p, lo, hi: self.tree.model.set_clamp(p, lo, hi, merge=p))
-        self.panel.clampEdited.connect(self._on_clamp_edited)
         self.banner.closed.connect(lambda: setattr(self, "_sticky_error", False))
         self.tree.steerRequested.connect(self.open_steer_dialog)
         self._show_options()

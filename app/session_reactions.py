@@ -98,7 +98,6 @@ class SessionReactions(_WindowBase):
         self.show_error(f"could not open the model: {ev.value}")
 
     def _on_plan(self, ev: SessionEvent) -> None:
-        self._sync_clamp_lines()
         self._show_undo()
         if not self.is_live() and self.last_result is not None:
             self.statusBar().showMessage("settings changed: the plots show the last run; "
@@ -134,7 +133,6 @@ class SessionReactions(_WindowBase):
         self.panel.set_token_labels(input_token_strings(shown, lm.meaning if lm else None))
         self.panel.show_result(result)
         self.outputs.show_result(result, lm.meaning if lm else None, shown)
-        self._sync_clamp_lines()
         self.status.show_result(result)
         self._clear_transient_error()
         if result.alarms:  # an intervention that may have done nothing must not pass unseen
@@ -159,10 +157,6 @@ class SessionReactions(_WindowBase):
             self.idle.emit()
 
     # -- reactions ---------------------------------------------------------------
-    def _on_clamp_edited(self, path: str, lo: float, hi: float) -> None:
-        self.tree.model.set_clamp(path, lo, hi, merge=path)
-        self.session.seal()  # the drag is over: the next edit is a new undo step
-
     def _show_options(self) -> None:
         o, a = self.session.options, self.actions_
         for widget, on in ((a.live, o.live), (a.stats_only, o.stats_only)):
@@ -178,9 +172,3 @@ class SessionReactions(_WindowBase):
     def _clear_transient_error(self) -> None:
         if not self._sticky_error:
             self.banner.dismiss()
-
-    def _sync_clamp_lines(self) -> None:
-        """Draw the current plan's bounds (not the last result's: a drag may be ahead of it)."""
-        clamp = self.session.plan.clamp
-        for path in {p for p, _call in self.panel.panels()}:
-            self.panel.set_clamp_lines(path, *clamp.get(path, (None, None)))

@@ -68,15 +68,16 @@ def soak_drags(win, changes: int, pump, settle, pause_every: int = PAUSE_EVERY,
     panel = win.panel.panels()[(LAYER, 0)]
     widget, line = panel.hist_widget, panel.hi_line
     pre = panel.record.pre_stats or panel.record.stats  # before any clamp: the values as they are
-    sent = [0, math.nan]  # changes seen leaving the panel, the last high bound
+    sent = [0, math.nan]  # changes seen reaching the session, the last high bound
+    session = win.session
 
-    def seen(path: str, _lo: float, hi: float) -> None:
-        if path == LAYER and hi != sent[1]:  # a release where the last move was is no change
+    def seen(_ev) -> None:
+        bounds = session.plan.clamp.get(LAYER)
+        if bounds is not None and bounds[1] != sent[1]:  # a plan edit elsewhere is no change
             sent[0] += 1
-            sent[1] = hi
+            sent[1] = bounds[1]
 
-    win.panel.clampDragged.connect(seen)
-    win.panel.clampEdited.connect(seen)
+    unsubscribe = session.subscribe(seen)
     w = win.worker
     done0, dropped0, failed0 = w.runs_done, w.runs_dropped, w.runs_failed
     # Each drag makes up to MOVES_PER_DRAG changes (two moves may land on one pixel);
@@ -94,8 +95,7 @@ def soak_drags(win, changes: int, pump, settle, pause_every: int = PAUSE_EVERY,
             half_called = True
             on_half()
     settle()
-    win.panel.clampDragged.disconnect(seen)
-    win.panel.clampEdited.disconnect(seen)
+    unsubscribe()
     return SoakFigures(changes=sent[0], drags=drags, runs_done=w.runs_done - done0,
                        runs_dropped=w.runs_dropped - dropped0, runs_failed=w.runs_failed - failed0,
                        last_hi=sent[1])

@@ -19,7 +19,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from hookscope.core import CaptureRecord
+from hookscope.core import CaptureRecord, Session
 from hookscope.core.capture import reference_of
 from hookscope.core.views import TOP_K, ValueSpread, largest_finite, wide_views
 
@@ -48,20 +48,20 @@ STACK_BELOW = 620
 class LayerPlot(QFrame, WideDrawing):
     """Panel for one (layer path, call) of a run.
 
-    ``clampDragged(lo, hi)`` is emitted while a bound line moves,
-    ``clampEdited(lo, hi)`` when the drag ends; an open end is ``±inf``.
-    ``viewChosen(choice)`` when the person picks a view or the log scale
+    Its histogram's bound lines show and edit the bounds of the layer's
+    intervention in ``session``'s plan (without one, a session of its own that
+    only holds edits). ``viewChosen(choice)`` when the person picks a view or the log scale
     (``{"view": ..., "log": ...}``, kept in the session's view state).
     """
 
-    clampDragged = Signal(float, float)
-    clampEdited = Signal(float, float)
     readout = Signal(str)   # what the cursor points at ("" when it left the plots)
     stackingChanged = Signal()
     viewChosen = Signal(object)
 
-    def __init__(self, path: str, call: int = 0, parent: QWidget | None = None) -> None:
+    def __init__(self, path: str, call: int = 0, parent: QWidget | None = None,
+                 session: Session | None = None) -> None:
         super().__init__(parent)
+        self.session = session if session is not None else Session(runner_factory=None)
         self.path, self.call = path, call
         self.setObjectName(f"layerPlot:{path}:{call}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -94,9 +94,7 @@ class LayerPlot(QFrame, WideDrawing):
 
         # Histogram: before (light) and after (solid), two draggable bounds. Its
         # items stay reachable as the panel's own (tests, plot_items).
-        self.histogram = HistogramView(self)
-        self.histogram.dragged.connect(self.clampDragged)
-        self.histogram.edited.connect(self.clampEdited)
+        self.histogram = HistogramView(self, self.session, path)
         self.hist_widget = self.histogram.widget
         self.hist_pre, self.hist_post = self.histogram.hist_pre, self.histogram.hist_post
         self.lo_line, self.hi_line = self.histogram.lo_line, self.histogram.hi_line
@@ -183,8 +181,8 @@ class LayerPlot(QFrame, WideDrawing):
                 "colour_bar": self.colour_bar, "hbars_pre": self.hbars_pre,
                 "hbars_post": self.hbars_post, "norm_pre": self.norm_pre, "norm_post": self.norm_post}
 
-    def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
-        """Show ``record`` (one call of the layer) and the clamp ``bounds``, if any."""
+    def update_record(self, record: CaptureRecord) -> None:
+        """Show ``record`` (one call of the layer); the bound lines follow the session's plan."""
         self.record = record
         stats = record.stats
         shape = record.shape
@@ -206,7 +204,6 @@ class LayerPlot(QFrame, WideDrawing):
         iv = record.intervention_obj
         self.stats_label.setText(stats_text(stats, ref_stats, self._ref_label,
                                             iv.name if iv is not None else "the intervention"))
-        self.histogram.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         if self.is_scrolled_away():
             # Drawn when scrolled into view (flush): a result's update then costs
             # only the panels a person can see.
@@ -256,14 +253,11 @@ class LayerPlot(QFrame, WideDrawing):
         self.set_map_log(log, scale)
         self.histogram.draw(record)
         self._draw_view(record)
-        self.set_bounds(self.histogram.bounds)
-
-    def set_bounds(self, bounds: tuple[float, float] | None) -> None:
-        """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
-        self.histogram.set_bounds(bounds)
 
     def bounds(self) -> tuple[float, float] | None:
-        return self.histogram.bounds
+        """The layer's bounds as the session's plan has them (what the lines show)."""
+        return self.histogram.lines.bounds()
+
     def is_stacked(self) -> bool:
         """The histogram sits above the view (a narrow panel), not beside it."""
         return self._row.direction() == QBoxLayout.Direction.TopToBottom
@@ -386,7 +380,7 @@ class LayerPlot(QFrame, WideDrawing):
         if self.view_tools.is_zoomed:
             self.view_tools.reset_view()
         if self.record is not None:
-            self.update_record(self.record, self.histogram.bounds)
+            self.update_record(self.record)
 
     def set_token_labels(self, labels: list[str] | None) -> None:
         """The input's token strings, shown on a tokens view's token axis (``None``: numbers)."""

@@ -55,7 +55,7 @@ class LeafChooser(QComboBox):
         data = self.currentData(Qt.ItemDataRole.UserRole)
         return str(data) if data is not None else ""
 
-    def show_record(self, record: CaptureRecord, bounds: tuple[float, float] | None) -> None:
+    def show_record(self, record: CaptureRecord) -> None:
         """List ``record``'s leaves and draw the chosen one (the first when it is gone)."""
         keep = self.chosen()
         self.record = record
@@ -75,21 +75,20 @@ class LeafChooser(QComboBox):
         finally:
             self.blockSignals(False)
         self.setVisible(len(leaves) > 1)
-        self.panel.update_record(leaves[index], bounds)
+        self.panel.update_record(leaves[index])
 
     def _chosen(self, index: int) -> None:
         if self.record is not None and 0 <= index < len(self.record.leaves):
-            self.panel.update_record(self.record.leaves[index], self.panel.bounds())
+            self.panel.update_record(self.record.leaves[index])
 
 
-def show_leaves(panel: LayerPlot, record: CaptureRecord,
-                bounds: tuple[float, float] | None) -> None:
+def show_leaves(panel: LayerPlot, record: CaptureRecord) -> None:
     """Show ``record`` on ``panel``: directly for one tensor, through a chooser for several."""
     if not record.extra_leaves and not panel.property("hasLeafChooser"):
-        panel.update_record(record, bounds)  # the common case costs one property read
+        panel.update_record(record)  # the common case costs one property read
         return
     chooser = panel.findChild(LeafChooser, f"leafChooser:{panel.path}:{panel.call}")
     if chooser is None:
         chooser = LeafChooser(panel)
         panel.setProperty("hasLeafChooser", True)
-    chooser.show_record(record, bounds)
+    chooser.show_record(record)

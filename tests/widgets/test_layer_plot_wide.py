@@ -21,6 +21,14 @@ from hookscope.widgets.layer_plot import LayerPlot
 TOKENS = [f"tok{i}" for i in range(12)]
 
 
+
+def _clamped(plot, bounds):
+    """``plot`` with its layer clamped to ``bounds`` in its session's plan (the lines' source)."""
+    from hookscope.core import Clamp
+
+    plot.session.intervene(plot.path, Clamp(*bounds))
+    return plot
+
 def _record(t: torch.Tensor, pre: torch.Tensor | None = None) -> CaptureRecord:
     kw = {}
     if pre is not None:
@@ -70,7 +78,7 @@ def _read(p: LayerPlot, qtbot, x: float, y: float) -> str:
 def test_per_token_norms_are_torch_norms_with_the_token_strings(plot, qtbot, clamped):
     after, before = clamped
     plot.set_token_labels(TOKENS)
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     _pick(plot, qtbot, "row_norm")
     assert np.allclose(plot.hbars_post.opts["width"], torch.linalg.norm(after[0], dim=1).numpy())
     assert np.allclose(plot.hbars_pre.opts["width"], torch.linalg.norm(before[0], dim=1).numpy())
@@ -84,7 +92,7 @@ def test_per_token_norms_are_torch_norms_with_the_token_strings(plot, qtbot, cla
 
 def test_per_unit_norms_show_the_outlier_unit_before_and_after(plot, qtbot, clamped):
     after, before = clamped
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     _pick(plot, qtbot, "unit_norm")
     norms_after = torch.linalg.norm(after[0], dim=0)
     norms_before = torch.linalg.norm(before[0], dim=0)
@@ -103,7 +111,7 @@ def test_per_unit_norms_show_the_outlier_unit_before_and_after(plot, qtbot, clam
 def test_top_k_units_are_torch_topk_and_named_on_the_axis(plot, qtbot, clamped):
     after, before = clamped
     plot.set_token_labels(TOKENS)
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     _pick(plot, qtbot, "top_k")
     score = torch.maximum(after[0].abs().mean(0), before[0].abs().mean(0))
     expected = torch.topk(score, 32).indices.tolist()
@@ -145,7 +153,7 @@ def test_a_zoomed_map_is_pooled_again_at_full_resolution(plot, qtbot):
 
 def test_zooming_into_the_after_half_reads_the_after_tensor(plot, qtbot, clamped):
     after, before = clamped
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     n, offset, _end, _sep = plot._layout_key[4]
     vb = _vb(plot)
     at = view_to_viewport(plot.view_widget, vb, offset + 100.0, 6.0)
@@ -237,7 +245,7 @@ def test_norms_of_a_heavy_tailed_layer_go_on_the_log_scale_too(plot, qtbot):
     before[0, 5] *= 1e6        # one token's vector is a million times larger
     after = before.clamp(-1, 1)
     plot.set_token_labels(TOKENS)
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     assert plot.chooser.log_on()
     _pick(plot, qtbot, "row_norm")
     norms = torch.linalg.norm(before[0], dim=1).numpy()
