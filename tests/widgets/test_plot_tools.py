@@ -98,7 +98,7 @@ def test_hover_reads_a_histogram_bin_and_a_feature_map_cell(cnn_panel, qtbot):
     assert text.startswith("conv1 (call 0) · ")
     assert f"after: {counts[i]:,.0f}" in text and f"[{edges[i]:.4g}, {edges[i + 1]:.4g})" in text
     # A cell of the "after" half: channel 0's top-left value is the clamped tensor's.
-    d = p._drawn
+    d = p.wide.drawn
     vb = p.view_widget.getPlotItem().getViewBox()
     x = d.half + d.gap + 0.5
     with qtbot.waitSignal(p.readout) as sig:
