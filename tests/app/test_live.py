@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
-from mouse_events import drag_line
+from support.mouse_events import drag_line
 from PySide6.QtWidgets import QApplication
 
 from hookscope.widgets.layer_tree_model import COL_HI, COL_LO

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from mouse_events import drag_line
+from support.mouse_events import drag_line
 
 from hookscope.core import Plan, compare, load_model
 from hookscope.widgets.activation_panel import ActivationPanel

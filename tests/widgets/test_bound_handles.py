@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from mouse_events import drag_line, line_point
+from support.mouse_events import drag_line, line_point
 
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from mouse_events import hover, view_to_viewport, wheel
+from support.mouse_events import hover, view_to_viewport, wheel
 from PySide6.QtCore import Qt
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
