@@ -136,8 +136,8 @@ class MainWindow(QMainWindow):
         self.tree.layerSelected.connect(lambda p: s.view.__setitem__("selected", p))
         self.banner.closed.connect(lambda: setattr(self, "_sticky_error", False))
         self.tree.steerRequested.connect(self.open_steer_dialog)
-        self.reactions.show_options()
-        self.reactions.show_undo()
+        self.reactions._show_options()
+        self.reactions._show_undo()
 
     def _guard(self, fn):
         """``fn`` with a person's mistakes shown in the banner instead of raised."""

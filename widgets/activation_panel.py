@@ -16,6 +16,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
 from hookscope.core import HookscopeError, RunResult, Session
+from hookscope.core.views import ResultDisplay
 
 from .histogram_view import PLOT_HEIGHT
 from .layer_plot import LayerPlot
@@ -128,7 +129,9 @@ class ActivationPanel(QWidget):
             panel.set_token_labels(labels)
 
     def show_result(self, result: RunResult) -> None:
-        """Show ``result``'s captures, reusing the panels of keys seen before."""
+        """Show ``result``'s captures, reusing the panels of keys seen before (with the
+        numbers its runner made display-ready, where it did)."""
+        display = result.display if isinstance(result.display, ResultDisplay) else None
         keys: list[Key] = []
         shown: list[QWidget] = []
         not_run: list[str] = []
@@ -142,7 +145,7 @@ class ActivationPanel(QWidget):
                 panel = self._panels.get(key)
                 if panel is None:
                     panel = self._new_panel(path, rec.call)
-                show_leaves(panel, rec)  # a nested output: a leaf chooser
+                show_leaves(panel, rec, display)  # a nested output: a leaf chooser
                 shown.append(panel)
         for key in [k for k in self._panels if k not in set(keys)]:
             self._drop(self._panels.pop(key))

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import QWidget
 
 from hookscope.core.capture import reference_of
 from hookscope.core import CaptureRecord, Session, TensorStats
-from hookscope.core.views import (count_ticks, histogram_in, log_counts, log_histogram, log_ticks,
-                                  signed_exp, signed_log)
+from hookscope.core.views import (RecordDisplay, common_bins, count_ticks, histogram_in,  # noqa: F401
+                                  log_counts, log_histogram, log_ticks, signed_exp, signed_log)
 
 from .bound_lines import BOUND_COLOUR, OPEN_BOUND_COLOUR, BoundLines, snap  # noqa: F401 - importable here
 from .plot_style import index_axes, plain_axes, set_label, set_ticks, title_never_widens
@@ -62,6 +62,7 @@ class HistogramView(QObject):
         self.log_counts = False   # counts drawn as log10(1 + count)
         self.log_scale: float | None = None   # values drawn as signed_log(x, log_scale)
         self._log_tensors: list | None = None   # [after, before?] for the signed-log bins
+        self._log_given: tuple | None = None    # ... or those bins, made in the runner's thread
 
         # Histogram: before (light) and after (solid), two draggable bounds.
         self.widget = pg.PlotWidget(parent, background="w", axisItems=index_axes("left"))
@@ -99,12 +100,15 @@ class HistogramView(QObject):
         hvb.sigResized.connect(self.lines.place_labels)
 
     # -- log scale ---------------------------------------------------------------
-    def set_log(self, on: bool, tensors: list | None = None, scale: float = 1.0) -> None:
+    def set_log(self, on: bool, tensors: list | None = None, scale: float = 1.0,
+                bins: tuple | None = None) -> None:
         """Log counts when ``on``; with ``tensors`` (after, then before if any) also
-        bin the values on a signed-log axis of ``scale`` (the next :meth:`draw`)."""
+        bin the values on a signed-log axis of ``scale`` (the next :meth:`draw`),
+        or use ``bins`` (``(edges, counts)``: those bins, made in the runner's thread)."""
         self.log_counts = on
         self.log_scale = scale if on and tensors else None
         self._log_tensors = list(tensors) if on and tensors else None
+        self._log_given = bins if on and tensors else None
 
     def fwd(self, v: float) -> float:
         """A real value's x position (the value itself unless on a signed-log axis)."""
@@ -174,8 +178,9 @@ class HistogramView(QObject):
         return ["series", "bin_low", "bin_high", "count"], out
 
     # -- drawing ---------------------------------------------------------------
-    def draw(self, record: CaptureRecord) -> None:
-        """Show ``record``'s histograms (before and after) and fit the count axis."""
+    def draw(self, record: CaptureRecord, prepared: RecordDisplay | None = None) -> None:
+        """Show ``record``'s histograms (before and after) and fit the count axis;
+        ``prepared``: its numbers made in the runner's thread (else made here)."""
         # light: before the layer's own intervention, or the run without any (core's reference_of)
         stats, pre = record.stats, reference_of(record)[1]
         ranges: list[tuple[float, float]] = []
@@ -196,16 +201,16 @@ class HistogramView(QObject):
                 continue
             edges = np.asarray(s.hist_edges, dtype=float)
             counts = np.asarray(s.hist_counts, dtype=float)
-            if item is self.hist_post and pre is not None and record.tensor is not None \
-                    and len(pre.hist_edges) > 1 \
-                    and not np.array_equal(s.hist_edges, pre.hist_edges) \
-                    and pre.hist_edges[0] <= s.min and s.max <= pre.hist_edges[-1]:
+            common = None
+            if item is self.hist_post:
                 # Before and after in the same bins, so the two are comparable and the
                 # values a clamp piled up at its bounds show as spikes there. The core
-                # already bins a clamp's output this way on the worker; this is for
-                # other interventions.
+                # already bins a clamp's output this way; this is for other interventions.
+                common = prepared.common_counts if prepared is not None else \
+                    common_bins(s, pre, record.tensor)
+            if common is not None and pre is not None:
                 edges = np.asarray(pre.hist_edges, dtype=float)
-                counts = histogram_in(record.tensor, edges)
+                counts = common
             else:
                 # A large tensor's counts are of a sample: scaled up to the
                 # full count (min/max/mean/std are exact), and the title says so.
@@ -234,7 +239,7 @@ class HistogramView(QObject):
         ``None`` when the values are drawn on a linear axis."""
         if self._log_tensors is None or self.log_scale is None:
             return None
-        edges, counts = log_histogram(self._log_tensors, self.log_scale)
+        edges, counts = self._log_given or log_histogram(self._log_tensors, self.log_scale)
         items = (self.hist_post, self.hist_pre)[: len(counts)]
         return {item: (edges, c) for item, c in zip(items, counts)}
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayo
 
 from hookscope.core import CaptureRecord, Session
 from hookscope.core.capture import reference_of
-from hookscope.core.views import TOP_K, ValueSpread, largest_finite, wide_views
+from hookscope.core.views import TOP_K, RecordDisplay, ValueSpread, largest_finite, wide_views
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
@@ -67,6 +67,7 @@ class LayerPlot(QFrame):
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.view_kind = "none"
         self.record: CaptureRecord | None = None
+        self._prepared: RecordDisplay | None = None   # the record's numbers from the runner's thread
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._layout_key: tuple | None = None   # the kind of picture the axes are set up for
@@ -154,9 +155,12 @@ class LayerPlot(QFrame):
                 "colour_bar": self.colour_bar, "hbars_pre": self.hbars_pre,
                 "hbars_post": self.hbars_post, "norm_pre": self.norm_pre, "norm_post": self.norm_post}
 
-    def update_record(self, record: CaptureRecord) -> None:
-        """Show ``record`` (one call of the layer); the bound lines follow the session's plan."""
+    def update_record(self, record: CaptureRecord, prepared: RecordDisplay | None = None) -> None:
+        """Show ``record`` (one call of the layer); ``prepared``: its display-ready numbers,
+        made in the runner's thread (``None``: made here). The bound lines follow the
+        session's plan."""
         self.record = record
+        self._prepared = prepared
         stats = record.stats
         shape = record.shape
         self.view_kind = view_kind(shape, record.tensor is not None)
@@ -218,13 +222,15 @@ class LayerPlot(QFrame):
         # the log-scale test a read of every value.
         drawn = [(t, s) for t, s in ((record.tensor, record.stats), (pre_t, pre_stats)) if t is not None]
         tensors = [t for t, _s in drawn]
-        spread = ValueSpread(*tensors, largest=largest_finite(*(s for _t, s in drawn)))
+        prep = self._prepared
+        spread = prep.spread if prep is not None else \
+            ValueSpread(*tensors, largest=largest_finite(*(s for _t, s in drawn)))
         self.chooser.set_decades(spread.decades)
         log = self.chooser.log_on()
         scale = spread.typical if log else 1.0
-        self.histogram.set_log(log, tensors, scale)
+        self.histogram.set_log(log, tensors, scale, prep.log_bins if prep is not None else None)
         self.wide.set_map_log(log, scale)
-        self.histogram.draw(record)
+        self.histogram.draw(record, prep)
         self._draw_view(record)
 
     def bounds(self) -> tuple[float, float] | None:
@@ -354,7 +360,7 @@ class LayerPlot(QFrame):
         if self.view_tools.is_zoomed:
             self.view_tools.reset_view()
         if self.record is not None:
-            self.update_record(self.record)
+            self.update_record(self.record, self._prepared)
 
     def set_token_labels(self, labels: list[str] | None) -> None:
         """The input's token strings, shown on a tokens view's token axis (``None``: numbers)."""

@@ -207,7 +207,7 @@ def test_a_sampled_histogram_is_scaled_to_the_full_count_and_says_so(qtbot):
 def test_the_hover_box_stays_whole_at_every_edge_and_goes_after_a_drag(cnn_panel, qtbot):
     # Near each corner of the histogram the readout box is fully inside the plot
     # widget; a drag of a bound line ends with no stale readout left up.
-    from mouse_events import drag_line
+    from support.mouse_events import drag_line
 
     panel, _ = cnn_panel
     p = panel.panels()[("conv1", 0)]
