@@ -5,13 +5,16 @@ the clamp in the session's plan, the lines' one source."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
+import torch
 from support.mouse_events import drag_line, line_point
 
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from hookscope.core import Clamp, Plan, Scale, Session, compare, load_model
+from hookscope.core import Clamp, Intervention, Plan, Scale, Session, compare, load_model, param
 from hookscope.widgets.histogram_view import HistogramView
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_plot import LayerPlot
@@ -198,3 +201,34 @@ def test_a_drag_keeps_what_else_the_intervention_says(qtbot):
     drag_line(p.hist_widget, p.lo_line, 0.0)
     got = p.session.plan.intervention_for("conv1")
     assert isinstance(got, Clamp) and got.bounds()[1] == math.inf
+
+
+
+@dataclass(frozen=True)
+class Band(Intervention):
+    """A kind of its own with two bounds: zero what lies outside ``[floor, ceiling]``."""
+
+    floor: float = param("float", -1.0)
+    ceiling: float = param("float", 1.0)
+    name: ClassVar[str] = "test-band"
+    draggable: ClassVar[tuple[str, ...]] = ("floor", "ceiling")
+
+    def apply_tensor(self, t, ctx):
+        return torch.where((t >= self.floor) & (t <= self.ceiling), t, torch.zeros_like(t))
+
+    def bounds(self):
+        return (self.floor, self.ceiling)
+
+
+def test_lines_show_and_drag_any_kind_with_two_bounds(qtbot):
+    # Not only a clamp: a kind that declares two bounds (bounds() and two draggable
+    # parameters) gets its lines placed from the plan and its own parameters dragged.
+    p = _shown_plot(qtbot, 700, "conv1")
+    p.session.intervene("conv1", Band(-0.4, 0.6))
+    p.update_record(_record("demo:cnn", "conv1"))
+    assert p.bounds() == (-0.4, 0.6)
+    assert (p.lo_line.value(), p.hi_line.value()) == pytest.approx((-0.4, 0.6))
+    drag_line(p.hist_widget, p.hi_line, 0.3)
+    got = p.session.plan.intervention_for("conv1")
+    assert isinstance(got, Band) and got.floor == -0.4
+    assert got.ceiling == pytest.approx(0.3, abs=0.05)
