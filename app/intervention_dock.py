@@ -16,9 +16,10 @@ from PySide6.QtWidgets import QDockWidget, QScrollArea
 
 from hookscope.core import HookscopeError, RunResult, SessionEvent
 from hookscope.core.plan import head_site
-from hookscope.core.views import input_token_strings, inputs_for_display
 from hookscope.widgets.intervention_panel import InterventionPanel
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
+
+from .session_reactions import shown_input
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -74,9 +75,7 @@ def install_intervention_dock(win: "MainWindow") -> None:
         if result is None:
             return
         lm = win.session.model
-        shown = (inputs_for_display(win.session.input_text, lm.example_input, lm.meaning.codec)
-                 if lm is not None and result.inputs is None else result.inputs)
-        panel.set_tokens(input_token_strings(shown, lm.meaning if lm else None))
+        panel.set_tokens(shown_input(result, lm.meaning if lm else None)[1])
         receipt = result.receipts.get(panel.path())
         panel.show_receipt(receipt.line() if receipt is not None else None)
 

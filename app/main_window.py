@@ -3,8 +3,9 @@
 This file builds and wires. The :class:`~hookscope.core.Session` (held by
 the worker relay, :mod:`.worker`) owns the model, input, device, plan and
 options; every widget writes its edits to the session and redraws from the
-session's events, which all arrive on the GUI thread at one place
-(:mod:`.session_reactions`). Nothing here calls into a torch module.
+session's events, which all arrive on the GUI thread at one place, the
+window's :class:`~.session_reactions.SessionReactions`. Nothing here calls
+into a torch module.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from .vector_dialog import SteerDialog
 
 
-class MainWindow(SessionReactions, QMainWindow):
+class MainWindow(QMainWindow):
     """Hookscope's window. Scripting API: :attr:`session`, :meth:`load`, :meth:`request_run`,
     :meth:`set_live`, :attr:`last_result`, :attr:`worker`, :meth:`error_text`.
 
@@ -90,7 +91,6 @@ class MainWindow(SessionReactions, QMainWindow):
         self.setAcceptDrops(True)
         self.recent = recent or RecentModels()
         self._sticky_error = False
-        self._cancelled = False   # the last run was cancelled: the progress bar says so
         self.remember_layout = True  # geometry and docks saved at close (QSettings)
         self._sized = False
         # runner_factory: a Ray or accelerate runner (hookscope SPEC --ray/--device-map);
@@ -120,6 +120,7 @@ class MainWindow(SessionReactions, QMainWindow):
             self.run_bar.devices,
             [self.layer_dock.toggleViewAction(), self.output_dock.toggleViewAction(),
              self.run_toolbar.toggleViewAction()])
+        self.reactions = SessionReactions(self)   # how the parts follow the session's events
         self._wire()
         install_intervention_dock(self)   # the selected layer's intervention in full
         self._restored = chrome.restore_layout(self)
@@ -130,7 +131,7 @@ class MainWindow(SessionReactions, QMainWindow):
 
     def _wire(self) -> None:
         s = self.session
-        s.subscribe(self._on_event)
+        s.subscribe(self.reactions._on_event)
         self.run_bar.runRequested.connect(self.request_run)
         self.run_bar.liveToggled.connect(self.set_live)
         self.run_bar.deviceChanged.connect(self._guard(s.set_device))
@@ -138,12 +139,10 @@ class MainWindow(SessionReactions, QMainWindow):
         self.tree.model.errorOccurred.connect(self.show_error)
         self.tree.layerSelected.connect(self.panel.select)
         self.tree.layerSelected.connect(lambda p: s.view.__setitem__("selected", p))
-        self.panel.clampDragged.connect(lambda p, lo, hi: self.tree.model.set_clamp(p, lo, hi, merge=p))
-        self.panel.clampEdited.connect(self._on_clamp_edited)
         self.banner.closed.connect(lambda: setattr(self, "_sticky_error", False))
         self.tree.steerRequested.connect(self.open_steer_dialog)
-        self._show_options()
-        self._show_undo()
+        self.reactions._show_options()
+        self.reactions._show_undo()
 
     def _guard(self, fn):
         """``fn`` with a person's mistakes shown in the banner instead of raised."""
@@ -235,6 +234,11 @@ class MainWindow(SessionReactions, QMainWindow):
         self._sticky_error = sticky
         self.banner.show_error(message)
         self.errorShown.emit(message)
+
+    def clear_transient_error(self) -> None:
+        """Dismiss the banner unless its error is sticky (a command-line mistake)."""
+        if not self._sticky_error:
+            self.banner.dismiss()
 
     def is_idle(self) -> bool:
         """No load or run in flight or queued (for --screenshot and scripts)."""

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from hookscope.core import HookscopeError, RunResult
+from hookscope.core import HookscopeError, RunResult, Session
 from hookscope.core.base import DETECTIONS, OutputMeaning, refuse_overwrite
 
 PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
@@ -79,7 +79,11 @@ def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | N
 
     from .qt_messages import offscreen_notes_dropped
 
-    panel, outputs = ActivationPanel(), OutputComparison()
+    # The bound lines show the plan the result was run with.
+    shown = Session(runner_factory=None)
+    if result.plan is not None:
+        shown.set_plan(result.plan)
+    panel, outputs = ActivationPanel(session=shown), OutputComparison()
     written: list[Path] = []
     with offscreen_notes_dropped():  # stderr stays empty when all is well
         _draw_and_write(app, result, out, panel, outputs, meaning, inputs, reads, written)

@@ -1,68 +1,56 @@
 """How the main window follows its session: one handler per session event.
 
-:class:`SessionReactions` is a mixin of :class:`~hookscope.app.main_window.MainWindow`
-(kept in its own file so that main_window.py holds the building and wiring).
-Every session event reaches :meth:`SessionReactions._on_event` on the GUI
-thread, the one place answers arrive, and redraws the parts that show it:
-no widget keeps its own copy of a bound, the device, Live or statistics-only.
+:class:`SessionReactions` is the window's part that answers its session: the
+window (:class:`~hookscope.app.main_window.MainWindow`) builds the parts and
+hands them, with the few window calls the handlers make, to this object, which
+keeps its own state (was the last run cancelled). Every session event reaches
+:meth:`SessionReactions._on_event` on the GUI thread, the one place answers
+arrive, and redraws the parts that show it: no widget keeps its own copy of a
+bound, the device, Live or statistics-only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from hookscope.core import SessionEvent
-from hookscope.core.views import input_token_strings, inputs_for_display
+from hookscope.core import RunResult, SessionEvent
+from hookscope.core.views import input_token_strings
 from hookscope.core.model import is_live
 
 from .demo_setup import note_for
 
 if TYPE_CHECKING:
-    from PySide6.QtCore import Signal
-    from PySide6.QtWidgets import QLabel, QMainWindow
-
-    from hookscope.core import RunResult, Session
-    from hookscope.widgets.activation_panel import ActivationPanel
-    from hookscope.widgets.layer_tree_view import LayerTreeWidget
-    from hookscope.widgets.output_comparison import OutputComparison
-
-    from .error_banner import ErrorBanner
-    from .menus import Actions
-    from .recent import RecentModels
-    from .run_bar import RunBar
-    from .status import StatusFields
-    from .worker import ForwardWorker
-
-    _WindowBase = QMainWindow  # for the checker: the mixin only ever lives in a QMainWindow
-else:
-    _WindowBase = object
+    from .main_window import MainWindow
 
 
-class SessionReactions(_WindowBase):
-    """Session event handlers (``_on_<kind>``); the window provides the parts they draw on."""
+def shown_input(result: RunResult, meaning: Any) -> tuple[Any, list[str] | None]:
+    """The input a result ran on and its token strings, as the runner's thread made them
+    ready (``result.display``): the GUI thread never parses an input (or decodes an image)."""
+    d = result.display
+    if d is not None:
+        return d.inputs, d.tokens
+    return result.inputs, input_token_strings(result.inputs, meaning)
 
-    if TYPE_CHECKING:  # what MainWindow provides (main_window.py builds them)
-        modelLoaded: ClassVar[Signal]
-        resultShown: ClassVar[Signal]
-        idle: ClassVar[Signal]
-        session: Session
-        worker: ForwardWorker
-        recent: RecentModels
-        run_bar: RunBar
-        tree: LayerTreeWidget
-        outputs: OutputComparison
-        banner: ErrorBanner
-        note: QLabel
-        panel: ActivationPanel
-        status: StatusFields
-        actions_: Actions
-        _sticky_error: bool
 
-        @property
-        def last_result(self) -> RunResult | None: ...
-        def show_error(self, message: str, sticky: bool = False) -> None: ...
-        def is_live(self) -> bool: ...
-        def is_idle(self) -> bool: ...
+class SessionReactions:
+    """Session event handlers (``_on_<kind>``), drawing on the parts of window ``win``."""
+
+    def __init__(self, win: "MainWindow") -> None:
+        # What the handlers draw on: the window's parts, built by main_window.py.
+        self.session, self.worker, self.recent = win.session, win.worker, win.recent
+        self.run_bar, self.tree, self.outputs, self.panel = win.run_bar, win.tree, win.outputs, win.panel
+        self.banner, self.note, self.status, self.actions_ = win.banner, win.note, win.status, win.actions_
+        # ... and what they ask of the window itself.
+        self.modelLoaded, self.resultShown, self.idle = win.modelLoaded, win.resultShown, win.idle
+        self.setWindowTitle, self.statusBar = win.setWindowTitle, win.statusBar
+        self.show_error, self.is_live, self.is_idle = win.show_error, win.is_live, win.is_idle
+        self._clear_transient_error = win.clear_transient_error
+        self._win = win
+        self._cancelled = False   # the last run was cancelled: the progress bar says so
+
+    @property
+    def last_result(self) -> RunResult | None:
+        return self._win.last_result
 
     # -- the one place session events arrive (GUI thread) -------------------------
     def _on_event(self, ev: SessionEvent) -> None:
@@ -98,7 +86,6 @@ class SessionReactions(_WindowBase):
         self.show_error(f"could not open the model: {ev.value}")
 
     def _on_plan(self, ev: SessionEvent) -> None:
-        self._sync_clamp_lines()
         self._show_undo()
         if not self.is_live() and self.last_result is not None:
             self.statusBar().showMessage("settings changed: the plots show the last run; "
@@ -128,13 +115,11 @@ class SessionReactions(_WindowBase):
 
     def _on_result(self, ev: SessionEvent) -> None:
         result = ev.value
-        lm = self.session.model  # the output by meaning, with the input's tokens where cheap to know
-        shown = (inputs_for_display(self.session.input_text, lm.example_input, lm.meaning.codec)
-                 if lm is not None and result.inputs is None else result.inputs)  # Ray: the tokens
-        self.panel.set_token_labels(input_token_strings(shown, lm.meaning if lm else None))
+        lm = self.session.model  # the output by meaning, with the input's tokens
+        shown, tokens = shown_input(result, lm.meaning if lm else None)
+        self.panel.set_token_labels(tokens)
         self.panel.show_result(result)
         self.outputs.show_result(result, lm.meaning if lm else None, shown)
-        self._sync_clamp_lines()
         self.status.show_result(result)
         self._clear_transient_error()
         if result.alarms:  # an intervention that may have done nothing must not pass unseen
@@ -159,10 +144,6 @@ class SessionReactions(_WindowBase):
             self.idle.emit()
 
     # -- reactions ---------------------------------------------------------------
-    def _on_clamp_edited(self, path: str, lo: float, hi: float) -> None:
-        self.tree.model.set_clamp(path, lo, hi, merge=path)
-        self.session.seal()  # the drag is over: the next edit is a new undo step
-
     def _show_options(self) -> None:
         o, a = self.session.options, self.actions_
         for widget, on in ((a.live, o.live), (a.stats_only, o.stats_only)):
@@ -174,13 +155,3 @@ class SessionReactions(_WindowBase):
         assert self.actions_.undo is not None and self.actions_.redo is not None  # build_menus sets both
         self.actions_.undo.setEnabled(self.session.can_undo)
         self.actions_.redo.setEnabled(self.session.can_redo)
-
-    def _clear_transient_error(self) -> None:
-        if not self._sticky_error:
-            self.banner.dismiss()
-
-    def _sync_clamp_lines(self) -> None:
-        """Draw the current plan's bounds (not the last result's: a drag may be ahead of it)."""
-        clamp = self.session.plan.clamp
-        for path in {p for p, _call in self.panel.panels()}:
-            self.panel.set_clamp_lines(path, *clamp.get(path, (None, None)))

@@ -64,7 +64,7 @@ def build_parts(win: QMainWindow, session: Session) -> Parts:
     note.setTextFormat(Qt.TextFormat.RichText)
     note.setStyleSheet(NOTE_STYLE)
     note.hide()
-    panel = ActivationPanel()
+    panel = ActivationPanel(session=session)   # its bound lines edit the session's plan
     for w, stretch in ((banner, 0), (note, 0), (panel, 1)):
         lay.addWidget(w, stretch)
     win.setCentralWidget(centre)

@@ -17,7 +17,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from hookscope.core import Session
-from hookscope.core.session import LocalRunner
+from hookscope.core.session import LocalRunner, QueueRunner
 
 #: How long closing waits for the run in flight to reach its next layer.
 CLOSE_WAIT_S = 1.0
@@ -34,6 +34,9 @@ class ForwardWorker(QObject):
         self._open = True
         self._deliver.connect(self._on_deliver, Qt.ConnectionType.QueuedConnection)
         self.session = Session(runner_factory, post=self.post)
+        runner = self.session.runner
+        if isinstance(runner, QueueRunner):   # local, Ray, accelerate: all queue runners
+            runner.make_display = True   # results come display-ready, made in the runner's thread
 
     def post(self, fn: Callable[[], None]) -> None:
         """Any thread: run ``fn`` on the GUI thread, unless shut down by then."""

@@ -12,7 +12,7 @@ loads models through its worker thread and measures:
   clamped: before | after), a 1000-class output's LayerPlot and
   OutputComparison, and the ActivationPanel with all four at once.
 - **5c** ``live_cnn``: Live mode on ``demo:cnn``, from a bound change
-  (``clampDragged``, as a drag emits it) to the plots painted with its result.
+  (the clamp a drag step writes into the session) to the plots painted with its result.
 - **5d** ``stall_single`` / ``stall_drag``: the longest gap between ticks of a
   5 ms timer on the GUI thread during one Run of a forward of about a second,
   and during a Live drag over such runs (:mod:`bench.gui_stall`).
@@ -38,7 +38,7 @@ import textwrap
 import time
 
 # First: sets up the scratch and Qt settings folders before PySide6 is imported.
-from bench.gui_harness import (SCRATCH, ClockedApp, ResultWatch, busy_ms, log,  # noqa: F401
+from bench.gui_harness import (SCRATCH, ClockedApp, ResultWatch, bound_step, busy_ms, log,  # noqa: F401
                                open_window, painted_after, pause, redraw_ms, run_and_wait,
                                settle, spin, summary, write_factory)
 from PySide6.QtCore import Qt, QTimer
@@ -103,11 +103,10 @@ def bench_big(app: ClockedApp, reps: int) -> list[dict]:
                 if label and path == "head":
                     continue
                 rec = result.captures[path][0]
-                bounds = result.plan.clamp.get(path)
                 panel.select(path)   # scrolled into view: a hidden panel paints nothing
-                plot.update_record(rec, bounds)  # the kind's first layout is not a redraw
+                plot.update_record(rec)  # the kind's first layout is not a redraw
                 settle(app)
-                times = [redraw_ms(app, lambda: plot.update_record(rec, bounds)) for _ in range(reps)]
+                times = [redraw_ms(app, lambda: plot.update_record(rec)) for _ in range(reps)]
                 rows.append({"target": "5b", "key": f"redraw_{path}{label.strip() and '_clamped'}",
                              "title": f"LayerPlot redraw, {what}{label}",
                              **summary(times), "limit_ms": REDRAW_LIMIT_MS})
@@ -157,7 +156,7 @@ def live_change(app: ClockedApp, win, watch: ResultWatch, path: str, lo: float, 
     app.reset()
     watch.arm(hi)
     t0 = time.perf_counter()
-    win.panel.clampDragged.emit(path, lo, hi)
+    bound_step(win, path, lo, hi)
     spin(lambda: watch.shown_at is not None, 120)
     settle(app)
     t1 = painted_after(app, watch.shown_at)
@@ -181,7 +180,7 @@ def burst(app: ClockedApp, win, watch: ResultWatch, path: str, values: list[tupl
         if v is None:
             timer.stop()
             return
-        win.panel.clampDragged.emit(path, *v)
+        bound_step(win, path, *v)
         last["t"] = time.perf_counter()
 
     watch.arm(values[-1][1])
@@ -276,7 +275,7 @@ def bench_stall(app: ClockedApp, target_ms: float, reps: int, drag_steps: int) -
                 if i is None:
                     t.stop()
                     return
-                win.panel.clampDragged.emit("1", 0.0, 0.5 + 0.05 * i + 0.001 * k)
+                bound_step(win, "1", 0.0, 0.5 + 0.05 * i + 0.001 * k)
 
             t.timeout.connect(step)
             app.reset()
@@ -340,7 +339,7 @@ def bench_cadence(app: ClockedApp, target_ms: float, seconds: float) -> dict:
                 t.stop()
                 return
             last["hi"] = round(0.5 + 0.001 * i, 6)
-            win.panel.clampDragged.emit("1", 0.0, last["hi"])
+            bound_step(win, "1", 0.0, last["hi"])
 
         t.timeout.connect(step)
         t0 = time.perf_counter()

@@ -170,6 +170,14 @@ def write_factory(text: str, name: str) -> str:
     return f"{src}:make"
 
 
+def bound_step(win, path: str, lo: float, hi: float) -> None:
+    """One step of a bound drag, written as the histogram's bound lines write it:
+    the layer's clamp in the window's session, merged with the drag's other steps."""
+    from hookscope.core import Clamp
+
+    win.session.intervene(path, Clamp(lo, hi), merge=path)
+
+
 def redraw_ms(app: ClockedApp, action: Callable[[], None]) -> float:
     """Update call + GUI-thread time until the loop is quiet (layout, paint, flush)."""
     settle(app, 20)

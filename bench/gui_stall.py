@@ -5,7 +5,7 @@ longer than 5 ms mean the GUI thread was blocked (by our code, by plotting a
 result, or by the GIL held by the worker). Two phases:
 
 1. ``single``: one Run of a model whose forward takes about ``--target-ms``.
-2. ``drag``: Live mode, a clamp bound "dragged" (clampDragged emitted every
+2. ``drag``: Live mode, a clamp bound "dragged" (the clamp a drag step writes, every
    ``--drag-step-ms``) while runs are in flight: the coalescing path.
 
 Usage::
@@ -150,6 +150,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from hookscope.app import create_window
+    from hookscope.core import Clamp
 
     depth = calibrate(args.target_ms, args.width, args.batch)
     src = tmp / "slow_model.py"
@@ -198,7 +199,8 @@ def main() -> int:
         if i is None:
             drag.stop()
             return
-        win.panel.clampDragged.emit("1", 0.0, 0.5 + 0.05 * i)
+        # what one step of a bound drag writes: the clamp, merged with the drag's steps
+        win.session.intervene("1", Clamp(0.0, 0.5 + 0.05 * i), merge="1")
 
     drag.timeout.connect(step)
     meter.start()

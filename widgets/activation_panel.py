@@ -4,9 +4,8 @@
 ``RunResult.captures``: a key seen for the first time gets a new panel, a key
 seen before updates its panel in place, a key gone from the result loses its
 panel. A captured layer that did not run (no record) gets a one-line note
-instead, so a ticked layer never just goes missing. Bound-line drags on any
-panel come out as ``clampDragged`` / ``clampEdited`` with the layer path, for
-the app to turn into plan edits.
+instead, so a ticked layer never just goes missing. Every panel's bound lines
+show and edit the session's plan themselves (:mod:`.bound_lines`).
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
-from hookscope.core import HookscopeError, RunResult
+from hookscope.core import HookscopeError, RunResult, Session
+from hookscope.core.views import ResultDisplay
 
 from .histogram_view import PLOT_HEIGHT
 from .layer_plot import LayerPlot
@@ -70,18 +70,20 @@ def _set_plot_height(panel: LayerPlot, height: float) -> None:
 
 
 class ActivationPanel(QWidget):
-    """Scrollable column of :class:`LayerPlot` panels for the latest result."""
+    """Scrollable column of :class:`LayerPlot` panels for the latest result.
 
-    clampDragged = Signal(str, float, float)
-    clampEdited = Signal(str, float, float)
+    The panels' bound lines follow and edit ``session``'s plan (without one, a
+    session of its own that only holds edits)."""
+
     readout = Signal(str)   # the value under the cursor on any panel ("" when none)
     viewChosen = Signal(str, object)   # a panel's view picked: (layer path, {"view", "log"})
     # The public name (tests, scripts) shadows QWidget.scroll(dx, dy), which nothing here calls.
     scroll: QScrollArea  # type: ignore[assignment]
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, session: Session | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("activationPanel")
+        self.session = session if session is not None else Session(runner_factory=None)
         self._panels: dict[Key, LayerPlot] = {}
         self._token_labels: list[str] | None = None  # the input's tokens, for token axes
         self._order: list[Key] = []
@@ -127,8 +129,9 @@ class ActivationPanel(QWidget):
             panel.set_token_labels(labels)
 
     def show_result(self, result: RunResult) -> None:
-        """Show ``result``'s captures, reusing the panels of keys seen before."""
-        clamps = dict(result.plan.clamp) if result.plan is not None else {}
+        """Show ``result``'s captures, reusing the panels of keys seen before (with the
+        numbers its runner made display-ready, where it did)."""
+        display = result.display if isinstance(result.display, ResultDisplay) else None
         keys: list[Key] = []
         shown: list[QWidget] = []
         not_run: list[str] = []
@@ -142,7 +145,7 @@ class ActivationPanel(QWidget):
                 panel = self._panels.get(key)
                 if panel is None:
                     panel = self._new_panel(path, rec.call)
-                show_leaves(panel, rec, clamps.get(path))  # a nested output: a leaf chooser
+                show_leaves(panel, rec, display)  # a nested output: a leaf chooser
                 shown.append(panel)
         for key in [k for k in self._panels if k not in set(keys)]:
             self._drop(self._panels.pop(key))
@@ -186,15 +189,6 @@ class ActivationPanel(QWidget):
             return False
         self.scroll.ensureWidgetVisible(first, 0, 10)
         return True
-
-    def set_clamp_lines(self, path: str, lo: float | None, hi: float | None) -> None:
-        """Move ``path``'s bound lines to ``[lo, hi]`` (``None`` for both: no clamp),
-        without emitting ``clampDragged``/``clampEdited``."""
-        bounds = None if lo is None and hi is None else (
-            float("-inf") if lo is None else float(lo), float("inf") if hi is None else float(hi))
-        for (p, _call), panel in self._panels.items():
-            if p == path:
-                panel.set_bounds(bounds)
 
     def export_figure(self, path: str | Path, beside: QWidget | None = None) -> Path:
         """Every panel, as one figure: a PNG, or an SVG whose plots stay vector
@@ -261,12 +255,10 @@ class ActivationPanel(QWidget):
         self._heights_timer.start()
 
     def _new_panel(self, path: str, call: int) -> LayerPlot:
-        panel = LayerPlot(path, call, self._content)
+        panel = LayerPlot(path, call, self._content, self.session)
         panel.set_token_labels(self._token_labels)
         panel.set_view_choice(self.view_choices.get(path))
         panel.viewChosen.connect(lambda choice, p=path: self._chose_view(p, choice))
-        panel.clampDragged.connect(lambda lo, hi, p=path: self.clampDragged.emit(p, lo, hi))
-        panel.clampEdited.connect(lambda lo, hi, p=path: self.clampEdited.emit(p, lo, hi))
         panel.stackingChanged.connect(self._fit_heights_later)
         panel.readout.connect(lambda text, p=path, c=call: self.readout.emit(
             f"{p} (call {c}) · {text}" if text else ""))

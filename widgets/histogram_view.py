@@ -4,8 +4,8 @@
 :class:`HistogramView` owns the histogram's plot and its pyqtgraph items: the
 "before" (light) and "after" (solid) histograms, the low and high bound lines
 with their labels, and the note on a spike cut at the top. It creates them
-once and only moves data into them, and it reports a dragged bound through
-``dragged`` / ``edited`` (the panel re-emits them as its clamp signals).
+once and only moves data into them. Its bound lines are a :class:`~.bound_lines.BoundLines`,
+which reads and writes the bounds in the session's plan (no copy is kept here).
 
 On a log scale (:meth:`HistogramView.set_log`) the counts are drawn as
 ``log10(1 + count)`` and, where the tensors are at hand, the values on a
@@ -19,38 +19,25 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
 from hookscope.core.capture import reference_of
-from hookscope.core import CaptureRecord, TensorStats
-from hookscope.core.views import (count_ticks, histogram_in, log_counts, log_histogram, log_ticks,
-                                  signed_exp, signed_log)
+from hookscope.core import CaptureRecord, Session, TensorStats
+from hookscope.core.views import (RecordDisplay, common_bins, count_ticks, histogram_in,  # noqa: F401
+                                  log_counts, log_histogram, log_ticks, signed_exp, signed_log)
 
-from .value_format import format_bound
+from .bound_lines import BOUND_COLOUR, OPEN_BOUND_COLOUR, BoundLines, snap  # noqa: F401 - importable here
 from .plot_style import index_axes, plain_axes, set_label, set_ticks, title_never_widens
 from .plot_tools import PlotTools
 
 PRE_COLOUR = (150, 170, 200)    # values before the intervention: light, behind
 POST_COLOUR = (31, 119, 180)    # values the rest of the model saw
-BOUND_COLOUR = (214, 39, 40)
-OPEN_BOUND_COLOUR = (150, 150, 150)
 PLOT_HEIGHT = 190               # the minimum height of a panel's plots
 _PRE_HEADROOM = 1.6    # histogram height over the "before" peak: its shape stays readable
 _SPIKE_CAP = 8.0       # ... raised up to this many times that peak to show a clamp's spike
 _HEADROOM = 1.35       # histogram height over its peak: the bound labels sit above the bars
-_LABEL_TOP = 0.93     # a label's first height (fraction of the plot); place_labels refines it
 _X_PAD = 0.06          # view margin each side, as a fraction of the values' span
-_EDGE_PX = 7           # an open bound's handle sits this many pixels inside the view's edge
-
-
-def snap(v: float, span: float) -> float:
-    """A dragged bound rounded to a thousandth of the values' span: the tree,
-    the line's label and the plan then show the same short number."""
-    if not math.isfinite(v) or span <= 0:
-        return v
-    step = 10.0 ** math.floor(math.log10(span / 1000.0))
-    return float(f"{round(v / step) * step:.12g}")
 
 
 def sample_scale(s: TensorStats) -> float:
@@ -62,22 +49,12 @@ def sample_scale(s: TensorStats) -> float:
 
 
 class HistogramView(QObject):
-    """The histogram plot of one panel (``widget``) and its clamp bounds.
+    """The histogram plot of one panel (``widget``) of layer ``path``, and its bound
+    lines (:attr:`lines`), which follow and edit ``session``'s plan."""
 
-    ``bounds`` is the clamp as the plan has it (``None``: no clamp; an open end
-    is ``±inf``). ``dragged(lo, hi)`` is emitted while a bound line moves,
-    ``edited(lo, hi)`` when the drag ends.
-    """
-
-    dragged = Signal(float, float)
-    edited = Signal(float, float)
-
-    def __init__(self, parent: QWidget) -> None:
+    def __init__(self, parent: QWidget, session: Session, path: str) -> None:
         super().__init__(parent)
-        self.bounds: tuple[float, float] | None = None
-        self._data_range = (-1.0, 1.0)
-        self._quiet = False
-        self._placed: tuple | None = None  # (bounds, data range) the lines were placed for
+        self.data_range = (-1.0, 1.0)
         self._note_placed: tuple | None = None  # (text, anchor, x, y) of the spike note
         self._x_view: tuple[float, float] | None = None   # the x range set (None: not yet)
         self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # "before"/"after": edges, counts
@@ -85,6 +62,7 @@ class HistogramView(QObject):
         self.log_counts = False   # counts drawn as log10(1 + count)
         self.log_scale: float | None = None   # values drawn as signed_log(x, log_scale)
         self._log_tensors: list | None = None   # [after, before?] for the signed-log bins
+        self._log_given: tuple | None = None    # ... or those bins, made in the runner's thread
 
         # Histogram: before (light) and after (solid), two draggable bounds.
         self.widget = pg.PlotWidget(parent, background="w", axisItems=index_axes("left"))
@@ -102,16 +80,8 @@ class HistogramView(QObject):
                                          brush=pg.mkBrush(*POST_COLOUR, 220), pen=pg.mkPen(POST_COLOUR))
         hp.addItem(self.hist_pre)
         hp.addItem(self.hist_post)
-        self.lo_line = self._bound_line("low")
-        self.hi_line = self._bound_line("high")
-        hp.addItem(self.lo_line, ignoreBounds=True)
-        hp.addItem(self.hi_line, ignoreBounds=True)
-        # The bound lines run over the bars: the values a clamp piles up at a bound
-        # (its spike, the point of the lesson) would otherwise hide the line.
         self.hist_pre.setZValue(1)
-        self.hist_post.setZValue(2)
-        self.lo_line.setZValue(4)
-        self.hi_line.setZValue(4)
+        self.hist_post.setZValue(2)   # under the bound lines (z 4)
         # "↑ 4,096 at bound": a spike taller than the plot says how tall it is.
         self.spike_note = pg.TextItem("", color=(120, 20, 20), fill=(255, 255, 255, 210), anchor=(0, 0))
         self.spike_note.setZValue(3)
@@ -122,17 +92,23 @@ class HistogramView(QObject):
         self.tools = PlotTools(self.widget, "histogram", {hp.getViewBox(): (True, False)},
                                self._text_at, self.rows, self.reset_view)
         # Labels pick their side by the room they have, which a resize or new range changes.
+        # The two bound lines: placed from the session's plan, dragged into it.
+        self.lines = BoundLines(self, session, path)
+        self.lo_line, self.hi_line = self.lines.lo_line, self.lines.hi_line
         hvb = hp.getViewBox()
-        hvb.sigRangeChanged.connect(self.place_labels)
-        hvb.sigResized.connect(self.place_labels)
+        hvb.sigRangeChanged.connect(self.lines.place_labels)
+        hvb.sigResized.connect(self.lines.place_labels)
 
     # -- log scale ---------------------------------------------------------------
-    def set_log(self, on: bool, tensors: list | None = None, scale: float = 1.0) -> None:
+    def set_log(self, on: bool, tensors: list | None = None, scale: float = 1.0,
+                bins: tuple | None = None) -> None:
         """Log counts when ``on``; with ``tensors`` (after, then before if any) also
-        bin the values on a signed-log axis of ``scale`` (the next :meth:`draw`)."""
+        bin the values on a signed-log axis of ``scale`` (the next :meth:`draw`),
+        or use ``bins`` (``(edges, counts)``: those bins, made in the runner's thread)."""
         self.log_counts = on
         self.log_scale = scale if on and tensors else None
         self._log_tensors = list(tensors) if on and tensors else None
+        self._log_given = bins if on and tensors else None
 
     def fwd(self, v: float) -> float:
         """A real value's x position (the value itself unless on a signed-log axis)."""
@@ -146,128 +122,29 @@ class HistogramView(QObject):
             return x
         return float(signed_exp(x, self.log_scale))
 
-    # -- bounds ----------------------------------------------------------------
-    def set_bounds(self, bounds: tuple[float, float] | None) -> None:
-        """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
-        self.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
-        placed = (self.bounds, self._data_range)
-        if placed == self._placed and not (self.lo_line.moving or self.hi_line.moving):
-            return  # already there: pens and labels re-made for nothing cost ~0.3 ms a panel
-        self._placed = placed
-        lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
-        x0, x1 = self._fit_x()
-        self._quiet = True
-        try:
-            self.lo_line.setBounds((None, None))  # old limits must not clip the new values
-            self.hi_line.setBounds((None, None))
-            for line, v, word in ((self.lo_line, lo, "low"), (self.hi_line, hi, "high")):
-                off_scale = math.isfinite(v) and not (x0 <= self.fwd(v) <= x1)
-                open_end = math.isinf(v)
-                if not line.moving:  # never yank a line out from under the mouse
-                    line.setValue(self._edge(word) if open_end or off_scale else self.fwd(v))
-                colour = OPEN_BOUND_COLOUR if open_end else BOUND_COLOUR
-                line.setPen(pg.mkPen(colour, width=1.5,
-                                     style=Qt.PenStyle.DashLine if off_scale or open_end
-                                     else Qt.PenStyle.SolidLine))
-                if open_end:
-                    line.label.setFormat(f"{word}: none")
-                    line.setToolTip(f"No {word} bound: drag this line to clamp the {word} end")
-                elif off_scale:
-                    line.label.setFormat(f"{word} {format_bound(v)} (off scale)")
-                else:
-                    line.label.setFormat(f"{word} {format_bound(v)}")
-            self._update_line_limits()
-        finally:
-            self._quiet = False
-        self.place_labels()
-
-    def place_labels(self, *_args) -> None:
-        """Low's label left of the low line, high's right of the high line, so close
-        bounds never label across each other; a label without room on its side
-        (a line near the plot's edge) goes inside, and the low one steps down if
-        the two would then meet."""
-        vb = self.widget.getPlotItem().getViewBox()
-        (x0, x1), _ = vb.viewRange()
-        width = vb.width() if vb.width() > 1 else 300.0
-        scale = width / max(x1 - x0, 1e-12)
-        self._keep_handles_at_edges()
-        spans = []
-        for line, outside_left in ((self.lo_line, True), (self.hi_line, False)):
-            px = (float(line.value()) - x0) * scale
-            # A line out of view would show a clipped piece of its label at the edge.
-            shown = -1.0 <= px <= width + 1.0
-            if line.label.isVisible() != shown:
-                line.label.setVisible(shown)
-            text = line.label.textItem.boundingRect().width() + 6
-            left = px >= text if outside_left else width - px < text
-            # A little gap off the line: the bars a clamp piles up at it may touch it.
-            anchor = (1.08, 0.5) if left else (-0.08, 0.5)
-            spans.append((px - text, px) if left else (px, px + text))
-            if line.label.anchors != [anchor, anchor]:
-                line.label.anchors = [anchor, anchor]
-                line.label.updatePosition()
-        (a0, a1), (b0, b1) = spans
-        # A spike's "↑ N at bound" note has the top line: the labels go one line down.
-        # Heights in pixels (a label is ~22 px whatever the plot's height), as fractions.
-        height = vb.height() if vb.height() > 1 else 190.0
-        label_h = self.hi_line.label.textItem.boundingRect().height()
-        step = (label_h + 2) / height
-        top = 1.0 - (label_h / 2 + 2) / height
-        down = step if self.spike_note.isVisible() else 0.0
-        high_pos = top - down
-        low_pos = (top - step if a0 < b1 and b0 < a1 else top) - down
-        for line, pos in ((self.lo_line, low_pos), (self.hi_line, high_pos)):
-            if line.label.orthoPos != pos:
-                line.label.setPosition(pos)
-
-    def _fit_x(self) -> tuple[float, float]:
+    def fit_x(self) -> tuple[float, float]:
         """The unzoomed x range: the values and every finite bound near them (up to
         twice the values' span away), with a margin; set on the view unless the
         user zoomed or is dragging. Returns the range."""
-        lo_d, hi_d = self._data_range
+        lo_d, hi_d = self.data_range
         span = max(hi_d - lo_d, 1e-6)
         a, b = lo_d, hi_d
-        for v in self.bounds or ():
+        for v in self.lines.bounds() or ():
             v = self.fwd(v)
             if math.isfinite(v) and lo_d - 2 * span <= v <= hi_d + 2 * span:
                 a, b = min(a, v), max(b, v)
         pad = _X_PAD * max(b - a, 1e-6)
         view = (a - pad, b + pad)
-        dragging = self.lo_line.moving or self.hi_line.moving
+        dragging = self.lines.moving()
         if view != self._x_view and not self.tools.is_zoomed and not dragging:
             self._x_view = view
             self.widget.getPlotItem().getViewBox().setXRange(*view, padding=0)
         return view
 
-    def _edge(self, word: str) -> float:
-        """Where an open (or off-scale) bound's handle sits: just inside the view's
-        left or right edge, at any plot width."""
-        vb = self.widget.getPlotItem().getViewBox()
-        (x0, x1), _ = vb.viewRange()
-        inset = _EDGE_PX * (x1 - x0) / (vb.width() if vb.width() > 1 else 300.0)
-        return x0 + inset if word == "low" else x1 - inset
-
-    def _keep_handles_at_edges(self) -> None:
-        """After a resize or zoom, move open and off-scale handles back to the edges."""
-        lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
-        x0, x1 = self.widget.getPlotItem().getViewBox().viewRange()[0]
-        quiet, self._quiet = self._quiet, True
-        try:
-            for line, v, word in ((self.lo_line, lo, "low"), (self.hi_line, hi, "high")):
-                if line.moving or (math.isfinite(v) and x0 <= self.fwd(v) <= x1):
-                    continue
-                edge = self._edge(word)
-                if abs(float(line.value()) - edge) > 1e-12 * max(1.0, abs(edge)):
-                    line.setBounds((None, None))
-                    line.setValue(edge)
-            self._update_line_limits()
-        finally:
-            self._quiet = quiet
-
     def reset_view(self) -> None:
         """Undo a zoom: the fitted x range and count axis again."""
         self._x_view = None
-        self._fit_x()
+        self.fit_x()
         self.widget.getPlotItem().getViewBox().setYRange(0, self._y_top, padding=0)
 
     def _text_at(self, _vb: pg.ViewBox, point) -> str | None:
@@ -301,8 +178,9 @@ class HistogramView(QObject):
         return ["series", "bin_low", "bin_high", "count"], out
 
     # -- drawing ---------------------------------------------------------------
-    def draw(self, record: CaptureRecord) -> None:
-        """Show ``record``'s histograms (before and after) and fit the count axis."""
+    def draw(self, record: CaptureRecord, prepared: RecordDisplay | None = None) -> None:
+        """Show ``record``'s histograms (before and after) and fit the count axis;
+        ``prepared``: its numbers made in the runner's thread (else made here)."""
         # light: before the layer's own intervention, or the run without any (core's reference_of)
         stats, pre = record.stats, reference_of(record)[1]
         ranges: list[tuple[float, float]] = []
@@ -323,16 +201,16 @@ class HistogramView(QObject):
                 continue
             edges = np.asarray(s.hist_edges, dtype=float)
             counts = np.asarray(s.hist_counts, dtype=float)
-            if item is self.hist_post and pre is not None and record.tensor is not None \
-                    and len(pre.hist_edges) > 1 \
-                    and not np.array_equal(s.hist_edges, pre.hist_edges) \
-                    and pre.hist_edges[0] <= s.min and s.max <= pre.hist_edges[-1]:
+            common = None
+            if item is self.hist_post:
                 # Before and after in the same bins, so the two are comparable and the
                 # values a clamp piled up at its bounds show as spikes there. The core
-                # already bins a clamp's output this way on the worker; this is for
-                # other interventions.
+                # already bins a clamp's output this way; this is for other interventions.
+                common = prepared.common_counts if prepared is not None else \
+                    common_bins(s, pre, record.tensor)
+            if common is not None and pre is not None:
                 edges = np.asarray(pre.hist_edges, dtype=float)
-                counts = histogram_in(record.tensor, edges)
+                counts = common
             else:
                 # A large tensor's counts are of a sample: scaled up to the
                 # full count (min/max/mean/std are exact), and the title says so.
@@ -342,7 +220,7 @@ class HistogramView(QObject):
                     scales.append((factor, int(np.asarray(s.hist_counts).sum())))
             self._show_series(item, edges, counts, edges, ranges, peaks)
         if ranges:
-            self._data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
+            self.data_range = (min(r[0] for r in ranges), max(r[1] for r in ranges))
         self.sampled = max((f for f, _n in scales), default=1.0)
         title = None
         if scales:
@@ -352,15 +230,16 @@ class HistogramView(QObject):
             self._title = title
             self.widget.getPlotItem().setTitle(title, size="8pt", color="#666")
         self._fit(peaks.get(self.hist_pre), peaks.get(self.hist_post),
-                  at_bound=record.intervention is not None and self.bounds is not None)
+                  at_bound=record.intervention is not None and self.lines.bounds() is not None)
         self._label_log_axes(peaks)
+        self.lines.place()
 
     def _log_bins(self) -> dict | None:
         """Each histogram item's (drawn edges, counts) on the signed-log axis, or
         ``None`` when the values are drawn on a linear axis."""
         if self._log_tensors is None or self.log_scale is None:
             return None
-        edges, counts = log_histogram(self._log_tensors, self.log_scale)
+        edges, counts = self._log_given or log_histogram(self._log_tensors, self.log_scale)
         items = (self.hist_post, self.hist_pre)[: len(counts)]
         return {item: (edges, c) for item, c in zip(items, counts)}
 
@@ -383,7 +262,7 @@ class HistogramView(QObject):
         left, bottom = hp.getAxis("left"), hp.getAxis("bottom")
         set_ticks(left, [count_ticks(10.0 ** self._y_top)] if self.log_counts else None)
         if self.log_scale is not None:
-            lo, hi = self.inv(self._data_range[0]), self.inv(self._data_range[1])
+            lo, hi = self.inv(self.data_range[0]), self.inv(self.data_range[1])
             # About one label per 45 px each side of zero: no crowding in a narrow plot.
             per_side = max(2, int(self.widget.width() / 90))
             set_ticks(bottom, [log_ticks(lo, hi, self.log_scale, per_side)])
@@ -418,7 +297,7 @@ class HistogramView(QObject):
         if note is not None:
             count, x = note
             # On top of the cut spike, kept inside the plot near its edges.
-            lo_d, hi_d = self._data_range
+            lo_d, hi_d = self.data_range
             f = (x - lo_d) / (hi_d - lo_d) if hi_d > lo_d else 0.5
             placed = (f"↑ {count:,.0f} {'at bound' if at_bound else 'in one bin'}",
                       (min(max(f, 0.0), 1.0), 0), x, top)
@@ -427,54 +306,3 @@ class HistogramView(QObject):
                 self.spike_note.setText(placed[0])
                 self.spike_note.setAnchor(placed[1])
                 self.spike_note.setPos(x, top)
-
-    # -- dragging --------------------------------------------------------------
-    def _bound_line(self, word: str) -> pg.InfiniteLine:
-        line = pg.InfiniteLine(angle=90, movable=True, pen=pg.mkPen(BOUND_COLOUR, width=1.5),
-                               hoverPen=pg.mkPen(BOUND_COLOUR, width=4),
-                               label=f"{word}: none",
-                               labelOpts={"position": _LABEL_TOP,
-                                          "color": (60, 60, 60), "fill": (255, 255, 255, 200)})
-        line.setToolTip(f"Drag to change the clamp's {word} bound")
-        line.sigPositionChanged.connect(lambda _l: self._on_line_moved(word, finished=False))
-        line.sigPositionChangeFinished.connect(lambda _l: self._on_line_moved(word, finished=True))
-        return line
-
-    def _on_line_moved(self, word: str, finished: bool) -> None:
-        """A bound line moved (by the mouse): report the clamp it now describes.
-
-        Only the moved bound changes; the other keeps the plan's value, so an
-        open end (``±inf``) stays open.
-        """
-        if self._quiet:
-            return
-        self._placed = None  # the lines are no longer where set_bounds put them
-        lo, hi = self.bounds if self.bounds else (-math.inf, math.inf)
-        lo_d, hi_d = self.inv(self._data_range[0]), self.inv(self._data_range[1])
-        line = self.lo_line if word == "low" else self.hi_line
-        v = snap(self.inv(float(line.value())), hi_d - lo_d)
-        if word == "low":
-            lo = min(v, hi)
-        else:
-            hi = max(v, lo)
-        # The label shows the bound as the tree and the plan will: one precision.
-        line.label.setFormat(f"{word} {format_bound(lo if word == 'low' else hi)}")
-        line.setPen(pg.mkPen(BOUND_COLOUR, width=1.5))
-        if finished:
-            self.bounds = (lo, hi)   # before the labels: the handle is no longer "open"
-        self._update_line_limits()
-        self.place_labels()
-        if finished:
-            self.edited.emit(lo, hi)
-        else:
-            self.dragged.emit(lo, hi)
-
-    def _update_line_limits(self) -> None:
-        """Each line stops at the other, so low never passes high."""
-        quiet, self._quiet = self._quiet, True
-        try:
-            lo_v, hi_v = float(self.lo_line.value()), float(self.hi_line.value())
-            self.lo_line.setBounds((None, hi_v))
-            self.hi_line.setBounds((lo_v, None))
-        finally:
-            self._quiet = quiet

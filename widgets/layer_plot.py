@@ -5,11 +5,12 @@ view chosen by the tensor's shape, and its statistics in words.
 :meth:`LayerPlot.update_record` only moves data into them (``setData``,
 ``setOpts``, ``setImage``), so a Live drag that re-runs the model many times a
 second costs no item churn. It draws what the core captured and never runs a
-model. The histogram and its bound lines are a :class:`HistogramView`
-(histogram_view.py); this file holds the panel, its shape view and its text.
-A wide activation's other views (norms, top-k, a zoom re-pooled at full
-resolution, the log colour scale) are drawn by :class:`WideDrawing`
-(wide_drawing.py), picked in the panel's :class:`ViewChooser`.
+model. The panel is made of parts with their own jobs: the histogram and its
+bound lines are a :class:`HistogramView` (histogram_view.py), the shape view's
+pictures (maps, bars, norms, top-k, a zoom re-pooled at full resolution, the
+log colour scale) a :class:`WideDrawing` (wide_drawing.py), the view picked in
+a :class:`ViewChooser`. This file holds the panel: what to draw, the view's
+axes and titles, and its text.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from hookscope.core import CaptureRecord
+from hookscope.core import CaptureRecord, Session
 from hookscope.core.capture import reference_of
-from hookscope.core.views import TOP_K, ValueSpread, largest_finite, wide_views
+from hookscope.core.views import TOP_K, RecordDisplay, ValueSpread, largest_finite, wide_views
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
 from .value_format import format_shape
-from .plot_readouts import DrawnImage, bar_cell, image_cell, tensor_rows
+from .plot_readouts import bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools, save_png
 from .stats_text import stats_text
@@ -38,45 +39,42 @@ from .wide_drawing import WideDrawing
 __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "LayerPlot",
            "histogram_in", "stats_text"]
 
-_COLOUR_MAP = "CET-D1"          # diverging blue-white-red: zero is white
 _BARS_TITLE = "light: before · dark: after"
 #: Narrower than this, a panel stacks its histogram above its view: side by side
 #: each would get less than ~300 px, too little to read or to drag a bound on.
 STACK_BELOW = 620
 
 
-class LayerPlot(QFrame, WideDrawing):
+class LayerPlot(QFrame):
     """Panel for one (layer path, call) of a run.
 
-    ``clampDragged(lo, hi)`` is emitted while a bound line moves,
-    ``clampEdited(lo, hi)`` when the drag ends; an open end is ``±inf``.
-    ``viewChosen(choice)`` when the person picks a view or the log scale
+    Its histogram's bound lines show and edit the bounds of the layer's
+    intervention in ``session``'s plan (without one, a session of its own that
+    only holds edits). ``viewChosen(choice)`` when the person picks a view or the log scale
     (``{"view": ..., "log": ...}``, kept in the session's view state).
     """
 
-    clampDragged = Signal(float, float)
-    clampEdited = Signal(float, float)
     readout = Signal(str)   # what the cursor points at ("" when it left the plots)
     stackingChanged = Signal()
     viewChosen = Signal(object)
 
-    def __init__(self, path: str, call: int = 0, parent: QWidget | None = None) -> None:
+    def __init__(self, path: str, call: int = 0, parent: QWidget | None = None,
+                 session: Session | None = None) -> None:
         super().__init__(parent)
+        self.session = session if session is not None else Session(runner_factory=None)
         self.path, self.call = path, call
         self.setObjectName(f"layerPlot:{path}:{call}")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.view_kind = "none"
         self.record: CaptureRecord | None = None
-        self._token_labels: list[str] | None = None  # token strings for a tokens view's rows
+        self._prepared: RecordDisplay | None = None   # the record's numbers from the runner's thread
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
-        self._drawn_size = (0, 0)  # the view's size when its image was pooled
-        self._bars_fit = None   # (units, low, high) the bar view's range was fitted to
+        self._layout_key: tuple | None = None   # the kind of picture the axes are set up for
         self._view_title: str | None = None   # the view's title in one line, if it has one
         self._title_form: str | None = None   # ... as set (one line, or two)
         self._resize_timer = QTimer(self, singleShot=True, interval=50)
         self._resize_timer.timeout.connect(self.flush)
-        self._init_wide()
         self.shown_view = "map"   # the view drawn: map, row_norm, unit_norm or top_k
         self.chooser = ViewChooser(self)
         self.chooser.changed.connect(self._on_choice)
@@ -94,9 +92,7 @@ class LayerPlot(QFrame, WideDrawing):
 
         # Histogram: before (light) and after (solid), two draggable bounds. Its
         # items stay reachable as the panel's own (tests, plot_items).
-        self.histogram = HistogramView(self)
-        self.histogram.dragged.connect(self.clampDragged)
-        self.histogram.edited.connect(self.clampEdited)
+        self.histogram = HistogramView(self, self.session, path)
         self.hist_widget = self.histogram.widget
         self.hist_pre, self.hist_post = self.histogram.hist_pre, self.histogram.hist_post
         self.lo_line, self.hi_line = self.histogram.lo_line, self.histogram.hi_line
@@ -108,46 +104,22 @@ class LayerPlot(QFrame, WideDrawing):
         self.view_widget.setMinimumHeight(PLOT_HEIGHT)
         vp = title_never_widens(plain_axes(self.view_widget.getPlotItem()))
         vp.setMenuEnabled(False)
-        self.image = pg.ImageItem()
-        self.image.setColorMap(pg.colormap.get(_COLOUR_MAP))
-        self.bars_pre = pg.BarGraphItem(x=[0], height=[0], width=0.8,
-                                        brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
-        self.bars_post = pg.BarGraphItem(x=[0], height=[0], width=0.5,
-                                         brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
-        # Per-row (token) norms: horizontal bars, one row per token as in the map.
-        self.hbars_pre = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8,
-                                         brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
-        self.hbars_post = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.5,
-                                          brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
-        # Per-unit norms of thousands of units: a peak envelope, so one outlier unit
-        # narrower than a pixel still shows as a spike (bars that thin vanish).
-        self.norm_pre = pg.PlotDataItem(fillLevel=0, brush=pg.mkBrush(*PRE_COLOUR, 150),
-                                        pen=pg.mkPen(PRE_COLOUR))
-        self.norm_post = pg.PlotDataItem(pen=pg.mkPen(POST_COLOUR, width=1))
-        for item in (self.image, self.bars_pre, self.bars_post, self.hbars_pre, self.hbars_post,
-                     self.norm_pre, self.norm_post):
-            vp.addItem(item)
-            item.setVisible(False)
+        # Its pictures (image, bars, norms, colour bar): made once, fed on every update.
+        self.wide = WideDrawing(self.view_widget)
+        w = self.wide
+        (self.image, self.bars_pre, self.bars_post, self.hbars_pre, self.hbars_post, self.norm_pre,
+         self.norm_post, self.colour_bar) = (w.image, w.bars_pre, w.bars_post, w.hbars_pre,
+                                             w.hbars_post, w.norm_pre, w.norm_post, w.colour_bar)
         # A zoom or pan of a map pools the part in view again, once the range settles.
         self._range_timer = QTimer(self, singleShot=True, interval=30)
-        self._range_timer.timeout.connect(self._repool)
+        self._range_timer.timeout.connect(self.wide.repool)
         vp.getViewBox().sigRangeChanged.connect(lambda *_a: self._range_timer.start())
-        # The colour scale of images: symmetric, white at zero. Shown only beside
-        # images (see _configure_view); it only displays the levels, never sets them.
-        self.colour_bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=pg.colormap.get(_COLOUR_MAP),
-                                          interactive=False, width=10, colorMapMenu=False)
-        self.colour_bar.axis.enableAutoSIPrefix(False)
-        self.colour_bar.axis.setSIPrefixEnableRanges(())
-        self.colour_bar.hide()
-        self._bar_level: float | None = None
         # Between the before and after halves of an image.
         self.separator = pg.InfiniteLine(angle=90, movable=False,
                                          pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
         self.separator.setVisible(False)
         vp.addItem(self.separator, ignoreBounds=True)
         self._ref_label = "before"  # what the light series is: "before" its intervention or "without" any
-        self._bars = None   # (after, before) drawn
-        self._drawn: DrawnImage | None = None
         name = f"{path or 'model'}-call{call}"
         self.hist_tools = self.histogram.tools
         self.hist_tools.name = f"{name}-histogram"
@@ -183,9 +155,12 @@ class LayerPlot(QFrame, WideDrawing):
                 "colour_bar": self.colour_bar, "hbars_pre": self.hbars_pre,
                 "hbars_post": self.hbars_post, "norm_pre": self.norm_pre, "norm_post": self.norm_post}
 
-    def update_record(self, record: CaptureRecord, bounds: tuple[float, float] | None = None) -> None:
-        """Show ``record`` (one call of the layer) and the clamp ``bounds``, if any."""
+    def update_record(self, record: CaptureRecord, prepared: RecordDisplay | None = None) -> None:
+        """Show ``record`` (one call of the layer); ``prepared``: its display-ready numbers,
+        made in the runner's thread (``None``: made here). The bound lines follow the
+        session's plan."""
         self.record = record
+        self._prepared = prepared
         stats = record.stats
         shape = record.shape
         self.view_kind = view_kind(shape, record.tensor is not None)
@@ -206,7 +181,6 @@ class LayerPlot(QFrame, WideDrawing):
         iv = record.intervention_obj
         self.stats_label.setText(stats_text(stats, ref_stats, self._ref_label,
                                             iv.name if iv is not None else "the intervention"))
-        self.histogram.bounds = None if bounds is None else (float(bounds[0]), float(bounds[1]))
         if self.is_scrolled_away():
             # Drawn when scrolled into view (flush): a result's update then costs
             # only the panels a person can see.
@@ -235,7 +209,7 @@ class LayerPlot(QFrame, WideDrawing):
         self._fit_title()
         # An image pooled for a much smaller view (e.g. before the first layout) is
         # drawn again at the new size, once the resizing settles.
-        w, h = self._drawn_size
+        w, h = self.wide.drawn_size
         if self.record is not None and self.view_kind in ("heatmap", "feature_maps", "tokens") \
                 and (self.view_widget.width() > 1.25 * w or self.view_widget.height() > 1.25 * h):
             self._stale = True
@@ -248,22 +222,21 @@ class LayerPlot(QFrame, WideDrawing):
         # the log-scale test a read of every value.
         drawn = [(t, s) for t, s in ((record.tensor, record.stats), (pre_t, pre_stats)) if t is not None]
         tensors = [t for t, _s in drawn]
-        spread = ValueSpread(*tensors, largest=largest_finite(*(s for _t, s in drawn)))
+        prep = self._prepared
+        spread = prep.spread if prep is not None else \
+            ValueSpread(*tensors, largest=largest_finite(*(s for _t, s in drawn)))
         self.chooser.set_decades(spread.decades)
         log = self.chooser.log_on()
         scale = spread.typical if log else 1.0
-        self.histogram.set_log(log, tensors, scale)
-        self.set_map_log(log, scale)
-        self.histogram.draw(record)
+        self.histogram.set_log(log, tensors, scale, prep.log_bins if prep is not None else None)
+        self.wide.set_map_log(log, scale)
+        self.histogram.draw(record, prep)
         self._draw_view(record)
-        self.set_bounds(self.histogram.bounds)
-
-    def set_bounds(self, bounds: tuple[float, float] | None) -> None:
-        """Place the bound lines for ``bounds`` (``None``: no clamp) without emitting."""
-        self.histogram.set_bounds(bounds)
 
     def bounds(self) -> tuple[float, float] | None:
-        return self.histogram.bounds
+        """The layer's bounds as the session's plan has them (what the lines show)."""
+        return self.histogram.lines.bounds()
+
     def is_stacked(self) -> bool:
         """The histogram sits above the view (a narrow panel), not beside it."""
         return self._row.direction() == QBoxLayout.Direction.TopToBottom
@@ -302,11 +275,12 @@ class LayerPlot(QFrame, WideDrawing):
             what = {"tokens": ("token", "feature"), "feature_maps": ("position", "channel")}.get(
                 self.view_kind, ("row", "unit"))
             horizontal = self.shown_view == "row_norm"
-            return self._norm_text(point.x(), point.y(), what[0 if horizontal else 1], horizontal)
-        if self.view_kind == "bars" and self._bars is not None:
-            return bar_cell(point.x(), *self._bars)
-        if self.view_kind in ("heatmap", "feature_maps", "tokens") and self._drawn is not None:
-            return image_cell(self._drawn, point.x(), point.y())
+            return self.wide.norm_text(point.x(), point.y(), what[0 if horizontal else 1], horizontal,
+                                       self._ref_label)
+        if self.view_kind == "bars" and self.wide.bars is not None:
+            return bar_cell(point.x(), *self.wide.bars)
+        if self.view_kind in ("heatmap", "feature_maps", "tokens") and self.wide.drawn is not None:
+            return image_cell(self.wide.drawn, point.x(), point.y())
         return None
 
     def _view_rows(self) -> tuple[list[str], list[list]]:
@@ -314,14 +288,13 @@ class LayerPlot(QFrame, WideDrawing):
         if rec is None:
             return ["note"], [["nothing drawn yet"]]
         pre, _, label = reference_of(rec)
-        drawn = self._drawn.image if self._drawn is not None else None
+        drawn = self.wide.drawn.image if self.wide.drawn is not None else None
         return tensor_rows(rec.tensor, pre, self.view_kind, drawn, label or "before")
 
     def _reset_view(self) -> None:
         """Undo a zoom of the shape view: its fitted range again."""
         self._layout_key = None
-        self._hbars_fit = None
-        self._bars_fit = None
+        self.wide.forget_fits()
         if self.record is not None:
             self._draw_view(self.record)
 
@@ -336,37 +309,38 @@ class LayerPlot(QFrame, WideDrawing):
         extent = halves = None
         shown = kind   # the kind of picture drawn (see _configure_view)
         size: tuple | None = None
-        if kind == "bars":
-            size, extent = self._draw_bars(record.tensor, pre_t)
-        elif kind == "none":
+        w = self.wide
+        tensor = record.tensor  # None only where view_kind() said "none"
+        if tensor is None or kind == "none":
             size = None
+        elif kind == "bars":
+            size, extent = w.draw_bars(tensor, pre_t)
         elif view == "unit_norm":
-            extent = self._draw_unit_norms(record.tensor, pre_t, kind)
+            extent = w.draw_unit_norms(tensor, pre_t, kind)
             size, shown = (extent[0],), "unit_norm"
         elif view == "row_norm" and kind != "feature_maps":
-            size, shown = (self._draw_row_norms(record.tensor, pre_t, kind),), "row_norm"
+            size, shown = (w.draw_row_norms(tensor, pre_t, kind),), "row_norm"
         elif kind == "feature_maps" and view == "map":
-            self._map_source = None   # the channel grid is drawn whole, tile by tile
-            size, halves = self._draw_image(record.tensor, pre_t, kind)
+            w.map_source = None   # the channel grid is drawn whole, tile by tile
+            size, halves = w.draw_image(tensor, pre_t, kind)
         else:
-            size, halves = self._draw_map(record.tensor, pre_t, kind, view)
+            size, halves = w.draw_map(tensor, pre_t, kind, view)
             shown = {"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind)
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
-        layout_key = (shown, pre_t is not None, self._ref_label, size, halves, self.log_map)
+        layout_key = (shown, pre_t is not None, self._ref_label, size, halves, w.log_map)
         if layout_key != self._layout_key:
             self._layout_key = layout_key
             self._configure_view(shown, self._ref_label if pre_t is not None else None, halves)
-            self._bars_fit = None
-            self._hbars_fit = None
+            w.forget_fits()
         if extent is not None:
-            self._fit_bars(*extent)
+            w.fit_bars(*extent)
         if shown == "row_norm":
-            self._fit_hbars()
-        if self._map_source is not None:
-            self._repool()   # a zoomed map shows its part in view at full resolution
+            w.fit_hbars()
+        if w.map_source is not None:
+            w.repool()   # a zoomed map shows its part in view at full resolution
         self._apply_token_labels()
-        self._apply_unit_labels(halves)
+        w.apply_unit_labels(halves, self.shown_view)
 
     def set_view_choice(self, choice: dict | None) -> None:
         """Restore a stored view choice (``{"view": ..., "log": ...}``; ``None``: defaults)."""
@@ -386,13 +360,17 @@ class LayerPlot(QFrame, WideDrawing):
         if self.view_tools.is_zoomed:
             self.view_tools.reset_view()
         if self.record is not None:
-            self.update_record(self.record, self.histogram.bounds)
+            self.update_record(self.record, self._prepared)
 
     def set_token_labels(self, labels: list[str] | None) -> None:
         """The input's token strings, shown on a tokens view's token axis (``None``: numbers)."""
-        if labels != self._token_labels:
-            self._token_labels = labels
+        if labels != self.wide.token_labels:
+            self.wide.token_labels = labels
             self._apply_token_labels()
+
+    def _apply_token_labels(self) -> None:
+        self.wide.apply_token_labels(self.record.tensor if self.record is not None else None,
+                                     self.view_kind, self.shown_view)
 
     def _configure_view(self, kind: str, compared: str | None,
                         halves: tuple[float, float, float, float] | None = None) -> None:
@@ -454,13 +432,13 @@ class LayerPlot(QFrame, WideDrawing):
                   "top_k": (f"{unit} (top {TOP_K} by mean |activation|, largest first)", row),
                   "position_norm": ("x (L2 norm over channels)", "y")}.get(kind)
         if labels:
-            log = " (log)" if self.log_map else ""
+            log = " (log)" if self.wide.log_map else ""
             vp.setLabel("bottom", labels[0] + (log if kind == "row_norm" else ""))
             vp.setLabel("left", labels[1] + (log if kind == "unit_norm" else ""))
         # Units, features, tokens and rows are counted: whole-number ticks only.
         vp.getAxis("bottom").set_integer(kind != "row_norm")
         vp.getAxis("left").set_integer(is_image or kind == "row_norm")
-        if kind not in ("bars", "unit_norm", "row_norm"):  # bars are fitted by _fit_bars
+        if kind not in ("bars", "unit_norm", "row_norm"):  # bars are fitted by WideDrawing.fit_bars
             vp.autoRange(padding=0.02)
 
     def _fit_title(self) -> None:

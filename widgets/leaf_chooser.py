@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox
 
 from hookscope.core import CaptureRecord
+from hookscope.core.views import ResultDisplay
 
 from .layer_plot import LayerPlot
 from .value_format import format_value
@@ -45,6 +46,7 @@ class LeafChooser(QComboBox):
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.setMinimumContentsLength(20)
         self.record: CaptureRecord | None = None  # the first leaf's record (holds the others)
+        self.display: ResultDisplay | None = None  # its result's numbers, made in the runner's thread
         layout = panel.layout()
         assert layout is not None  # a LayerPlot builds its layout in __init__
         layout.insertWidget(1, self)  # type: ignore[attr-defined]  # a QVBoxLayout: below the title
@@ -55,10 +57,12 @@ class LeafChooser(QComboBox):
         data = self.currentData(Qt.ItemDataRole.UserRole)
         return str(data) if data is not None else ""
 
-    def show_record(self, record: CaptureRecord, bounds: tuple[float, float] | None) -> None:
-        """List ``record``'s leaves and draw the chosen one (the first when it is gone)."""
+    def show_record(self, record: CaptureRecord, display: ResultDisplay | None = None) -> None:
+        """List ``record``'s leaves and draw the chosen one (the first when it is gone);
+        ``display``: the result's display-ready numbers, if it has them."""
         keep = self.chosen()
         self.record = record
+        self.display = display
         leaves = record.leaves
         self.blockSignals(True)
         try:
@@ -75,21 +79,25 @@ class LeafChooser(QComboBox):
         finally:
             self.blockSignals(False)
         self.setVisible(len(leaves) > 1)
-        self.panel.update_record(leaves[index], bounds)
+        self._show(leaves[index])
 
     def _chosen(self, index: int) -> None:
         if self.record is not None and 0 <= index < len(self.record.leaves):
-            self.panel.update_record(self.record.leaves[index], self.panel.bounds())
+            self._show(self.record.leaves[index])
+
+    def _show(self, leaf: CaptureRecord) -> None:
+        self.panel.update_record(leaf, self.display.for_record(leaf) if self.display else None)
 
 
-def show_leaves(panel: LayerPlot, record: CaptureRecord,
-                bounds: tuple[float, float] | None) -> None:
-    """Show ``record`` on ``panel``: directly for one tensor, through a chooser for several."""
+def show_leaves(panel: LayerPlot, record: CaptureRecord, display: ResultDisplay | None = None) -> None:
+    """Show ``record`` on ``panel``: directly for one tensor, through a chooser for several;
+    ``display``: the result's display-ready numbers, if it has them."""
     if not record.extra_leaves and not panel.property("hasLeafChooser"):
-        panel.update_record(record, bounds)  # the common case costs one property read
+        # the common case costs one property read
+        panel.update_record(record, display.for_record(record) if display else None)
         return
     chooser = panel.findChild(LeafChooser, f"leafChooser:{panel.path}:{panel.call}")
     if chooser is None:
         chooser = LeafChooser(panel)
         panel.setProperty("hasLeafChooser", True)
-    chooser.show_record(record, bounds)
+    chooser.show_record(record, display)

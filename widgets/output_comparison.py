@@ -4,8 +4,9 @@
 :class:`~hookscope.core.RunResult`: grouped bars for a few values (up to
 :data:`MAX_BARS`), overlaid lines plus their difference for more, and says in
 one sentence whether the intervention changed anything and by how much. The
-numbers are the core's (:func:`hookscope.core.capture.output_diff.flat_array`); nothing is
-recomputed here but the difference curve.
+numbers are the core's: a result made by the window's runner carries them
+flattened and described (``result.display``, made in the runner's thread); one
+made by hand is flattened here (:func:`hookscope.core.views.flat_array`).
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
 from hookscope.core import RunResult
-from hookscope.core.views import describe_outputs, image_boxes, image_size, input_image
+from hookscope.core.views import (OUTPUT_BARS, ResultDisplay, describe_outputs, flat_array,
+                                  image_boxes, image_size, input_image)
 from hookscope.core.base import DETECTIONS, GENERIC, OutputMeaning
-from hookscope.core.capture import flat_array, output_verdict
+from hookscope.core.capture import output_verdict
 
 from .plot_readouts import bar_cell
 from .output_meaning import OutputMeaningView
 from .plot_style import index_axes, peak_envelope, plain_axes, set_label
 from .plot_tools import PlotTools
 
-MAX_BARS = 64
+MAX_BARS = OUTPUT_BARS
 WITHOUT_COLOUR = (31, 119, 180)   # blue
 WITH_COLOUR = (255, 127, 14)      # orange
 DIFF_COLOUR = (214, 39, 40)
@@ -172,25 +174,37 @@ class OutputComparison(QWidget):
             self.sample_box.setCurrentIndex(0)
             self.sample_box.blockSignals(False)
         self.sample_box.setVisible(batch > 1)
+        d = result.display if isinstance(result.display, ResultDisplay) else None
         self._draw()
-        whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
+        if d is not None:
+            whole_without, whole_with = d.without, d.with_
+        else:
+            whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
         n = max(whole_without.size, whole_with.size)
         self.summary.setText(verdict(result, whole_without, whole_with))
         self.receipts.setText("  ".join(receipt_words(r) for r in result.receipts.values()))
         self.receipts.setToolTip("\n".join(r.line() for r in result.receipts.values()))
         self.receipts.setVisible(bool(result.receipts))
         meaningful = meaning is not None and meaning.kind != GENERIC
+        picture = d.input_picture if d is not None else None
         if meaningful or n > MAX_BARS:
-            self.meaning_view.show_description(
-                describe_outputs(result.output_without, result.output_with, meaning, inputs))
-            self.meaning_view.show_input_image(input_image(inputs))
+            if d is None or d.description is None:
+                desc = describe_outputs(result.output_without, result.output_with, meaning, inputs)
+                picture = input_image(inputs)
+            else:
+                desc = d.description
+            self.meaning_view.show_description(desc)
+            self.meaning_view.show_input_image(picture)
         # a detector's flattened boxes/labels/scores mean nothing as one series: draw the boxes
         detections = meaning is not None and meaning.kind == DETECTIONS
         if detections:
-            hw = image_size(inputs)
-            self.meaning_view.show_detections(
-                input_image(inputs), image_boxes(result.output_without, meaning, inputs),
-                image_boxes(result.output_with, meaning, inputs), hw[::-1] if hw else None)
+            if d is not None and d.boxes is not None:
+                hw, boxes = d.image_hw, d.boxes
+            else:
+                hw, picture = image_size(inputs), input_image(inputs)
+                boxes = (image_boxes(result.output_without, meaning, inputs),
+                         image_boxes(result.output_with, meaning, inputs))
+            self.meaning_view.show_detections(picture, boxes[0], boxes[1], hw[::-1] if hw else None)
         self.graphics.setVisible(not detections)
         self.legend.setVisible(not detections)
         self.meaning_view.setVisible(meaningful or n > MAX_BARS)
@@ -202,7 +216,11 @@ class OutputComparison(QWidget):
             return
         pick = (lambda o: o[self.sample_box.currentIndex()]) if self.sample_box.count() > 1 \
             else (lambda o: o)
-        without, with_ = flat_array(pick(result.output_without)), flat_array(pick(result.output_with))
+        d = result.display if isinstance(result.display, ResultDisplay) else None
+        if d is not None and self.sample_box.count() <= 1:   # flattened in the runner's thread
+            without, with_ = d.without, d.with_
+        else:
+            without, with_ = flat_array(pick(result.output_without)), flat_array(pick(result.output_with))
         self._without, self._with = without, with_
         n = max(without.size, with_.size)
         # the difference plot only when there is a difference: a flat zero line takes

@@ -4,10 +4,13 @@ linear or signed-log colour scale), per-row norms as bars and per-unit norms
 as a peak envelope, the top-k units as a map with their indices on the axis,
 and the small-vector bars and feature-map grid of before.
 
-:class:`WideDrawing` is a part of :class:`~hookscope.widgets.layer_plot.LayerPlot`
-(its methods use the panel's items, created once in the panel's ``__init__``);
-it lives here so that the panel's file stays about the panel. The numbers come
-from core (``wide_views``, ``map_window``); nothing here computes a norm.
+:class:`WideDrawing` is one panel's shape view: it creates the view's
+pyqtgraph items once (image, colour bar, bars, norm curves) on the panel's
+plot, moves data into them, and keeps what it drew (the pooled picture, the
+norms, the top units) for the readouts. The panel
+(:class:`~hookscope.widgets.layer_plot.LayerPlot`) decides what to draw and
+configures the axes. The numbers come from core (``wide_views``,
+``map_window``); nothing here computes a norm.
 """
 
 from __future__ import annotations
@@ -17,50 +20,76 @@ import pyqtgraph as pg
 import torch
 from PySide6.QtCore import QRectF
 
-from hookscope.core import CaptureRecord
 from hookscope.core.views import (Window, as_float_array, bars_values, full_size, log_ticks,
                                   picture, pool_window, reduce_2d, row_norms, side_by_side,
                                   signed_log, symmetric_level, top_k_picture, top_units, unit_norms,
                                   view_image, visible_window)
 
 from .plot_readouts import DrawnImage, bar_cell
+from .histogram_view import POST_COLOUR, PRE_COLOUR
 from .plot_style import peak_envelope, set_ticks
+
+COLOUR_MAP = "CET-D1"           # diverging blue-white-red: zero is white
 
 _MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
 
 class WideDrawing:
-    """The map, norm and top-k drawing of a :class:`LayerPlot` (a mix-in)."""
+    """The pictures of one panel's shape view (``view_widget``), made once and fed data."""
 
-    # Provided by LayerPlot.
-    view_widget: pg.PlotWidget
-    image: pg.ImageItem
-    colour_bar: pg.ColorBarItem
-    bars_pre: pg.BarGraphItem
-    bars_post: pg.BarGraphItem
-    norm_pre: pg.PlotDataItem
-    norm_post: pg.PlotDataItem
-    hbars_pre: pg.BarGraphItem
-    hbars_post: pg.BarGraphItem
-    _token_labels: list[str] | None
-    _ref_label: str
-    _bar_level: float | None
-    _drawn: DrawnImage | None
-    _drawn_size: tuple[int, int]
-    _bars_fit: tuple | None
-    _bars: tuple[np.ndarray, np.ndarray | None] | None
-    record: CaptureRecord | None
-    view_kind: str
-    shown_view: str
-
-    def _init_wide(self) -> None:
+    def __init__(self, view_widget: pg.PlotWidget) -> None:
+        self.view_widget = view_widget
+        vp = view_widget.getPlotItem()
+        self.image = pg.ImageItem()
+        self.image.setColorMap(pg.colormap.get(COLOUR_MAP))
+        self.bars_pre = pg.BarGraphItem(x=[0], height=[0], width=0.8,
+                                        brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
+        self.bars_post = pg.BarGraphItem(x=[0], height=[0], width=0.5,
+                                         brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
+        # Per-row (token) norms: horizontal bars, one row per token as in the map.
+        self.hbars_pre = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8,
+                                         brush=pg.mkBrush(*PRE_COLOUR, 160), pen=pg.mkPen(None))
+        self.hbars_post = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.5,
+                                          brush=pg.mkBrush(*POST_COLOUR), pen=pg.mkPen(None))
+        # Per-unit norms of thousands of units: a peak envelope, so one outlier unit
+        # narrower than a pixel still shows as a spike (bars that thin vanish).
+        self.norm_pre = pg.PlotDataItem(fillLevel=0, brush=pg.mkBrush(*PRE_COLOUR, 150),
+                                        pen=pg.mkPen(PRE_COLOUR))
+        self.norm_post = pg.PlotDataItem(pen=pg.mkPen(POST_COLOUR, width=1))
+        for item in (self.image, self.bars_pre, self.bars_post, self.hbars_pre, self.hbars_post,
+                     self.norm_pre, self.norm_post):
+            vp.addItem(item)
+            item.setVisible(False)
+        # The colour scale of images: symmetric, white at zero. Shown only beside
+        # images (the panel puts it in the plot's layout); it only displays the levels.
+        self.colour_bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=pg.colormap.get(COLOUR_MAP),
+                                          interactive=False, width=10, colorMapMenu=False)
+        self.colour_bar.axis.enableAutoSIPrefix(False)
+        self.colour_bar.axis.setSIPrefixEnableRanges(())
+        self.colour_bar.hide()
+        self._bar_level: tuple | None = None   # (top, log) the colour bar shows
+        self.token_labels: list[str] | None = None  # token strings for a tokens view's rows
+        self.drawn: DrawnImage | None = None    # the picture shown, for the readouts
+        self.drawn_size = (0, 0)                # the view's size when its image was pooled
+        self.bars: tuple[np.ndarray, np.ndarray | None] | None = None   # (after, before) drawn
+        self._bars_fit: tuple | None = None     # (units, low, high) the bar view was fitted to
+        self._hbars_fit: tuple | None = None
+        self._hbars_hi = 1.0
         self._full_layout: tuple | None = None   # (size, halves) of the whole map as last drawn
         self._window: Window | None = None       # the part of the map drawn (None: all of it)
-        self._map_source: tuple | None = None    # (after 2-D, before 2-D or None, kind, ...)
+        self.map_source: tuple | None = None     # (after 2-D, before 2-D or None, kind, shape)
         self._norms: tuple[np.ndarray, np.ndarray | None] | None = None   # row norms drawn
         self._unit_norms: tuple[np.ndarray, np.ndarray | None] | None = None   # unit norms drawn
+        self._norm_ticks: list | None = None
         self.top_units: np.ndarray | None = None   # the top-k view's units, largest first
         self.log_map = False
+        self._log_scale_of_map = 1.0
+        self._level = 1.0
+
+    def forget_fits(self) -> None:
+        """The next bars and norms are fitted to the view afresh (a zoom was undone)."""
+        self._bars_fit = None
+        self._hbars_fit = None
 
     # -- pictures --------------------------------------------------------------------
     def _pixels(self, halves: bool) -> tuple[int, int]:
@@ -87,19 +116,19 @@ class WideDrawing:
             return picture(tensor, kind), picture(pre, kind) if pre is not None else None, "tokens"
         return _heat_map(tensor), _heat_map(pre) if pre is not None else None, "heatmap"
 
-    def _draw_map(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str,
+    def draw_map(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str,
                   view: str) -> tuple[tuple[int, int], tuple | None]:
         """Draw a 2-D map (heat map, token map, top-k, position norms): all of it,
         or the part in view when zoomed; returns its size in activation units and
         the before | after halves' geometry (see ``LayerPlot._configure_view``)."""
         post_m, pre_m, read_kind = self._map_pictures(tensor, pre, kind, view)
-        self._map_source = (post_m, pre_m, read_kind, tuple(tensor.shape))
+        self.map_source = (post_m, pre_m, read_kind, tuple(tensor.shape))
         self._window = None
         return self._draw_whole_map()
 
     def _draw_whole_map(self) -> tuple[tuple[int, int], tuple | None]:
-        assert self._map_source is not None
-        post_m, pre_m, read_kind, shape = self._map_source
+        assert self.map_source is not None
+        post_m, pre_m, read_kind, shape = self.map_source
         rows, cols = self._pixels(pre_m is not None)
         post = _pool(post_m, rows, cols)
         pre = _pool(pre_m, rows, cols) if pre_m is not None else None
@@ -109,7 +138,7 @@ class WideDrawing:
         img = post if pre is None else side_by_side(pre, post, gap=gap)
         sy, sx = post_m.shape[0] / post.shape[0], post_m.shape[1] / post.shape[1]
         self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
-        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
+        self.drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
                                  gap if pre is not None else 0, shape, read_kind,
                                  row_labels=self._row_labels(shape, read_kind),
                                  col_units=self._col_units(read_kind))
@@ -123,8 +152,8 @@ class WideDrawing:
 
     def _draw_window(self, w: Window) -> None:
         """Pool only the rows and columns ``w`` of the map, at the view's resolution."""
-        assert self._map_source is not None and self._full_layout is not None
-        post_m, pre_m, read_kind, shape = self._map_source
+        assert self.map_source is not None and self._full_layout is not None
+        post_m, pre_m, read_kind, shape = self.map_source
         _size, halves = self._full_layout
         level = self._level
         labels, units = self._row_labels(shape, read_kind), self._col_units(read_kind)
@@ -136,7 +165,7 @@ class WideDrawing:
             img = side_by_side(pre, post, gap=gap)
             sy, sx = (w.r1 - w.r0) / post.shape[0], post_m.shape[1] / post.shape[1]
             self._set_image(img, level, QRectF(0, w.r0, img.shape[1] * sx, img.shape[0] * sy))
-            self._drawn = DrawnImage(img, (sy, sx), pre.shape[1], gap, shape, read_kind,
+            self.drawn = DrawnImage(img, (sy, sx), pre.shape[1], gap, shape, read_kind,
                                      origin=(w.r0, 0.0), index0=(w.r0, 0),
                                      row_labels=labels, col_units=units)
             return
@@ -146,16 +175,16 @@ class WideDrawing:
         x_off = halves[1] if w.side == "after" and halves is not None else 0.0
         sy, sx = (w.r1 - w.r0) / img.shape[0], (w.c1 - w.c0) / img.shape[1]
         self._set_image(img, level, QRectF(x_off + w.c0, w.r0, w.c1 - w.c0, w.r1 - w.r0))
-        self._drawn = DrawnImage(img, (sy, sx), 0, 0, shape, read_kind,
+        self.drawn = DrawnImage(img, (sy, sx), 0, 0, shape, read_kind,
                                  origin=(w.r0, x_off + w.c0), index0=(w.r0, w.c0),
                                  side=f"{w.side} · " if w.side in ("before", "after") else "",
                                  row_labels=labels, col_units=units)
 
-    def _repool(self) -> None:
+    def repool(self) -> None:
         """The view range moved (zoom, pan): draw the part in view at full resolution."""
-        if self._map_source is None or self._full_layout is None or not self.image.isVisible():
+        if self.map_source is None or self._full_layout is None or not self.image.isVisible():
             return
-        post_m = self._map_source[0]
+        post_m = self.map_source[0]
         _size, halves = self._full_layout
         (x0, x1), (y0, y1) = self.view_widget.getPlotItem().getViewBox().viewRange()
         w = visible_window((x0, x1), (y0, y1), post_m.shape[0], post_m.shape[1],
@@ -185,7 +214,7 @@ class WideDrawing:
             self.colour_bar.axis.setTicks([log_ticks(-level, level, self._log_scale_of_map, 3)]
                                           if self.log_map else None)
         self.image.setRect(rect)
-        self._drawn_size = (self.view_widget.width(), self.view_widget.height())
+        self.drawn_size = (self.view_widget.width(), self.view_widget.height())
 
     def set_map_log(self, on: bool, scale: float = 1.0) -> None:
         """Draw maps on a signed-log colour scale, its knee at ``scale`` (the
@@ -193,11 +222,8 @@ class WideDrawing:
         self.log_map = on
         self._log_scale_of_map = scale if on else 1.0
 
-    _log_scale_of_map = 1.0
-    _level = 1.0
-
     def _row_labels(self, shape: tuple[int, ...], read_kind: str) -> list[str] | None:
-        labels = self._token_labels
+        labels = self.token_labels
         if labels and len(shape) == 3 and read_kind in ("tokens", "top_k") and shape[1] == len(labels):
             return labels
         return None
@@ -207,7 +233,7 @@ class WideDrawing:
             else None
 
     # -- norms -------------------------------------------------------------------------
-    def _draw_unit_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None,
+    def draw_unit_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None,
                          kind: str) -> tuple[int, float, float]:
         """One bar per unit (channel): its L2 norm over the rows, before and after."""
         post_v = unit_norms(tensor, kind)
@@ -220,7 +246,7 @@ class WideDrawing:
         hi = max(float(np.max(drawn(v))) if v.size else 0.0 for v in (post_v, pre_v) if v is not None)
         return post_v.size, 0.0, hi
 
-    def _draw_row_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str) -> int:
+    def draw_row_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str) -> int:
         """One horizontal bar per row (token): its vector's L2 norm, before and after."""
         post_v = row_norms(tensor, kind)
         pre_v = row_norms(pre, kind) if pre is not None else None
@@ -249,45 +275,45 @@ class WideDrawing:
         self._norm_ticks = log_ticks(0.0, top, scale, 4)
         return lambda v: signed_log(v, scale)
 
-    _norm_ticks: list | None = None
-    _hbars_hi = 1.0
-
-    def _norm_text(self, x: float, y: float, what: str, horizontal: bool) -> str | None:
-        names = ("with", "without") if self._ref_label == "without" else ("after", "before")
+    def norm_text(self, x: float, y: float, what: str, horizontal: bool,
+                  ref_label: str) -> str | None:
+        """The norm bar under the cursor; ``ref_label`` names the light series."""
+        names = ("with", "without") if ref_label == "without" else ("after", "before")
         if horizontal:
             if self._norms is None:
                 return None
-            labels = self._token_labels if self._token_labels and \
-                len(self._token_labels) == self._norms[0].size else None
+            labels = self.token_labels if self.token_labels and \
+                len(self.token_labels) == self._norms[0].size else None
             return bar_cell(y, *self._norms, labels=[repr(s) for s in labels] if labels else None,
                             names=names, what=f"norm of {what}")
         norms = self._unit_norms
         return None if norms is None else bar_cell(x, *norms, names=names, what=f"norm of {what}")
 
-    # -- labels, bars and the feature-map grid (moved from layer_plot.py) -------------
-    def _apply_token_labels(self) -> None:
+    # -- labels, bars and the feature-map grid ------------------------------------------
+    def apply_token_labels(self, tensor: torch.Tensor | None, view_kind: str, shown_view: str) -> None:
+        """The token strings on a tokens view's token axis (real norms on a log norm axis)."""
         axis = self.view_widget.getPlotItem().getAxis("left")
-        t = self.record.tensor if self.record is not None else None
-        labels = self._token_labels
-        if (labels and self.view_kind == "tokens" and t is not None and t.dim() == 3
-                and t.shape[1] == len(labels) and self.shown_view != "unit_norm"):
+        t = tensor
+        labels = self.token_labels
+        if (labels and view_kind == "tokens" and t is not None and t.dim() == 3
+                and t.shape[1] == len(labels) and shown_view != "unit_norm"):
             # About one label per 14 px of height (they stay readable), and every one of
             # a short prompt's up to 20 tokens.
             room = max(20, int(self.view_widget.height() - 50) // 14)
             step = max(1, -(-len(labels) // room))
-            mid = 0.0 if self.shown_view == "row_norm" else 0.5   # bars sit on whole rows
+            mid = 0.0 if shown_view == "row_norm" else 0.5   # bars sit on whole rows
             set_ticks(axis, [[(i + mid, labels[i]) for i in range(0, len(labels), step)]])
-        elif self.shown_view == "unit_norm" and self._norm_ticks:
+        elif shown_view == "unit_norm" and self._norm_ticks:
             set_ticks(axis, [self._norm_ticks])   # log-scaled norms, labelled with real norms
         else:
             set_ticks(axis, None)
 
-    def _apply_unit_labels(self, halves: tuple | None) -> None:
+    def apply_unit_labels(self, halves: tuple | None, shown_view: str) -> None:
         """The top-k view's columns are named by their unit index (both halves)."""
         axis = self.view_widget.getPlotItem().getAxis("bottom")
-        units = self.top_units if self.shown_view == "top_k" and self._map_source is not None else None
+        units = self.top_units if shown_view == "top_k" and self.map_source is not None else None
         if units is None:
-            set_ticks(axis, [self._norm_ticks] if self.shown_view == "row_norm" and self._norm_ticks
+            set_ticks(axis, [self._norm_ticks] if shown_view == "row_norm" and self._norm_ticks
                       else None)
             return
         k = len(units)
@@ -300,9 +326,7 @@ class WideDrawing:
             ticks += [(offset + (c + 0.5) * n / k, str(int(units[c]))) for c in range(0, k, step)]
         set_ticks(axis, [ticks])
 
-    _layout_key: tuple | None = None
-
-    def _draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
+    def draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
         """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""
         post = bars_values(tensor)
         x = np.arange(post.size, dtype=float)
@@ -312,7 +336,7 @@ class WideDrawing:
             pre = bars_values(pre_tensor)
             self.bars_pre.setOpts(x=x, height=pre, width=0.8)
             shown.append(pre)
-        self._bars = (post, shown[1] if pre_tensor is not None else None)
+        self.bars = (post, shown[1] if pre_tensor is not None else None)
         lo, hi = 0.0, 0.0  # bars grow from zero
         for v in shown:
             v = v[np.isfinite(v)]
@@ -320,7 +344,7 @@ class WideDrawing:
                 lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
         return post.shape, (post.size, lo, hi)
 
-    def _fit_bars(self, units: int, lo: float, hi: float) -> None:
+    def fit_bars(self, units: int, lo: float, hi: float) -> None:
         """Keep every bar in view without undoing a zoom for nothing.
 
         The range is re-fitted when the number of bars changes, or when the
@@ -345,9 +369,7 @@ class WideDrawing:
         else:
             vb.setRange(xRange=(-0.6, units - 0.4), yRange=(lo - pad, hi + pad), padding=0)
 
-    _hbars_fit: tuple | None = None
-
-    def _fit_hbars(self) -> None:
+    def fit_hbars(self) -> None:
         """Keep every token's norm bar in view; refit only when they no longer fit
         or fill less than a quarter of it (a Live drag keeps the view still)."""
         if self._norms is None:
@@ -369,9 +391,9 @@ class WideDrawing:
         else:
             vb.setRange(xRange=(0, 1.06 * hi), yRange=(-0.6, n - 0.4), padding=0)
 
-    def _draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
+    def draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
         """Feed the image; returns its size in activation units and, for before |
-        after, the halves' geometry (see :meth:`_configure_view`)."""
+        after, the halves' geometry (see ``LayerPlot._configure_view``)."""
         # Pool to the view's size in pixels (before | after share the width).
         ratio = self.view_widget.devicePixelRatioF()
         rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
@@ -387,7 +409,7 @@ class WideDrawing:
         full = full_size(tuple(tensor.shape), kind)
         sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
         self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
-        self._drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
+        self.drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
                                  gap if pre is not None else 0, tuple(tensor.shape), kind)
         halves = None
         if pre is not None:

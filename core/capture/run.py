@@ -141,6 +141,9 @@ class RunResult(_Captures):
     inputs: Any = None
     #: What the output means (an OutputMeaning: labels, tokenizer), set by the runner.
     meaning: Any = None
+    #: Display-ready numbers (a :class:`~hookscope.core.views.ResultDisplay`), made in the
+    #: runner's thread for a front end that draws (``runner.make_display``); else ``None``.
+    display: Any = None
 
     def _repr_html_(self) -> str:
         """A notebook's view: verdict, captures without/with, top classes or next tokens."""

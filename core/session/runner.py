@@ -77,6 +77,8 @@ from ..base.devices import resolve_device
 from ..capture.capture_record import resolve_records
 from ..capture.run import compare, place_module, stop_points
 from ..capture.forward_state import to_device
+from ..capture.record_stats import reference_of
+from ..views.display import prepare_display
 
 
 # -- helpers -----------------------------------------------------------------
@@ -141,6 +143,10 @@ class QueueRunner:
     ``progress_every_s``: the least time between two :class:`Progress`
     answers of one request (0: one per layer call, for tests).
     """
+
+    #: Attach display-ready numbers to every result (:func:`attach_display`): set by a
+    #: front end that draws them (the window); a script or the CLI does without.
+    make_display = False
 
     def __init__(self, listener: Listener | None, progress_every_s: float, thread_name: str) -> None:
         self._listener = listener
@@ -293,11 +299,25 @@ class QueueRunner:
                 if isinstance(job.request, RunRequest):
                     self.counts.runs_failed += 1
             events = [Failed(job.rid, error_message(exc), exc)]
+        if self.make_display and isinstance(job.request, RunRequest):
+            attach_display(job.request, events)
         if isinstance(job.request, RunRequest) and any(isinstance(e, Finished) for e in events):
             with self._cv:
                 self._last_result_t = time.perf_counter()
         for event in events:
             self._emit(event)
+
+
+def attach_display(req: RunRequest, events: list[RunnerEvent]) -> None:
+    """Give each finished result its display-ready numbers (core.views' ``prepare_display``),
+    here in the runner's thread, so the window's GUI thread only swaps pictures in."""
+    for ev in events:
+        if isinstance(ev, Finished):
+            try:
+                ev.result.display = prepare_display(ev.result, reference_of, req.model.meaning,
+                                                    req.input_text, req.model.example_input)
+            except Exception:  # noqa: BLE001 - a bug here must not cost the result: the GUI prepares it
+                traceback.print_exc()
 
 
 #: How soon after a result a newer request may still restart the run in flight (s).

@@ -6,6 +6,8 @@ here, never from a module inside (tests/test_floors.py checks it).
 """
 
 from .binning import histogram_in
+from .display import (OUTPUT_BARS, RecordDisplay, ResultDisplay, common_bins, flat_array,
+                      prepare_display)
 from .detections import image_boxes, image_size
 from .map_window import Window, pool_window, visible_window
 from .outputs import (describe_outputs, input_image, input_token_strings, inputs_for_display,
@@ -17,11 +19,12 @@ from .wide_views import (TOP_K, ValueSpread, count_ticks, largest_finite, log_co
                          log_ticks, picture, row_norms, signed_exp, signed_log, top_k_picture,
                          top_units, unit_norms, view_names, wants_log, wide_views)
 
-__all__ = ["MAX_BARS", "MAX_CHANNELS", "MAX_PIXELS", "TOP_K", "VIEW_KINDS", "ValueSpread", "Window",
-           "as_float_array", "bars_values", "count_ticks", "describe_outputs", "feature_grid",
-           "fold_vector", "full_size", "histogram_in", "image_boxes", "image_size", "input_image",
+__all__ = ["MAX_BARS", "MAX_CHANNELS", "MAX_PIXELS", "OUTPUT_BARS", "TOP_K", "VIEW_KINDS",
+           "RecordDisplay", "ResultDisplay", "ValueSpread", "Window",
+           "as_float_array", "bars_values", "common_bins", "count_ticks", "describe_outputs",
+           "feature_grid", "flat_array", "fold_vector", "full_size", "histogram_in", "image_boxes", "image_size", "input_image",
            "input_token_strings", "inputs_for_display", "largest_finite", "log_counts",
-           "log_histogram", "log_ticks", "picture", "pool_window", "reduce_2d", "row_norms",
+           "log_histogram", "log_ticks", "picture", "pool_window", "prepare_display", "reduce_2d", "row_norms",
            "side_by_side", "signed_exp", "signed_log", "summary_lines", "symmetric_level",
            "top_k_picture", "top_units", "unit_norms", "view_image", "view_kind", "view_names",
            "visible_window", "wants_log", "wide_views"]

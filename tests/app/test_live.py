@@ -1,11 +1,11 @@
-"""Live mode: bursts are coalesced, a dragged bound reaches the tree and the plots,
+"""Live mode: bursts are coalesced, a dragged bound reaches the session, the tree and the plots,
 and closing the window while a forward runs is clean."""
 
 import math
 from pathlib import Path
 
 import pytest
-from mouse_events import drag_line
+from support.mouse_events import drag_line
 from PySide6.QtWidgets import QApplication
 
 from hookscope.widgets.layer_tree_model import COL_HI, COL_LO
@@ -64,13 +64,14 @@ def test_dragging_a_bound_sets_the_tree_and_reruns_while_dragging(window, qtbot)
     first = window.last_result
     panel = _hist_panel(window, qtbot, "0")
     steps = []
-    window.panel.clampDragged.connect(lambda *a: steps.append(a))
+    window.session.subscribe(lambda ev: steps.append(ev.request_id) if ev.kind == "plan" else None)
+    submitted = window.session.newest_run
     # A real drag of the high bound from 0.5 down to ~0.3: press, moves, release.
-    with qtbot.waitSignal(window.panel.clampEdited, timeout=30_000) as sig:
-        drag_line(panel.hist_widget, panel.hi_line, 0.3)
-    _, lo, hi = sig.args
+    drag_line(panel.hist_widget, panel.hi_line, 0.3)
+    lo, hi = window.session.plan.clamp["0"]
     assert lo == -0.5 and hi == pytest.approx(0.3, abs=0.05)
-    assert len(steps) >= 3                      # every step of the drag was reported
+    assert len(steps) >= 3                      # every step of the drag reached the session
+    assert window.session.newest_run != submitted   # ... and Live re-ran while dragging
     model = window.tree.model
     assert float(model.data(model.index_for_path("0", COL_LO))) == -0.5
     assert float(model.data(model.index_for_path("0", COL_HI))) == hi
@@ -89,9 +90,8 @@ def test_dragging_a_bound_sets_the_tree_and_reruns_while_dragging(window, qtbot)
 def test_drag_without_live_changes_clamp_but_does_not_run(window, qtbot):
     done = window.worker.runs_done
     panel = _hist_panel(window, qtbot, "0")
-    with qtbot.waitSignal(window.panel.clampEdited) as sig:
-        drag_line(panel.hist_widget, panel.lo_line, -0.2)
-    lo = sig.args[1]
+    drag_line(panel.hist_widget, panel.lo_line, -0.2)
+    lo = window.session.plan.clamp["0"][0]
     assert lo == pytest.approx(-0.2, abs=0.05)
     QApplication.processEvents()
     assert window.is_idle() and window.worker.runs_done == done
@@ -140,9 +140,8 @@ def test_cnn_drag_on_conv1_changes_feature_maps_and_scores(make_window, qtbot):
     # conv1 has no clamp yet: its lines are open ends at the plot's edges; the user
     # drags the high one in with the mouse.
     panel = _hist_panel(win, qtbot, "conv1")
-    with qtbot.waitSignal(win.panel.clampEdited, timeout=30_000) as sig:
-        drag_line(panel.hist_widget, panel.hi_line, 0.2)
-    _, lo, hi = sig.args
+    drag_line(panel.hist_widget, panel.hi_line, 0.2)
+    lo, hi = win.session.plan.clamp["conv1"]
     assert lo == -math.inf and hi == pytest.approx(0.2, abs=0.06)
     qtbot.waitUntil(lambda: win.is_idle() and win.last_result is not before
                     and win.last_result.plan.clamp.get("conv1") == (lo, hi), timeout=30_000)

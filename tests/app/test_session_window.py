@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
+from support.mouse_events import drag_line
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QDoubleSpinBox, QStyle, QStyleOptionSpinBox
@@ -66,7 +68,12 @@ def test_undo_and_redo_keys_take_plan_edits_back_and_forth(window, qtbot):
     model = window.tree.model
     start = window.session.plan
     model.set_capture("1", True)
-    window.panel.clampEdited.emit("0", -0.2, 0.2)
+    panel = window.panel.panels()[("0", 0)]
+    qtbot.waitExposed(panel)
+    panel.grab()   # painted at its final size: the line is where the mouse finds it
+    drag_line(panel.hist_widget, panel.lo_line, -0.2)   # a real drag: one undo step
+    assert window.session.plan.clamp["0"][0] == pytest.approx(-0.2, abs=0.05)
+    assert panel.bounds() == window.session.plan.clamp["0"]
     edited = window.session.plan
     window.activateWindow()
     window.tree.view.setFocus()

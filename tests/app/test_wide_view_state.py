@@ -30,4 +30,4 @@ def test_a_picked_view_is_saved_and_reopens_with_the_session(make_window, qtbot,
     _result(qtbot, again)
     reopened = again.panel.panels()[("embed", 0)]
     assert reopened.shown_view == "top_k" and reopened.chooser.log_box.isChecked()
-    assert reopened.image.isVisible() and reopened.top_units is not None
+    assert reopened.image.isVisible() and reopened.wide.top_units is not None

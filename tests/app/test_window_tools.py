@@ -4,7 +4,7 @@ status bar, File → Export figure, View → Hooks and its leak warning."""
 from __future__ import annotations
 
 import pytest
-from mouse_events import hover, line_point, view_to_viewport
+from support.mouse_events import hover, line_point, view_to_viewport
 from PySide6.QtGui import QAction, QImage
 
 from hookscope.app.window_tools import export_figure, refresh_hooks

@@ -2,7 +2,7 @@
 
 Live is switched on with a click; ``conv1``'s high bound line is dragged back
 and forth with real mouse events at its on-screen position (the driver is
-bench/live_soak.py's, whose longer run prints the same figures). Afterwards:
+tests/support/live_soak.py; bench/live_soak.py's longer run prints the same figures). Afterwards:
 the final plot and the plan show the last bound and the numbers ``compare()``
 gives for it, no hook is left on any module, memory stayed flat over the
 second half, and the window still runs normally.
@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import gc
 import math
-import sys
 import tracemalloc
-from pathlib import Path
 
 import torch
 from PySide6.QtCore import Qt
@@ -22,11 +20,7 @@ from PySide6.QtWidgets import QApplication, QPushButton
 
 from hookscope.core import Plan, compare, load_model
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # bench/ lives at the repository root, outside the package
-    sys.path.insert(0, str(ROOT))
-
-from bench.live_soak import LAYER, rss_mib, soak_drags  # noqa: E402
+from support.live_soak import LAYER, rss_mib, soak_drags
 
 CHANGES = 200
 HEAP_GROWTH_LIMIT = 512 * 1024    # Python heap over the second half (leaked results would be MiBs)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from mouse_events import drag_line
+from support.mouse_events import drag_line
 
 from hookscope.core import Plan, compare, load_model
 from hookscope.widgets.activation_panel import ActivationPanel
@@ -54,11 +54,17 @@ def test_stats_only_run_gives_none_view(panel):
     assert "min" in p.stats_label.text()
 
 
+def _shown(panel, result):
+    """Show ``result`` as the window does: the session holds the plan it ran with."""
+    panel.session.set_plan(result.plan)
+    panel.show_result(result)
+
+
 def test_update_reuses_plot_items_and_drops_gone_layers(panel):
-    panel.show_result(_run("demo:cnn", ["conv1", "fc"], {"conv1": (-0.5, 0.5)}))
+    _shown(panel, _run("demo:cnn", ["conv1", "fc"], {"conv1": (-0.5, 0.5)}))
     first = panel.panels()
     items = {k: dict(p.plot_items()) for k, p in first.items()}
-    panel.show_result(_run("demo:cnn", ["conv1", "fc"], {"conv1": (-0.2, 0.3)}))
+    _shown(panel, _run("demo:cnn", ["conv1", "fc"], {"conv1": (-0.2, 0.3)}))
     second = panel.panels()
     for key, p in second.items():
         assert p is first[key]
@@ -68,12 +74,12 @@ def test_update_reuses_plot_items_and_drops_gone_layers(panel):
     assert conv1.lo_line.value() == pytest.approx(-0.2)
     assert conv1.hi_line.value() == pytest.approx(0.3)
     assert "clamp changed" in conv1.stats_label.text()
-    panel.show_result(_run("demo:cnn", ["fc"]))
+    _shown(panel, _run("demo:cnn", ["fc"]))
     assert list(panel.panels()) == [("fc", 0)]
 
 
 def test_clamped_feature_maps_show_before_and_after(panel):
-    panel.show_result(_run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
+    _shown(panel, _run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
     p = panel.panels()[("conv1", 0)]
     img = p.image.image
     alone = feature_grid(torch.zeros(8, 8, 8))
@@ -82,50 +88,56 @@ def test_clamped_feature_maps_show_before_and_after(panel):
     assert p.hist_pre.isVisible() and p.hist_post.isVisible()
 
 
-def test_dragging_a_bound_line_emits_clamp_signals(panel, qtbot):
+def test_dragging_a_bound_line_edits_the_session_in_one_undo_step(panel, qtbot):
     panel.show()
-    panel.show_result(_run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
+    _shown(panel, _run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
     p = panel.panels()[("conv1", 0)]
     qtbot.waitExposed(p)
-    dragged = []
-    panel.clampDragged.connect(lambda *args: dragged.append(args))
-    with qtbot.waitSignal(panel.clampEdited) as sig:
-        drag_line(p.hist_widget, p.hi_line, 0.25)
-    assert dragged and all(a[0] == "conv1" and a[1] == -0.5 for a in dragged)
-    assert sig.args[0] == "conv1"
-    assert sig.args[1] == -0.5 and sig.args[2] == pytest.approx(0.25, abs=0.05)
-    hi = sig.args[2]
+    s = panel.session
+    plans = []
+    s.subscribe(lambda ev: plans.append(s.plan) if ev.kind == "plan" else None)
+    drag_line(p.hist_widget, p.hi_line, 0.25)
+    lo, hi = s.plan.clamp["conv1"]
+    assert lo == -0.5 and hi == pytest.approx(0.25, abs=0.05)
+    assert len(plans) >= 3                         # every step of the drag reached the session
+    assert all(pl.clamp["conv1"][0] == -0.5 for pl in plans)
+    assert p.bounds() == (lo, hi) and p.hi_line.value() == pytest.approx(hi)
     # Low cannot pass high.
-    with qtbot.waitSignal(panel.clampEdited) as sig:
-        drag_line(p.hist_widget, p.lo_line, 3.0)
-    lo, hi2 = sig.args[1:]
-    assert lo <= hi2 == hi
+    drag_line(p.hist_widget, p.lo_line, 3.0)
+    lo2, hi2 = s.plan.clamp["conv1"]
+    assert lo2 <= hi2 == hi
+    # Each drag is one undo step, and the lines follow the undo.
+    assert s.undo() and s.plan.clamp["conv1"] == (-0.5, hi)
+    assert p.lo_line.value() == pytest.approx(-0.5)
+    assert s.undo() and s.plan.clamp["conv1"] == (-0.5, 0.5)
+    assert (p.lo_line.value(), p.hi_line.value()) == pytest.approx((-0.5, 0.5))
 
 
 def test_dragging_an_unclamped_layer_keeps_the_other_end_open(panel, qtbot):
     panel.show()
-    panel.show_result(_run("demo:features", ["fc1"]))
+    _shown(panel, _run("demo:features", ["fc1"]))
     p = panel.panels()[("fc1", 0)]
     qtbot.waitExposed(p)
-    with qtbot.waitSignal(panel.clampEdited) as sig:
-        drag_line(p.hist_widget, p.lo_line, -0.1)
-    assert sig.args[0] == "fc1"
-    assert sig.args[1] == pytest.approx(-0.1, abs=0.1) and sig.args[2] == math.inf
+    drag_line(p.hist_widget, p.lo_line, -0.1)
+    lo, hi = panel.session.plan.clamp["fc1"]
+    assert lo == pytest.approx(-0.1, abs=0.1) and hi == math.inf
 
 
-def test_set_clamp_lines_is_quiet(panel, qtbot):
-    panel.show_result(_run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
+def test_lines_follow_the_plan_of_the_session(panel, qtbot):
+    from hookscope.core import Clamp
+
+    _shown(panel, _run("demo:cnn", ["conv1"], {"conv1": (-0.5, 0.5)}))
     p = panel.panels()[("conv1", 0)]
-    with qtbot.assertNotEmitted(panel.clampDragged), qtbot.assertNotEmitted(panel.clampEdited):
-        panel.set_clamp_lines("conv1", -0.1, 0.9)
+    panel.session.intervene("conv1", Clamp(-0.1, 0.9))
     assert p.bounds() == (-0.1, 0.9)
     assert (p.lo_line.value(), p.hi_line.value()) == pytest.approx((-0.1, 0.9))
-    panel.set_clamp_lines("conv1", None, None)
+    panel.session.clear_intervention("conv1")
     assert p.bounds() is None
+    assert p.lo_line.label.format == "low: none"
 
 
 def test_select_highlights_the_layer(panel):
-    panel.show_result(_run("demo:cnn", ["conv1", "fc"]))
+    _shown(panel, _run("demo:cnn", ["conv1", "fc"]))
     assert panel.select("fc")
     assert panel.panels()[("fc", 0)].highlighted
     assert not panel.panels()[("conv1", 0)].highlighted

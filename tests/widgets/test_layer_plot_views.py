@@ -13,6 +13,14 @@ from hookscope.core.capture.stats import summarize
 from hookscope.widgets.layer_plot import LayerPlot
 
 
+
+def _clamped(plot, bounds):
+    """``plot`` with its layer clamped to ``bounds`` in its session's plan (the lines' source)."""
+    from hookscope.core import Clamp
+
+    plot.session.intervene(plot.path, Clamp(*bounds))
+    return plot
+
 def _record(values, pre=None, bounds=None, path="x") -> CaptureRecord:
     t = torch.as_tensor(values, dtype=torch.float32)
     t = t[None] if t.dim() == 1 else t
@@ -64,20 +72,20 @@ def test_bar_view_refits_when_new_values_leave_it(plot):
 
 def test_bar_view_follows_a_clamp_that_moves_values_up(plot):
     pre = [1.42, 0.71, 2.2, 0.82]
-    plot.update_record(_record([0.5] * 4, pre, (-0.5, 0.5)), (-0.5, 0.5))
+    _clamped(plot, (-0.5, 0.5)).update_record(_record([0.5] * 4, pre, (-0.5, 0.5)))
     assert _inside(pre, _y_range(plot))
     # Low dragged past every value: all of them now sit at 3.1, above the old range.
-    plot.update_record(_record([3.1] * 4, pre, (3.1, 3.1)), (3.1, 3.1))
+    _clamped(plot, (3.1, 3.1)).update_record(_record([3.1] * 4, pre, (3.1, 3.1)))
     assert _inside([3.1] + pre, _y_range(plot))
 
 
 def test_bar_view_stays_put_during_a_live_drag(plot):
     pre = [1.42, 0.71, 2.2, 0.82]
-    plot.update_record(_record([0.5] * 4, pre, (-0.5, 0.5)), (-0.5, 0.5))
+    _clamped(plot, (-0.5, 0.5)).update_record(_record([0.5] * 4, pre, (-0.5, 0.5)))
     first = _y_range(plot)
     for hi in (0.6, 0.9, 1.3, 2.0):
         post = [min(v, hi) for v in pre]
-        plot.update_record(_record(post, pre, (-0.5, hi)), (-0.5, hi))
+        _clamped(plot, (-0.5, hi)).update_record(_record(post, pre, (-0.5, hi)))
         assert _y_range(plot) == pytest.approx(first)
 
 
@@ -149,7 +157,7 @@ def test_a_spike_taller_than_the_cap_is_cut_and_labelled(plot):
     torch.manual_seed(0)
     pre = torch.randn(1, 20000)
     post = pre.clamp(-0.05, 0.05)
-    plot.update_record(_record(post, pre, (-0.05, 0.05)), (-0.05, 0.05))
+    _clamped(plot, (-0.05, 0.05)).update_record(_record(post, pre, (-0.05, 0.05)))
     pre_peak = plot.hist_pre.getData()[1].max()
     post_peak = plot.hist_post.getData()[1].max()
     assert post_peak > 8 * pre_peak
@@ -158,7 +166,7 @@ def test_a_spike_taller_than_the_cap_is_cut_and_labelled(plot):
     assert plot.spike_note.textItem.toPlainText() == f"↑ {post_peak:,.0f} at bound"
     # A gentler clamp fits: no note.
     post = pre.clamp(-2.5, 2.5)
-    plot.update_record(_record(post, pre, (-2.5, 2.5)), (-2.5, 2.5))
+    _clamped(plot, (-2.5, 2.5)).update_record(_record(post, pre, (-2.5, 2.5)))
     assert not plot.spike_note.isVisible()
     assert _hist_top(plot) >= plot.hist_post.getData()[1].max()
 
@@ -167,7 +175,7 @@ def test_a_spike_taller_than_the_cap_is_cut_and_labelled(plot):
 def test_close_bounds_label_outwards(plot):
     pre = [-2.4, -1.5, 0.2, 1.2, 3.1, 0.6, 0.8, 0.5]
     post = [max(-0.2, min(0.2, v)) for v in pre]
-    plot.update_record(_record(post, pre, (-0.2, 0.2)), (-0.2, 0.2))
+    _clamped(plot, (-0.2, 0.2)).update_record(_record(post, pre, (-0.2, 0.2)))
     plot.grab()  # a paint applies the view's auto range
     lo_label = plot.lo_line.label.sceneBoundingRect()
     hi_label = plot.hi_line.label.sceneBoundingRect()
@@ -262,7 +270,7 @@ def test_a_narrow_bar_view_is_not_cut_off_at_the_right(qtbot):
     p.show()
     qtbot.waitExposed(p)
     pre = [1.42, 0.71, 2.2, 0.82]
-    p.update_record(_record([0.5] * 4, pre, (-0.5, 0.5)), (-0.5, 0.5))
+    _clamped(p, (-0.5, 0.5)).update_record(_record([0.5] * 4, pre, (-0.5, 0.5)))
     p.grab()
     vp = p.view_widget.getPlotItem()
     # The plot is no wider than its widget, and the title wrapped to fit.

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from mouse_events import hover, view_to_viewport, wheel
+from support.mouse_events import hover, view_to_viewport, wheel
 from PySide6.QtCore import Qt
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
@@ -20,6 +20,14 @@ from hookscope.widgets.layer_plot import LayerPlot
 
 TOKENS = [f"tok{i}" for i in range(12)]
 
+
+
+def _clamped(plot, bounds):
+    """``plot`` with its layer clamped to ``bounds`` in its session's plan (the lines' source)."""
+    from hookscope.core import Clamp
+
+    plot.session.intervene(plot.path, Clamp(*bounds))
+    return plot
 
 def _record(t: torch.Tensor, pre: torch.Tensor | None = None) -> CaptureRecord:
     kw = {}
@@ -70,7 +78,7 @@ def _read(p: LayerPlot, qtbot, x: float, y: float) -> str:
 def test_per_token_norms_are_torch_norms_with_the_token_strings(plot, qtbot, clamped):
     after, before = clamped
     plot.set_token_labels(TOKENS)
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     _pick(plot, qtbot, "row_norm")
     assert np.allclose(plot.hbars_post.opts["width"], torch.linalg.norm(after[0], dim=1).numpy())
     assert np.allclose(plot.hbars_pre.opts["width"], torch.linalg.norm(before[0], dim=1).numpy())
@@ -84,7 +92,7 @@ def test_per_token_norms_are_torch_norms_with_the_token_strings(plot, qtbot, cla
 
 def test_per_unit_norms_show_the_outlier_unit_before_and_after(plot, qtbot, clamped):
     after, before = clamped
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     _pick(plot, qtbot, "unit_norm")
     norms_after = torch.linalg.norm(after[0], dim=0)
     norms_before = torch.linalg.norm(before[0], dim=0)
@@ -103,11 +111,11 @@ def test_per_unit_norms_show_the_outlier_unit_before_and_after(plot, qtbot, clam
 def test_top_k_units_are_torch_topk_and_named_on_the_axis(plot, qtbot, clamped):
     after, before = clamped
     plot.set_token_labels(TOKENS)
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     _pick(plot, qtbot, "top_k")
     score = torch.maximum(after[0].abs().mean(0), before[0].abs().mean(0))
     expected = torch.topk(score, 32).indices.tolist()
-    assert plot.top_units.tolist() == expected and expected[0] == 17
+    assert plot.wide.top_units.tolist() == expected and expected[0] == 17
     assert "top 32 of 600 units" in plot.title.text()
     labels = [s for _pos, s in plot.view_widget.getPlotItem().getAxis("bottom")._tickLevels[0]]
     assert labels[0] == "17" and set(labels) <= {str(u) for u in expected}
@@ -125,13 +133,13 @@ def test_a_zoomed_map_is_pooled_again_at_full_resolution(plot, qtbot):
     labels = [f"w{i}" for i in range(128)]
     plot.set_token_labels(labels)
     plot.update_record(_record(t))
-    assert plot.shown_view == "map" and plot._drawn.scale[1] > 2   # pooled: many features a pixel
+    assert plot.shown_view == "map" and plot.wide.drawn.scale[1] > 2   # pooled: many features a pixel
     assert _read(plot, qtbot, 1500.0, 60.0).split(": ")[1].startswith("≈")
     vb = _vb(plot)
     centre = view_to_viewport(plot.view_widget, vb, 1500.0, 64.0)
     for _ in range(24):
         wheel(plot.view_widget.viewport(), centre, 1.0, ctrl=True)
-    qtbot.waitUntil(lambda: plot._window is not None and plot._drawn.scale[1] <= 1.0)
+    qtbot.waitUntil(lambda: plot.wide._window is not None and plot.wide.drawn.scale[1] <= 1.0)
     (x0, x1), (y0, y1) = vb.viewRange()
     text = _read(plot, qtbot, 0.5 * (x0 + x1), 0.5 * (y0 + y1))
     m = re.match(r"token (\d+) '(w\d+)', feature (\d+): (.+)$", text)
@@ -140,24 +148,24 @@ def test_a_zoomed_map_is_pooled_again_at_full_resolution(plot, qtbot):
     assert m.group(2) == labels[r] and m.group(4) == f"{float(t[0, r, c]):.4g}"   # exact, no ≈
     # Reset view: the whole map, pooled, again.
     qtbot.mouseClick(plot.view_tools.reset_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: plot._window is None and plot._drawn.scale[1] > 2)
+    qtbot.waitUntil(lambda: plot.wide._window is None and plot.wide.drawn.scale[1] > 2)
 
 
 def test_zooming_into_the_after_half_reads_the_after_tensor(plot, qtbot, clamped):
     after, before = clamped
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     n, offset, _end, _sep = plot._layout_key[4]
     vb = _vb(plot)
     at = view_to_viewport(plot.view_widget, vb, offset + 100.0, 6.0)
     for _ in range(14):
         wheel(plot.view_widget.viewport(), at, 1.0, ctrl=True)
-    qtbot.waitUntil(lambda: plot._window is not None and plot._window.side == "after")
+    qtbot.waitUntil(lambda: plot.wide._window is not None and plot.wide._window.side == "after")
     (x0, x1), (y0, y1) = vb.viewRange()
     text = _read(plot, qtbot, 0.5 * (x0 + x1), 0.5 * (y0 + y1))
     m = re.match(r"after · token (\d+), feature (\d+): (.+)$", text)
     assert m, text
     r, c = int(m.group(1)), int(m.group(2))
-    assert plot._drawn.scale[1] <= 1.0 and m.group(3) == f"{float(after[0, r, c]):.4g}"
+    assert plot.wide.drawn.scale[1] <= 1.0 and m.group(3) == f"{float(after[0, r, c]):.4g}"
 
 
 def test_a_heavy_tailed_tensor_is_drawn_on_a_log_scale_by_default(plot, qtbot):
@@ -187,8 +195,8 @@ def test_a_heavy_tailed_tensor_is_drawn_on_a_log_scale_by_default(plot, qtbot):
     assert sig.args[0] == f"[{lo:.4g}, {hi:.4g})  {counts[i]:,.0f} values"
     # The map's colours are signed-log, its readouts real values.
     knee = float(t.abs().median())
-    assert plot._log_scale_of_map == pytest.approx(knee, rel=1e-2)
-    top = float(signed_log(np.array(plot._level), plot._log_scale_of_map))
+    assert plot.wide._log_scale_of_map == pytest.approx(knee, rel=1e-2)
+    top = float(signed_log(np.array(plot.wide._level), plot.wide._log_scale_of_map))
     assert plot.image.levels == pytest.approx([-top, top]) and top < 12   # not 2.8e8-wide
     assert np.nanmax(np.abs(plot.image.image)) <= top + 1e-6
     text = _read(plot, qtbot, 100.5, 3.5)
@@ -237,7 +245,7 @@ def test_norms_of_a_heavy_tailed_layer_go_on_the_log_scale_too(plot, qtbot):
     before[0, 5] *= 1e6        # one token's vector is a million times larger
     after = before.clamp(-1, 1)
     plot.set_token_labels(TOKENS)
-    plot.update_record(_record(after, before), (-1.0, 1.0))
+    _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     assert plot.chooser.log_on()
     _pick(plot, qtbot, "row_norm")
     norms = torch.linalg.norm(before[0], dim=1).numpy()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mouse_events import hover, view_to_viewport
+from support.mouse_events import hover, view_to_viewport
 
 from hookscope.core import Plan, compare, load_model
 from hookscope.core.capture.output_diff import flat_floats

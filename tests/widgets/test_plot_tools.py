@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mouse_events import hover, view_to_viewport, wheel
+from support.mouse_events import hover, view_to_viewport, wheel
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtTest import QTest
@@ -98,7 +98,7 @@ def test_hover_reads_a_histogram_bin_and_a_feature_map_cell(cnn_panel, qtbot):
     assert text.startswith("conv1 (call 0) · ")
     assert f"after: {counts[i]:,.0f}" in text and f"[{edges[i]:.4g}, {edges[i + 1]:.4g})" in text
     # A cell of the "after" half: channel 0's top-left value is the clamped tensor's.
-    d = p._drawn
+    d = p.wide.drawn
     vb = p.view_widget.getPlotItem().getViewBox()
     x = d.half + d.gap + 0.5
     with qtbot.waitSignal(p.readout) as sig:
@@ -207,7 +207,7 @@ def test_a_sampled_histogram_is_scaled_to_the_full_count_and_says_so(qtbot):
 def test_the_hover_box_stays_whole_at_every_edge_and_goes_after_a_drag(cnn_panel, qtbot):
     # Near each corner of the histogram the readout box is fully inside the plot
     # widget; a drag of a bound line ends with no stale readout left up.
-    from mouse_events import drag_line
+    from support.mouse_events import drag_line
 
     panel, _ = cnn_panel
     p = panel.panels()[("conv1", 0)]

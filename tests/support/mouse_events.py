@@ -1,8 +1,8 @@
 """Real mouse and wheel events on plots: press, move and release at a pyqtgraph
 item's on-screen position (scene → viewport), never a faked signal.
 
-One copy for the test suite (``tests/mouse_events.py`` re-exports it) and the
-benchmarks that drive the window (``bench/live_soak.py``)."""
+One copy for the test suite (``from support.mouse_events import drag_line``) and the
+benchmarks that drive the window (bench/live_soak.py, through the soak driver)."""
 
 from __future__ import annotations
 
