@@ -34,6 +34,9 @@ class ForwardWorker(QObject):
         self._open = True
         self._deliver.connect(self._on_deliver, Qt.ConnectionType.QueuedConnection)
         self.session = Session(runner_factory, post=self.post)
+        runner = self.session.runner
+        assert runner is not None  # a session made with a runner factory has its runner
+        self._counts = runner.counts  # the runner's own tally, updated in place
 
     def post(self, fn: Callable[[], None]) -> None:
         """Any thread: run ``fn`` on the GUI thread, unless shut down by then."""
@@ -54,15 +57,15 @@ class ForwardWorker(QObject):
     # -- state for the status bar, tests and benchmarks --------------------------
     @property
     def runs_done(self) -> int:
-        return self.session.runner.counts.runs_done
+        return self._counts.runs_done
 
     @property
     def runs_failed(self) -> int:
-        return self.session.runner.counts.runs_failed
+        return self._counts.runs_failed
 
     @property
     def runs_dropped(self) -> int:
-        return self.session.runner.counts.dropped
+        return self._counts.dropped
 
     @property
     def busy(self) -> bool:

@@ -336,20 +336,21 @@ class LayerPlot(QFrame, WideDrawing):
         extent = halves = None
         shown = kind   # the kind of picture drawn (see _configure_view)
         size: tuple | None = None
-        if kind == "bars":
-            size, extent = self._draw_bars(record.tensor, pre_t)
-        elif kind == "none":
+        tensor = record.tensor  # None only where view_kind() said "none"
+        if tensor is None or kind == "none":
             size = None
+        elif kind == "bars":
+            size, extent = self._draw_bars(tensor, pre_t)
         elif view == "unit_norm":
-            extent = self._draw_unit_norms(record.tensor, pre_t, kind)
+            extent = self._draw_unit_norms(tensor, pre_t, kind)
             size, shown = (extent[0],), "unit_norm"
         elif view == "row_norm" and kind != "feature_maps":
-            size, shown = (self._draw_row_norms(record.tensor, pre_t, kind),), "row_norm"
+            size, shown = (self._draw_row_norms(tensor, pre_t, kind),), "row_norm"
         elif kind == "feature_maps" and view == "map":
             self._map_source = None   # the channel grid is drawn whole, tile by tile
-            size, halves = self._draw_image(record.tensor, pre_t, kind)
+            size, halves = self._draw_image(tensor, pre_t, kind)
         else:
-            size, halves = self._draw_map(record.tensor, pre_t, kind, view)
+            size, halves = self._draw_map(tensor, pre_t, kind, view)
             shown = {"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind)
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
