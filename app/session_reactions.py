@@ -3,15 +3,19 @@
 :class:`SessionReactions` is a mixin of :class:`~hookscope.app.main_window.MainWindow`
 (kept in its own file so that main_window.py holds the building and wiring).
 Every session event reaches :meth:`SessionReactions._on_event` on the GUI
-thread, the one place answers arrive, and redraws the parts that show it:
+thread, the one place answers arrive, which hands it to the handler of its type
+(:data:`REACTIONS`); that handler redraws the parts that show it:
 no widget keeps its own copy of a bound, the device, Live or statistics-only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from hookscope.core import SessionEvent
+from hookscope.core.session import (DeviceChanged, Idle, InputChanged, LoadFailed, LoadWarning,
+                                    ModelChanged, OptionsChanged, PlanChanged, ResultArrived,
+                                    RunCancelled, RunFailed, RunProgress, RunStarted)
 from hookscope.core.views import input_token_strings, inputs_for_display
 from hookscope.core.model import is_live
 
@@ -39,7 +43,7 @@ else:
 
 
 class SessionReactions(_WindowBase):
-    """Session event handlers (``_on_<kind>``); the window provides the parts they draw on."""
+    """Session event handlers, one per event type; the window provides the parts they draw on."""
 
     if TYPE_CHECKING:  # what MainWindow provides (main_window.py builds them)
         modelLoaded: ClassVar[Signal]
@@ -66,12 +70,12 @@ class SessionReactions(_WindowBase):
 
     # -- the one place session events arrive (GUI thread) -------------------------
     def _on_event(self, ev: SessionEvent) -> None:
-        handler = getattr(self, f"_on_{ev.kind}", None)
+        handler = REACTIONS.get(type(ev))
         if handler is not None:
-            handler(ev)
+            handler(self, ev)
 
-    def _on_model(self, ev: SessionEvent) -> None:
-        lm, s = ev.value, self.session
+    def _on_model(self, ev: ModelChanged) -> None:
+        lm, s = ev.model, self.session
         self.run_bar.set_input_text(s.input_text)
         self.run_bar.set_no_example_hint(lm.example_input is None)
         self.status.reset(self.worker.runs_done, self.worker.runs_dropped, self.worker.runs_failed)
@@ -89,45 +93,45 @@ class SessionReactions(_WindowBase):
         if s.view.get("selected"):
             self.tree.select_path(s.view["selected"])
 
-    def _on_load_warning(self, ev: SessionEvent) -> None:
+    def _on_load_warning(self, ev: LoadWarning) -> None:
         # What the load left out (a layer the model lacks, a device it cannot use)
         # stays until closed: the first run's success must not hide it.
-        self.show_error(str(ev.value), sticky=True)
+        self.show_error(ev.message, sticky=True)
 
-    def _on_load_failed(self, ev: SessionEvent) -> None:
-        self.show_error(f"could not open the model: {ev.value}")
+    def _on_load_failed(self, ev: LoadFailed) -> None:
+        self.show_error(f"could not open the model: {ev.message}")
 
-    def _on_plan(self, ev: SessionEvent) -> None:
+    def _on_plan(self, ev: PlanChanged) -> None:
         self._sync_clamp_lines()
         self._show_undo()
         if not self.is_live() and self.last_result is not None:
             self.statusBar().showMessage("settings changed: the plots show the last run; "
                                          "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
 
-    def _on_input(self, ev: SessionEvent) -> None:
-        if self.run_bar.input_text() != ev.value:
-            self.run_bar.set_input_text(ev.value)
+    def _on_input(self, ev: InputChanged) -> None:
+        if self.run_bar.input_text() != ev.text:
+            self.run_bar.set_input_text(ev.text)
 
-    def _on_device(self, ev: SessionEvent) -> None:
-        self.run_bar.set_device(ev.value)
-        act = self.actions_.device_actions.get(ev.value)
+    def _on_device(self, ev: DeviceChanged) -> None:
+        self.run_bar.set_device(ev.device)
+        act = self.actions_.device_actions.get(ev.device)
         if act is not None and not act.isChecked():
             act.setChecked(True)
 
-    def _on_options(self, ev: SessionEvent) -> None:
+    def _on_options(self, ev: OptionsChanged) -> None:
         self._show_options()
 
-    def _on_started(self, ev: SessionEvent) -> None:
+    def _on_started(self, ev: RunStarted) -> None:
         self._cancelled = False
         self.status.show_busy(True)
         self.run_bar.start_progress()
 
-    def _on_progress(self, ev: SessionEvent) -> None:
-        p = ev.value
+    def _on_progress(self, ev: RunProgress) -> None:
+        p = ev.progress
         self.run_bar.show_progress(p.done, p.total, p.elapsed_s)
 
-    def _on_result(self, ev: SessionEvent) -> None:
-        result = ev.value
+    def _on_result(self, ev: ResultArrived) -> None:
+        result = ev.result
         lm = self.session.model  # the output by meaning, with the input's tokens where cheap to know
         shown = (inputs_for_display(self.session.input_text, lm.example_input, lm.meaning.codec)
                  if lm is not None and result.inputs is None else result.inputs)  # Ray: the tokens
@@ -141,16 +145,16 @@ class SessionReactions(_WindowBase):
             self.show_error("intervention alarm: " + "; ".join(result.alarms))
         self.resultShown.emit(result)
 
-    def _on_error(self, ev: SessionEvent) -> None:
+    def _on_error(self, ev: RunFailed) -> None:
         extra = "\n(The plots still show the last successful run.)" if self.last_result else ""
-        self.show_error(f"{ev.value}{extra}")
+        self.show_error(f"{ev.message}{extra}")
 
-    def _on_cancelled(self, ev: SessionEvent) -> None:
+    def _on_cancelled(self, ev: RunCancelled) -> None:
         self._cancelled = True
         self.run_bar.hide_progress("cancelled")
         self.status.show_cancelled()
 
-    def _on_idle(self, ev: SessionEvent) -> None:
+    def _on_idle(self, ev: Idle) -> None:
         self.run_bar.hide_progress("cancelled" if self._cancelled else "")
         w = self.worker
         self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
@@ -184,3 +188,21 @@ class SessionReactions(_WindowBase):
         clamp = self.session.plan.clamp
         for path in {p for p, _call in self.panel.panels()}:
             self.panel.set_clamp_lines(path, *clamp.get(path, (None, None)))
+
+
+#: The handler of each session event type (the types without one need no redraw here).
+REACTIONS: dict[type[SessionEvent], Callable[[SessionReactions, Any], None]] = {
+    ModelChanged: SessionReactions._on_model,
+    LoadWarning: SessionReactions._on_load_warning,
+    LoadFailed: SessionReactions._on_load_failed,
+    PlanChanged: SessionReactions._on_plan,
+    InputChanged: SessionReactions._on_input,
+    DeviceChanged: SessionReactions._on_device,
+    OptionsChanged: SessionReactions._on_options,
+    RunStarted: SessionReactions._on_started,
+    RunProgress: SessionReactions._on_progress,
+    ResultArrived: SessionReactions._on_result,
+    RunFailed: SessionReactions._on_error,
+    RunCancelled: SessionReactions._on_cancelled,
+    Idle: SessionReactions._on_idle,
+}

@@ -21,13 +21,22 @@ is used, see :mod:`.live_model`.
 Threads: edits are made in the caller's thread. The runner answers in its own
 thread; each answer enters the session through ``post`` (given to the
 constructor), which the window sets to "queue this onto the GUI thread", so
-session state only ever changes on one thread. A session with a ``post``
+session state only ever changes on one thread (:mod:`.session_requests` keeps
+the answers in order). A session with a ``post``
 belongs to the thread that made it (the GUI thread): an edit made on another
 thread sends its events through ``post``, so subscribers (widgets) hear of it
 on their own thread; :meth:`run` called on that thread applies its answer
 before returning, so ``last_result`` is the run's at once. Without a ``post``
 the answers are applied in the runner's thread, which suits a script that
 waits for them (:meth:`run`, :meth:`load`).
+
+Requests: :meth:`open_model`, :meth:`open_module`, :meth:`open_setup` and
+:meth:`submit_run` return the runner's :class:`~.runner_messages.RequestFuture`
+(``future.request_id``; ``future.result(timeout)`` waits for the answer). The
+newest request wins: one replaced by a newer request is cancelled
+(``future.cancelled()``), and :meth:`run` and the other waiting calls raise
+:class:`~hookscope.core.errors.Cancelled` for it. The runner is the session's
+own: a request submitted to it directly would hold up the session's answers.
 """
 
 from __future__ import annotations
@@ -35,32 +44,26 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
-from ..base.errors import Cancelled as CancelledError
-from ..base.errors import ForwardError, HookscopeError, PlanError
+from ..base.errors import HookscopeError, PlanError
 from ..plan.interventions import Intervention
 from ..plan.plan import Plan
 from ..plan.plan_edits import PlanHistory
-from .runner import (FINAL, Cancelled, Failed, Listener, LoadRequest, LocalRunner, Runner,
+from .runner import (Finished, Listener, LoadRequest, LocalRunner, RequestFuture, Runner,
                      RunnerEvent, RunRequest)
 from .session_answers import apply_answer
-from .session_types import LoadSetup, Options, SessionEvent, tidy_input_text
+from .session_events import (DerivedChanged, DeviceChanged, InputChanged, OptionsChanged,
+                             PlanChanged, ResultArrived, SaesChanged, SessionEvent)
+from .session_requests import Requests
+from .session_types import LoadSetup, Options, tidy_input_text
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
 from .session_file import read_session_file, write_session_file
 from ..model.class_labels import name_classes
-
-
-@dataclass
-class _Waiter:
-    done: threading.Event = field(default_factory=threading.Event)
-    event: RunnerEvent | None = None
 
 
 class Session:
@@ -71,17 +74,10 @@ class Session:
         self._post = post or (lambda fn: fn())
         # The thread whose subscribers hear the events (see the module docstring).
         self._home = threading.get_ident() if post is not None else None
-        self._answers: deque[RunnerEvent] = deque()  # answers posted, not yet applied
         self._closed = False
         self._listeners: list[Callable[[SessionEvent], None]] = []
-        self._waiters: dict[int, _Waiter] = {}
-        self._register = False  # the next request made gets a waiter (a caller will wait on it)
-        # Guards the waiters, and is held while a request is submitted and its id recorded
-        # (_load_id, _newest_run) and while an answer is applied: a fast runner thread can
-        # answer before submit() has returned, and an answer applied before its id was
-        # recorded would be taken for a replaced run's, leaving the session busy for good.
-        # Re-entrant: a listener may submit from inside an answer (Live).
-        self._wlock = threading.RLock()
+        #: the requests made that still matter and the answers not yet applied
+        self._requests = Requests()
         self.model: LoadedModel | None = None
         self.tree: TreeNode | None = None
         self.trust_pickle = False
@@ -107,14 +103,6 @@ class Session:
         self.derived: dict[str, Any] = {}
         #: SAE folders attached to layers (:meth:`attach_sae`), by layer path.
         self.saes: dict[str, str] = {}
-        self._load_id: int | None = None
-        self._shown_run = 0  # the newest run whose result was shown: an older one never is
-        self._setup = LoadSetup()
-        self._valid_from = 0        # answers to older ids belong to a replaced model
-        self._newest_run: int | None = None   # the one run whose answer is still wanted
-        self._load_serial = 0
-        self._observed_key: tuple | None = None
-        self._observe_keys: dict[int, tuple] = {}
         #: ``None`` for a session that only holds edits (a widget on its own, tests).
         self.runner: Runner | None = None
         if runner_factory is not None:
@@ -136,8 +124,7 @@ class Session:
         self._listeners.append(callback)
         return lambda: self._listeners.remove(callback) if callback in self._listeners else None
 
-    def _emit(self, kind: str, value: Any = None, request_id: int | None = None) -> None:
-        ev = SessionEvent(kind, value, request_id)
+    def _emit(self, ev: SessionEvent) -> None:
         if self._home is not None and threading.get_ident() != self._home:
             self._post(lambda: self._tell(ev))  # an edit from another thread (a notebook's)
         else:
@@ -156,10 +143,9 @@ class Session:
         s = cls()
         try:
             s.set_device(device)
-            rid = s._waited(lambda: s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                                 input_text=input_text, options=options,
-                                                 run_after=False))
-            s._wait(rid, timeout_s)
+            Requests.wait(s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                       input_text=input_text, options=options, run_after=False),
+                          timeout_s)
         except BaseException:
             s.close()  # nobody gets this session: its runner thread must not outlive the call
             raise
@@ -176,9 +162,8 @@ class Session:
         """
         s = cls()
         try:
-            s._wait(s._waited(lambda: s.open_module(model, example_input, tokenizer=tokenizer,
-                                                     labels=labels, plan=plan, options=options,
-                                                     run_after=False)), timeout_s)
+            Requests.wait(s.open_module(model, example_input, tokenizer=tokenizer, labels=labels,
+                                        plan=plan, options=options, run_after=False), timeout_s)
         except BaseException:
             s.close()  # as in load(): no runner thread left behind
             raise
@@ -207,7 +192,7 @@ class Session:
         trust = CodeTrust.from_data(everything=trust_code)
         s = cls()
         try:
-            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False, trust=trust)), timeout_s)
+            Requests.wait(s.open_setup(setup, run_after=False, trust=trust), timeout_s)
         except BaseException:
             s.close()  # as in load(): no runner thread left behind by a failed open
             raise
@@ -229,7 +214,8 @@ class Session:
             return save_live(self, Path(path).expanduser(), weights, write_session_file)
         return write_session_file(path, self)
 
-    def open_setup(self, setup: Any, run_after: bool = True, trust: CodeTrust | None = None) -> int:
+    def open_setup(self, setup: Any, run_after: bool = True,
+                   trust: CodeTrust | None = None) -> RequestFuture:
         """Load what a session file describes (a :class:`~.session_file.SessionSetup`);
         the current model and plan stay until the load succeeds.
 
@@ -246,7 +232,7 @@ class Session:
                    plan: Plan | None = None, input_text: str | None = None,
                    device: str | None = None, options: Options | None = None,
                    view: dict | None = None, run_after: bool = True,
-                   labels: str | None = None, trust: CodeTrust | None = None) -> int:
+                   labels: str | None = None, trust: CodeTrust | None = None) -> RequestFuture:
         """Queue a model load; when it arrives, apply the rest and (``run_after``) run once.
 
         ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
@@ -264,7 +250,7 @@ class Session:
 
     def open_module(self, model: Any, example_input: Any = None, *, tokenizer: Any = None,
                     labels: Any = None, plan: Plan | None = None, options: Options | None = None,
-                    run_after: bool = True) -> int:
+                    run_after: bool = True) -> RequestFuture:
         """Queue ``model`` (an ``nn.Module`` of this Python session, used in place) as
         :meth:`open_model` queues a spec; it runs on the device its parameters are on."""
         from ..model.live_model import live_model, module_device
@@ -274,15 +260,13 @@ class Session:
                                 LoadSetup(plan, None, module_device(model), options, None,
                                           run_after))
 
-    def _queue_load(self, request: LoadRequest, setup: LoadSetup) -> int:
+    def _queue_load(self, request: LoadRequest, setup: LoadSetup) -> RequestFuture:
         if self.runner is None:
             raise HookscopeError("this session has no runner to load a model with")
-        with self._wlock:  # a caller may wait on this id: register it before any answer
-            self._setup = setup
-            self._load_id = self.runner.submit(request)
-            if self._register:
-                self._waiters[self._load_id] = _Waiter()
-            return self._load_id
+        future = self.runner.submit(request)
+        self._requests.record_load(future, setup)
+        self._post(self._drain)  # an answer that came before the id was recorded
+        return future
 
     def set_labels(self, path: str) -> None:
         """Name the open model's output classes from the labels file ``path``
@@ -291,7 +275,7 @@ class Session:
             raise HookscopeError("no model is open: load one first, then its labels")
         self._name_classes(path)
         if self.last_result is not None:
-            self._emit("result", self.last_result, self._newest_run)
+            self._emit(ResultArrived(self.last_result, request_id=self.newest_run))
 
     def _name_classes(self, path: str) -> None:
         assert self.model is not None
@@ -320,7 +304,7 @@ class Session:
 
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
-        self._emit("plan", plan)
+        self._emit(PlanChanged(plan))
         self._changed()
 
     def capture(self, *paths: str) -> None:
@@ -384,7 +368,7 @@ class Session:
         if text == self.input_text:
             return False
         self.input_text = text
-        self._emit("input", text)
+        self._emit(InputChanged(text))
         self._changed()
         return True
 
@@ -393,7 +377,7 @@ class Session:
         resolve_device(name)
         if name != self.device:
             self.device = name
-            self._emit("device", name)
+            self._emit(DeviceChanged(name))
             self._changed()
 
     def set_options(self, **changes: Any) -> None:
@@ -403,13 +387,13 @@ class Session:
             return
         turned_live = new.live and not self.options.live
         self.options = new
-        self._emit("options", new)
+        self._emit(OptionsChanged(new))
         if turned_live or new.live:
             self._changed(force=turned_live)
 
     def _changed(self, force: bool = False) -> None:
         """Live mode: every change re-runs (the runner keeps only the newest)."""
-        if (self.options.live or force) and self.model is not None and self._load_id is None:
+        if (self.options.live or force) and self.model is not None and self._requests.load_id is None:
             self.submit_run()
 
     # -- running ---------------------------------------------------------------
@@ -426,7 +410,7 @@ class Session:
             changed = self.derived.get(name) != view
             self.derived[name] = view
         if changed:
-            self._emit("derived", dict(self.derived))
+            self._emit(DerivedChanged(dict(self.derived)))
             self._changed()
 
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
@@ -472,7 +456,7 @@ class Session:
         width = shape[-1] if shape else None
         sae = attach_sae(self.model.module, layer, folder, width)
         self.saes[layer] = str(folder)
-        self._emit("sae", dict(self.saes))
+        self._emit(SaesChanged(dict(self.saes)))
         return sae
 
     def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
@@ -485,41 +469,33 @@ class Session:
     def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
         if self.model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
-        rid = self._waited(lambda: self.submit_run(extra=(view,)))
-        if rid is None:
-            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
-                                 "then run")
         from .runner_messages import ViewFailed
 
-        value = self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
+        value = self._wait_run(self.submit_run(extra=(view,)), timeout_s).extras[view.name]
         if isinstance(value, ViewFailed):
             raise PlanError(value.message)
         return value
 
-    def submit_run(self, extra: tuple = ()) -> int | None:
-        """Queue a comparison with the current plan, input and device; its request id
+    def submit_run(self, extra: tuple = ()) -> RequestFuture | None:
+        """Queue a comparison with the current plan, input and device; its future
         (``None`` when no model is open, or while a load is in flight: the new model
         runs once it arrives)."""
-        if self._load_id is not None:
+        q = self._requests
+        if q.load_id is not None:
             # A model is on its way: run on it once it arrives, not on the one it replaces.
-            self._setup.run_after = True
+            q.setup.run_after = True
             return None
         if self.model is None or self.runner is None:
             return None
-        key = (self._load_serial, self.input_text)
-        observe = key != self._observed_key
-        with self._wlock:  # a caller may wait on this id: register it before any answer
-            rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
-                                                self.device, observe_tree=observe,
-                                                train=self.options.train,
-                                                derived=tuple({**self.derived,
-                                                          **{v.name: v for v in extra}}.values())))
-            if self._register:
-                self._waiters[rid] = _Waiter()
-            if observe:
-                self._observe_keys[rid] = key
-            self._newest_run = rid
-        return rid
+        key = (q.load_serial, self.input_text)
+        observe = key != q.observed_key
+        derived = tuple({**self.derived, **{v.name: v for v in extra}}.values())
+        future = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
+                                               self.device, observe_tree=observe,
+                                               train=self.options.train, derived=derived))
+        q.record_run(future, key if observe else None)
+        self._post(self._drain)  # an answer that came before the id was recorded
+        return future
 
     def run(self, timeout_s: float | None = None) -> Any:
         """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""
@@ -528,14 +504,18 @@ class Session:
         if self._closed:
             raise HookscopeError("this session is closed (its window was closed): open a new "
                                  "one to run again; its plan and last result are still here")
-        rid = self._waited(self.submit_run)
-        if rid is None:
+        return self._wait_run(self.submit_run(), timeout_s)
+
+    def _wait_run(self, future: RequestFuture | None, timeout_s: float | None) -> Any:
+        """The result of the run ``future`` stands for (raises what it raised)."""
+        if future is None:
             raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
                                  "then run")
-        result = self._wait(rid, timeout_s).result  # type: ignore[union-attr]
+        answer = Requests.wait(future, timeout_s)
         if self._home == threading.get_ident():
             self._drain()  # the answer is queued for this very thread: apply it now
-        return result
+        assert isinstance(answer, Finished)  # a run request is answered by Finished
+        return answer.result
 
     def cancel(self) -> bool:
         """Drop waiting runs and stop the one in flight at its next layer."""
@@ -544,59 +524,27 @@ class Session:
     @property
     def newest_run(self) -> int | None:
         """The id of the run whose answer is still wanted, if any."""
-        return self._newest_run
+        return self._requests.newest_run
 
     @property
     def busy(self) -> bool:
         """A load or the newest run is waiting for its answer."""
-        return self._load_id is not None or self._newest_run is not None
-
-    def _waited(self, make: Callable[[], Any]) -> Any:
-        """Make one request that a caller will wait for (see :meth:`_wait`)."""
-        self._register = True
-        try:
-            return make()
-        finally:
-            self._register = False
-
-    def _wait(self, rid: int, timeout_s: float | None) -> RunnerEvent:
-        with self._wlock:
-            w = self._waiters.get(rid)
-        if w is None:
-            raise HookscopeError(f"request {rid} was answered already, or was never made")
-        if not w.done.wait(timeout_s):
-            raise HookscopeError(f"no answer within {timeout_s} s; the run goes on in the background")
-        with self._wlock:
-            self._waiters.pop(rid, None)
-        ev = w.event
-        if isinstance(ev, Failed):
-            if isinstance(ev.error, HookscopeError):
-                raise ev.error
-            raise ForwardError(ev.message) from ev.error
-        if isinstance(ev, Cancelled):
-            raise CancelledError("run cancelled: a newer request replaced it")
-        return ev  # type: ignore[return-value]
+        return self._requests.busy
 
     # -- answers from the runner -------------------------------------------------
     def _from_runner(self, ev: RunnerEvent) -> None:
-        """Runner thread: hand the answer to ``post`` and wake a waiting caller."""
-        with self._wlock:  # after the request's id is recorded (see _wlock)
-            self._answers.append(ev)
-            self._post(self._drain)
-            w = self._waiters.get(ev.request_id) if isinstance(ev, FINAL) else None
-            if w is not None:
-                w.event = ev
-                w.done.set()
+        """Runner thread: queue the answer and hand a drain to ``post``."""
+        self._requests.arrived(ev)
+        self._post(self._drain)
 
     def _drain(self) -> None:
-        """Apply every answer posted so far, in order (the ``post`` thread)."""
-        while True:
-            with self._wlock:
-                if not self._answers:
-                    return
-                ev = self._answers.popleft()
-            self._apply(ev)  # outside the lock: a redraw must not hold up the runner thread
-
-    def _apply(self, ev: RunnerEvent) -> None:
-        """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
-        apply_answer(self, ev)
+        """Apply every answer that may be applied now, in order (the ``post`` thread)."""
+        q = self._requests
+        if not q.start_draining():
+            return
+        try:
+            while (ev := q.take()) is not None:
+                apply_answer(self, ev)
+        except BaseException:
+            q.stop_draining()
+            raise
