@@ -21,8 +21,7 @@ is used, see :mod:`.live_model`.
 Threads: edits are made in the caller's thread. The runner answers in its own
 thread; each answer enters the session through ``post`` (given to the
 constructor), which the window sets to "queue this onto the GUI thread", so
-session state only ever changes on one thread (:mod:`.session_requests` keeps
-the answers in order). A session with a ``post``
+session state only ever changes on one thread. A session with a ``post``
 belongs to the thread that made it (the GUI thread): an edit made on another
 thread sends its events through ``post``, so subscribers (widgets) hear of it
 on their own thread; :meth:`run` called on that thread applies its answer
@@ -31,12 +30,11 @@ the answers are applied in the runner's thread, which suits a script that
 waits for them (:meth:`run`, :meth:`load`).
 
 Requests: :meth:`open_model`, :meth:`open_module`, :meth:`open_setup` and
-:meth:`submit_run` return the runner's :class:`~.runner_messages.RequestFuture`
-(``future.request_id``; ``future.result(timeout)`` waits for the answer). The
-newest request wins: one replaced by a newer request is cancelled
-(``future.cancelled()``), and :meth:`run` and the other waiting calls raise
-:class:`~hookscope.core.errors.Cancelled` for it. The runner is the session's
-own: a request submitted to it directly would hold up the session's answers.
+:meth:`submit_run` return the runner's :class:`~.runner_messages.RequestFuture`;
+one replaced by a newer request is cancelled, and :meth:`run` and the other
+waiting calls raise :class:`~hookscope.core.errors.Cancelled` for it. What the
+session does with requests and answers is :mod:`.session_requests`; the views
+its runs compute beside the comparison, :mod:`.session_views`.
 """
 
 from __future__ import annotations
@@ -49,16 +47,17 @@ from typing import Any, Callable
 
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
-from ..base.errors import HookscopeError, PlanError
+from ..base.errors import HookscopeError
 from ..plan.interventions import Intervention
 from ..plan.plan import Plan
-from ..plan.plan_edits import PlanHistory
+from ..plan.plan_edits import PlanHistory, in_model_order
 from .runner import (Finished, Listener, LoadRequest, LocalRunner, RequestFuture, Runner,
                      RunnerEvent, RunRequest)
 from .session_answers import apply_answer
 from .session_events import (DerivedChanged, DeviceChanged, InputChanged, OptionsChanged,
-                             PlanChanged, ResultArrived, SaesChanged, SessionEvent)
-from .session_requests import Requests
+                             PlanChanged, ResultArrived, SaesChanged, SessionEvent, Subscribers)
+from .session_requests import Requests, weak_listener
+from .session_views import DerivedViews
 from .session_types import LoadSetup, Options, tidy_input_text
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
@@ -75,7 +74,7 @@ class Session:
         # The thread whose subscribers hear the events (see the module docstring).
         self._home = threading.get_ident() if post is not None else None
         self._closed = False
-        self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._subscribers = Subscribers(self._post, self._home)
         #: the requests made that still matter and the answers not yet applied
         self._requests = Requests()
         self.model: LoadedModel | None = None
@@ -98,41 +97,23 @@ class Session:
         self.save_note: str | None = None  # what the last save could not put in the file
         self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
-        #: Views every run also computes, by name (``"lens"``: a
-        #: :class:`~hookscope.core.capture.logit_lens.LensRequest`); see :meth:`set_derived`.
-        self.derived: dict[str, Any] = {}
-        #: SAE folders attached to layers (:meth:`attach_sae`), by layer path.
-        self.saes: dict[str, str] = {}
+        #: the views runs compute beside the comparison, and the SAEs attached to layers
+        self._views = DerivedViews()
         #: ``None`` for a session that only holds edits (a widget on its own, tests).
         self.runner: Runner | None = None
         if runner_factory is not None:
             # The runner holds the session weakly: a session dropped without close()
             # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
-            me = weakref.WeakMethod(self._from_runner)
-
-            def listener(ev: RunnerEvent) -> None:
-                method = me()
-                if method is not None:
-                    method(ev)
-
-            self.runner = runner_factory(listener)
+            self.runner = runner_factory(weak_listener(self._from_runner))
             weakref.finalize(self, self.runner.close, 0)
 
     # -- events ----------------------------------------------------------------
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call ``callback(event)`` on every change; returns a function that unsubscribes."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+        return self._subscribers.add(callback)
 
     def _emit(self, ev: SessionEvent) -> None:
-        if self._home is not None and threading.get_ident() != self._home:
-            self._post(lambda: self._tell(ev))  # an edit from another thread (a notebook's)
-        else:
-            self._tell(ev)
-
-    def _tell(self, ev: SessionEvent) -> None:
-        for cb in list(self._listeners):
-            cb(ev)
+        self._subscribers.tell(ev)
 
     # -- building --------------------------------------------------------------
     @classmethod
@@ -140,16 +121,12 @@ class Session:
              device: str = "cpu", plan: Plan | None = None, options: Options | None = None,
              trust_pickle: bool = False, timeout_s: float | None = None) -> "Session":
         """A session with ``spec`` loaded (waits for it); raises what the load raised."""
-        s = cls()
-        try:
+        def open_it(s: Session) -> RequestFuture:
             s.set_device(device)
-            Requests.wait(s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                       input_text=input_text, options=options, run_after=False),
-                          timeout_s)
-        except BaseException:
-            s.close()  # nobody gets this session: its runner thread must not outlive the call
-            raise
-        return s
+            return s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                input_text=input_text, options=options, run_after=False)
+
+        return cls._opened(open_it, timeout_s)
 
     @classmethod
     def from_module(cls, model: Any, example_input: Any = None, *, tokenizer: Any = None,
@@ -160,14 +137,9 @@ class Session:
         The module itself is used, on its own device; ``tokenizer`` and ``labels``
         say what its output means (:func:`~.live_model.live_model`). No window.
         """
-        s = cls()
-        try:
-            Requests.wait(s.open_module(model, example_input, tokenizer=tokenizer, labels=labels,
-                                        plan=plan, options=options, run_after=False), timeout_s)
-        except BaseException:
-            s.close()  # as in load(): no runner thread left behind
-            raise
-        return s
+        return cls._opened(lambda s: s.open_module(model, example_input, tokenizer=tokenizer,
+                                                   labels=labels, plan=plan, options=options,
+                                                   run_after=False), timeout_s)
 
     @classmethod
     def offline(cls, model: LoadedModel, input_text: str = "example", device: str = "cpu",
@@ -187,14 +159,19 @@ class Session:
         module, a pickle) raises :class:`~.code_trust.CodeTrustError` before anything
         runs, unless ``trust_code`` (``--trust-code``) says the person trusts the file.
         """
-
         setup = read_session_file(path)
         trust = CodeTrust.from_data(everything=trust_code)
+        return cls._opened(lambda s: s.open_setup(setup, run_after=False, trust=trust), timeout_s)
+
+    @classmethod
+    def _opened(cls, open_it: Callable[[Session], RequestFuture],
+                timeout_s: float | None) -> Session:
+        """A new session once its load ``open_it(session)`` arrived; closed if it failed."""
         s = cls()
         try:
-            Requests.wait(s.open_setup(setup, run_after=False, trust=trust), timeout_s)
+            Requests.wait(open_it(s), timeout_s)
         except BaseException:
-            s.close()  # as in load(): no runner thread left behind by a failed open
+            s.close()
             raise
         return s
 
@@ -273,30 +250,25 @@ class Session:
         (:mod:`.class_labels`); the last result is shown again with the names."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then its labels")
-        self._name_classes(path)
-        if self.last_result is not None:
-            self._emit(ResultArrived(self.last_result, request_id=self.newest_run))
-
-    def _name_classes(self, path: str) -> None:
-        assert self.model is not None
         name_classes(self.model, path)
         self.labels = path
+        if self.last_result is not None:
+            self._emit(ResultArrived(self.last_result, request_id=self.newest_run))
 
     def close(self, timeout_s: float = 1.0) -> bool:
         """Stop the runner (the run in flight stops at its next layer); whether it ended in time.
         The plan and the last result stay readable; :meth:`run` raises from now on."""
         self._closed = True
-        self._listeners.clear()
+        self._subscribers.clear()
         return self.runner.close(timeout_s) if self.runner is not None else True
 
     # -- the plan --------------------------------------------------------------
     def set_plan(self, plan: Plan, merge: str | None = None) -> None:
         """Replace the plan (undoable). Edits with the same ``merge`` key in a row
         (the steps of one drag) are one undo step; :meth:`seal` ends such a run."""
-        if plan == self.plan:
-            return
-        self.history.record(self.plan, merge)
-        self._set_plan(plan)
+        if plan != self.plan:
+            self.history.record(self.plan, merge)
+            self._set_plan(plan)
 
     def seal(self) -> None:
         """The next edit starts a new undo step."""
@@ -333,21 +305,18 @@ class Session:
 
     def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
         """``paths`` in the tree's order; paths it does not have last."""
-        order = [n.path for n in self.tree.walk()] if self.tree is not None else []
-        known = [p for p in order if p in paths]
-        return tuple(known + [p for p in self.plan.capture if p in paths and p not in known]
-                     + sorted(p for p in paths if p not in known and p not in self.plan.capture))
+        order = (n.path for n in self.tree.walk()) if self.tree is not None else ()
+        return in_model_order(paths, order, self.plan.capture)
 
     # -- undo ------------------------------------------------------------------
     def undo(self) -> bool:
         """Take back the last plan edit; whether there was one."""
-        plan = self.history.undo(self.plan)
-        if plan is not None:
-            self._set_plan(plan)
-        return plan is not None
+        return self._step(self.history.undo(self.plan))
 
     def redo(self) -> bool:
-        plan = self.history.redo(self.plan)
+        return self._step(self.history.redo(self.plan))
+
+    def _step(self, plan: Plan | None) -> bool:
         if plan is not None:
             self._set_plan(plan)
         return plan is not None
@@ -396,20 +365,21 @@ class Session:
         if (self.options.live or force) and self.model is not None and self._requests.load_id is None:
             self.submit_run()
 
-    # -- running ---------------------------------------------------------------
-    def current_plan(self) -> Plan:
-        """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
-        return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
+    # -- views beside the comparison (session_views.py) ------------------------------
+    @property
+    def derived(self) -> dict[str, Any]:
+        """Views every run also computes, by name (:meth:`set_derived`)."""
+        return self._views.by_name
+
+    @property
+    def saes(self) -> dict[str, str]:
+        """SAE folders attached to layers (:meth:`attach_sae`), by layer path."""
+        return self._views.saes
 
     def set_derived(self, name: str, view: Any | None) -> None:
         """Have every run also compute ``view`` (``None``: stop), e.g. the logit lens; its
         answer is ``result.extras[name]``. In Live mode this re-runs."""
-        if view is None:
-            changed = self.derived.pop(name, None) is not None
-        else:
-            changed = self.derived.get(name) != view
-            self.derived[name] = view
-        if changed:
+        if self._views.set(name, view):
             self._emit(DerivedChanged(dict(self.derived)))
             self._changed()
 
@@ -417,18 +387,14 @@ class Session:
              timeout_s: float | None = None) -> Any:
         """Run now with the logit lens and wait: a
         :class:`~hookscope.core.capture.logit_lens.LensResult` (without and with the plan)."""
-        from ..capture.logit_lens import LensRequest
-
-        return self._run_derived(LensRequest(head, target, top_k), timeout_s)
+        return self._run_derived(DerivedViews.lens(target, head, top_k), timeout_s)
 
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
                  timeout_s: float | None = None) -> Any:
         """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
         :class:`~hookscope.core.capture.generation.Generation` (greedy unless ``temperature > 0``;
         both continuations sample with the same seed)."""
-        from ..capture.generation import GenerateRequest
-
-        return self._run_derived(GenerateRequest(n, temperature, seed), timeout_s)
+        return self._run_derived(DerivedViews.generation(n, temperature, seed), timeout_s)
 
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
@@ -437,44 +403,33 @@ class Session:
         :class:`~hookscope.core.capture.SweepResult` (see
         :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
         the cells: each cell is the baseline plus that cell's interventions."""
-        from ..capture.sweep import SweepRequest
-        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
-
-        return self._run_derived(SweepRequest(over, intervene, metric,
-                                              max_cells or DEFAULT_MAX_CELLS, progress), timeout_s)
+        return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress),
+                                 timeout_s)
 
     def attach_sae(self, layer: str, folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
         ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs
         from the layer's output (where a run has shown it) is refused with both sizes."""
-        from ..model.sae import attach_sae
-
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then attach an SAE")
-        node = self.tree.find(layer) if self.tree is not None else None
-        shape = node.output_shape if node is not None else None
-        width = shape[-1] if shape else None
-        sae = attach_sae(self.model.module, layer, folder, width)
-        self.saes[layer] = str(folder)
+        sae = self._views.attach_sae(self.model, self.tree, layer, folder)
         self._emit(SaesChanged(dict(self.saes)))
         return sae
 
     def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
         """Run now and wait: the top SAE features and reconstruction error at ``layers``
         (default: every layer with an SAE), a :class:`~hookscope.core.SaeReport`."""
-        from ..capture.sae_features import SaeRequest
-
-        return self._run_derived(SaeRequest(tuple(layers or self.saes), top_k), timeout_s)
+        return self._run_derived(self._views.sae_report(layers, top_k), timeout_s)
 
     def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
         if self.model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
-        from .runner_messages import ViewFailed
+        return DerivedViews.answer(self._wait_run(self.submit_run(extra=(view,)), timeout_s), view)
 
-        value = self._wait_run(self.submit_run(extra=(view,)), timeout_s).extras[view.name]
-        if isinstance(value, ViewFailed):
-            raise PlanError(value.message)
-        return value
+    # -- running ---------------------------------------------------------------
+    def current_plan(self) -> Plan:
+        """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
+        return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
 
     def submit_run(self, extra: tuple = ()) -> RequestFuture | None:
         """Queue a comparison with the current plan, input and device; its future
@@ -489,10 +444,10 @@ class Session:
             return None
         key = (q.load_serial, self.input_text)
         observe = key != q.observed_key
-        derived = tuple({**self.derived, **{v.name: v for v in extra}}.values())
         future = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
                                                self.device, observe_tree=observe,
-                                               train=self.options.train, derived=derived))
+                                               train=self.options.train,
+                                               derived=self._views.for_run(extra)))
         q.record_run(future, key if observe else None)
         self._post(self._drain)  # an answer that came before the id was recorded
         return future
@@ -532,19 +487,10 @@ class Session:
         return self._requests.busy
 
     # -- answers from the runner -------------------------------------------------
-    def _from_runner(self, ev: RunnerEvent) -> None:
-        """Runner thread: queue the answer and hand a drain to ``post``."""
+    def _from_runner(self, ev: RunnerEvent) -> None:  # the runner's thread
         self._requests.arrived(ev)
         self._post(self._drain)
 
     def _drain(self) -> None:
         """Apply every answer that may be applied now, in order (the ``post`` thread)."""
-        q = self._requests
-        if not q.start_draining():
-            return
-        try:
-            while (ev := q.take()) is not None:
-                apply_answer(self, ev)
-        except BaseException:
-            q.stop_draining()
-            raise
+        self._requests.drain(lambda ev: apply_answer(self, ev))

@@ -24,6 +24,7 @@ from .session_events import (DeviceChanged, Idle, LoadFailed, LoadWarning, Model
                              OptionsChanged, PlanChanged, ResultArrived, RunCancelled, RunFailed,
                              RunProgress, RunStarted, TreeObserved)
 from .session_types import tidy_input_text
+from ..model.class_labels import name_classes
 from ..model.tree import TreeNode
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
     q.observed_key = None
     q.newest_run = None
     s.model, s.tree = ev.model, ev.tree
-    s.saes = {}  # SAEs were attached to the modules of the model this one replaces
+    s.saes.clear()  # SAEs were attached to the modules of the model this one replaces
     s.trust_pickle = setup.trust_pickle
     s.code_trust = setup.trust
     s.last_result = s.last_error = None
@@ -126,7 +127,8 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
     s.labels = None
     if setup.labels is not None:
         try:
-            s._name_classes(setup.labels)
+            name_classes(ev.model, setup.labels)
+            s.labels = setup.labels
         except HookscopeError as exc:
             warnings.append(str(exc))
     s._emit(ModelChanged(ev.model, request_id=rid))

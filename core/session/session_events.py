@@ -11,8 +11,9 @@ every event also has ``kind`` (its name: ``"plan"``, ``"result"``, ...) and
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
@@ -146,7 +147,36 @@ class Idle(SessionEvent):
     kind: ClassVar[str] = "idle"
 
 
-__all__ = ["SessionEvent", "ModelChanged", "LoadFailed", "LoadWarning", "PlanChanged",
+class Subscribers:
+    """Who hears a session's events. With a ``home`` thread (a session with a ``post``),
+    an event raised on another thread is handed to ``post``, so subscribers always hear
+    it on their own thread."""
+
+    def __init__(self, post: Callable[[Callable[[], None]], None], home: int | None) -> None:
+        self._post = post
+        self._home = home
+        self._callbacks: list[Callable[[SessionEvent], None]] = []
+
+    def add(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Tell ``callback`` every event from now on; returns a function that stops it."""
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
+
+    def tell(self, ev: SessionEvent) -> None:
+        if self._home is not None and threading.get_ident() != self._home:
+            self._post(lambda: self._tell_here(ev))  # an edit from another thread (a notebook's)
+        else:
+            self._tell_here(ev)
+
+    def _tell_here(self, ev: SessionEvent) -> None:
+        for cb in list(self._callbacks):
+            cb(ev)
+
+    def clear(self) -> None:
+        self._callbacks.clear()
+
+
+__all__ = ["SessionEvent", "Subscribers", "ModelChanged", "LoadFailed", "LoadWarning", "PlanChanged",
            "InputChanged", "DeviceChanged", "OptionsChanged", "DerivedChanged", "SaesChanged",
            "TreeObserved", "RunStarted", "RunProgress", "ResultArrived", "RunFailed",
            "RunCancelled", "Idle"]

@@ -24,11 +24,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from concurrent.futures import CancelledError as FutureCancelled
+import weakref
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Callable
 
 from ..base.errors import Cancelled as CancelledError
 from ..base.errors import HookscopeError
-from .runner_messages import Finished, Loaded, RequestFuture, RunnerEvent
+from .runner_messages import Finished, Listener, Loaded, RequestFuture, RunnerEvent
 from .session_types import LoadSetup
 
 
@@ -101,10 +103,19 @@ class Requests:
             self._draining = False
             return None
 
-    def stop_draining(self) -> None:
-        """A drain ended by an exception (a subscriber's): the next one may start."""
-        with self._lock:
-            self._draining = False
+    def drain(self, apply: Callable[[RunnerEvent], None]) -> None:
+        """``apply`` every answer that may be applied now, in order, unless another drain
+        is at it (it will see them). A drain ended by an exception (a subscriber's) lets
+        the next one start."""
+        if not self.start_draining():
+            return
+        try:
+            while (ev := self.take()) is not None:
+                apply(ev)
+        except BaseException:
+            with self._lock:
+                self._draining = False
+            raise
 
     # -- waiting -------------------------------------------------------------------
     @staticmethod
@@ -118,3 +129,15 @@ class Requests:
         except FutureCancelled:
             raise CancelledError("run cancelled: a newer request replaced it") from None
 
+
+def weak_listener(method: Callable[[RunnerEvent], None]) -> Listener:
+    """A runner listener that calls the bound ``method`` while its object lives, and does
+    nothing after: the runner does not keep its session alive."""
+    ref = weakref.WeakMethod(method)
+
+    def listener(ev: RunnerEvent) -> None:
+        m = ref()
+        if m is not None:
+            m(ev)
+
+    return listener
