@@ -57,10 +57,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from concurrent.futures import InvalidStateError
 import time
 import traceback
 import weakref
+from concurrent.futures import InvalidStateError
 from typing import Any
 
 import torch
@@ -168,17 +168,19 @@ class QueueRunner:
     # -- the interface (any thread) ---------------------------------------------
     def submit(self, request: Request) -> RequestFuture:
         job = _Job(next(self._ids), request)
-        replaced: list[_Job] = [job]  # a closed runner takes nothing
+        replaced: list[_Job] = []  # requests that end here without an answer
         with self._cv:
             if self._closing:
                 self.counts.dropped += 1
+                replaced.append(job)  # a closed runner takes nothing
             else:
-                replaced = [j for j in (self._pending_run,) if j is not None]
                 if self._pending_run is not None:
                     self.counts.dropped += 1
+                    replaced.append(self._pending_run)
                     self._pending_run = None
                 if isinstance(request, LoadRequest):
-                    replaced += [j for j in (self._pending_load,) if j is not None]
+                    if self._pending_load is not None:
+                        replaced.append(self._pending_load)
                     self._pending_load = job
                 else:
                     self._pending_run = job
