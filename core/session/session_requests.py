@@ -22,9 +22,9 @@ its timeout and cancellation into messages for a person.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from concurrent.futures import CancelledError as FutureCancelled
-import weakref
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Callable
 
@@ -85,7 +85,7 @@ class Requests:
         with self._lock:
             self._answers.append(ev)
 
-    def start_draining(self) -> bool:
+    def _start_draining(self) -> bool:
         """Whether this caller applies the queued answers now (``False``: another
         drain, maybe further up this thread's stack, is at it and will see them)."""
         with self._lock:
@@ -94,7 +94,7 @@ class Requests:
             self._draining = True
             return True
 
-    def take(self) -> RunnerEvent | None:
+    def _take(self) -> RunnerEvent | None:
         """The next answer to apply, or ``None`` (the drain is over): none queued,
         or the next one's request is not recorded yet."""
         with self._lock:
@@ -107,10 +107,10 @@ class Requests:
         """``apply`` every answer that may be applied now, in order, unless another drain
         is at it (it will see them). A drain ended by an exception (a subscriber's) lets
         the next one start."""
-        if not self.start_draining():
+        if not self._start_draining():
             return
         try:
-            while (ev := self.take()) is not None:
+            while (ev := self._take()) is not None:
                 apply(ev)
         except BaseException:
             with self._lock:

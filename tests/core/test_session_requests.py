@@ -114,3 +114,23 @@ def test_a_notebook_reading_kind_and_value_still_works():
         assert seen[0].value is s.plan and seen[-2].value is r and seen[-1].value is None
     finally:
         s.close()
+
+
+def test_a_subscriber_that_raises_does_not_hold_up_later_answers(capfd):
+    s = Session.load("demo:clamp", timeout_s=60)
+    try:
+        raised = []
+
+        def bad(ev: SessionEvent) -> None:
+            if isinstance(ev, ResultArrived) and not raised:
+                raised.append(ev)
+                raise RuntimeError("a subscriber's bug")
+
+        s.subscribe(bad)
+        first = s.run(timeout_s=60)  # its answer is applied before the subscriber raises
+        assert raised and s.last_result is first
+        assert "a subscriber's bug" in capfd.readouterr().err  # the runner printed it
+        second = s.run(timeout_s=60)
+        assert s.last_result is second and second is not first and not s.busy
+    finally:
+        s.close()
