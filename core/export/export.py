@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from ..base.errors import HookscopeError, PlanError
 from ..capture.capture_record import CaptureRecord
 from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
-from .script_aim import AIM_HELPERS, head_sites
+from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites
 from .script_template import HELPERS, SCRIPT, STATS, comment_text
 from ..model.inputs import parse_input
 from .script_model import model_section
@@ -147,8 +148,11 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     payload = {"input": x, "sources": sources, **extra}
     # Each definition once (two kinds may share a helper), helpers before the leaf that calls them.
     definitions = dict.fromkeys(src for cls in kinds.values() for src in _leaf_definitions(cls))
+    aiming = any(iv.where() is not None for iv in interventions.values())
+    if aiming:
+        definitions.update(dict.fromkeys(inspect.getsource(fn).strip("\n") for fn in AIM_NEEDS))
     functions = "\n".join(src + "\n\n" for src in definitions)
-    if any(iv.where() is not None for iv in interventions.values()):
+    if aiming:
         functions += AIM_HELPERS.strip("\n") + "\n\n"
     # The comment is user text (a source input's file name): escaped, so it stays one comment.
     intervene = "".join(f"    {path!r}: {iv.to_torch_source(n_heads.get(path))},"
