@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.hookscope-installed
 TESTS  := $(VENV)/.hookscope-test-installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean mypy-path
 
 # core/fast/_onepass.c: the install compiles it, so an edit to it reinstalls.
 $(STAMP): pyproject.toml core/fast/_onepass.c
@@ -33,13 +33,19 @@ demo: $(STAMP)
 # The import contracts (pyproject's [tool.importlinter]) and the type check
 # first (seconds), then the whole suite, headless, on every CPU
 # (pytest-xdist; the Ray tests share one worker, see tests/conftest.py).
-test: $(TESTS)
+test: $(TESTS) mypy-path
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 	$(PY) -m pytest -n auto --dist loadgroup
+
+# mypy reads the package as users import it (hookscope.core, ...): pyproject's mypy_path
+# points at .mypy-path/, whose hookscope/{core,widgets,app} are symlinks to the folders.
+mypy-path:
+	@mkdir -p .mypy-path/hookscope
+	@for p in core widgets app; do ln -sfn ../../$$p .mypy-path/hookscope/$$p; done
 
 bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .mypy-path

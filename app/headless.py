@@ -59,7 +59,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
             raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
                                  "apply to --session yet (name the model instead)")
         return run_session_command(ns, out)
-    if not ns.spec:
+    spec: str | None = ns.spec
+    if not spec:
         raise HookscopeError("no model given: name a model spec (demo:NAME, file.py:factory, "
                              "model.pt2) or a session file with --session FILE")
     opts = model_options(ns)
@@ -90,12 +91,12 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
 
         plots_folder(ns.save_plots)
     if ns.export_script:  # checked before the run, so a bad plan is reported once
-        script = standalone_script(opts.spec, plan, opts.input or "", opts.weights, opts.device)
-    with user_code("the model's forward", opts.spec, ForwardError):  # sys.exit() is reported
+        script = standalone_script(spec, plan, opts.input or "", opts.weights, opts.device)
+    with user_code("the model's forward", spec, ForwardError):  # sys.exit() is reported
         result = compare_scaled(lm, x, plan, opts, scale)
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
         x = result.inputs
-    with user_code("the model's forward", opts.spec, ForwardError):
+    with user_code("the model's forward", spec, ForwardError):
         result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray)))
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
@@ -106,7 +107,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if ns.save_captures:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:
-        session = session_dict(result, opts.spec, plan, opts.input or "", opts.weights)
+        session = session_dict(result, spec, plan, opts.input or "", opts.weights)
         write_text(ns.save_json, json_safe.dumps(output_report.json_dict(  # compact, as --json
             result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QDockWidget, QScrollArea
 
 from hookscope.core import HookscopeError, RunResult, SessionEvent
 from hookscope.core.plan import head_site
+from hookscope.core.session import ModelChanged, PlanChanged
 from hookscope.widgets.intervention_panel import InterventionPanel
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 
@@ -80,9 +81,9 @@ def install_intervention_dock(win: "MainWindow") -> None:
         panel.show_receipt(receipt.line() if receipt is not None else None)
 
     def on_event(ev: SessionEvent) -> None:
-        if ev.kind == "plan" and panel.path():
-            panel.show_intervention(ev.value.all_interventions().get(panel.path()))
-        elif ev.kind == "model":
+        if isinstance(ev, PlanChanged) and panel.path():
+            panel.show_intervention(ev.plan.all_interventions().get(panel.path()))
+        elif isinstance(ev, ModelChanged):
             panel.set_layer("", None)
 
     win.tree.layerSelected.connect(select)

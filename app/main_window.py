@@ -183,10 +183,10 @@ class MainWindow(QMainWindow):
         ``labels`` file) and run once. A failed load leaves the current model, plan
         and plots as they were. ``trust``: for a spec read from a file, which code it
         may run (:mod:`hookscope.core.model.code_trust`); ``None`` for a typed spec."""
-        rid = self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                      input_text=input_text, labels=labels, trust=trust)
+        future = self.session.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                         input_text=input_text, labels=labels, trust=trust)
         self.status.show_busy(True)
-        return rid
+        return future.request_id
 
     def open_recent(self, spec: str, weights: str | None = None) -> int | None:
         """Open a recent-files entry: data, so code it names runs only after a yes."""
@@ -201,7 +201,8 @@ class MainWindow(QMainWindow):
         self.status.show_busy(True)
         if s.set_input(self.run_bar.input_text()) and s.options.live and s.model is not None:
             return s.newest_run  # the new input has queued its run already
-        return s.submit_run()
+        future = s.submit_run()
+        return future.request_id if future is not None else None
 
     def current_plan(self) -> Plan:
         return self.session.current_plan()
@@ -266,9 +267,9 @@ class MainWindow(QMainWindow):
 
     def open_setup_with(self, setup, trust: CodeTrust) -> int:
         """Open a checked session setup under ``trust`` (raises what the session raises)."""
-        rid = self.session.open_setup(setup, trust=trust)
+        future = self.session.open_setup(setup, trust=trust)
         self.status.show_busy(True)
-        return rid
+        return future.request_id
 
     # -- drops, sizes, closing ------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override

@@ -88,7 +88,7 @@ def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
     """The model, placed by accelerate when a device map is asked for; with ``--ray``
     a stand-in for the model loaded in a Ray actor (its example input is real)."""
     if scale.ray:
-        from hookscope.core.remote import RemoteModelSession
+        from hookscope.core.remote import RemoteModel, RemoteModelSession
 
         session = RemoteModelSession(scale.ray, device=opts.device, dispatch=scale.dispatch,
                                      byte_budget=scale.ray_budget)
@@ -97,6 +97,7 @@ def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
         except BaseException:
             session.close()
             raise
+        assert isinstance(lm.module, RemoteModel)  # a Ray runner's load answers with its stand-in
         lm.module.session = session  # the stand-in keeps its actor's session until the run
         return lm
     if scale.dispatch.active:

@@ -5,15 +5,19 @@ window (:class:`~hookscope.app.main_window.MainWindow`) builds the parts and
 hands them, with the few window calls the handlers make, to this object, which
 keeps its own state (was the last run cancelled). Every session event reaches
 :meth:`SessionReactions._on_event` on the GUI thread, the one place answers
-arrive, and redraws the parts that show it: no widget keeps its own copy of a
+arrive, which hands it to the handler of its type (:data:`REACTIONS`); that
+handler redraws the parts that show it: no widget keeps its own copy of a
 bound, the device, Live or statistics-only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from hookscope.core import RunResult, SessionEvent
+from hookscope.core.session import (DeviceChanged, Idle, InputChanged, LoadFailed, LoadWarning,
+                                    ModelChanged, OptionsChanged, PlanChanged, ResultArrived,
+                                    RunCancelled, RunFailed, RunProgress, RunStarted)
 from hookscope.core.views import input_token_strings
 from hookscope.core.model import is_live
 
@@ -54,12 +58,12 @@ class SessionReactions:
 
     # -- the one place session events arrive (GUI thread) -------------------------
     def _on_event(self, ev: SessionEvent) -> None:
-        handler = getattr(self, f"_on_{ev.kind}", None)
+        handler = REACTIONS.get(type(ev))
         if handler is not None:
-            handler(ev)
+            handler(self, ev)
 
-    def _on_model(self, ev: SessionEvent) -> None:
-        lm, s = ev.value, self.session
+    def _on_model(self, ev: ModelChanged) -> None:
+        lm, s = ev.model, self.session
         self.run_bar.set_input_text(s.input_text)
         self.run_bar.set_no_example_hint(lm.example_input is None)
         self.status.reset(self.worker.runs_done, self.worker.runs_dropped, self.worker.runs_failed)
@@ -77,44 +81,44 @@ class SessionReactions:
         if s.view.get("selected"):
             self.tree.select_path(s.view["selected"])
 
-    def _on_load_warning(self, ev: SessionEvent) -> None:
+    def _on_load_warning(self, ev: LoadWarning) -> None:
         # What the load left out (a layer the model lacks, a device it cannot use)
         # stays until closed: the first run's success must not hide it.
-        self.show_error(str(ev.value), sticky=True)
+        self.show_error(ev.message, sticky=True)
 
-    def _on_load_failed(self, ev: SessionEvent) -> None:
-        self.show_error(f"could not open the model: {ev.value}")
+    def _on_load_failed(self, ev: LoadFailed) -> None:
+        self.show_error(f"could not open the model: {ev.message}")
 
-    def _on_plan(self, ev: SessionEvent) -> None:
+    def _on_plan(self, ev: PlanChanged) -> None:
         self._show_undo()
         if not self.is_live() and self.last_result is not None:
             self.statusBar().showMessage("settings changed: the plots show the last run; "
                                          "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
 
-    def _on_input(self, ev: SessionEvent) -> None:
-        if self.run_bar.input_text() != ev.value:
-            self.run_bar.set_input_text(ev.value)
+    def _on_input(self, ev: InputChanged) -> None:
+        if self.run_bar.input_text() != ev.text:
+            self.run_bar.set_input_text(ev.text)
 
-    def _on_device(self, ev: SessionEvent) -> None:
-        self.run_bar.set_device(ev.value)
-        act = self.actions_.device_actions.get(ev.value)
+    def _on_device(self, ev: DeviceChanged) -> None:
+        self.run_bar.set_device(ev.device)
+        act = self.actions_.device_actions.get(ev.device)
         if act is not None and not act.isChecked():
             act.setChecked(True)
 
-    def _on_options(self, ev: SessionEvent) -> None:
+    def _on_options(self, ev: OptionsChanged) -> None:
         self._show_options()
 
-    def _on_started(self, ev: SessionEvent) -> None:
+    def _on_started(self, ev: RunStarted) -> None:
         self._cancelled = False
         self.status.show_busy(True)
         self.run_bar.start_progress()
 
-    def _on_progress(self, ev: SessionEvent) -> None:
-        p = ev.value
+    def _on_progress(self, ev: RunProgress) -> None:
+        p = ev.progress
         self.run_bar.show_progress(p.done, p.total, p.elapsed_s)
 
-    def _on_result(self, ev: SessionEvent) -> None:
-        result = ev.value
+    def _on_result(self, ev: ResultArrived) -> None:
+        result = ev.result
         lm = self.session.model  # the output by meaning, with the input's tokens
         shown, tokens = shown_input(result, lm.meaning if lm else None)
         self.panel.set_token_labels(tokens)
@@ -126,16 +130,16 @@ class SessionReactions:
             self.show_error("intervention alarm: " + "; ".join(result.alarms))
         self.resultShown.emit(result)
 
-    def _on_error(self, ev: SessionEvent) -> None:
+    def _on_error(self, ev: RunFailed) -> None:
         extra = "\n(The plots still show the last successful run.)" if self.last_result else ""
-        self.show_error(f"{ev.value}{extra}")
+        self.show_error(f"{ev.message}{extra}")
 
-    def _on_cancelled(self, ev: SessionEvent) -> None:
+    def _on_cancelled(self, ev: RunCancelled) -> None:
         self._cancelled = True
         self.run_bar.hide_progress("cancelled")
         self.status.show_cancelled()
 
-    def _on_idle(self, ev: SessionEvent) -> None:
+    def _on_idle(self, ev: Idle) -> None:
         self.run_bar.hide_progress("cancelled" if self._cancelled else "")
         w = self.worker
         self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
@@ -155,3 +159,20 @@ class SessionReactions:
         assert self.actions_.undo is not None and self.actions_.redo is not None  # build_menus sets both
         self.actions_.undo.setEnabled(self.session.can_undo)
         self.actions_.redo.setEnabled(self.session.can_redo)
+
+#: The handler of each session event type (the types without one need no redraw here).
+REACTIONS: dict[type[SessionEvent], Callable[[SessionReactions, Any], None]] = {
+    ModelChanged: SessionReactions._on_model,
+    LoadWarning: SessionReactions._on_load_warning,
+    LoadFailed: SessionReactions._on_load_failed,
+    PlanChanged: SessionReactions._on_plan,
+    InputChanged: SessionReactions._on_input,
+    DeviceChanged: SessionReactions._on_device,
+    OptionsChanged: SessionReactions._on_options,
+    RunStarted: SessionReactions._on_started,
+    RunProgress: SessionReactions._on_progress,
+    ResultArrived: SessionReactions._on_result,
+    RunFailed: SessionReactions._on_error,
+    RunCancelled: SessionReactions._on_cancelled,
+    Idle: SessionReactions._on_idle,
+}

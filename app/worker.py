@@ -35,6 +35,8 @@ class ForwardWorker(QObject):
         self._deliver.connect(self._on_deliver, Qt.ConnectionType.QueuedConnection)
         self.session = Session(runner_factory, post=self.post)
         runner = self.session.runner
+        assert runner is not None  # a session made with a runner factory has its runner
+        self._counts = runner.counts  # the runner's own tally, updated in place
         if isinstance(runner, QueueRunner):   # local, Ray, accelerate: all queue runners
             runner.make_display = True   # results come display-ready, made in the runner's thread
 
@@ -57,15 +59,15 @@ class ForwardWorker(QObject):
     # -- state for the status bar, tests and benchmarks --------------------------
     @property
     def runs_done(self) -> int:
-        return self.session.runner.counts.runs_done
+        return self._counts.runs_done
 
     @property
     def runs_failed(self) -> int:
-        return self.session.runner.counts.runs_failed
+        return self._counts.runs_failed
 
     @property
     def runs_dropped(self) -> int:
-        return self.session.runner.counts.dropped
+        return self._counts.dropped
 
     @property
     def busy(self) -> bool:

@@ -22,6 +22,7 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 from PySide6.QtGui import QBrush, QColor, QFont
 
 from hookscope.core import Clamp, Intervention, Plan, PlanError, Session, SessionEvent, TreeNode
+from hookscope.core.session import ModelChanged, PlanChanged, TreeObserved
 
 from .value_format import format_bound, format_shape, parse_bound
 
@@ -87,12 +88,12 @@ class LayerTreeModel(QAbstractItemModel):
 
     # -- the session's events ----------------------------------------------------
     def _on_session(self, ev: SessionEvent) -> None:
-        if ev.kind == "model":
+        if isinstance(ev, ModelChanged):
             self._show_tree(self.session.tree)
-        elif ev.kind == "plan":
-            self._show_plan(ev.value)
-        elif ev.kind == "observed":
-            self.update_observed(ev.value)
+        elif isinstance(ev, PlanChanged):
+            self._show_plan(ev.plan)
+        elif isinstance(ev, TreeObserved) and ev.tree is not None:
+            self.update_observed(ev.tree)
 
     def _show_plan(self, plan: Plan) -> None:
         old, self._shown_plan = self._shown_plan, plan

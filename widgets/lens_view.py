@@ -179,7 +179,8 @@ class LensView(QWidget):
         if lens is not None:
             changed = sum(a != b for ra, rb in zip(lens.top_without, lens.top_with)
                           for a, b in zip(ra, rb))
-            colour = (f"p({shown(lens.token(lens.target_id))})" if self.model.by_target
+            colour = (f"p({shown(lens.token(lens.target_id))})"
+                      if self.model.by_target and lens.target_id is not None
                       else "the top token's probability")
             self.show_note(f"colour: {colour}; bold: {changed} cell{'s' if changed != 1 else ''} "
                            "whose top token the interventions changed. Hover for the top tokens.")

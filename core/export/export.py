@@ -15,17 +15,18 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..base.atomic_write import atomic_write
-from ..base.errors import HookscopeError
+from ..base.errors import HookscopeError, PlanError
 from ..capture.capture_record import CaptureRecord
 from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
-from .script_aim import AIM_HELPERS, head_sites
+from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites
 from .script_template import HELPERS, SCRIPT, STATS, comment_text
 from ..model.inputs import parse_input
 from .script_model import model_section
@@ -98,7 +99,8 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     :mod:`~hookscope.core.export.script_hf`), and the input and every source
     input are embedded as tensors, in one base64 ``torch.save`` payload read
     back with ``weights_only=True``. Every intervention is written out in plain
-    torch: its kind's ``leaf_function`` (from the registry, so a newly
+    torch: the source of its kind's ``leaf_function`` (the very function the kind
+    applies, copied with :func:`inspect.getsource`; from the registry, so a newly
     registered kind exports too) and a ``functools.partial`` of it with the
     parameters. A patch's source forward (and a reference mean's) runs first,
     once per distinct input, as in Hookscope. The script prints, per captured
@@ -144,8 +146,13 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     n_heads = _heads_by_layer(None if loaded is None else loaded.module, plan)
     model_src, extra = model_section(spec, loaded, weights, probe=x)
     payload = {"input": x, "sources": sources, **extra}
-    functions = "\n".join(cls.leaf_function.strip("\n") + "\n\n" for cls in kinds.values())
-    if any(iv.where() is not None for iv in interventions.values()):
+    # Each definition once (two kinds may share a helper), helpers before the leaf that calls them.
+    definitions = dict.fromkeys(src for cls in kinds.values() for src in _leaf_definitions(cls))
+    aiming = any(iv.where() is not None for iv in interventions.values())
+    if aiming:
+        definitions.update(dict.fromkeys(inspect.getsource(fn).strip("\n") for fn in AIM_NEEDS))
+    functions = "\n".join(src + "\n\n" for src in definitions)
+    if aiming:
         functions += AIM_HELPERS.strip("\n") + "\n\n"
     # The comment is user text (a source input's file name): escaped, so it stays one comment.
     intervene = "".join(f"    {path!r}: {iv.to_torch_source(n_heads.get(path))},"
@@ -162,6 +169,14 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         describe=repr({p: iv.describe() for p, iv in interventions.items()}),
         every_leaf=repr(every_leaf) if every_leaf else "set()", head_sites=repr(sites),
     )
+
+
+def _leaf_definitions(cls: type[Intervention]) -> list[str]:
+    try:
+        return cls.leaf_definitions()
+    except PlanError as exc:
+        raise HookscopeError(f"the script export cannot write the {cls.name} intervention: "
+                             f"{exc}") from exc
 
 
 def _heads_by_layer(module: Any, plan: Plan) -> dict[str, int]:

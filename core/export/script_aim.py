@@ -5,34 +5,28 @@
 positions, heads and units, narrows a source tensor the same way on its own
 lengths, and writes the changed part back into a copy. Heads are acted on at
 the output projection's input: the script registers a forward pre-hook there
-(``HEAD_SITES``: layer -> (projection path, number of heads)).
+(``HEAD_SITES``: layer -> (projection path, number of heads)). The feature axis
+is the kinds' own :func:`~hookscope.core.plan.leaf_functions.feature_dim`, copied
+into the script before these helpers (:data:`AIM_NEEDS`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+from ..plan.leaf_functions import feature_dim
+
+#: The plain-torch functions :data:`AIM_HELPERS` calls, copied into the script before it.
+AIM_NEEDS: tuple[Callable[..., Any], ...] = (feature_dim,)
 
 AIM_HELPERS = '''
-CHANNEL_FIRST_AIM = (torch.nn.modules.conv._ConvNd, torch.nn.modules.batchnorm._BatchNorm,
-                     torch.nn.modules.instancenorm._InstanceNorm, torch.nn.modules.pooling._MaxPoolNd,
-                     torch.nn.modules.pooling._AvgPoolNd, torch.nn.modules.pooling._AdaptiveAvgPoolNd,
-                     torch.nn.modules.pooling._AdaptiveMaxPoolNd, torch.nn.GroupNorm)
-
-
-def feature_axis(t, module):
-    """dim 1 for conv/norm/pool outputs and any 4+-d output, else the last dim."""
-    if t.dim() >= 2 and (isinstance(module, CHANNEL_FIRST_AIM) or t.dim() >= 4):
-        return 1
-    return t.dim() - 1
-
-
 def sequence_axis(t, module):
     """The token axis of a (batch, seq, features) tensor, else None."""
     if t.dim() != 3:
         return None
     if isinstance(module, nn.MultiheadAttention) and not module.batch_first:
         return 0
-    return 1 if feature_axis(t, module) == 2 else None
+    return 1 if feature_dim(t, module) == 2 else None
 
 
 def picked(sel, n):
@@ -59,7 +53,7 @@ def aimed(change, positions=None, heads=None, units=None, n_heads=None):
             dims.append((x.dim() - 2, picked(heads, n_heads)))
             unit_axis = x.dim() - 1
         else:
-            unit_axis = feature_axis(t, module)
+            unit_axis = feature_dim(t, module)
         if units is not None:
             dims.append((unit_axis, picked(units, x.shape[unit_axis])))
         parts = [x]

@@ -22,6 +22,7 @@ import torch
 
 from ..base.errors import PlanError
 from .intervention_base import Intervention, InterventionContext, _check_number, param, py_literal
+from .leaf_functions import add_leaf, project_leaf
 from ..base.nested import tensor_leaves
 from .steer_vector import SteeringVector, check_width
 
@@ -96,7 +97,7 @@ class _Directional(Intervention):
                             "--vector")
         kwargs = [f"vector={py_literal(vec.values)}"]
         kwargs += [f"{k}={py_literal(v)}" for k, v in self.values().items() if k != "vector"]
-        return f"functools.partial({self.name}_leaf, {', '.join(kwargs)})"
+        return f"functools.partial({self.leaf_name()}, {', '.join(kwargs)})"
 
     def _vector_words(self) -> str:
         vec = self.vector
@@ -117,16 +118,7 @@ class Add(_Directional):
     draggable: ClassVar[tuple[str, ...]] = ("alpha",)
     syntax: ClassVar[str] = ("add:VECTOR[:ALPHA[:norm]] (a --vector NAME; norm: ALPHA in units of "
                              "the layer's mean activation norm)")
-    leaf_function: ClassVar[str] = '''
-def add_leaf(t, module, source, vector, alpha=1.0, norm_units=False):
-    """output + alpha * vector along the last axis (norm_units: alpha * mean |x| * unit vector)."""
-    if not t.is_floating_point() or t.dim() == 0 or t.shape[-1] != vector.numel():
-        return t
-    v = vector.to(device=t.device, dtype=t.dtype)
-    if norm_units:
-        v = v / v.norm() * t.norm(dim=-1).mean()
-    return t + alpha * v
-'''
+    leaf_function: ClassVar[Any] = staticmethod(add_leaf)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vector", _as_vector("add", self.vector))
@@ -135,10 +127,7 @@ def add_leaf(t, module, source, vector, alpha=1.0, norm_units=False):
         object.__setattr__(self, "norm_units", _as_bool("add", self.norm_units))
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
-        v = self.bound(ctx).values.to(device=t.device, dtype=t.dtype)
-        if self.norm_units:
-            v = v / v.norm() * t.norm(dim=-1).mean()
-        return t + self.alpha * v
+        return add_leaf(t, ctx.module, None, self.bound(ctx).values, self.alpha, self.norm_units)
 
     def describe(self) -> str:
         unit = " x|x|" if self.norm_units else ""
@@ -153,15 +142,7 @@ class Project(_Directional):
     vector: Any = param("vector", help="the direction to remove (--vector NAME=...)")
     name: ClassVar[str] = "project"
     syntax: ClassVar[str] = "project:VECTOR (a --vector NAME; removes that direction)"
-    leaf_function: ClassVar[str] = '''
-def project_leaf(t, module, source, vector):
-    """output minus its component along the unit vector (last axis)."""
-    if not t.is_floating_point() or t.dim() == 0 or t.shape[-1] != vector.numel():
-        return t
-    u = vector.to(device=t.device, dtype=t.dtype)
-    u = u / u.norm()
-    return t - (t @ u).unsqueeze(-1) * u
-'''
+    leaf_function: ClassVar[Any] = staticmethod(project_leaf)
 
     def __post_init__(self) -> None:
         vec = _as_vector("project", self.vector)
@@ -170,9 +151,7 @@ def project_leaf(t, module, source, vector):
         object.__setattr__(self, "vector", vec)
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
-        u = self.bound(ctx).values.to(device=t.device, dtype=t.dtype)
-        u = u / u.norm()
-        return t - (t @ u).unsqueeze(-1) * u
+        return project_leaf(t, ctx.module, None, self.bound(ctx).values)
 
     def describe(self) -> str:
         return f"project(out {self._vector_words()})"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
@@ -142,9 +144,13 @@ class Intervention:
     name: ClassVar[str] = "intervention"
     #: The parameters Live mode drags (clamp: both bounds; ``()``: nothing to drag).
     draggable: ClassVar[tuple[str, ...]] = ()
-    #: Plain-torch source defining ``def <name>_leaf(t, module, source, **params)``:
-    #: the change to one tensor leaf, for the exported script (no Hookscope imports).
-    leaf_function: ClassVar[str] = ""
+    #: The change to one tensor leaf in plain torch, ``<name>_leaf(t, module, source,
+    #: **params)`` (no Hookscope imports, see :mod:`.leaf_functions`): :meth:`apply_tensor`
+    #: calls it and the exported script copies its source (:meth:`leaf_definitions`). A
+    #: kind whose function has no source file may give that source as text instead.
+    leaf_function: ClassVar[Callable[..., torch.Tensor] | str | None] = None
+    #: Plain-torch functions the leaf function calls, copied into the script before it.
+    leaf_helpers: ClassVar[tuple[Callable[..., Any], ...]] = ()
     #: One line for error messages and ``--help``: how ``parse`` reads ``KIND:ARGS``.
     syntax: ClassVar[str] = ""
     #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex) or ``"all"``.
@@ -326,6 +332,25 @@ class Intervention:
                 values[p.name] = _from_text(cls, p, text.lstrip() if prompt else text.strip())
         return cls.from_values(values)
 
+    @classmethod
+    def leaf_definitions(cls) -> list[str]:
+        """The source of :attr:`leaf_helpers` and :attr:`leaf_function`, in that order, as the
+        exported script defines them (``[]``: the kind has no plain-torch form)."""
+        out = []
+        for fn in (*cls.leaf_helpers, cls.leaf_function):
+            if isinstance(fn, str) or fn is None:
+                text = fn or ""
+            else:
+                try:
+                    text = inspect.getsource(fn)
+                except (OSError, TypeError) as exc:  # defined where no source file is kept
+                    raise PlanError(f"the {cls.name} intervention's leaf function "
+                                    f"{getattr(fn, '__name__', fn)!r} has no source to export; "
+                                    "define it in a .py file") from exc
+            if text.strip():
+                out.append(textwrap.dedent(text).strip("\n"))
+        return out if cls.leaf_function else []
+
     def leaf_source(self) -> str:
         """The kind's arithmetic as a plain-torch expression: a leaf function and its
         arguments, ``functools.partial(<name>_leaf, ...)``, using :attr:`leaf_function`'s
@@ -334,7 +359,13 @@ class Intervention:
             raise PlanError(f"the {self.name} intervention has no plain-torch form to export")
         kwargs = ", ".join(f"{k}={py_literal(v)}" for k, v in self.values().items()
                            if self.params_for_script(k))
-        return f"functools.partial({self.name}_leaf{', ' if kwargs else ''}{kwargs})"
+        return f"functools.partial({self.leaf_name()}{', ' if kwargs else ''}{kwargs})"
+
+    @classmethod
+    def leaf_name(cls) -> str:
+        """The name the exported script calls the leaf function by."""
+        fn = cls.leaf_function
+        return fn.__name__ if callable(fn) else f"{cls.name}_leaf"
 
     def to_torch_source(self, n_heads: int | None = None) -> str:
         """This intervention as a plain-torch expression (:meth:`leaf_source`); with ``at``,

@@ -7,15 +7,16 @@ Every kind is a frozen dataclass subclass of :class:`Intervention` with
   (type, range, a starting value, help); :meth:`Intervention.params` lists them;
 * ``draggable``: the parameters a drag in Live mode changes (clamp bounds, a
   scale factor, a noise level), or ``()``;
-* :meth:`~Intervention.apply_tensor`, the change to one tensor leaf;
+* :meth:`~Intervention.apply_tensor`, the change to one tensor leaf: its checks,
+  then the kind's plain-torch function of :mod:`.leaf_functions` (``leaf_function``);
   :meth:`~Intervention.apply` walks nested outputs (tuple, list, dict,
   dataclass/ModelOutput): non-tensor leaves pass through, and kinds keep an
   integer output integer;
 * :meth:`~Intervention.describe`, :meth:`~Intervention.to_dict` /
   :meth:`~Intervention.from_dict` (session files), :meth:`~Intervention.parse`
   (the CLI's ``KIND:ARGS``), :meth:`~Intervention.bounds` (lines on a
-  histogram), and ``leaf_function`` + :meth:`~Intervention.to_torch_source`:
-  the same change as plain torch code for the exported script.
+  histogram), and :meth:`~Intervention.to_torch_source`: the same change for the
+  exported script, which copies ``leaf_function``'s source (one copy of the arithmetic).
 
 A kind that needs another forward first (:class:`Patch`, :class:`MeanAblate`
 with a reference input) names that input in :meth:`~Intervention.pre_pass_input`;
@@ -36,33 +37,18 @@ import torch
 
 from ..base.errors import PlanError
 from .intervention_base import (Intervention, InterventionContext, Param, _check_number, _short,
-                                _SourceEq, as_output_dtype, numeric, param, py_literal)
+                                _SourceEq, numeric, param, py_literal)
 from .feature_axis import feature_dim
+from .leaf_functions import (clamp_leaf, mean_leaf, noise_leaf, patch_leaf, scale_leaf,
+                             zero_leaf)
 from ..base.nested import map_tensors, tensor_leaves
 
 __all__ = ["Intervention", "InterventionContext", "Param", "param", "Clamp", "Scale", "Zero",
-           "MeanAblate", "Noise", "Patch", "map_tensors", "tensor_leaves", "clamp_tensor",
+           "MeanAblate", "Noise", "Patch", "map_tensors", "tensor_leaves",
            "feature_dim", "numeric", "py_literal"]
 
 
 # -- the kinds -----------------------------------------------------------------------
-
-def clamp_tensor(t: torch.Tensor, lo: float | None, hi: float | None) -> torch.Tensor:
-    """``t.clamp(lo, hi)`` that keeps an integer tensor integer (``None``: open side).
-
-    Float bounds would promote an integer output (token ids, counts) to float
-    and feed fractions downstream; the bounds are rounded inward instead.
-    """
-    lo = None if lo is None or lo == -math.inf else lo
-    hi = None if hi is None or hi == math.inf else hi
-    if lo is None and hi is None:
-        return t
-    if t.is_floating_point():
-        return t.clamp(lo, hi)
-    ilo = None if lo is None else math.ceil(lo)
-    ihi = None if hi is None else math.floor(hi)
-    return t.clamp(ilo, ihi)
-
 
 @dataclass(frozen=True)
 class Clamp(Intervention):
@@ -73,17 +59,7 @@ class Clamp(Intervention):
     name: ClassVar[str] = "clamp"
     draggable: ClassVar[tuple[str, ...]] = ("lo", "hi")
     syntax: ClassVar[str] = "clamp:LO:HI (leave one side empty for no bound, e.g. clamp::0.5)"
-    leaf_function: ClassVar[str] = '''
-def clamp_leaf(t, module, source, lo=None, hi=None):
-    """output.clamp(lo, hi); an integer output stays integer (bounds rounded inward)."""
-    lo = None if lo is None or lo == -math.inf else lo
-    hi = None if hi is None or hi == math.inf else hi
-    if lo is None and hi is None:
-        return t
-    if t.is_floating_point():
-        return t.clamp(lo, hi)
-    return t.clamp(None if lo is None else math.ceil(lo), None if hi is None else math.floor(hi))
-'''
+    leaf_function: ClassVar[Any] = staticmethod(clamp_leaf)
 
     def __post_init__(self) -> None:
         for side, open_value in (("lo", -math.inf), ("hi", math.inf)):
@@ -97,7 +73,7 @@ def clamp_leaf(t, module, source, lo=None, hi=None):
             raise PlanError(f"clamp range [{lo:g}, {hi:g}] is empty: lo must be <= hi; swap the bounds")
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
-        return clamp_tensor(t, self.lo, self.hi)
+        return clamp_leaf(t, ctx.module, None, self.lo, self.hi)
 
     def bounds(self) -> tuple[float, float]:
         return (-math.inf if self.lo is None else self.lo, math.inf if self.hi is None else self.hi)
@@ -115,19 +91,14 @@ class Scale(Intervention):
     name: ClassVar[str] = "scale"
     draggable: ClassVar[tuple[str, ...]] = ("factor",)
     syntax: ClassVar[str] = "scale:FACTOR (e.g. scale:0.5)"
-    leaf_function: ClassVar[str] = '''
-def scale_leaf(t, module, source, factor):
-    """output * factor; an integer output is rounded back to its dtype."""
-    out = t * factor
-    return out if out.dtype == t.dtype else out.round().to(t.dtype)
-'''
+    leaf_function: ClassVar[Any] = staticmethod(scale_leaf)
 
     def __post_init__(self) -> None:
         _check_number("scale", "factor", self.factor)
         object.__setattr__(self, "factor", float(self.factor))
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
-        return as_output_dtype(t * self.factor, t)
+        return scale_leaf(t, ctx.module, None, self.factor)
 
 
 @dataclass(frozen=True)
@@ -143,25 +114,8 @@ class Zero(Intervention):
     dim: int | None = param("dim", None, help="feature axis (empty: 1 for conv outputs, else last)")
     name: ClassVar[str] = "zero"
     syntax: ClassVar[str] = "zero, or zero:UNITS[:DIM] (e.g. zero:3,7 zeroes features 3 and 7)"
-    leaf_function: ClassVar[str] = '''
-CHANNEL_FIRST = (torch.nn.modules.conv._ConvNd, torch.nn.modules.batchnorm._BatchNorm,
-                 torch.nn.modules.instancenorm._InstanceNorm, torch.nn.modules.pooling._MaxPoolNd,
-                 torch.nn.modules.pooling._AvgPoolNd, torch.nn.modules.pooling._AdaptiveAvgPoolNd,
-                 torch.nn.modules.pooling._AdaptiveMaxPoolNd, torch.nn.GroupNorm)
-
-
-def zero_leaf(t, module, source, units=None, dim=None):
-    """Zero the output, or the listed units along the feature axis (dim 1 for conv outputs, else last)."""
-    if units is None:
-        return torch.zeros_like(t)
-    if dim is None:
-        channel_first = isinstance(module, CHANNEL_FIRST) or t.dim() >= 4
-        dim = 1 if t.dim() >= 2 and channel_first else t.dim() - 1
-    dim = dim % t.dim()
-    out = t.clone()
-    out.index_fill_(dim, torch.tensor([u % t.shape[dim] for u in units], device=t.device), 0)
-    return out
-'''
+    leaf_function: ClassVar[Any] = staticmethod(zero_leaf)
+    leaf_helpers: ClassVar[tuple[Any, ...]] = (feature_dim,)
 
     def __post_init__(self) -> None:
         if self.units is not None:
@@ -174,7 +128,7 @@ def zero_leaf(t, module, source, units=None, dim=None):
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         if self.units is None:
-            return torch.zeros_like(t)
+            return zero_leaf(t, ctx.module, None)
         if t.dim() == 0:
             raise PlanError(f"zero: layer {ctx.path!r} returns a scalar; it has no units to pick")
         d = feature_dim(t, ctx.module, self.dim)
@@ -186,9 +140,7 @@ def zero_leaf(t, module, source, units=None, dim=None):
         if bad:
             raise PlanError(f"zero: unit(s) {bad} out of range: layer {ctx.path!r} has {n} "
                             f"along dim {d}; pick units in 0..{n - 1}")
-        out = t.clone()
-        out.index_fill_(d, torch.tensor([u % n for u in self.units], device=t.device), 0)
-        return out
+        return zero_leaf(t, ctx.module, None, self.units, d)
 
     def describe(self) -> str:
         if self.units is None:
@@ -209,31 +161,20 @@ class MeanAblate(_SourceEq, Intervention):
     reference: Any = param("input", None, help="reference input spec (empty: the batch itself)")
     name: ClassVar[str] = "mean"
     syntax: ClassVar[str] = "mean (batch mean), or mean:INPUT (mean over a reference input)"
-    leaf_function: ClassVar[str] = '''
-def mean_leaf(t, module, source):
-    """The batch mean (dim 0) of the output, or of the reference run's output (source)."""
-    ref = t if source is None else source.to(t.device)
-    if t.dim() == 0:
-        return t
-    out = ref.double().mean(0, keepdim=True).expand(t.shape)
-    return (out if t.is_floating_point() else out.round()).to(t.dtype).contiguous()
-'''
+    leaf_function: ClassVar[Any] = staticmethod(mean_leaf)
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
-        ref = t
+        ref = None
         if self.reference is not None:
-            if ctx.source_leaf is None:
+            ref = ctx.source_leaf
+            if ref is None:
                 raise PlanError(f"mean: layer {ctx.path!r} produced no matching output on the "
                                 "reference input")
-            ref = ctx.source_leaf.to(t.device)
             if tuple(ref.shape[1:]) != tuple(t.shape[1:]):
                 raise PlanError(f"mean: layer {ctx.path!r} gives {tuple(ref.shape)} on the reference "
                                 f"input but {tuple(t.shape)} on the target; use a reference input "
                                 "of the same shape past the batch dim")
-        if t.dim() == 0:
-            return t
-        out = ref.double().mean(0, keepdim=True).expand(t.shape)
-        return as_output_dtype(out, t).contiguous()
+        return mean_leaf(t, ctx.module, ref)
 
     def pre_pass_input(self) -> Any:
         return self.reference
@@ -255,14 +196,7 @@ class Noise(Intervention):
     name: ClassVar[str] = "noise"
     draggable: ClassVar[tuple[str, ...]] = ("std",)
     syntax: ClassVar[str] = "noise:STD[:SEED] (e.g. noise:0.1:7)"
-    leaf_function: ClassVar[str] = '''
-def noise_leaf(t, module, source, std, seed=0):
-    """output + std * N(0, 1), from a generator seeded with seed on every call."""
-    if not t.is_floating_point():
-        return t
-    g = torch.Generator(device=t.device).manual_seed(seed)
-    return t + std * torch.randn(t.shape, generator=g, device=t.device, dtype=t.dtype)
-'''
+    leaf_function: ClassVar[Any] = staticmethod(noise_leaf)
 
     def __post_init__(self) -> None:
         _check_number("noise", "std", self.std, lo=0.0)
@@ -271,10 +205,7 @@ def noise_leaf(t, module, source, std, seed=0):
         object.__setattr__(self, "std", float(self.std))
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
-        if not t.is_floating_point():
-            return t
-        g = torch.Generator(device=t.device).manual_seed(self.seed)
-        return t + self.std * torch.randn(t.shape, generator=g, device=t.device, dtype=t.dtype)
+        return noise_leaf(t, ctx.module, None, self.std, self.seed)
 
     def describe(self) -> str:
         return f"noise(std={self.std:g}, seed={self.seed})"
@@ -294,11 +225,7 @@ class Patch(_SourceEq, Intervention):
     name: ClassVar[str] = "patch"
     syntax: ClassVar[str] = "patch (with --source-input X), or patch:INPUT"
     leaf_kinds: ClassVar[str] = "all"
-    leaf_function: ClassVar[str] = '''
-def patch_leaf(t, module, source):
-    """This layer's output on the source input (same call) instead of the target's."""
-    return source.to(device=t.device, dtype=t.dtype, copy=True)
-'''
+    leaf_function: ClassVar[Any] = staticmethod(patch_leaf)
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         src = ctx.source_leaf
@@ -308,8 +235,7 @@ def patch_leaf(t, module, source):
         if tuple(src.shape) != tuple(t.shape):
             raise PlanError(f"patch: layer {ctx.path!r} gives {tuple(src.shape)} on the source input "
                             f"but {tuple(t.shape)} on the target; give a source input of the same shape")
-        # A copy: a later in-place op (ReLU(inplace=True)) must not change the source run.
-        return src.to(device=t.device, dtype=t.dtype, copy=True)
+        return patch_leaf(t, ctx.module, src)
 
     def pre_pass_input(self) -> Any:
         if self.source_input is None:

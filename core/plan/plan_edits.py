@@ -9,6 +9,8 @@ fall out of its plan edits; the steps of one drag (edits with the same
 
 from __future__ import annotations
 
+from typing import Iterable, Sequence
+
 from .plan import Plan
 
 #: How many plan edits can be taken back.
@@ -62,3 +64,11 @@ class PlanHistory:
     @property
     def can_redo(self) -> bool:
         return bool(self._redo)
+
+
+def in_model_order(paths: set[str], order: Iterable[str], captured: Sequence[str]) -> tuple[str, ...]:
+    """``paths`` in the model's ``order``; paths it lacks after them, those already
+    ``captured`` in their order first, then the rest sorted."""
+    known = [p for p in order if p in paths]
+    return tuple(known + [p for p in captured if p in paths and p not in known]
+                 + sorted(p for p in paths if p not in known and p not in captured))

@@ -38,6 +38,8 @@ import pickle
 import socket
 import threading
 import time
+from concurrent.futures import CancelledError as FutureCancelled
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -49,7 +51,8 @@ from ..base.errors import HookscopeError
 from ..base.extras import require
 from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
-                              Progress, QueueRunner, RunnerEvent, RunRequest, _Job, same_values)
+                              Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, _Job,
+                              same_values)
 from ..base.meaning import remember_meaning
 from .ray_actor import TextInput, dumps, is_text_input
 from ..model.loaded_model import LoadedModel
@@ -437,30 +440,18 @@ class RemoteModelSession:
 
     def __init__(self, address: str, *, device: str = "cpu", dispatch: Any = None,
                  byte_budget: int = DEFAULT_BYTE_BUDGET, timeout_s: float | None = None) -> None:
-        self._answers: dict[int, RunnerEvent] = {}
-        self._done = threading.Condition()
         self._timeout = timeout_s
-        self.runner = RayRunner(self._listen, address, device=device, byte_budget=byte_budget,
+        self.runner = RayRunner(None, address, device=device, byte_budget=byte_budget,
                                 dispatch=dispatch)
 
-    def _listen(self, ev: RunnerEvent) -> None:
-        if isinstance(ev, (Loaded, Finished, Failed, Cancelled)):
-            with self._done:
-                self._answers[ev.request_id] = ev
-                self._done.notify_all()
-
-    def _wait(self, rid: int) -> RunnerEvent:
-        with self._done:
-            if not self._done.wait_for(lambda: rid in self._answers, self._timeout):
-                raise RemoteError(f"no answer from Ray within {self._timeout} s")
-        ev = self._answers.pop(rid)
-        if isinstance(ev, Failed):
-            if isinstance(ev.error, HookscopeError):
-                raise ev.error
-            raise HookscopeError(ev.message)
-        if isinstance(ev, Cancelled):
-            raise RemoteError("the remote run was cancelled")
-        return ev
+    def _wait(self, future: RequestFuture) -> RunnerEvent:
+        """The request's final answer; its error raised (see :class:`RequestFuture`)."""
+        try:
+            return future.result(self._timeout)
+        except FutureTimeout:
+            raise RemoteError(f"no answer from Ray within {self._timeout} s") from None
+        except FutureCancelled:
+            raise RemoteError("the remote run was cancelled") from None
 
     def load(self, spec: str, weights: str | None = None, trust_pickle: bool = False) -> LoadedModel:
         ev = self._wait(self.runner.submit(LoadRequest(spec, weights, trust_pickle)))

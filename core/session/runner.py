@@ -10,19 +10,21 @@ The runner interface (stable; a remote runner, e.g. a Ray actor, implements it)
 ------------------------------------------------------------------------------
 ``runner = SomeRunner(listener)``
     ``listener(event)`` receives every answer, in the runner's thread.
-``runner.submit(request) -> int``
-    Queue a :class:`LoadRequest` or :class:`RunRequest`; returns its request
-    id (ids only grow). The newest request wins: a run request replaces the
+``runner.submit(request) -> RequestFuture``
+    Queue a :class:`LoadRequest` or :class:`RunRequest`; returns its
+    :class:`RequestFuture` (``future.request_id``: the id its answers carry;
+    ids only grow). The newest request wins: a run request replaces the
     run waiting to start, and the run in flight stops at its next layer
     (answered :class:`Cancelled`) unless it is worth finishing (half done, or
     the last result is more than 30 ms old: :func:`finish_in_flight`),
     then it is answered :class:`Finished` and the newest runs next; a load
     request stops the run in flight and drops the waiting run,
     which belongs to the model it replaces. A replaced request is answered by
-    nothing at all (``counts.dropped`` counts the replaced runs).
+    nothing at all (``counts.dropped`` counts the replaced runs); its future,
+    like that of every request stopped before its answer, is cancelled.
 ``runner.cancel() -> bool``
     Drop what waits and stop the run in flight at its next layer; whether
-    there was anything to stop.
+    there was anything to stop. ``future.cancel()`` does the same for one request.
 ``runner.close(timeout_s=1.0) -> bool``
     Stop taking requests, stop the run in flight at its next layer, detach the
     listener (nothing is answered after close) and wait at most ``timeout_s``
@@ -58,17 +60,18 @@ import threading
 import time
 import traceback
 import weakref
+from concurrent.futures import InvalidStateError
 from typing import Any
 
 import torch
 
 from ..base.errors import Cancelled as CancelledError
-from ..base.errors import HookscopeError
+from ..base.errors import ForwardError, HookscopeError
 from ..model.inputs import parse_input
 from ..base.nested import map_tensors, tensor_leaves
 from .runner_messages import (FINAL, Cancelled, Counts, Failed, Finished, Listener, Loaded,
-                              LoadRequest, Observed, Progress, Request, Runner, RunnerEvent,
-                              RunRequest, Started, ViewFailed)
+                              LoadRequest, Observed, Progress, Request, RequestFuture, Runner,
+                              RunnerEvent, RunRequest, Started, ViewFailed)
 from ..model.sources import load_model
 from ..model.tree import module_tree
 from ..capture.observe import observe
@@ -119,6 +122,8 @@ class _Job:
     def __init__(self, rid: int, request: Request) -> None:
         self.rid = rid
         self.request = request
+        self.future = RequestFuture(rid)
+        self.settled = False  # the runner has settled (or cancelled) the future itself
         self.stop = False
         self.t0 = 0.0
         self.done = 0
@@ -167,24 +172,48 @@ class QueueRunner:
         self._thread.start()
 
     # -- the interface (any thread) ---------------------------------------------
-    def submit(self, request: Request) -> int:
+    def submit(self, request: Request) -> RequestFuture:
         job = _Job(next(self._ids), request)
+        replaced: list[_Job] = []  # requests that end here without an answer
         with self._cv:
             if self._closing:
                 self.counts.dropped += 1
-                return job.rid
-            if self._pending_run is not None:
-                self.counts.dropped += 1
-                self._pending_run = None
-            if isinstance(request, LoadRequest):
-                self._pending_load = job
+                replaced.append(job)  # a closed runner takes nothing
             else:
-                self._pending_run = job
-            current = self._current
-            if current is not None and not self._keeps_running(current, request):
-                current.stop = True  # newest wins: the run in flight is stale
-            self._cv.notify()
-        return job.rid
+                if self._pending_run is not None:
+                    self.counts.dropped += 1
+                    replaced.append(self._pending_run)
+                    self._pending_run = None
+                if isinstance(request, LoadRequest):
+                    if self._pending_load is not None:
+                        replaced.append(self._pending_load)
+                    self._pending_load = job
+                else:
+                    self._pending_run = job
+                current = self._current
+                if current is not None and not self._keeps_running(current, request):
+                    current.stop = True  # newest wins: the run in flight is stale
+                self._cv.notify()
+        _cancel_futures(replaced)
+        # Added after the queueing: a caller's future.cancel() drops or stops its request.
+        job.future.add_done_callback(lambda _f: self._forget(job))
+        return job.future
+
+    def _forget(self, job: _Job) -> None:
+        """``job``'s future was cancelled by its caller: drop it, or stop it at its next layer."""
+        if job.settled:
+            return
+        with self._cv:
+            if self._pending_run is job:
+                self._pending_run = None
+                self.counts.dropped += 1
+            elif self._pending_load is job:
+                self._pending_load = None
+            stopping = self._current is job
+            if stopping:
+                job.stop = True
+        if stopping:
+            self._stopping(job)
 
     def _keeps_running(self, current: "_Job", request: Request) -> bool:
         """Whether the run in flight finishes although ``request`` came after it (lock held).
@@ -207,6 +236,7 @@ class QueueRunner:
             current = self._current
             if current is not None:
                 current.stop = True
+        _cancel_futures(waiting)
         if current is not None:
             self._stopping(current)
         return bool(waiting) or current is not None
@@ -215,10 +245,12 @@ class QueueRunner:
         with self._cv:
             self._closing = True
             self._listener = None
+            waiting = [j for j in (self._pending_run, self._pending_load) if j is not None]
             self._pending_run = self._pending_load = None
             if self._current is not None:
                 self._current.stop = True
             self._cv.notify()
+        _cancel_futures(waiting)
         self._thread.join(timeout_s)
         self._closed()
         return not self._thread.is_alive()
@@ -306,6 +338,35 @@ class QueueRunner:
                 self._last_result_t = time.perf_counter()
         for event in events:
             self._emit(event)
+        _settle(job, events[-1])  # after the listener heard it: a waiter finds it applied
+
+
+def _cancel_futures(jobs: list[_Job]) -> None:
+    """The futures of requests that end without an answer (outside the runner's lock:
+    a future's callbacks run here)."""
+    for job in jobs:
+        job.settled = True
+        job.future.cancel()
+
+
+def _settle(job: _Job, final: RunnerEvent) -> None:
+    """Settle ``job``'s future with its final answer (see :class:`RequestFuture`)."""
+    job.settled = True
+    fut = job.future
+    if isinstance(final, Cancelled):
+        fut.cancel()
+        return
+    try:
+        if isinstance(final, Failed):
+            error = final.error
+            if not isinstance(error, HookscopeError):
+                error = ForwardError(final.message)
+                error.__cause__ = final.error
+            fut.set_exception(error)
+        elif isinstance(final, (Loaded, Finished)):
+            fut.set_result(final)
+    except InvalidStateError:
+        pass  # its caller cancelled it while it ran (the run stopped, or finished anyway)
 
 
 def attach_display(req: RunRequest, events: list[RunnerEvent]) -> None:
@@ -448,4 +509,4 @@ class LocalRunner(QueueRunner):
 
 __all__ = ["LoadRequest", "RunRequest", "Request", "Started", "Progress", "Loaded", "Observed",
            "Finished", "Failed", "Cancelled", "RunnerEvent", "Listener", "Counts", "Runner",
-           "QueueRunner", "LocalRunner", "same_values", "error_message", "FINAL"]
+           "RequestFuture", "QueueRunner", "LocalRunner", "same_values", "error_message", "FINAL"]

@@ -3,11 +3,13 @@ the interface every runner implements (:mod:`.runner` explains the protocol).
 
 Plain frozen dataclasses without threads or behaviour: a remote runner (a
 Ray actor) sends them across a process boundary as they are, and a front end
-reads them without the machinery that produces them.
+reads them without the machinery that produces them. :class:`RequestFuture`
+is what ``submit`` hands back: the one answer a caller may wait for.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Union
 
@@ -131,6 +133,27 @@ Listener = Callable[[RunnerEvent], None]
 FINAL = (Loaded, Finished, Failed, Cancelled)
 
 
+class RequestFuture(Future[Union[Loaded, Finished]]):
+    """One request's outcome, as :meth:`Runner.submit` returns it; ``request_id`` is the
+    id its answers carry.
+
+    It settles after the listener has heard the request's final answer: ``result()``
+    is that answer (:class:`Loaded` or :class:`Finished`); a :class:`Failed` request
+    raises its error (a :class:`~hookscope.core.errors.HookscopeError` as it was,
+    anything else as :class:`~hookscope.core.errors.ForwardError`). A request that
+    ends without an answer of its own is *cancelled* (``cancelled()``, ``result()``
+    raises :class:`concurrent.futures.CancelledError`): replaced while it waited by a
+    newer one (newest wins), stopped in flight (a newer request, ``cancel()``), or
+    left when the runner closed. It stays pending while it runs, so ``cancel()`` on
+    it works at any time: a waiting request is dropped, one in flight stops at its
+    next layer.
+    """
+
+    def __init__(self, request_id: int) -> None:
+        super().__init__()
+        self.request_id = request_id
+
+
 @dataclass
 class Counts:
     """Requests answered so far, by outcome (``dropped``: replaced or cancelled runs)."""
@@ -146,7 +169,7 @@ class Runner(Protocol):
 
     counts: Counts
 
-    def submit(self, request: Request) -> int: ...
+    def submit(self, request: Request) -> RequestFuture: ...
     def cancel(self) -> bool: ...
     def close(self, timeout_s: float = 1.0) -> bool: ...
     @property
@@ -154,4 +177,5 @@ class Runner(Protocol):
 
 
 __all__ = ["LoadRequest", "RunRequest", "Request", "Started", "Progress", "Loaded", "Observed",
-           "Finished", "Failed", "Cancelled", "RunnerEvent", "Listener", "FINAL", "Counts", "Runner"]
+           "Finished", "Failed", "Cancelled", "RunnerEvent", "Listener", "FINAL", "Counts", "Runner",
+           "RequestFuture"]

@@ -28,6 +28,13 @@ on their own thread; :meth:`run` called on that thread applies its answer
 before returning, so ``last_result`` is the run's at once. Without a ``post``
 the answers are applied in the runner's thread, which suits a script that
 waits for them (:meth:`run`, :meth:`load`).
+
+Requests: :meth:`open_model`, :meth:`open_module`, :meth:`open_setup` and
+:meth:`submit_run` return the runner's :class:`~.runner_messages.RequestFuture`;
+one replaced by a newer request is cancelled, and :meth:`run` and the other
+waiting calls raise :class:`~hookscope.core.errors.Cancelled` for it. What the
+session does with requests and answers is :mod:`.session_requests`; the views
+its runs compute beside the comparison, :mod:`.session_views`.
 """
 
 from __future__ import annotations
@@ -35,32 +42,27 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
-from ..base.errors import Cancelled as CancelledError
-from ..base.errors import ForwardError, HookscopeError, PlanError
+from ..base.errors import HookscopeError
 from ..plan.interventions import Intervention
 from ..plan.plan import Plan
-from ..plan.plan_edits import PlanHistory
-from .runner import (FINAL, Cancelled, Failed, Listener, LoadRequest, LocalRunner, Runner,
+from ..plan.plan_edits import PlanHistory, in_model_order
+from .runner import (Finished, Listener, LoadRequest, LocalRunner, RequestFuture, Runner,
                      RunnerEvent, RunRequest)
 from .session_answers import apply_answer
-from .session_types import LoadSetup, Options, SessionEvent, tidy_input_text
+from .session_events import (DerivedChanged, DeviceChanged, InputChanged, OptionsChanged,
+                             PlanChanged, ResultArrived, SaesChanged, SessionEvent, Subscribers)
+from .session_requests import Requests, weak_listener
+from .session_views import DerivedViews
+from .session_types import LoadSetup, Options, tidy_input_text
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
 from .session_file import read_session_file, write_session_file
 from ..model.class_labels import name_classes
-
-
-@dataclass
-class _Waiter:
-    done: threading.Event = field(default_factory=threading.Event)
-    event: RunnerEvent | None = None
 
 
 class Session:
@@ -71,17 +73,10 @@ class Session:
         self._post = post or (lambda fn: fn())
         # The thread whose subscribers hear the events (see the module docstring).
         self._home = threading.get_ident() if post is not None else None
-        self._answers: deque[RunnerEvent] = deque()  # answers posted, not yet applied
         self._closed = False
-        self._listeners: list[Callable[[SessionEvent], None]] = []
-        self._waiters: dict[int, _Waiter] = {}
-        self._register = False  # the next request made gets a waiter (a caller will wait on it)
-        # Guards the waiters, and is held while a request is submitted and its id recorded
-        # (_load_id, _newest_run) and while an answer is applied: a fast runner thread can
-        # answer before submit() has returned, and an answer applied before its id was
-        # recorded would be taken for a replaced run's, leaving the session busy for good.
-        # Re-entrant: a listener may submit from inside an answer (Live).
-        self._wlock = threading.RLock()
+        self._subscribers = Subscribers(self._post, self._home)
+        #: the requests made that still matter and the answers not yet applied
+        self._requests = Requests()
         self.model: LoadedModel | None = None
         self.tree: TreeNode | None = None
         self.trust_pickle = False
@@ -102,50 +97,23 @@ class Session:
         self.save_note: str | None = None  # what the last save could not put in the file
         self.load_warnings: list[str] = []  # what the last load could not apply, in words
         self.history = PlanHistory()
-        #: Views every run also computes, by name (``"lens"``: a
-        #: :class:`~hookscope.core.capture.logit_lens.LensRequest`); see :meth:`set_derived`.
-        self.derived: dict[str, Any] = {}
-        #: SAE folders attached to layers (:meth:`attach_sae`), by layer path.
-        self.saes: dict[str, str] = {}
-        self._load_id: int | None = None
-        self._shown_run = 0  # the newest run whose result was shown: an older one never is
-        self._setup = LoadSetup()
-        self._valid_from = 0        # answers to older ids belong to a replaced model
-        self._newest_run: int | None = None   # the one run whose answer is still wanted
-        self._load_serial = 0
-        self._observed_key: tuple | None = None
-        self._observe_keys: dict[int, tuple] = {}
+        #: the views runs compute beside the comparison, and the SAEs attached to layers
+        self._views = DerivedViews()
         #: ``None`` for a session that only holds edits (a widget on its own, tests).
         self.runner: Runner | None = None
         if runner_factory is not None:
             # The runner holds the session weakly: a session dropped without close()
             # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
-            me = weakref.WeakMethod(self._from_runner)
-
-            def listener(ev: RunnerEvent) -> None:
-                method = me()
-                if method is not None:
-                    method(ev)
-
-            self.runner = runner_factory(listener)
+            self.runner = runner_factory(weak_listener(self._from_runner))
             weakref.finalize(self, self.runner.close, 0)
 
     # -- events ----------------------------------------------------------------
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call ``callback(event)`` on every change; returns a function that unsubscribes."""
-        self._listeners.append(callback)
-        return lambda: self._listeners.remove(callback) if callback in self._listeners else None
+        return self._subscribers.add(callback)
 
-    def _emit(self, kind: str, value: Any = None, request_id: int | None = None) -> None:
-        ev = SessionEvent(kind, value, request_id)
-        if self._home is not None and threading.get_ident() != self._home:
-            self._post(lambda: self._tell(ev))  # an edit from another thread (a notebook's)
-        else:
-            self._tell(ev)
-
-    def _tell(self, ev: SessionEvent) -> None:
-        for cb in list(self._listeners):
-            cb(ev)
+    def _emit(self, ev: SessionEvent) -> None:
+        self._subscribers.tell(ev)
 
     # -- building --------------------------------------------------------------
     @classmethod
@@ -153,17 +121,12 @@ class Session:
              device: str = "cpu", plan: Plan | None = None, options: Options | None = None,
              trust_pickle: bool = False, timeout_s: float | None = None) -> "Session":
         """A session with ``spec`` loaded (waits for it); raises what the load raised."""
-        s = cls()
-        try:
+        def open_it(s: Session) -> RequestFuture:
             s.set_device(device)
-            rid = s._waited(lambda: s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
-                                                 input_text=input_text, options=options,
-                                                 run_after=False))
-            s._wait(rid, timeout_s)
-        except BaseException:
-            s.close()  # nobody gets this session: its runner thread must not outlive the call
-            raise
-        return s
+            return s.open_model(spec, weights, trust_pickle=trust_pickle, plan=plan,
+                                input_text=input_text, options=options, run_after=False)
+
+        return cls._opened(open_it, timeout_s)
 
     @classmethod
     def from_module(cls, model: Any, example_input: Any = None, *, tokenizer: Any = None,
@@ -174,15 +137,9 @@ class Session:
         The module itself is used, on its own device; ``tokenizer`` and ``labels``
         say what its output means (:func:`~.live_model.live_model`). No window.
         """
-        s = cls()
-        try:
-            s._wait(s._waited(lambda: s.open_module(model, example_input, tokenizer=tokenizer,
-                                                     labels=labels, plan=plan, options=options,
-                                                     run_after=False)), timeout_s)
-        except BaseException:
-            s.close()  # as in load(): no runner thread left behind
-            raise
-        return s
+        return cls._opened(lambda s: s.open_module(model, example_input, tokenizer=tokenizer,
+                                                   labels=labels, plan=plan, options=options,
+                                                   run_after=False), timeout_s)
 
     @classmethod
     def offline(cls, model: LoadedModel, input_text: str = "example", device: str = "cpu",
@@ -202,14 +159,19 @@ class Session:
         module, a pickle) raises :class:`~.code_trust.CodeTrustError` before anything
         runs, unless ``trust_code`` (``--trust-code``) says the person trusts the file.
         """
-
         setup = read_session_file(path)
         trust = CodeTrust.from_data(everything=trust_code)
+        return cls._opened(lambda s: s.open_setup(setup, run_after=False, trust=trust), timeout_s)
+
+    @classmethod
+    def _opened(cls, open_it: Callable[[Session], RequestFuture],
+                timeout_s: float | None) -> Session:
+        """A new session once its load ``open_it(session)`` arrived; closed if it failed."""
         s = cls()
         try:
-            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False, trust=trust)), timeout_s)
+            Requests.wait(open_it(s), timeout_s)
         except BaseException:
-            s.close()  # as in load(): no runner thread left behind by a failed open
+            s.close()
             raise
         return s
 
@@ -229,7 +191,8 @@ class Session:
             return save_live(self, Path(path).expanduser(), weights, write_session_file)
         return write_session_file(path, self)
 
-    def open_setup(self, setup: Any, run_after: bool = True, trust: CodeTrust | None = None) -> int:
+    def open_setup(self, setup: Any, run_after: bool = True,
+                   trust: CodeTrust | None = None) -> RequestFuture:
         """Load what a session file describes (a :class:`~.session_file.SessionSetup`);
         the current model and plan stay until the load succeeds.
 
@@ -246,7 +209,7 @@ class Session:
                    plan: Plan | None = None, input_text: str | None = None,
                    device: str | None = None, options: Options | None = None,
                    view: dict | None = None, run_after: bool = True,
-                   labels: str | None = None, trust: CodeTrust | None = None) -> int:
+                   labels: str | None = None, trust: CodeTrust | None = None) -> RequestFuture:
         """Queue a model load; when it arrives, apply the rest and (``run_after``) run once.
 
         ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
@@ -264,7 +227,7 @@ class Session:
 
     def open_module(self, model: Any, example_input: Any = None, *, tokenizer: Any = None,
                     labels: Any = None, plan: Plan | None = None, options: Options | None = None,
-                    run_after: bool = True) -> int:
+                    run_after: bool = True) -> RequestFuture:
         """Queue ``model`` (an ``nn.Module`` of this Python session, used in place) as
         :meth:`open_model` queues a spec; it runs on the device its parameters are on."""
         from ..model.live_model import live_model, module_device
@@ -274,45 +237,38 @@ class Session:
                                 LoadSetup(plan, None, module_device(model), options, None,
                                           run_after))
 
-    def _queue_load(self, request: LoadRequest, setup: LoadSetup) -> int:
+    def _queue_load(self, request: LoadRequest, setup: LoadSetup) -> RequestFuture:
         if self.runner is None:
             raise HookscopeError("this session has no runner to load a model with")
-        with self._wlock:  # a caller may wait on this id: register it before any answer
-            self._setup = setup
-            self._load_id = self.runner.submit(request)
-            if self._register:
-                self._waiters[self._load_id] = _Waiter()
-            return self._load_id
+        future = self.runner.submit(request)
+        self._requests.record_load(future, setup)
+        self._post(self._drain)  # an answer that came before the id was recorded
+        return future
 
     def set_labels(self, path: str) -> None:
         """Name the open model's output classes from the labels file ``path``
         (:mod:`.class_labels`); the last result is shown again with the names."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then its labels")
-        self._name_classes(path)
-        if self.last_result is not None:
-            self._emit("result", self.last_result, self._newest_run)
-
-    def _name_classes(self, path: str) -> None:
-        assert self.model is not None
         name_classes(self.model, path)
         self.labels = path
+        if self.last_result is not None:
+            self._emit(ResultArrived(self.last_result, request_id=self.newest_run))
 
     def close(self, timeout_s: float = 1.0) -> bool:
         """Stop the runner (the run in flight stops at its next layer); whether it ended in time.
         The plan and the last result stay readable; :meth:`run` raises from now on."""
         self._closed = True
-        self._listeners.clear()
+        self._subscribers.clear()
         return self.runner.close(timeout_s) if self.runner is not None else True
 
     # -- the plan --------------------------------------------------------------
     def set_plan(self, plan: Plan, merge: str | None = None) -> None:
         """Replace the plan (undoable). Edits with the same ``merge`` key in a row
         (the steps of one drag) are one undo step; :meth:`seal` ends such a run."""
-        if plan == self.plan:
-            return
-        self.history.record(self.plan, merge)
-        self._set_plan(plan)
+        if plan != self.plan:
+            self.history.record(self.plan, merge)
+            self._set_plan(plan)
 
     def seal(self) -> None:
         """The next edit starts a new undo step."""
@@ -320,7 +276,7 @@ class Session:
 
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
-        self._emit("plan", plan)
+        self._emit(PlanChanged(plan))
         self._changed()
 
     def capture(self, *paths: str) -> None:
@@ -349,21 +305,18 @@ class Session:
 
     def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
         """``paths`` in the tree's order; paths it does not have last."""
-        order = [n.path for n in self.tree.walk()] if self.tree is not None else []
-        known = [p for p in order if p in paths]
-        return tuple(known + [p for p in self.plan.capture if p in paths and p not in known]
-                     + sorted(p for p in paths if p not in known and p not in self.plan.capture))
+        order = (n.path for n in self.tree.walk()) if self.tree is not None else ()
+        return in_model_order(paths, order, self.plan.capture)
 
     # -- undo ------------------------------------------------------------------
     def undo(self) -> bool:
         """Take back the last plan edit; whether there was one."""
-        plan = self.history.undo(self.plan)
-        if plan is not None:
-            self._set_plan(plan)
-        return plan is not None
+        return self._step(self.history.undo(self.plan))
 
     def redo(self) -> bool:
-        plan = self.history.redo(self.plan)
+        return self._step(self.history.redo(self.plan))
+
+    def _step(self, plan: Plan | None) -> bool:
         if plan is not None:
             self._set_plan(plan)
         return plan is not None
@@ -384,7 +337,7 @@ class Session:
         if text == self.input_text:
             return False
         self.input_text = text
-        self._emit("input", text)
+        self._emit(InputChanged(text))
         self._changed()
         return True
 
@@ -393,7 +346,7 @@ class Session:
         resolve_device(name)
         if name != self.device:
             self.device = name
-            self._emit("device", name)
+            self._emit(DeviceChanged(name))
             self._changed()
 
     def set_options(self, **changes: Any) -> None:
@@ -403,48 +356,45 @@ class Session:
             return
         turned_live = new.live and not self.options.live
         self.options = new
-        self._emit("options", new)
+        self._emit(OptionsChanged(new))
         if turned_live or new.live:
             self._changed(force=turned_live)
 
     def _changed(self, force: bool = False) -> None:
         """Live mode: every change re-runs (the runner keeps only the newest)."""
-        if (self.options.live or force) and self.model is not None and self._load_id is None:
+        if (self.options.live or force) and self.model is not None and self._requests.load_id is None:
             self.submit_run()
 
-    # -- running ---------------------------------------------------------------
-    def current_plan(self) -> Plan:
-        """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
-        return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
+    # -- views beside the comparison (session_views.py) ------------------------------
+    @property
+    def derived(self) -> dict[str, Any]:
+        """Views every run also computes, by name (:meth:`set_derived`)."""
+        return self._views.by_name
+
+    @property
+    def saes(self) -> dict[str, str]:
+        """SAE folders attached to layers (:meth:`attach_sae`), by layer path."""
+        return self._views.saes
 
     def set_derived(self, name: str, view: Any | None) -> None:
         """Have every run also compute ``view`` (``None``: stop), e.g. the logit lens; its
         answer is ``result.extras[name]``. In Live mode this re-runs."""
-        if view is None:
-            changed = self.derived.pop(name, None) is not None
-        else:
-            changed = self.derived.get(name) != view
-            self.derived[name] = view
-        if changed:
-            self._emit("derived", dict(self.derived))
+        if self._views.set(name, view):
+            self._emit(DerivedChanged(dict(self.derived)))
             self._changed()
 
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
              timeout_s: float | None = None) -> Any:
         """Run now with the logit lens and wait: a
         :class:`~hookscope.core.capture.logit_lens.LensResult` (without and with the plan)."""
-        from ..capture.logit_lens import LensRequest
-
-        return self._run_derived(LensRequest(head, target, top_k), timeout_s)
+        return self._run_derived(DerivedViews.lens(target, head, top_k), timeout_s)
 
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
                  timeout_s: float | None = None) -> Any:
         """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
         :class:`~hookscope.core.capture.generation.Generation` (greedy unless ``temperature > 0``;
         both continuations sample with the same seed)."""
-        from ..capture.generation import GenerateRequest
-
-        return self._run_derived(GenerateRequest(n, temperature, seed), timeout_s)
+        return self._run_derived(DerivedViews.generation(n, temperature, seed), timeout_s)
 
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
@@ -453,11 +403,8 @@ class Session:
         :class:`~hookscope.core.capture.SweepResult` (see
         :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
         the cells: each cell is the baseline plus that cell's interventions."""
-        from ..capture.sweep import SweepRequest
-        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
-
-        return self._run_derived(SweepRequest(over, intervene, metric,
-                                              max_cells or DEFAULT_MAX_CELLS, progress), timeout_s)
+        return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress),
+                                 timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,
@@ -483,63 +430,47 @@ class Session:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
         ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs
         from the layer's output (where a run has shown it) is refused with both sizes."""
-        from ..model.sae import attach_sae
-
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then attach an SAE")
-        node = self.tree.find(layer) if self.tree is not None else None
-        shape = node.output_shape if node is not None else None
-        width = shape[-1] if shape else None
-        sae = attach_sae(self.model.module, layer, folder, width)
-        self.saes[layer] = str(folder)
-        self._emit("sae", dict(self.saes))
+        sae = self._views.attach_sae(self.model, self.tree, layer, folder)
+        self._emit(SaesChanged(dict(self.saes)))
         return sae
 
     def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
         """Run now and wait: the top SAE features and reconstruction error at ``layers``
         (default: every layer with an SAE), a :class:`~hookscope.core.SaeReport`."""
-        from ..capture.sae_features import SaeRequest
-
-        return self._run_derived(SaeRequest(tuple(layers or self.saes), top_k), timeout_s)
+        return self._run_derived(self._views.sae_report(layers, top_k), timeout_s)
 
     def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
         if self.model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
-        rid = self._waited(lambda: self.submit_run(extra=(view,)))
-        if rid is None:
-            raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
-                                 "then run")
-        from .runner_messages import ViewFailed
+        return DerivedViews.answer(self._wait_run(self.submit_run(extra=(view,)), timeout_s), view)
 
-        value = self._wait(rid, timeout_s).result.extras[view.name]  # type: ignore[union-attr]
-        if isinstance(value, ViewFailed):
-            raise PlanError(value.message)
-        return value
+    # -- running ---------------------------------------------------------------
+    def current_plan(self) -> Plan:
+        """The plan as a run uses it (statistics-only decides ``keep_tensors``)."""
+        return dataclasses.replace(self.plan, keep_tensors=not self.options.stats_only)
 
-    def submit_run(self, extra: tuple = ()) -> int | None:
-        """Queue a comparison with the current plan, input and device; its request id
+    def submit_run(self, extra: tuple = ()) -> RequestFuture | None:
+        """Queue a comparison with the current plan, input and device; its future
         (``None`` when no model is open, or while a load is in flight: the new model
         runs once it arrives)."""
-        if self._load_id is not None:
+        q = self._requests
+        if q.load_id is not None:
             # A model is on its way: run on it once it arrives, not on the one it replaces.
-            self._setup.run_after = True
+            q.setup.run_after = True
             return None
         if self.model is None or self.runner is None:
             return None
-        key = (self._load_serial, self.input_text)
-        observe = key != self._observed_key
-        with self._wlock:  # a caller may wait on this id: register it before any answer
-            rid = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
-                                                self.device, observe_tree=observe,
-                                                train=self.options.train,
-                                                derived=tuple({**self.derived,
-                                                          **{v.name: v for v in extra}}.values())))
-            if self._register:
-                self._waiters[rid] = _Waiter()
-            if observe:
-                self._observe_keys[rid] = key
-            self._newest_run = rid
-        return rid
+        key = (q.load_serial, self.input_text)
+        observe = key != q.observed_key
+        future = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
+                                               self.device, observe_tree=observe,
+                                               train=self.options.train,
+                                               derived=self._views.for_run(extra)))
+        q.record_run(future, key if observe else None)
+        self._post(self._drain)  # an answer that came before the id was recorded
+        return future
 
     def run(self, timeout_s: float | None = None) -> Any:
         """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""
@@ -548,14 +479,18 @@ class Session:
         if self._closed:
             raise HookscopeError("this session is closed (its window was closed): open a new "
                                  "one to run again; its plan and last result are still here")
-        rid = self._waited(self.submit_run)
-        if rid is None:
+        return self._wait_run(self.submit_run(), timeout_s)
+
+    def _wait_run(self, future: RequestFuture | None, timeout_s: float | None) -> Any:
+        """The result of the run ``future`` stands for (raises what it raised)."""
+        if future is None:
             raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
                                  "then run")
-        result = self._wait(rid, timeout_s).result  # type: ignore[union-attr]
+        answer = Requests.wait(future, timeout_s)
         if self._home == threading.get_ident():
             self._drain()  # the answer is queued for this very thread: apply it now
-        return result
+        assert isinstance(answer, Finished)  # a run request is answered by Finished
+        return answer.result
 
     def cancel(self) -> bool:
         """Drop waiting runs and stop the one in flight at its next layer."""
@@ -564,59 +499,18 @@ class Session:
     @property
     def newest_run(self) -> int | None:
         """The id of the run whose answer is still wanted, if any."""
-        return self._newest_run
+        return self._requests.newest_run
 
     @property
     def busy(self) -> bool:
         """A load or the newest run is waiting for its answer."""
-        return self._load_id is not None or self._newest_run is not None
-
-    def _waited(self, make: Callable[[], Any]) -> Any:
-        """Make one request that a caller will wait for (see :meth:`_wait`)."""
-        self._register = True
-        try:
-            return make()
-        finally:
-            self._register = False
-
-    def _wait(self, rid: int, timeout_s: float | None) -> RunnerEvent:
-        with self._wlock:
-            w = self._waiters.get(rid)
-        if w is None:
-            raise HookscopeError(f"request {rid} was answered already, or was never made")
-        if not w.done.wait(timeout_s):
-            raise HookscopeError(f"no answer within {timeout_s} s; the run goes on in the background")
-        with self._wlock:
-            self._waiters.pop(rid, None)
-        ev = w.event
-        if isinstance(ev, Failed):
-            if isinstance(ev.error, HookscopeError):
-                raise ev.error
-            raise ForwardError(ev.message) from ev.error
-        if isinstance(ev, Cancelled):
-            raise CancelledError("run cancelled: a newer request replaced it")
-        return ev  # type: ignore[return-value]
+        return self._requests.busy
 
     # -- answers from the runner -------------------------------------------------
-    def _from_runner(self, ev: RunnerEvent) -> None:
-        """Runner thread: hand the answer to ``post`` and wake a waiting caller."""
-        with self._wlock:  # after the request's id is recorded (see _wlock)
-            self._answers.append(ev)
-            self._post(self._drain)
-            w = self._waiters.get(ev.request_id) if isinstance(ev, FINAL) else None
-            if w is not None:
-                w.event = ev
-                w.done.set()
+    def _from_runner(self, ev: RunnerEvent) -> None:  # the runner's thread
+        self._requests.arrived(ev)
+        self._post(self._drain)
 
     def _drain(self) -> None:
-        """Apply every answer posted so far, in order (the ``post`` thread)."""
-        while True:
-            with self._wlock:
-                if not self._answers:
-                    return
-                ev = self._answers.popleft()
-            self._apply(ev)  # outside the lock: a redraw must not hold up the runner thread
-
-    def _apply(self, ev: RunnerEvent) -> None:
-        """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
-        apply_answer(self, ev)
+        """Apply every answer that may be applied now, in order (the ``post`` thread)."""
+        self._requests.drain(lambda ev: apply_answer(self, ev))

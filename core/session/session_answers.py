@@ -20,7 +20,11 @@ from ..plan.path_patterns import expand_plan, without_unknown_layers
 from ..plan.plan import Plan
 from .runner_messages import (Cancelled, Failed, Finished, Loaded, Observed, Progress, RunnerEvent,
                               Started)
+from .session_events import (DeviceChanged, Idle, LoadFailed, LoadWarning, ModelChanged,
+                             OptionsChanged, PlanChanged, ResultArrived, RunCancelled, RunFailed,
+                             RunProgress, RunStarted, TreeObserved)
 from .session_types import tidy_input_text
+from ..model.class_labels import name_classes
 from ..model.tree import TreeNode
 
 if TYPE_CHECKING:
@@ -29,67 +33,68 @@ if TYPE_CHECKING:
 
 def apply_answer(s: Session, ev: RunnerEvent) -> None:
     """Where every answer lands (the ``post`` thread: the GUI thread in the window)."""
-    rid = ev.request_id
-    if rid == s._load_id:
+    rid, q = ev.request_id, s._requests
+    if rid == q.load_id:
         _apply_load(s, ev)
-    elif rid < s._valid_from:
+    elif rid < q.valid_from:
         return  # the model it ran on was replaced
     elif isinstance(ev, Observed):
-        key = s._observe_keys.pop(rid, None)
+        key = q.observe_keys.pop(rid, None)
         if key is not None:
-            s._observed_key = key
+            q.observed_key = key
         _copy_shapes(s.tree, ev.tree)
-        s._emit("observed", s.tree, rid)
-    elif rid != s._newest_run:
+        s._emit(TreeObserved(s.tree, request_id=rid))
+    elif rid != q.newest_run:
         # An older run the runner let finish (Live: it was nearly done) is shown
         # while the newest runs; anything else of a replaced run is dropped.
-        if isinstance(ev, Finished) and s._newest_run is not None and rid > s._shown_run:
-            s._shown_run = rid
+        if isinstance(ev, Finished) and q.newest_run is not None and rid > q.shown_run:
+            q.shown_run = rid
             s.last_result, s.last_error = ev.result, None
-            s._emit("result", ev.result, rid)
+            s._emit(ResultArrived(ev.result, request_id=rid))
     elif isinstance(ev, Started):
-        s._emit("started", None, rid)
+        s._emit(RunStarted(request_id=rid))
     elif isinstance(ev, Progress):
-        s._emit("progress", ev, rid)
+        s._emit(RunProgress(ev, request_id=rid))
     elif isinstance(ev, Finished):
-        s._newest_run = None
-        s._shown_run = rid
+        q.newest_run = None
+        q.shown_run = rid
         s.last_result, s.last_error = ev.result, None
-        s._emit("result", ev.result, rid)
-        s._emit("idle", None, rid)
+        s._emit(ResultArrived(ev.result, request_id=rid))
+        s._emit(Idle(request_id=rid))
     elif isinstance(ev, Failed):
-        s._newest_run = None
+        q.newest_run = None
         s.last_error = ev.message
-        s._emit("error", ev.message, rid)
-        s._emit("idle", None, rid)
+        s._emit(RunFailed(ev.message, request_id=rid))
+        s._emit(Idle(request_id=rid))
     elif isinstance(ev, Cancelled):
-        s._newest_run = None
-        s._emit("cancelled", None, rid)
-        s._emit("idle", None, rid)
+        q.newest_run = None
+        s._emit(RunCancelled(request_id=rid))
+        s._emit(Idle(request_id=rid))
 
 
 def _apply_load(s: Session, ev: RunnerEvent) -> None:
     """A load's answer: the new model, tree, plan, input, device, options and labels."""
+    rid, q = ev.request_id, s._requests
     if isinstance(ev, Started):
-        s._emit("started", None, ev.request_id)
+        s._emit(RunStarted(request_id=rid))
         return
     if isinstance(ev, Progress):
         return
-    s._load_id = None
+    q.load_id = None
     if isinstance(ev, Failed):
-        s._emit("load_failed", ev.message, ev.request_id)
-        s._emit("idle", None, ev.request_id)
+        s._emit(LoadFailed(ev.message, request_id=rid))
+        s._emit(Idle(request_id=rid))
         return
     if not isinstance(ev, Loaded):
-        s._emit("idle", None, ev.request_id)
+        s._emit(Idle(request_id=rid))
         return
-    setup = s._setup
-    s._valid_from = ev.request_id
-    s._load_serial += 1
-    s._observed_key = None
-    s._newest_run = None
+    setup = q.setup
+    q.valid_from = rid
+    q.load_serial += 1
+    q.observed_key = None
+    q.newest_run = None
     s.model, s.tree = ev.model, ev.tree
-    s.saes = {}  # SAEs were attached to the modules of the model this one replaces
+    s.saes.clear()  # SAEs were attached to the modules of the model this one replaces
     s.trust_pickle = setup.trust_pickle
     s.code_trust = setup.trust
     s.last_result = s.last_error = None
@@ -113,7 +118,7 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
         try:
             resolve_device(setup.device)
             s.device = setup.device
-            s._emit("device", s.device, ev.request_id)
+            s._emit(DeviceChanged(s.device, request_id=rid))
         except HookscopeError as exc:
             warnings.append(str(exc))
     if setup.options is not None:
@@ -122,22 +127,23 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
     s.labels = None
     if setup.labels is not None:
         try:
-            s._name_classes(setup.labels)
+            name_classes(ev.model, setup.labels)
+            s.labels = setup.labels
         except HookscopeError as exc:
             warnings.append(str(exc))
-    s._emit("model", ev.model, ev.request_id)
+    s._emit(ModelChanged(ev.model, request_id=rid))
     if s.plan_problem:
         warnings.insert(0, f"{s.plan_problem}\nThat part of the plan was left out: "
                            "tick the layers you meant in the tree.")
     s.load_warnings = warnings
     for message in warnings:
-        s._emit("load_warning", message, ev.request_id)
-    s._emit("plan", s.plan, ev.request_id)
-    s._emit("options", s.options, ev.request_id)
+        s._emit(LoadWarning(message, request_id=rid))
+    s._emit(PlanChanged(s.plan, request_id=rid))
+    s._emit(OptionsChanged(s.options, request_id=rid))
     if setup.run_after or s.options.live:
         s.submit_run()
     if not s.busy:
-        s._emit("idle", None, ev.request_id)
+        s._emit(Idle(request_id=rid))
 
 
 def _copy_shapes(tree: TreeNode | None, observed: TreeNode) -> None:

@@ -1,6 +1,6 @@
-"""What a :class:`~hookscope.core.session.session.Session` announces and keeps beside its
-plan: the run options, the change events its subscribers receive, the setup
-waiting for a load to arrive, and how typed input text is tidied.
+"""What a :class:`~hookscope.core.session.session.Session` keeps beside its plan: the run
+options, the setup waiting for a load to arrive, and how typed input text is tidied
+(the events it announces are in :mod:`.session_events`).
 """
 
 from __future__ import annotations
@@ -25,25 +25,6 @@ def tidy_input_text(text: str | None) -> str:
     spaces (``text:the dog sat on the ``): those are tokens."""
     text = (text or "").lstrip()
     return text if text.startswith("text:") else (text.rstrip() or "example")
-
-
-@dataclass(frozen=True)
-class SessionEvent:
-    """One change. ``kind`` and ``value``:
-
-    ``model`` (LoadedModel; ``session.tree`` is its tree), ``load_failed`` (message),
-    ``load_warning`` (message: what the load could not apply, e.g. a layer the
-    model lacks; the rest of the setup applies),
-    ``plan`` (Plan), ``input`` (str), ``device`` (str), ``options`` (Options),
-    ``observed`` (TreeNode with output shapes), ``started`` (None),
-    ``progress`` (:class:`~hookscope.core.session.runner.Progress`), ``result`` (RunResult),
-    ``error`` (message), ``cancelled`` (None), ``idle`` (None: nothing in flight
-    or waiting any more). ``request_id`` is the runner's id where one applies.
-    """
-
-    kind: str
-    value: Any = None
-    request_id: int | None = None
 
 
 @dataclass

@@ -148,7 +148,7 @@ def side_by_side(left: np.ndarray, right: np.ndarray, gap: int = 2) -> np.ndarra
     return out
 
 
-def symmetric_level(*arrays: np.ndarray) -> float:
+def symmetric_level(*arrays: np.ndarray | None) -> float:
     """The largest finite |value| of the arrays (at least a tiny positive number),
     used as ±level so that zero is the centre of a diverging colour map."""
     m = 0.0

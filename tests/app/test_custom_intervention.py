@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -24,6 +24,11 @@ from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 
 
+def shift_leaf(t, module, source, by):
+    """The arithmetic, once: the kind applies it and the exported script copies its source."""
+    return t + by
+
+
 @dataclass(frozen=True)
 class Shift(Intervention):
     """Add ``by`` to every value (integers: rounded)."""
@@ -31,13 +36,10 @@ class Shift(Intervention):
     by: float = param("float", lo=-100.0, hi=100.0, start=1.0, help="offset")
     name: ClassVar[str] = "shift"
     draggable: ClassVar[tuple[str, ...]] = ("by",)
-    leaf_function: ClassVar[str] = '''
-def shift_leaf(t, module, source, by):
-    return t + by
-'''
+    leaf_function: ClassVar[Any] = staticmethod(shift_leaf)
 
     def apply_tensor(self, t, ctx):
-        return t + self.by
+        return shift_leaf(t, ctx.module, None, self.by)
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ class Recorder:
 
     def ask(self, runner, request):
         """Submit ``request`` and wait for its final answer."""
-        rid = runner.submit(request)
+        future = runner.submit(request)
         ev = self.next_final()
-        assert ev.request_id == rid
+        assert ev.request_id == future.request_id
         return ev

@@ -153,7 +153,7 @@ def test_exported_leaf_functions_equal_the_kinds(lm):
     vec = SteeringVector("v", torch.randn(64, generator=torch.Generator().manual_seed(5)))
     for iv in (Add(vec, 1.5), Add(vec, -0.25, True), Project(vec)):
         ns = {"torch": torch, "math": __import__("math"), "functools": __import__("functools")}
-        exec(iv.leaf_function, ns)
+        exec("\n\n".join(type(iv).leaf_definitions()), ns)  # the script's copy
         fn = eval(iv.to_torch_source(), ns)
         assert torch.equal(fn(x, None, None), iv.apply(x))
 

@@ -310,13 +310,15 @@ def test_a_cancelled_run_stops_at_its_next_layer(remote, folder):
     loaded = rec.ask(runner, LoadRequest(f"{folder / 'factories.py'}:gated"))
     gate = Gate.options(name="hookscope-test-gate").remote()
     try:
-        rid = runner.submit(RunRequest(loaded.model, "example", Plan(capture=("3",))))
+        fut = runner.submit(RunRequest(loaded.model, "example", Plan(capture=("3",))))
+        rid = fut.request_id
         ray.get(gate.wait_arrived.remote(), timeout=60)  # the forward waits inside layer 1
         assert runner.in_flight == rid
         assert runner.cancel()
         ray.get(gate.release.remote())
         ev = rec.next_final()
         assert isinstance(ev, Cancelled) and ev.request_id == rid
+        assert fut.cancelled()  # the Ray runner's futures settle as the local runner's do
         assert ray.get(gate.count_after.remote()) == 0  # layer 2 never ran
     finally:
         # Left in place, open: a killed named actor can still be found for a moment.

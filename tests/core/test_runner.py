@@ -4,11 +4,13 @@ its next layer, whatever a model throws is a message, progress is counted."""
 from __future__ import annotations
 
 
+from concurrent.futures import CancelledError as FutureCancelled
+
 import pytest
 import torch
 from torch import nn
 
-from hookscope.core import Plan, compare, load_model
+from hookscope.core import ForwardError, Plan, SpecError, compare, load_model
 from hookscope.core.session.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest,
                                            LocalRunner, Observed, Progress, RunRequest, Started)
 from hookscope.core.model.loaded_model import LoadedModel
@@ -36,14 +38,18 @@ def test_newest_request_wins_and_stale_answers_are_dropped(runner):
     m.release.clear()
     first = runner.submit(RunRequest(lm, "[[1.0, 2.0, 3.0]]", Plan()))
     assert m.entered.wait(30)  # in flight, held before its first layer
-    ids = [runner.submit(RunRequest(lm, f"[[{i}.0, 2.0, 3.0]]", Plan())) for i in range(50)]
+    futures = [runner.submit(RunRequest(lm, f"[[{i}.0, 2.0, 3.0]]", Plan())) for i in range(50)]
     m.release.set()
     a, b = runner.rec.next_final(), runner.rec.next_final()
-    assert isinstance(a, Cancelled) and a.request_id == first   # stopped at its next layer
-    assert isinstance(b, Finished) and b.request_id == ids[-1]  # only the newest ran
+    assert isinstance(a, Cancelled) and a.request_id == first.request_id  # stopped at its next layer
+    assert isinstance(b, Finished) and b.request_id == futures[-1].request_id  # only the newest ran
     answered = {ev.request_id for ev in runner.rec.events}
-    assert answered == {first, ids[-1]}                         # the replaced ones: nothing
+    assert answered == {first.request_id, futures[-1].request_id}  # the replaced ones: nothing
     assert runner.counts.dropped == 50 and runner.counts.runs_done == 1
+    # Their futures: the newest has the answer, every other one is cancelled.
+    assert futures[-1].result(30) is b
+    assert first.cancelled() and all(f.cancelled() for f in futures[:-1])
+    assert [f.request_id for f in futures] == sorted({f.request_id for f in futures})
     with torch.no_grad():
         expected = m.out(m.lin(torch.tensor([[49.0, 2.0, 3.0]])))
     assert torch.equal(b.result.output_with, expected)
@@ -53,17 +59,19 @@ def test_cancel_stops_the_run_at_its_next_layer(runner):
     lm = gated_model()
     m = lm.module
     m.release.clear()
-    rid = runner.submit(RunRequest(lm, "example", Plan(capture=("lin",))))
+    fut = runner.submit(RunRequest(lm, "example", Plan(capture=("lin",))))
     assert m.entered.wait(30)
     assert runner.cancel()
     m.release.set()
     ev = runner.rec.next_final()
-    assert isinstance(ev, Cancelled) and ev.request_id == rid
+    assert isinstance(ev, Cancelled) and ev.request_id == fut.request_id
+    with pytest.raises(FutureCancelled):
+        fut.result(30)
     assert m.ran == {"lin": 0, "out": 0}  # not one layer ran after the cancel
     assert hooks_left(m) == 0
     nxt = runner.submit(RunRequest(lm, "example", Plan()))
     ev = runner.rec.next_final()
-    assert isinstance(ev, Finished) and ev.request_id == nxt
+    assert isinstance(ev, Finished) and ev.request_id == nxt.request_id
 
 
 def test_close_during_a_held_observe_pass_returns_and_stops_it_at_its_next_layer():
@@ -132,7 +140,8 @@ def test_user_and_internal_errors_come_back_as_messages(runner):
 def test_progress_counts_layer_calls_up_to_the_total(runner):
     lm = load_model("demo:cnn")
     leaves = sum(1 for m in lm.module.modules() if next(m.children(), None) is None)
-    rid = runner.submit(RunRequest(lm, "example", Plan(capture=("conv1",)), observe_tree=True))
+    rid = runner.submit(RunRequest(lm, "example", Plan(capture=("conv1",)),
+                                   observe_tree=True)).request_id
     assert isinstance(runner.rec.next_final(), Finished)
     kinds = [type(ev) for ev in runner.rec.events if ev.request_id == rid]
     assert kinds[0] is Started and Observed in kinds and kinds[-1] is Finished
@@ -168,13 +177,15 @@ def test_baseline_is_reused_only_for_the_same_input_values(runner, tmp_path):
 
 
 def test_loads_are_requests_too(runner):
-    rid = runner.submit(LoadRequest("demo:cnn"))
+    fut = runner.submit(LoadRequest("demo:cnn"))
     ev = runner.rec.next_final()
-    assert isinstance(ev, Loaded) and ev.request_id == rid
+    assert isinstance(ev, Loaded) and ev.request_id == fut.request_id and fut.result(30) is ev
     assert ev.tree.find("conv1").type_name == "Conv2d"
-    runner.submit(LoadRequest("demo:nope"))
+    bad = runner.submit(LoadRequest("demo:nope"))
     ev = runner.rec.next_final()
     assert isinstance(ev, Failed) and "unknown demo" in ev.message
+    with pytest.raises(SpecError, match="unknown demo"):  # the load's own error, as raised
+        bad.result(30)
     assert runner.counts.loads_done == 1
 
 
@@ -198,7 +209,57 @@ def test_a_half_done_run_finishes_and_the_newest_runs_after_it(runner):
     newest = runner.submit(RunRequest(lm, "example", Plan(clamp={"lin": (-0.2, 0.2)})))
     m.release.set()
     a, b = runner.rec.next_final(), runner.rec.next_final()
-    assert isinstance(a, Finished) and a.request_id == held   # finished, not cancelled
-    assert isinstance(b, Finished) and b.request_id == newest  # and the newest ran after it
+    assert isinstance(a, Finished) and a.request_id == held.request_id   # finished, not cancelled
+    assert isinstance(b, Finished) and b.request_id == newest.request_id  # and the newest after it
+    assert held.result(30) is a and newest.result(30) is b
     want = compare(m, lm.example_input, Plan(clamp={"lin": (-0.2, 0.2)}))
     assert torch.equal(b.result.output_with, want.output_with)
+
+
+def test_a_failed_run_raises_from_its_future_what_a_person_reads(runner):
+    class Broken(nn.Module):
+        def forward(self, x):
+            raise ValueError("the model's own bug")
+
+    fut = runner.submit(RunRequest(LoadedModel(Broken(), torch.zeros(1), "t", "module"), "example",
+                                   Plan()))
+    with pytest.raises(ForwardError) as info:
+        fut.result(30)
+    assert str(info.value) == runner.rec.next_final().message
+    assert isinstance(info.value.__cause__, ValueError)  # the model's exception, chained
+
+
+def test_cancelling_a_future_drops_its_waiting_request_or_stops_it_in_flight(runner):
+    lm = gated_model()
+    m = lm.module
+    m.release.clear()
+    flying = runner.submit(RunRequest(lm, "example", Plan(capture=("lin",))))
+    assert m.entered.wait(30)
+    load = runner.submit(LoadRequest("demo:clamp"))  # waits: a load stops the run in flight...
+    assert load.cancel()                             # ...but this one is dropped before it starts
+    assert flying.cancel()                           # and this one stops at its next layer
+    m.release.set()
+    ev = runner.rec.next_final()
+    assert isinstance(ev, Cancelled) and ev.request_id == flying.request_id
+    assert m.ran == {"lin": 0, "out": 0}
+    after = runner.submit(RunRequest(lm, "example", Plan()))
+    assert isinstance(after.result(30), Finished)
+    assert not any(e.request_id == load.request_id for e in runner.rec.events)  # never ran
+    assert runner.counts.loads_done == 0
+
+
+def test_a_closed_runner_cancels_what_waits_and_what_is_submitted_after():
+    rec = Recorder()
+    r = LocalRunner(rec)
+    lm = gated_model()
+    m = lm.module
+    m.release.clear()
+    flying = r.submit(RunRequest(lm, "example", Plan()))
+    assert m.entered.wait(30)
+    waiting = r.submit(RunRequest(lm, "example", Plan(capture=("lin",))))
+    assert r.close(timeout_s=0) is False  # the forward in flight is still held
+    late = r.submit(RunRequest(lm, "example", Plan()))
+    assert waiting.cancelled() and late.cancelled()
+    m.release.set()  # the run in flight stops at its next layer
+    r._thread.join(30)
+    assert flying.cancelled()

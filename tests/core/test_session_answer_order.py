@@ -31,16 +31,16 @@ class AnswersBeforeSubmitReturns(LocalRunner):
             return self._answered.setdefault(rid, threading.Event())
 
     def submit(self, request):
-        rid = super().submit(request)
-        self._event(rid).wait(0.5)  # the runner thread answers while the caller is still here
-        return rid
+        future = super().submit(request)
+        # the runner thread answers while the caller is still here
+        self._event(future.request_id).wait(0.5)
+        return future
 
 
 def test_a_run_answered_before_submit_returns_leaves_the_session_idle_with_its_result():
     s = Session(runner_factory=AnswersBeforeSubmitReturns)
     try:
-        rid = s._waited(lambda: s.open_model("demo:clamp", run_after=False))
-        s._wait(rid, 60)
+        s.open_model("demo:clamp", run_after=False).result(60)
         assert s.model is not None and not s.busy
         result = s.run(timeout_s=60)
         assert not s.busy

@@ -166,7 +166,7 @@ def test_a_session_that_fails_to_open_a_file_keeps_its_state(doc, tmp_path_facto
         path = _write(tmp_path_factory.mktemp("open"), _doc_bytes(doc))
         try:
             setup = read_session_file(path)
-            s._wait(s._waited(lambda: s.open_setup(setup, run_after=False)), 60)
+            s.open_setup(setup, run_after=False).result(60)
         except HookscopeError:
             assert _state(s) == before  # nothing of the failed file reached the session
         assert not s.busy

@@ -1,0 +1,89 @@
+"""The views a session's runs compute beside the comparison, and the SAEs attached to its layers.
+
+:class:`DerivedViews` is owned by a :class:`~hookscope.core.session.session.Session`
+(composition: it holds no reference back). It keeps the views every run also
+computes, by name (the window's logit lens, generation and SAE panels:
+:meth:`Session.set_derived`), the SAE folders attached to layers, and makes the
+requests of the session's one-off views (:meth:`Session.lens`, ``generate``,
+``sweep``, ``sae_features``), whose answers it reads out of a run's result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ..base.errors import PlanError
+from ..model.loaded_model import LoadedModel
+from ..model.tree import TreeNode
+from .runner_messages import ViewFailed
+
+
+class DerivedViews:
+    """Views by name that every run computes, and SAE folders by layer path."""
+
+    def __init__(self) -> None:
+        #: ``{name: view}``: each run also computes these (``result.extras[name]``)
+        self.by_name: dict[str, Any] = {}
+        #: ``{layer path: SAE folder}`` attached to the open model
+        self.saes: dict[str, str] = {}
+
+    def set(self, name: str, view: Any | None) -> bool:
+        """Compute ``view`` on every run from now on (``None``: stop); whether that changed."""
+        if view is None:
+            return self.by_name.pop(name, None) is not None
+        changed = self.by_name.get(name) != view
+        self.by_name[name] = view
+        return changed
+
+    def for_run(self, extra: tuple = ()) -> tuple:
+        """What a run computes: every view set, and ``extra`` (one-off views; a name
+        given both ways is computed once, as ``extra`` says)."""
+        return tuple({**self.by_name, **{v.name: v for v in extra}}.values())
+
+    def attach_sae(self, model: LoadedModel, tree: TreeNode | None, layer: str,
+                   folder: str | Path) -> Any:
+        """Attach the SAE in ``folder`` to ``layer`` of ``model``; refused where the width
+        differs from the layer's output as a run has shown it."""
+        from ..model.sae import attach_sae
+
+        node = tree.find(layer) if tree is not None else None
+        shape = node.output_shape if node is not None else None
+        sae = attach_sae(model.module, layer, folder, shape[-1] if shape else None)
+        self.saes[layer] = str(folder)
+        return sae
+
+    # -- the one-off views: a request, and its answer read out of the result -------------
+    @staticmethod
+    def lens(target: str | int | None, head: str | None, top_k: int) -> Any:
+        from ..capture.logit_lens import LensRequest
+
+        return LensRequest(head, target, top_k)
+
+    @staticmethod
+    def generation(n: int, temperature: float, seed: int) -> Any:
+        from ..capture.generation import GenerateRequest
+
+        return GenerateRequest(n, temperature, seed)
+
+    @staticmethod
+    def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
+              progress: Callable[[int, int], None] | None) -> Any:
+        from ..capture.sweep import SweepRequest
+        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+
+        return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress)
+
+    def sae_report(self, layers: tuple[str, ...], top_k: int) -> Any:
+        from ..capture.sae_features import SaeRequest
+
+        return SaeRequest(tuple(layers or self.saes), top_k)
+
+    @staticmethod
+    def answer(result: Any, view: Any) -> Any:
+        """``view``'s answer in a run's ``result``; a view that failed raises its message."""
+        value = result.extras[view.name]
+        if isinstance(value, ViewFailed):
+            raise PlanError(value.message)
+        return value
+
