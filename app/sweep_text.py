@@ -61,10 +61,10 @@ def _spell(name: str, v: Any) -> str:
         return repr(v) if isinstance(v, float) else str(v)
     if isinstance(v, (tuple, list)) and all(isinstance(x, (int, float)) for x in v):
         return ",".join(map(str, v))
-    if isinstance(v, torch.Tensor):
-        raise PlanError(f"the {name} of this intervention is a tensor, which a template cannot "
-                        "spell: type the template, or name a vector added with --vector")
-    return str(v)
+    what = "a tensor" if isinstance(v, torch.Tensor) else f"a {type(v).__name__}"
+    raise PlanError(f"the {name} of this intervention is {what}, which a template cannot "
+                    "spell: type the template, or run the sweep from Python with the "
+                    "intervention itself (Session.sweep)")
 
 
 def template_from(path: str, iv: Intervention | None, axes: str) -> tuple[str, str | None]:
