@@ -62,8 +62,10 @@ def _layer_bytes(win: "MainWindow", over: dict[str, str], itemsize: int) -> tupl
 
 
 def estimate(win: "MainWindow", axes: str, template: str, metric: str,
-             bind: Callable[[dict], dict]) -> tuple[str, bool]:
-    """One line for the Sweep dock: ``(text, ok)``; not ok says why the sweep cannot run."""
+             bind: Callable[[dict], dict], pace_ms: float | None = None) -> tuple[str, bool]:
+    """One line for the Sweep dock: ``(text, ok)``; not ok says why the sweep cannot run.
+    ``pace_ms``: one forward's time as the last sweep on this model measured it (cells run
+    without captures, so it beats the last run's timing, which includes them)."""
     lm = win.session.model
     if lm is None:
         return "open a model first", False
@@ -86,7 +88,8 @@ def estimate(win: "MainWindow", axes: str, template: str, metric: str,
     last = win.last_result
     if last is None:
         return text + "; run once to estimate time and memory", True
-    one_ms = last.timings_ms.get("intervened") or last.timings_ms.get("baseline") or 0.0
+    timed = [v for k, v in last.timings_ms.items() if k in ("baseline", "intervened") and v > 0]
+    one_ms = pace_ms if pace_ms is not None else min(timed, default=0.0)
     patches = "patch" in template or "mean-ablate" in template
     forwards = cells + 1 + (1 if patches else 0)
     param = next(lm.module.parameters(), None)

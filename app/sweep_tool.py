@@ -71,12 +71,15 @@ class SweepTool(QObject):
         self.win = win
         self.view = view
         self.relay: _Relay | None = None
+        self.pace: dict[str, float] = {}   # model spec -> ms a forward took in its last sweep
 
     # -- before a run --------------------------------------------------------------
     def refresh_estimate(self) -> None:
         v = self.view
+        lm = self.win.session.model
         text, ok = estimate(self.win, v.axes.text(), v.template.text(), v.metric_box.text(),
-                            source_binder(v.source.text()))
+                            source_binder(v.source.text()),
+                            self.pace.get(lm.spec) if lm is not None else None)
         v.show_estimate(text, ok)
 
     def on_result(self, result: object) -> None:
@@ -91,6 +94,9 @@ class SweepTool(QObject):
         if isinstance(got, SweepResult):
             self._finish()
             self.view.show_result(got)
+            forwards = sum(got.forwards.values())
+            if lm is not None and forwards:
+                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / forwards
         elif isinstance(got, ViewFailed):
             self._finish()
             self.view.show_note(got.message)
@@ -156,7 +162,7 @@ class SweepTool(QObject):
         self._finish()
         if relay is not None and relay.latest is not None:
             self.view.show_partial(relay.latest)
-            done, total = relay.done
+            done, total = int((relay.latest.values == relay.latest.values).sum()), relay.done[1]
             self.view.show_note(f"cancelled after {done} of {total} runs: the grid shows "
                                 "those; click one to show its run")
         else:

@@ -40,6 +40,15 @@ def numeric(values: list[Any]) -> bool:
                                 and math.isfinite(v) for v in values)
 
 
+def labels_of(result: SweepResult, name: str) -> list[str]:
+    """An axis's labels as shown: numbers to 4 significant digits (``0.6165``, not
+    ``0.6165413533834586``), anything else as the sweep labelled it."""
+    coords = result.coords.get(name, [])
+    if coords and all(isinstance(v, float) for v in coords):
+        return [f"{v:.4g}" for v in coords]
+    return list(result.axes[name])
+
+
 class LabelAxis(pg.AxisItem):
     """An axis whose ticks are named categories at 0, 1, 2 … (cells centred on them);
     labels are thinned so they never overlap."""
@@ -170,7 +179,8 @@ class SweepPlot(QWidget):
         else:
             self._draw_curve(result, names[0])
         done = int(np.isfinite(result.values).sum()) if result.values.size else 0
-        shown = f"{result.metric}" + ("" if done == result.cells else f" ({done} of {result.cells} cells)")
+        shown = f"{result.metric} by {' × '.join(names)}" + (
+            "" if done == result.cells else f" ({done} of {result.cells} cells)")
         self.plot.setTitle(shown, size="10pt")
         if not same:
             self._shape = result.values.shape
@@ -214,8 +224,8 @@ class SweepPlot(QWidget):
         for item in (self.curve, self.baseline_line, self.point_mark):
             item.setVisible(False)
         self.plot.invertY(True)
-        self.left.set_labels(result.axes[names[0]])
-        self.bottom.set_labels(result.axes[names[1]] if len(names) > 1 else [result.metric])
+        self.left.set_labels(labels_of(result, names[0]))
+        self.bottom.set_labels(labels_of(result, names[1]) if len(names) > 1 else [result.metric])
         self.plot.setLabel("left", names[0])
         self.plot.setLabel("bottom", names[1] if len(names) > 1 else "")
         self.plot.setLimits(xMin=-0.5 - cols, xMax=cols * 2, yMin=-0.5 - rows, yMax=rows * 2)
@@ -239,7 +249,7 @@ class SweepPlot(QWidget):
         for item in (self.image, self.backdrop, self.colour_bar, self.marker, self.hover_mark):
             item.setVisible(False)
         self.left.set_labels([])
-        self.bottom.set_labels([] if numeric(result.coords[name]) else result.axes[name])
+        self.bottom.set_labels([] if numeric(result.coords[name]) else labels_of(result, name))
         self.plot.setLabel("left", result.metric)
         self.plot.setLabel("bottom", name)
 
@@ -274,9 +284,9 @@ class SweepPlot(QWidget):
         """The read-out of a cell: its coordinates (labels in full) and its number."""
         assert self.result is not None
         names = list(self.result.axes)
-        where = [f"{names[0]} {self.result.axes[names[0]][row]}"]
+        where = [f"{names[0]} {labels_of(self.result, names[0])[row]}"]
         if len(names) > 1:
-            where.append(f"{names[1]} {self.result.axes[names[1]][col]}")
+            where.append(f"{names[1]} {labels_of(self.result, names[1])[col]}")
         v = float(self.grid()[row, col])
         shown = f"{v:.6g}" if math.isfinite(v) else "not run yet"
         base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"

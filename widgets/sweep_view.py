@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import time
 
-from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import (QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
-                               QPushButton, QSplitter, QVBoxLayout, QWidget)
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
+                               QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
+                               QWidget)
 
 from hookscope.core.capture import SweepResult
 from hookscope.widgets.named import named
@@ -33,6 +33,8 @@ def seconds(s: float) -> str:
     """``0.4 s``, ``12 s``, ``3 min 20 s``."""
     if not math.isfinite(s):
         return "?"
+    if s < 1:
+        return f"{s * 1e3:.0f} ms"
     if s < 10:
         return f"{s:.1f} s"
     if s < 60:
@@ -85,13 +87,13 @@ class SweepView(QWidget):
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("Axes", self.axes)
-        form.addRow(self.tokens_label, self.tokens)
         template = QHBoxLayout()
         template.addWidget(self.template, 1)
         template.addWidget(self.from_editor)
         form.addRow("Template", template)
         form.addRow("Source input", self.source)
         form.addRow("Metric", self.metric_box)
+        form.addRow(self.tokens_label, self.tokens)   # last: it can take three rows
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
@@ -100,13 +102,24 @@ class SweepView(QWidget):
         top_lay = QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
         top_lay.addLayout(form)
-        top_lay.addWidget(self.estimate)
-        top_lay.addLayout(buttons)
-        top_lay.addWidget(self.note)
         top_lay.addStretch(1)
+        # a short dock scrolls the fields rather than squeezing them over each other
+        scroll = named(QScrollArea(), "sweepFields")
+        scroll.setWidget(top)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # what to read before and while running, and Run itself, stay in sight
+        left = QWidget()
+        left_lay = QVBoxLayout(left)
+        left_lay.setContentsMargins(0, 0, 0, 0)
+        left_lay.addWidget(scroll, 1)
+        left_lay.addWidget(self.estimate)
+        left_lay.addLayout(buttons)
+        left_lay.addWidget(self.note)
         # side by side in a wide dock, stacked in a narrow one
         self.split = named(QSplitter(Qt.Orientation.Horizontal), "sweepSplit")
-        self.split.addWidget(top)
+        self.split.addWidget(left)
         self.split.addWidget(self.plot)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 2)
