@@ -100,6 +100,10 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     qtbot.waitUntil(lambda: view.estimate.text().startswith("10 runs (2 layer × 5 pos)"),
                     timeout=10_000)
     assert "forwards of" in view.estimate.text() and " held" in view.estimate.text()
+    # the source activations it keeps: two blocks' outputs as the last run saw them
+    lm = win.session.model
+    nbytes = sum(4 * np.prod(win.session.tree.find(p).output_shape) for p in ("blocks.0", "blocks.1"))
+    assert f"(source activations of 2 layers: {round(nbytes / 1024)} KB)" in view.estimate.text()
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None and view.run_button.isEnabled(),
                     timeout=60_000)
