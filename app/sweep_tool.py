@@ -168,6 +168,19 @@ class SweepTool(QObject):
         else:
             self.view.show_note("cancelled")
 
+    def on_idle(self) -> None:
+        """Nothing in flight, yet the sweep never answered: the window's Cancel stopped it, a
+        newer run replaced it, or its run failed (the banner says so). Keep what ran."""
+        relay = self.relay
+        if relay is None:
+            return
+        self._finish()
+        if relay.latest is not None:
+            self.view.show_partial(relay.latest)
+        done = int((relay.latest.values == relay.latest.values).sum()) if relay.latest else 0
+        self.view.show_note(f"the sweep stopped after {done} of {relay.done[1]} runs (cancelled, "
+                            "replaced by a newer run, or failed): press Run sweep again")
+
     def show_cell(self, row: int, col: int) -> None:
         """The cell's plan becomes the window's (undoable), its layers captured, and runs: the
         panels show that cell's before and after."""
@@ -227,3 +240,4 @@ def install_sweep_tool(win: "MainWindow") -> None:
     view.templateRequested.connect(tool.from_editor)
     win.tree.sweepRequested.connect(tool.sweep_layers)
     win.resultShown.connect(tool.on_result)
+    win.idle.connect(tool.on_idle)

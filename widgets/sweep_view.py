@@ -223,6 +223,9 @@ class SweepView(QWidget):
         self.set_running(None)
         self.plot.show_result(result)
         if result is not None:
+            # the last cell's progress may come after the result (another queue): all ran
+            self.progress.setRange(0, max(1, result.cells))
+            self.progress.setValue(result.cells)
             total = result.timings_ms.get("total", 0) / 1e3
             forwards = sum(result.forwards.values())
             self.note.setText(f"{result.cells} runs in {seconds(total)} ({forwards} forwards). "

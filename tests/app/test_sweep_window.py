@@ -276,3 +276,20 @@ def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
     g = view.plot.graphics
     hover(g, g.mapFromScene(view.plot.cell_center(1)))
     assert view.plot.readout.text() == f"factor 0.5: {metric} = {curve.values[1]:.6g}"
+
+
+def test_the_windows_own_cancel_stops_the_sweep_and_the_dock_says_so(make_window, qtbot):
+    win = make_window(["demo:lm"])
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    _type(view.axes, "layer=blocks.*; f=linspace(0,1,4000)")
+    _type(view.template, "{layer}=scale:{f}")
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None
+                    and np.isfinite(view.result.values).sum() >= 3, timeout=60_000)
+    QTest.mouseClick(win.run_bar.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.run_button.isEnabled(), timeout=60_000)
+    assert view.note.text().startswith("the sweep stopped after ")
+    assert view.result.values.shape == (2, 4000) and np.isfinite(view.result.values).sum() >= 3
+    assert not view.cancel_button.isEnabled() and view.progress.isHidden()
