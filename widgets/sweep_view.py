@@ -137,6 +137,8 @@ class SweepView(QWidget):
         self.axes.textChanged.connect(self._show_picked)
         self.tokens.positionsChanged.connect(self._on_positions)
         self.run_button.clicked.connect(self._run)
+        for edit in (self.axes, self.template, self.source):   # Enter runs, as Run sweep does
+            edit.returnPressed.connect(self._run_if_idle)
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
         self.from_editor.clicked.connect(self.templateRequested.emit)
         self.plot.cellChosen.connect(self.cellChosen.emit)
@@ -183,6 +185,10 @@ class SweepView(QWidget):
             return
         n = self.tokens.count()
         self.tokens.set_positions([p % n for p in picked if -n <= p < n] if n else [])
+
+    def _run_if_idle(self) -> None:
+        if self.run_button.isEnabled():
+            self._run()
 
     def _run(self) -> None:
         self.runRequested.emit(self.axes.text(), self.template.text(), self.source.text(),

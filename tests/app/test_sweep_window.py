@@ -254,7 +254,7 @@ def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
     _type(view.axes, "layer=conv1,conv2; unit=0:4")
     _type(view.template, "{layer}=zero@units={unit}")
     _choose(view.metric_box.kind, metric)
-    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    QTest.keyClick(view.template, Qt.Key.Key_Return)   # Enter in a field runs the sweep
     qtbot.waitUntil(lambda: view.result is not None and win.is_idle(), timeout=60_000)
     cnn = win.session.model
     want = sweep(cnn.module, cnn.example_input, {"layer": "conv1,conv2", "unit": "0:4"},
