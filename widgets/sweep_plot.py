@@ -10,6 +10,7 @@ zero (blue below, red above); numbers of one sign a sequential one.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -47,6 +48,15 @@ def labels_of(result: SweepResult, name: str) -> list[str]:
     if coords and all(isinstance(v, float) for v in coords):
         return [f"{v:.4g}" for v in coords]
     return list(result.axes[name])
+
+
+def column_labels(result: SweepResult) -> list[str]:
+    """The heatmap's columns: the second axis's labels (past two axes, every combination of
+    the later axes' labels, the last varying fastest, as the grid is laid out)."""
+    names = list(result.axes)[1:]
+    if not names:
+        return [result.metric]
+    return [" · ".join(combo) for combo in itertools.product(*(labels_of(result, n) for n in names))]
 
 
 class LabelAxis(pg.AxisItem):
@@ -225,9 +235,9 @@ class SweepPlot(QWidget):
             item.setVisible(False)
         self.plot.invertY(True)
         self.left.set_labels(labels_of(result, names[0]))
-        self.bottom.set_labels(labels_of(result, names[1]) if len(names) > 1 else [result.metric])
+        self.bottom.set_labels(column_labels(result))
         self.plot.setLabel("left", names[0])
-        self.plot.setLabel("bottom", names[1] if len(names) > 1 else "")
+        self.plot.setLabel("bottom", " · ".join(names[1:]))
         self.plot.setLimits(xMin=-0.5 - cols, xMax=cols * 2, yMin=-0.5 - rows, yMax=rows * 2)
 
     def _x(self, result: SweepResult, name: str) -> np.ndarray:
@@ -286,7 +296,7 @@ class SweepPlot(QWidget):
         names = list(self.result.axes)
         where = [f"{names[0]} {labels_of(self.result, names[0])[row]}"]
         if len(names) > 1:
-            where.append(f"{names[1]} {labels_of(self.result, names[1])[col]}")
+            where.append(f"{' · '.join(names[1:])} {column_labels(self.result)[col]}")
         v = float(self.grid()[row, col])
         shown = f"{v:.6g}" if math.isfinite(v) else "not run yet"
         base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"

@@ -123,3 +123,14 @@ def test_a_layer_axis_curve_is_labelled_by_layer_names(plot):
     x, _ = plot.curve.getData()
     assert x.tolist() == [0.0, 1.0, 2.0] and plot.bottom.labels == ["conv1", "conv2", "fc"]
     assert not plot.baseline_line.isVisible()
+
+
+def test_past_two_axes_the_columns_name_every_combination(plot):
+    v = np.arange(12.0).reshape(2, 3, 2)
+    r = SweepResult(v, {"layer": ["a", "b"], "pos": ["0", "1", "2"], "f": ["0.5", "1"]},
+                    {"layer": ["a", "b"], "pos": [0, 1, 2], "f": [0.5, 1.0]}, "kl", None, {})
+    plot.show_result(r)
+    assert plot.bottom.labels == ["0 · 0.5", "0 · 1", "1 · 0.5", "1 · 1", "2 · 0.5", "2 · 1"]
+    g = plot.graphics
+    hover(g, g.mapFromScene(plot.cell_center(1, 3)))
+    assert plot.readout.text() == f"layer b · pos · f 1 · 1: kl = {v[1, 1, 1]:.6g}"
