@@ -252,6 +252,7 @@ class SweepPlot(QWidget):
         self.curve.setData(x, y)
         self.curve.setVisible(True)
         self.plot.enableAutoRange()   # a curve's y range grows as its points arrive
+        self.plot.vb.updateAutoRange()   # now, not at the next paint: a hover maps by it
         base = result.baseline
         self.baseline_line.setVisible(base is not None and math.isfinite(base))
         if base is not None and math.isfinite(base):

@@ -66,6 +66,18 @@ def _click_cell(view, row, col=0, button=Qt.MouseButton.LeftButton):
     return pos
 
 
+def _hover_reads(qtbot, plot, want, row, col=0):
+    """Move the mouse onto a cell until the read-out says ``want`` (the plot's layout may
+    still settle after new axis labels: each try is a fresh move to where the cell is now)."""
+    g = plot.graphics
+
+    def moved():
+        hover(g, g.mapFromScene(plot.cell_center(row, col)))
+        return plot.readout.text() == want
+
+    qtbot.waitUntil(moved, timeout=5_000)
+
+
 def _context_menu(qtbot, win, path):
     w = win.tree
     w.select_path(path)
@@ -121,11 +133,9 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     assert want.axes["pos"][1:3] == ["15 't'", "16 'h'"]   # labelled by the token strings
     assert view.progress.isHidden() and view.progress.value() == view.progress.maximum() == 10
     # Hover read-out: layer name, token string, value.
-    g = plot.graphics
-    hover(g, g.mapFromScene(plot.cell_center(1, 4)))
-    assert plot.readout.text() == (f"layer blocks.1 · pos {want.axes['pos'][4]}: "
-                                   f"{metric} = {want.values[1, 4]:.6g} "
-                                   f"(baseline {want.baseline:.6g})")
+    _hover_reads(qtbot, plot, f"layer blocks.1 · pos {want.axes['pos'][4]}: "
+                              f"{metric} = {want.values[1, 4]:.6g} (baseline {want.baseline:.6g})",
+                 1, 4)
     # A click on a cell runs it in the main view: its plan, its layer captured.
     before = win.last_result
     _click_cell(view, 1, 4)
@@ -273,9 +283,7 @@ def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
     x, y = view.plot.curve.getData()
     assert x.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0] and np.array_equal(y, curve.values)
     assert view.plot.curve.isVisible() and not view.plot.image.isVisible()
-    g = view.plot.graphics
-    hover(g, g.mapFromScene(view.plot.cell_center(1)))
-    assert view.plot.readout.text() == f"factor 0.5: {metric} = {curve.values[1]:.6g}"
+    _hover_reads(qtbot, view.plot, f"factor 0.5: {metric} = {curve.values[1]:.6g}", 1)
 
 
 def test_the_windows_own_cancel_stops_the_sweep_and_the_dock_says_so(make_window, qtbot):
