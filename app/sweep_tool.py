@@ -1,131 +1,243 @@
 """View → Sweep: a dock that runs a sweep on the window's model and input through the
-session's runner (off the GUI thread), with a progress bar and Cancel, and shows the grid.
+session's runner (off the GUI thread) and draws its grid as the cells arrive.
 
-The cells' progress comes from the runner's thread through a queued signal; the grid
-arrives with the run's result (``result.extras["sweep"]``).
+Axes come from the layer tree's menu ("Sweep over these layers") and the dock's token strip,
+the template from the Intervention panel ("From editor"), the metric from a list with tokens
+picked from the model's predictions. Before a run the dock states the runs, time and memory
+(:mod:`.sweep_estimate`); while it runs, progress with an ETA and the grid so far come from
+the runner's thread through queued signals (at most ~20 grids a second); Cancel keeps the
+grid so far. Clicking a cell makes its plan the window's and runs it: the main view's
+panels show that cell's before and after.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from hookscope.core import MeanAblate, Patch, PlanError, RunResult
+from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.capture import SweepRequest, SweepResult
 from hookscope.core.session import ViewFailed
+from hookscope.core.views import describe_outputs, input_token_strings
+from hookscope.widgets.sweep_fields import axis_pairs
 from hookscope.widgets.sweep_view import SweepView
+from hookscope.widgets.token_strip import shown_token
 
+from .sweep_estimate import estimate
+from .sweep_text import pairs, source_binder, template_from
 from .window_tools import hidden_bottom_dock
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
 
+PARTIAL_EVERY_S = 0.05
+
 
 class _Relay(QObject):
-    """Carries the runner thread's progress calls to the GUI thread."""
+    """One sweep's calls from the runner's thread, carried to the GUI thread."""
 
     progressed = Signal(int, int)
+    grew = Signal(object)   # the grid so far (a SweepResult)
+
+    def __init__(self, parent: QObject) -> None:
+        super().__init__(parent)
+        self.active = True
+        self.latest: SweepResult | None = None
+        self.done = (0, 0)
+        self._last = 0.0
+
+    def progress(self, done: int, total: int) -> None:   # runner thread
+        self.done = (done, total)
+        self.progressed.emit(done, total)
+
+    def partial(self, result: SweepResult) -> None:   # runner thread
+        self.latest = result
+        now = time.monotonic()
+        if now - self._last >= PARTIAL_EVERY_S:
+            self._last = now
+            self.grew.emit(result)
 
 
-def pairs(text: str, what: str) -> dict[str, str]:
-    """``'a=1; b=2'`` -> ``{'a': '1', 'b': '2'}`` (each split at its first '=')."""
-    out: dict[str, str] = {}
-    for piece in text.split(";"):
-        if not piece.strip():
-            continue
-        key, sep, value = piece.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise PlanError(f"{what} {piece.strip()!r}: write NAME=VALUE, several separated by ';'")
-        out[key.strip()] = value.strip()
-    if not out:
-        raise PlanError(f"{what}: give at least one NAME=VALUE")
-    return out
+class SweepTool(QObject):
+    """The dock's answers to its signals, and the sweep in flight (at most one); a child of
+    the window (object name ``sweepTool``)."""
+
+    def __init__(self, win: "MainWindow", view: SweepView) -> None:
+        super().__init__(win)
+        self.setObjectName("sweepTool")
+        self.win = win
+        self.view = view
+        self.relay: _Relay | None = None
+        self.pace: dict[str, float] = {}   # model spec -> ms a forward took in its last sweep
+
+    # -- before a run --------------------------------------------------------------
+    def refresh_estimate(self) -> None:
+        v = self.view
+        lm = self.win.session.model
+        text, ok = estimate(self.win, v.axes.text(), v.template.text(), v.metric_box.text(),
+                            source_binder(v.source.text()),
+                            self.pace.get(lm.spec) if lm is not None else None)
+        v.show_estimate(text, ok)
+
+    def on_result(self, result: object) -> None:
+        """A run arrived: its tokens to pick, its predictions to name, its sweep if any."""
+        if not isinstance(result, RunResult):
+            return
+        lm = self.win.session.model
+        meaning = lm.meaning if lm is not None else None
+        self.view.set_tokens(input_token_strings(result.inputs, meaning))
+        self.view.metric_box.set_choices(predictions(result, meaning))
+        got = result.extras.get("sweep")
+        if isinstance(got, SweepResult):
+            self._finish()
+            self.view.show_result(got)
+            forwards = sum(got.forwards.values())
+            if lm is not None and forwards:
+                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / forwards
+        elif isinstance(got, ViewFailed):
+            self._finish()
+            self.view.show_note(got.message)
+            self.win.show_error(got.message)
+        self.refresh_estimate()
+
+    def from_editor(self) -> None:
+        panel = self.win.intervention_panel
+        try:
+            template, source = template_from(panel.path(), panel.value(), self.view.axes.text())
+        except HookscopeError as exc:
+            self.win.show_error(str(exc))
+            return
+        self.view.template.setText(template)
+        if source is not None:
+            self.view.source.setText(source)
+
+    def sweep_layers(self, layers: str, add: bool = False) -> None:
+        """The tree's "Sweep over these layers" (``add``: one more layer on the axis): the
+        layer axis set, the dock shown."""
+        if add:
+            had = dict(axis_pairs(self.view.axes.text())).get("layer", "")
+            names = [p.strip() for p in had.split(",") if p.strip()]
+            layers = ",".join(dict.fromkeys([*names, layers]))
+        self.view.set_axis("layer", layers)
+        if "{layer}" not in self.view.template.text():
+            self.view.template.setText("{layer}=zero")
+        self.win.sweep_dock.show()
+        self.win.sweep_dock.raise_()
+
+    # -- running -------------------------------------------------------------------
+    def start(self, axes: str, template: str, source: str, metric: str) -> None:
+        win = self.win
+        if win.session.model is None:
+            win.show_error("open a model first, then run a sweep on it")
+            return
+        try:
+            over = pairs(axes, "axes")
+            intervene = pairs(template, "template")
+        except PlanError as exc:
+            win.show_error(str(exc))
+            return
+        self._finish()
+        relay = self.relay = _Relay(win)
+        relay.progressed.connect(lambda d, t: relay.active and self.view.set_progress(d, t))
+        relay.grew.connect(lambda r: relay.active and self.view.show_partial(r))
+        request = SweepRequest(over, intervene, metric.strip(), progress=relay.progress,
+                               bind=source_binder(source), partial=relay.partial)
+        self.view.set_running(0)
+        self.view.plot.show_result(None)
+        if win.session.submit_run(extra=(request,)) is None:
+            self._finish()
+            self.view.show_note("a model is still loading: run the sweep once it is open")
+
+    def _finish(self) -> None:
+        if self.relay is not None:
+            self.relay.active = False
+            self.relay = None
+
+    def cancel(self) -> None:
+        relay = self.relay
+        self.win.session.cancel()
+        self._finish()
+        if relay is not None and relay.latest is not None:
+            self.view.show_partial(relay.latest)
+            done, total = int((relay.latest.values == relay.latest.values).sum()), relay.done[1]
+            self.view.show_note(f"cancelled after {done} of {total} runs: the grid shows "
+                                "those; click one to show its run")
+        else:
+            self.view.show_note("cancelled")
+
+    def on_idle(self) -> None:
+        """Nothing in flight, yet the sweep never answered: the window's Cancel stopped it, a
+        newer run replaced it, or its run failed (the banner says so). Keep what ran."""
+        relay = self.relay
+        if relay is None:
+            return
+        self._finish()
+        if relay.latest is not None:
+            self.view.show_partial(relay.latest)
+        done = int((relay.latest.values == relay.latest.values).sum()) if relay.latest else 0
+        self.view.show_note(f"the sweep stopped after {done} of {relay.done[1]} runs (cancelled, "
+                            "replaced by a newer run, or failed): press Run sweep again")
+
+    def show_cell(self, row: int, col: int) -> None:
+        """The cell's plan becomes the window's (undoable), its layers captured, and runs: the
+        panels show that cell's before and after."""
+        win = self.win
+        result = self.view.result
+        if result is None:
+            return
+        names = list(result.axes)
+        if len(names) > 2:
+            win.show_error("a sweep of more than two axes shows its first two; run a cell "
+                           "with SweepResult.run_cell in Python")
+            return
+        coords = {n: result.coords[n][i] for n, i in zip(names, [row, col])}
+        try:
+            plan = result.plan_of(**coords)
+        except PlanError as exc:
+            win.show_error(str(exc))
+            return
+        current = win.session.current_plan()
+        win.session.set_plan(dataclasses.replace(
+            plan, capture=tuple(dict.fromkeys([*current.capture, *plan.capture])),
+            keep_tensors=current.keep_tensors))
+        first = next(iter(plan.interventions), None)
+        if first is not None:
+            win.tree.select_path(first)
+        win.request_run()
+
+
+def predictions(result: RunResult, meaning: Any) -> list[tuple[str, str]]:
+    """The baseline's top predictions as ``(shown, '#ID')`` for the metric's token boxes."""
+    if meaning is None:
+        return []
+    try:
+        desc = describe_outputs(result.output_without, result.output_without, meaning,
+                                result.inputs, top_k=10)
+    except (HookscopeError, RuntimeError, ValueError, TypeError):
+        return []
+    top: list[dict] = []
+    if desc.get("positions"):
+        top = desc["positions"][-1]["top_without"]
+    elif desc.get("rows"):
+        top = desc["rows"][0]["top_without"]
+    return [(f"{shown_token(str(t['label']))}  #{t['index']} p={t['prob']:.2f}", f"#{t['index']}")
+            for t in top]
 
 
 def install_sweep_tool(win: "MainWindow") -> None:
     """Add View → Sweep and its dock (hidden until asked for) to ``win``."""
     view = SweepView()
     win.sweep_view = view
-    dock = hidden_bottom_dock(win, "Sweep", "sweepDock", view, "actionViewSweep")
-    win.sweep_dock = dock
-    relay = _Relay(win)
-    relay.progressed.connect(view.set_progress)
-    view.runRequested.connect(lambda a, t, s, m: start_sweep(win, relay, a, t, s, m))
-    view.cancelRequested.connect(lambda: cancel_sweep(win))
-    view.cellChosen.connect(lambda row, col: show_cell(win, row, col))
-    win.resultShown.connect(lambda result: show_sweep(win, result))
-
-
-def start_sweep(win: "MainWindow", relay: _Relay, axes: str, template: str, source: str,
-                metric: str) -> None:
-    if win.session.model is None:
-        win.show_error("open a model first, then run a sweep on it")
-        return
-    try:
-        over = pairs(axes, "axes")
-        intervene = pairs(template, "template")
-    except PlanError as exc:
-        win.show_error(str(exc))
-        return
-    src = source.lstrip() if source.strip() else None  # a prompt keeps its trailing spaces
-
-    def bind(ivs: dict) -> dict:
-        out = {}
-        for path, iv in ivs.items():
-            if isinstance(iv, Patch) and iv.source_input is None:
-                if src is None:
-                    raise PlanError("patch needs a source input: fill in 'Source input' "
-                                    "(e.g. text:the dog sat on the)")
-                iv = Patch(src, at=iv.at)
-            if isinstance(iv, MeanAblate) and iv.reference is None and src is not None:
-                iv = MeanAblate(src, at=iv.at)
-            out[path] = iv
-        return out
-
-    request = SweepRequest(over, intervene, metric.strip(), progress=relay.progressed.emit,
-                           bind=bind)
-    win.sweep_view.set_running(0)
-    if win.session.submit_run(extra=(request,)) is None:
-        win.sweep_view.show_note("a model is still loading: run the sweep once it is open")
-
-
-def show_cell(win: "MainWindow", row: int, col: int) -> None:
-    """The cell's plan becomes the window's (undoable), its layers captured, and runs: the
-    panels show that cell's before and after."""
-    result = win.sweep_view.model.result
-    if result is None:
-        return
-    names = list(result.axes)
-    at = [row, col][:len(names)] if len(names) <= 2 else [row]
-    if len(names) > 2:
-        win.show_error("a sweep of more than two axes shows its first axis only; run a cell "
-                       "with SweepResult.run_cell in Python")
-        return
-    coords = {n: result.coords[n][i] for n, i in zip(names, at)}
-    try:
-        plan = result.plan_of(**coords)
-    except PlanError as exc:
-        win.show_error(str(exc))
-        return
-    current = win.session.current_plan()
-    win.session.set_plan(dataclasses.replace(
-        plan, capture=tuple(dict.fromkeys([*current.capture, *plan.capture])),
-        keep_tensors=current.keep_tensors))
-    win.request_run()
-
-
-def cancel_sweep(win: "MainWindow") -> None:
-    win.session.cancel()
-    win.sweep_view.show_note("cancelled")
-
-
-def show_sweep(win: "MainWindow", result: object) -> None:
-    extras = result.extras if isinstance(result, RunResult) else {}
-    got = extras.get("sweep")
-    if isinstance(got, SweepResult):
-        win.sweep_view.show_result(got)
-    elif isinstance(got, ViewFailed):
-        win.sweep_view.show_note(got.message)
-        win.show_error(got.message)
+    win.sweep_dock = hidden_bottom_dock(win, "Sweep", "sweepDock", view, "actionViewSweep")
+    tool = SweepTool(win, view)
+    view.runRequested.connect(tool.start)
+    view.cancelRequested.connect(tool.cancel)
+    view.cellChosen.connect(tool.show_cell)
+    view.fieldsChanged.connect(tool.refresh_estimate)
+    view.templateRequested.connect(tool.from_editor)
+    win.tree.sweepRequested.connect(tool.sweep_layers)
+    win.resultShown.connect(tool.on_result)
+    win.idle.connect(tool.on_idle)

@@ -17,6 +17,7 @@ from hookscope.core.plan import is_pattern, rooted_suggestion
 
 from .intervention_editor import InterventionDelegate
 from .layer_filter import LayerFilterProxy
+from .sweep_menu import add_sweep_entries
 from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_DEVICE, COL_HI, COL_INTERVENTION, COL_LAYER,
                                COL_LO, COL_PARAMS, COL_SHAPE, COL_TYPE, LayerTreeModel)
 
@@ -53,10 +54,12 @@ class LayerTreeWidget(QWidget):
     ``layerSelected(path)`` is emitted when the user selects a row;
     :meth:`select_path` selects a row from code without emitting it.
     ``steerRequested(path)``: the context menu's "Steer with a vector from two prompts".
+    ``sweepRequested(layers, add)``: its "Sweep over these layers" entries.
     """
 
     layerSelected = Signal(str)
     steerRequested = Signal(str)
+    sweepRequested = Signal(str, bool)   # layer axis value, add to the axis (else replace)
 
     def __init__(self, model: LayerTreeModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -299,6 +302,7 @@ class LayerTreeWidget(QWidget):
             steer = menu.addAction("Steer with a vector from two prompts…",
                                    lambda: self.steerRequested.emit(path))
             steer.setObjectName("actionSteer")
+            add_sweep_entries(menu, self.model.tree(), path, self.sweepRequested.emit)
         n = len(self.proxy.matching_paths())
         if n:
             menu.addAction(f"Capture all matching ‘{self.filter_edit.text().strip()}’ ({n})",

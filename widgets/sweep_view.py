@@ -1,111 +1,80 @@
-"""The Sweep dock: a template, its axes and a metric; Run and Cancel with a progress bar;
-the grid as a heatmap whose rows and columns are labelled by the axes' values (layer names,
-token strings), each cell's number in a hover read-out. One axis shows one column.
-Double-clicking a cell asks for that cell's run in the main view (``cellChosen``).
+"""The Sweep dock: axes, a template, a source input and a metric; before a run, the number
+of runs and an estimate of time and memory; Run and Cancel with a progress bar and its ETA;
+the grid as a heatmap (a curve for one axis) that fills in cell by cell.
 
-Holds no state beyond what it shows: Run and Cancel are signals the app answers.
+Axes can be typed (``layer=blocks.*; pos=all``), set from the layer tree's menu
+(:meth:`set_axis`) or, for token positions, picked in the token strip here. Clicking a
+cell asks for that cell's run in the main view (``cellChosen``).
+
+Holds no state beyond what it shows: Run, Cancel and "from the editor" are signals the app
+answers.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
+                               QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
+                               QWidget)
 
-from hookscope.core.capture import METRICS, SweepResult
+from hookscope.core.capture import SweepResult
 from hookscope.widgets.named import named
+from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
+from hookscope.widgets.sweep_plot import SweepPlot
+from hookscope.widgets.token_strip import TokenStrip
 
-_Index = QModelIndex | QPersistentModelIndex
-
-
-def heat(t: float) -> QColor:
-    """White at the grid's smallest number to a deep red at its largest."""
-    t = min(max(t, 0.0), 1.0)
-    return QColor(255, int(255 - 180 * t), int(255 - 200 * t))
+POSITION_AXIS = "pos"
 
 
-class SweepModel(QAbstractTableModel):
-    """Rows along the first axis, columns along the second (one column for one axis)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.result: SweepResult | None = None
-
-    def set_result(self, result: SweepResult | None) -> None:
-        self.beginResetModel()
-        self.result = result
-        self.endResetModel()
-
-    def _grid(self) -> Any:
-        assert self.result is not None
-        v = self.result.values
-        return v.reshape(v.shape[0], -1)
-
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802 - Qt override
-        return 0 if self.result is None or parent.isValid() else self._grid().shape[0]
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802 - Qt override
-        return 0 if self.result is None or parent.isValid() else self._grid().shape[1]
-
-    def _names(self) -> list[str]:
-        assert self.result is not None
-        return list(self.result.axes)
-
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt override
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if self.result is None or role != Qt.ItemDataRole.DisplayRole:
-            return None
-        names = self._names()
-        if orientation == Qt.Orientation.Vertical:
-            return self.result.axes[names[0]][section]
-        return self.result.axes[names[1]][section] if len(names) == 2 else self.result.metric
-
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if self.result is None or not index.isValid():
-            return None
-        grid = self._grid()
-        v = float(grid[index.row(), index.column()])
-        if role == Qt.ItemDataRole.DisplayRole:
-            return f"{v:.3g}"
-        if role == Qt.ItemDataRole.BackgroundRole:
-            finite = grid[~(grid != grid)]
-            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
-            t = 0.0 if not math.isfinite(v) or hi == lo else (v - lo) / (hi - lo)
-            return QBrush(heat(t))
-        if role == Qt.ItemDataRole.ToolTipRole:
-            names = self._names()
-            where = [f"{names[0]} {self.result.axes[names[0]][index.row()]}"]
-            if len(names) == 2:
-                where.append(f"{names[1]} {self.result.axes[names[1]][index.column()]}")
-            base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"
-            return f"{', '.join(where)}: {self.result.metric} = {v:.6g}{base}"
-        return None
+def seconds(s: float) -> str:
+    """``0.4 s``, ``12 s``, ``3 min 20 s``."""
+    if not math.isfinite(s):
+        return "?"
+    if s < 1:
+        return f"{s * 1e3:.0f} ms"
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 60:
+        return f"{s:.0f} s"
+    m, r = divmod(int(round(s)), 60)
+    return f"{m} min {r:02d} s" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
 class SweepView(QWidget):
-    """Fields, Run/Cancel, progress and the grid."""
+    """Fields, estimate, Run/Cancel, progress and the plot (object names ``sweep*``)."""
 
     runRequested = Signal(str, str, str, str)  # axes, template, source input, metric
     cancelRequested = Signal()
-    cellChosen = Signal(int, int)  # row, column of a double-clicked cell
+    cellChosen = Signal(int, int)   # row, column of a clicked cell (0 for one axis)
+    fieldsChanged = Signal()        # (debounced) the app states the runs and the estimate
+    templateRequested = Signal()    # "From editor": the app fills the template
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.axes = named(QLineEdit("layer=blocks.*; pos=all"), "sweepAxes")
-        self.axes.setToolTip("AXIS=VALUES separated by ';': a layer pattern, pos=all, A:B, "
-                             "a comma list, linspace(A,B,N)")
+        self.axes.setToolTip("AXIS=VALUES separated by ';' (the first axis runs down, the "
+                             "second across): a layer pattern or list (blocks.*, or the tree's "
+                             "menu 'Sweep over these layers'), pos=all or positions picked "
+                             "below, A:B, a comma list, linspace(A,B,N), logspace(A,B,N)")
+        self.tokens = TokenStrip()
+        self.tokens.setObjectName("sweepTokens")
+        self.tokens.setToolTip("Click tokens to sweep over their positions (the pos axis); "
+                               "none picked: every position")
+        self.tokens_label = QLabel("Positions")
         self.template = named(QLineEdit("{layer}=patch@pos={pos}"), "sweepTemplate")
-        self.template.setToolTip("LAYER=KIND with {AXIS} placeholders; several separated by ';'")
+        self.template.setToolTip("LAYER=KIND with {AXIS} placeholders, e.g. {layer}=zero@units={unit} "
+                                 "or blocks.2=scale:{f}; several separated by ';'")
+        self.from_editor = named(QPushButton("From editor"), "sweepFromEditor")
+        self.from_editor.setToolTip("Use the intervention set in the Intervention panel for the "
+                                    "selected layer, its layer and positions made axes")
         self.source = named(QLineEdit(""), "sweepSource")
         self.source.setPlaceholderText("text:... (the input a bare patch takes)")
-        self.metric_box = named(QComboBox(), "sweepMetric")
-        self.metric_box.setEditable(True)
-        self.metric_box.addItems(["kl", "max-abs-diff", "top-changed", "logit-diff:A,B", "prob:T"])
-        self.metric_box.setToolTip("what each cell measures: " + ", ".join(METRICS))
+        self.metric_box = MetricChooser()
+        self.estimate = named(QLabel(""), "sweepEstimate")
+        self.estimate.setWordWrap(True)
         self.run_button = named(QPushButton("Run sweep"), "sweepRun")
         self.cancel_button = named(QPushButton("Cancel"), "sweepCancel")
         self.cancel_button.setEnabled(False)
@@ -113,32 +82,123 @@ class SweepView(QWidget):
         self.progress.setVisible(False)
         self.note = named(QLabel(""), "sweepNote")
         self.note.setWordWrap(True)
-        self.model = SweepModel()
-        self.table = named(QTableView(), "sweepTable")
-        self.table.setModel(self.model)
-        self.table.setMouseTracking(True)
+        self.plot = SweepPlot()
+
         form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("Axes", self.axes)
-        form.addRow("Template", self.template)
+        template = QHBoxLayout()
+        template.addWidget(self.template, 1)
+        template.addWidget(self.from_editor)
+        form.addRow("Template", template)
         form.addRow("Source input", self.source)
         form.addRow("Metric", self.metric_box)
+        form.addRow(self.tokens_label, self.tokens)   # last: it can take three rows
         buttons = QHBoxLayout()
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.progress, 1)
+        top = QWidget()
+        top_lay = QVBoxLayout(top)
+        top_lay.setContentsMargins(0, 0, 0, 0)
+        top_lay.addLayout(form)
+        top_lay.addStretch(1)
+        # a short dock scrolls the fields rather than squeezing them over each other
+        scroll = named(QScrollArea(), "sweepFields")
+        scroll.setWidget(top)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # what to read before and while running, and Run itself, stay in sight
+        left = QWidget()
+        left_lay = QVBoxLayout(left)
+        left_lay.setContentsMargins(0, 0, 0, 0)
+        left_lay.addWidget(scroll, 1)
+        left_lay.addWidget(self.estimate)
+        left_lay.addLayout(buttons)
+        left_lay.addWidget(self.note)
+        # side by side in a wide dock, stacked in a narrow one
+        self.split = named(QSplitter(Qt.Orientation.Horizontal), "sweepSplit")
+        self.split.addWidget(left)
+        self.split.addWidget(self.plot)
+        self.split.setStretchFactor(0, 1)
+        self.split.setStretchFactor(1, 2)
+        self.split.setChildrenCollapsible(False)
         lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addLayout(buttons)
-        lay.addWidget(self.note)
-        lay.addWidget(self.table, 1)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.split)
+        self.set_tokens(None)
+
+        self._debounce = QTimer(self, singleShot=True, interval=250)
+        self._debounce.timeout.connect(self.fieldsChanged.emit)
+        for edit in (self.axes, self.template, self.source):
+            edit.textChanged.connect(lambda _t: self._debounce.start())
+        self.metric_box.changed.connect(self._debounce.start)
+        self.axes.textChanged.connect(self._show_picked)
+        self.tokens.positionsChanged.connect(self._on_positions)
         self.run_button.clicked.connect(self._run)
+        for edit in (self.axes, self.template, self.source):   # Enter runs, as Run sweep does
+            edit.returnPressed.connect(self._run_if_idle)
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
-        self.table.doubleClicked.connect(lambda i: self.cellChosen.emit(i.row(), i.column()))
-        self.table.setToolTip("double-click a cell to run it in the main view")
+        self.from_editor.clicked.connect(self.templateRequested.emit)
+        self.plot.cellChosen.connect(self.cellChosen.emit)
+        self._started = 0.0
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        wide = self.width() >= 700
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if orientation != self.split.orientation() or not self._split_set:
+            self.split.setOrientation(orientation)
+            # the plot gets the larger share; the fields keep what they need to be read
+            size = self.width() if wide else self.height()
+            self.split.setSizes([int(size * 0.42), size - int(size * 0.42)])
+            self._split_set = True
+
+    _split_set = False
+
+    @property
+    def result(self) -> SweepResult | None:
+        return self.plot.result
+
+    # -- fields ----------------------------------------------------------------------
+    def set_axis(self, name: str, values: str | None) -> None:
+        """Set axis ``name`` in the axes line (``None``: remove it); the others stay."""
+        self.axes.setText(with_axis(self.axes.text(), name, values))
+
+    def set_tokens(self, tokens: list[str] | None) -> None:
+        """The input's tokens to pick positions from (``None``: not a token input)."""
+        self.tokens.set_tokens(tokens)
+        for w in (self.tokens, self.tokens_label):
+            w.setVisible(bool(tokens))
+        self._show_picked()
+
+    def _on_positions(self, picked: list[int]) -> None:
+        self.set_axis(POSITION_AXIS, ",".join(map(str, picked)) if picked else "all")
+
+    def _show_picked(self) -> None:
+        """The strip shows the positions the axes line names (a list of them)."""
+        value = dict(axis_pairs(self.axes.text())).get(POSITION_AXIS, "")
+        try:
+            picked = [int(p) for p in value.split(",") if p.strip()] if value != "all" else []
+        except ValueError:
+            return
+        n = self.tokens.count()
+        self.tokens.set_positions([p % n for p in picked if -n <= p < n] if n else [])
+
+    def _run_if_idle(self) -> None:
+        if self.run_button.isEnabled():
+            self._run()
 
     def _run(self) -> None:
         self.runRequested.emit(self.axes.text(), self.template.text(), self.source.text(),
-                               self.metric_box.currentText())
+                               self.metric_box.text())
+
+    # -- running -------------------------------------------------------------------------
+    def show_estimate(self, text: str, ok: bool = True) -> None:
+        """Before a run: the number of runs and what they will cost (or why they cannot run)."""
+        self.estimate.setText(text)
+        self.estimate.setStyleSheet("" if ok else "color: #a94442;")
 
     def set_running(self, total: int | None) -> None:
         """Running with ``total`` cells (``None``: stopped)."""
@@ -147,19 +207,35 @@ class SweepView(QWidget):
         self.cancel_button.setEnabled(running)
         self.progress.setVisible(running)
         if running:
+            self._started = time.monotonic()
             self.progress.setRange(0, max(1, total or 1))
             self.progress.setValue(0)
-            self.note.setText(f"{total} runs")
+            self.progress.setFormat("starting…")
+            self.note.setText(f"{total} runs" if total else "starting")
 
     def set_progress(self, done: int, total: int) -> None:
+        """``done`` of ``total`` cells; the ETA from the pace so far."""
         self.progress.setRange(0, max(1, total))
         self.progress.setValue(done)
+        elapsed = time.monotonic() - self._started
+        eta = elapsed / done * (total - done) if done else math.inf
+        self.progress.setFormat(f"{done} / {total} · ETA {seconds(eta)}")
+
+    def show_partial(self, result: SweepResult) -> None:
+        """The grid so far (cells not run yet are NaN)."""
+        self.plot.show_result(result)
 
     def show_result(self, result: SweepResult | None) -> None:
         self.set_running(None)
-        self.model.set_result(result)
+        self.plot.show_result(result)
         if result is not None:
-            self.note.setText(f"{result.cells} runs, {result.timings_ms.get('total', 0) / 1e3:.2f} s")
+            # the last cell's progress may come after the result (another queue): all ran
+            self.progress.setRange(0, max(1, result.cells))
+            self.progress.setValue(result.cells)
+            total = result.timings_ms.get("total", 0) / 1e3
+            forwards = sum(result.forwards.values())
+            self.note.setText(f"{result.cells} runs in {seconds(total)} ({forwards} forwards). "
+                              "Click a cell to show its run in the main view.")
 
     def show_note(self, text: str) -> None:
         self.set_running(None)

@@ -171,6 +171,7 @@ class SweepRequest:
     max_cells: int = DEFAULT_MAX_CELLS
     progress: Callable[[int, int], None] | None = None
     bind: Callable[[dict], dict] | None = None
+    partial: Callable[[SweepResult], None] | None = None
 
     name = "sweep"
 
@@ -178,7 +179,7 @@ class SweepRequest:
                 meaning: OutputMeaning, should_stop: Any = None) -> SweepResult:
         return sweep(module, inputs, self.over, self.intervene, self.metric, meaning=meaning,
                      device=device, max_cells=self.max_cells, should_stop=should_stop,
-                     progress=self.progress, bind=self.bind)
+                     progress=self.progress, bind=self.bind, partial=self.partial)
 
 
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
@@ -235,7 +236,8 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           meaning: OutputMeaning | None = None, device: str = "cpu",
           max_cells: int = DEFAULT_MAX_CELLS, should_stop: Callable[[], bool] | None = None,
           progress: Callable[[int, int], None] | None = None,
-          bind: Callable[[dict], dict] | None = None) -> SweepResult:
+          bind: Callable[[dict], dict] | None = None,
+          partial: Callable[[SweepResult], None] | None = None) -> SweepResult:
     """Run ``intervene`` at every cell of the grid ``over`` spans; one ``metric`` number each.
 
     ``over``: ``{axis: values}``, e.g. ``{"layer": "blocks.*", "pos": "all"}`` or
@@ -245,7 +247,9 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     intervention. ``metric``: see :mod:`.sweep_metrics`. ``codec``/``meaning``: the model's
     tokenizer and output meaning (``load_model(...).meaning``). ``bind``: applied to each
     cell's ``{path: intervention}`` (the CLI binds ``--vector`` names with it).
-    ``progress(done, total)`` after each cell; ``should_stop`` as in :func:`compare`.
+    ``progress(done, total)`` after each cell; ``partial(result)`` too, with the grid so far
+    (a copy; cells not run yet are NaN), for a view that fills in as cells arrive;
+    ``should_stop`` as in :func:`compare`.
     A grid over ``max_cells`` cells is refused before anything runs.
     """
     t0 = time.perf_counter()
@@ -279,6 +283,17 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
         counts["baseline"] += 1
         counts["source"] += _prime_sources(module, x, dev, codec, resolved, shared)
     clean: float | None = None
+    shape = tuple(len(coords[n]) for n in names)
+    labels = {n: _labels(n, coords[n], inputs, codec) for n in names}
+
+    def run_cell(c: Mapping[str, Any]) -> RunResult:
+        return compare(module, inputs, cells.plan(c), device, codec=codec)
+
+    def so_far() -> SweepResult:
+        return SweepResult(values.reshape(shape).copy(), labels, coords, met.name, clean,
+                           dict(receipts), {"total": (time.perf_counter() - t0) * 1e3},
+                           dict(counts), run_cell, cells.plan)
+
     for k, (idx, plan, layers) in enumerate(zip(grid, plans, resolved)):
         hooked = frozenset(layers)
         base = baselines.get(hooked)
@@ -300,12 +315,9 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
         receipts[idx] = res.receipts
         if progress is not None:
             progress(k + 1, total)
+        if partial is not None:
+            partial(so_far())
 
-    def run_cell(c: Mapping[str, Any]) -> RunResult:
-        return compare(module, inputs, cells.plan(c), device, codec=codec)
-
-    shape = tuple(len(coords[n]) for n in names)
-    labels = {n: _labels(n, coords[n], inputs, codec) for n in names}
     return SweepResult(values.reshape(shape), labels, coords, met.name, clean, receipts,
                        {"total": (time.perf_counter() - t0) * 1e3}, counts, run_cell, cells.plan)
 

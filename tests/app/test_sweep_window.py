@@ -1,16 +1,24 @@
-"""View → Sweep: typed axes and template, Run clicked, the grid arrives from the runner with
-the numbers sweep() gives, labelled by layer names and token strings; Cancel stops it."""
+"""View → Sweep, driven with real keys and clicks: axes from the tree's menu and the token
+strip, the template from the Intervention panel, the metric from its list; the runs, time and
+memory stated before Run; the heatmap's numbers equal sweep()'s, labelled by layer names and
+token strings, with a hover read-out; a click on a cell runs that cell in the main view;
+Cancel keeps the grid so far and the window usable; a one-axis sweep draws a curve."""
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QAction, QContextMenuEvent
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
 
-from hookscope.core import parse_input
+from hookscope.core import At, Plan, Zero, parse_input
 from hookscope.core.capture import sweep
+from hookscope.widgets.layer_tree_model import COL_LAYER
+from tests.mouse_events import hover
 
+PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
 
 
@@ -28,78 +36,268 @@ def _open_sweep(win, qtbot):
 def _type(field, text):
     field.setFocus()
     QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    QTest.keyClicks(field, text)
+    if text:
+        QTest.keyClicks(field, text)
+    else:
+        QTest.keyClick(field, Qt.Key.Key_Delete)
 
 
-def test_sweep_dock_runs_the_grid_in_the_runner(make_window, qtbot):
-    win = make_window(["demo:lm", "--input", "text:the cat sat on the "])
-    win.resize(1000, 800)
+def _choose(combo, text):
+    """Pick ``text`` in a combo with the keyboard (Home, then Down until it shows)."""
+    combo.setFocus()
+    QTest.keyClick(combo, Qt.Key.Key_Home)
+    for _ in range(combo.count()):
+        if combo.currentText() == text:
+            return
+        QTest.keyClick(combo, Qt.Key.Key_Down)
+    assert combo.currentText() == text
+
+
+def _ready(win, qtbot):
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+
+
+def _click_cell(view, row, col=0, button=Qt.MouseButton.LeftButton):
+    g = view.plot.graphics
+    pos = g.mapFromScene(view.plot.cell_center(row, col))
+    assert g.viewport().rect().contains(pos)
+    hover(g, pos)
+    QTest.mouseClick(g.viewport(), button, pos=pos)
+    return pos
+
+
+def _hover_reads(qtbot, plot, want, row, col=0):
+    """Move the mouse onto a cell until the read-out says ``want`` (the plot's layout may
+    still settle after new axis labels: each try is a fresh move to where the cell is now)."""
+    g = plot.graphics
+
+    def moved():
+        hover(g, g.mapFromScene(plot.cell_center(row, col)))
+        return plot.readout.text() == want
+
+    qtbot.waitUntil(moved, timeout=5_000)
+
+
+def _context_menu(qtbot, win, path):
+    w = win.tree
+    w.select_path(path)
+    rect = w.view.visualRect(w.proxy.mapFromSource(w.model.index_for_path(path, COL_LAYER)))
+    pos = QPoint(rect.left() + 20, rect.center().y())
+    QTest.mouseClick(w.view.viewport(), Qt.MouseButton.RightButton, pos=pos)
+    QApplication.sendEvent(w.view.viewport(), QContextMenuEvent(
+        QContextMenuEvent.Reason.Mouse, pos, w.view.viewport().mapToGlobal(pos)))
+    qtbot.waitUntil(lambda: w.menu is not None and w.menu.isVisible())
+    return w.menu
+
+
+def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, qtbot):
+    win = make_window(["demo:lm", "--input", PROMPT])
+    win.resize(1400, 900)
+    _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
     _type(view.axes, "layer=blocks.*; pos=14:19")
     _type(view.template, "{layer}=patch@pos={pos}")
     _type(view.source, SOURCE)
-    _type(view.metric_box.lineEdit(), "kl")
-    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: view.model.result is not None, timeout=60_000)
+    _choose(view.metric_box.kind, "logit-diff")
+    assert view.metric_box.tokens[1].isVisible()
+    # 'm' completes to the model's prediction of that token (picked: its id); "'r'" is typed
+    _type(view.metric_box.tokens[0].lineEdit(), "m")
+    _type(view.metric_box.tokens[1].lineEdit(), "'r'")
+    m_id = win.session.model.meaning.codec.encode("m")[0]
+    assert view.metric_box.tokens[0].currentText().startswith(f"m  #{m_id} p=")
+    metric = f"logit-diff:#{m_id},'r'"
+    assert view.metric_box.text() == metric
+    # Before Run: the number of runs, the time from the last forward, the memory.
+    qtbot.waitUntil(lambda: view.estimate.text().startswith("10 runs (2 layer × 5 pos)"),
+                    timeout=10_000)
+    assert "forwards of" in view.estimate.text() and " held" in view.estimate.text()
+    # the source activations it keeps: two blocks' outputs as the last run saw them
     lm = win.session.model
-    x = parse_input("text:the cat sat on the ", lm.example_input, lm.meaning.codec)
+    nbytes = sum(4 * np.prod(win.session.tree.find(p).output_shape) for p in ("blocks.0", "blocks.1"))
+    assert f"(source activations of 2 layers: {round(nbytes / 1024)} KB)" in view.estimate.text()
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None and view.run_button.isEnabled(),
+                    timeout=60_000)
+    lm = win.session.model
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
     want = sweep(lm.module, x, {"layer": "blocks.*", "pos": "14:19"},
-                 {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "kl", meaning=lm.meaning)
-    got = view.model.result
+                 {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "logit-diff:'m','r'",
+                 meaning=lm.meaning)
+    got = view.result
     assert np.array_equal(got.values, want.values)
-    m = view.model
-    assert m.rowCount() == 2 and m.columnCount() == 5
-    assert m.headerData(0, Qt.Orientation.Vertical) == "blocks.0"
-    assert m.headerData(4, Qt.Orientation.Horizontal) == want.axes["pos"][4]
-    tip = m.data(m.index(0, 4), Qt.ItemDataRole.ToolTipRole)
-    assert tip.startswith(f"layer blocks.0, pos {want.axes['pos'][4]}: kl = ")
-    assert view.progress.isHidden() and view.run_button.isEnabled()
-    assert view.progress.value() == view.progress.maximum() == 10
-    # Double-clicking a cell runs it in the main view: its plan, its layer captured.
+    plot = view.plot
+    assert np.array_equal(plot.image.image, want.values)   # what the heatmap draws
+    assert plot.left.labels == ["blocks.0", "blocks.1"] == want.axes["layer"]
+    assert plot.bottom.labels == want.axes["pos"]
+    assert want.axes["pos"][1:3] == ["15 't'", "16 'h'"]   # labelled by the token strings
+    assert view.progress.isHidden() and view.progress.value() == view.progress.maximum() == 10
+    # Hover read-out: layer name, token string, value.
+    _hover_reads(qtbot, plot, f"layer blocks.1 · pos {want.axes['pos'][4]}: "
+                              f"{metric} = {want.values[1, 4]:.6g} (baseline {want.baseline:.6g})",
+                 1, 4)
+    # A click on a cell runs it in the main view: its plan, its layer captured.
     before = win.last_result
-    table = view.table
-    table.scrollTo(m.index(1, 4))
-    rect = table.visualRect(m.index(1, 4))
-    assert table.viewport().rect().contains(rect.center())
-    QTest.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    QTest.mouseDClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    _click_cell(view, 1, 4)
     qtbot.waitUntil(lambda: win.last_result is not before and win.is_idle(), timeout=60_000)
     shown = win.last_result
     assert dict(shown.plan.interventions) == dict(got.plan_of(layer="blocks.1", pos=18).interventions)
     assert "blocks.1" in shown.captures
     assert np.array_equal(shown.output_with.numpy(),
                           got.run_cell(layer="blocks.1", pos=18).output_with.numpy())
-    assert win.session.can_undo
+    assert plot.chosen == (1, 4) and plot.marker.isVisible()
+    assert win.tree.selected_path() == "blocks.1" and win.session.can_undo
+
+
+def test_axes_from_the_tree_menu_and_the_token_strip(make_window, qtbot):
+    win = make_window(["demo:lm", "--input", PROMPT])
+    _ready(win, qtbot)
+    menu = _context_menu(qtbot, win, "blocks.0.mlp")
+    action = next(a for a in menu.actions() if a.text() == "Sweep over blocks.*.mlp (2 layers)")
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+    qtbot.waitUntil(win.sweep_dock.isVisible)
+    view = win.sweep_view
+    assert view.axes.text() == "layer=blocks.*.mlp; pos=all"
+    menu = _context_menu(qtbot, win, "head")
+    add = next(a for a in menu.actions() if a.objectName() == "actionSweepAdd")
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(add).center())
+    qtbot.waitUntil(lambda: view.axes.text() == "layer=blocks.*.mlp,head; pos=all")
+    strip = view.tokens
+    qtbot.waitUntil(lambda: strip.count() == 19 and strip.isVisible())
+    for i in (4, 8):
+        QTest.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=strip.token_rect_center(i))
+    assert view.axes.text() == "layer=blocks.*.mlp,head; pos=4,8"
+    QTest.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=strip.token_rect_center(4))
+    assert view.axes.text() == "layer=blocks.*.mlp,head; pos=8"
+    _type(view.template, "{layer}=zero@pos={pos}")
+    qtbot.waitUntil(lambda: view.estimate.text().startswith("3 runs (3 layer × 1 pos)"),
+                    timeout=10_000)
+
+
+def test_template_from_the_intervention_panel(make_window, qtbot):
+    win = make_window(["demo:lm", "--input", PROMPT])
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    plan = win.session.current_plan()
+    win.session.set_plan(Plan(capture=plan.capture, interventions={
+        "blocks.1.mlp": Zero(at=At(positions=(3,)))}))
+    w = win.tree
+    idx = w.proxy.mapFromSource(w.model.index_for_path("blocks.1.mlp", COL_LAYER))
+    w.view.scrollTo(idx)
+    rect = w.view.visualRect(idx)
+    QTest.mouseClick(w.view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=QPoint(rect.left() + 12, rect.center().y()))
+    qtbot.waitUntil(lambda: win.intervention_panel.path() == "blocks.1.mlp")
+    _type(view.axes, "layer=blocks.*; pos=all")
+    QTest.mouseClick(view.from_editor, Qt.MouseButton.LeftButton)
+    assert view.template.text() == "{layer}=zero@pos={pos}"
+    _type(view.axes, "unit=0:4")
+    QTest.mouseClick(view.from_editor, Qt.MouseButton.LeftButton)
+    assert view.template.text() == "blocks.1.mlp=zero@pos=3@units={unit}"
 
 
 def test_a_template_without_its_source_says_so_in_the_banner(make_window, qtbot):
     win = make_window(["demo:lm"])
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
     _type(view.axes, "layer=blocks.*")
     _type(view.template, "{layer}=patch")
     _type(view.source, "")
+    qtbot.waitUntil(lambda: "source input" in view.estimate.text(), timeout=10_000)
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "source input" in view.note.text(), timeout=60_000)
-    assert view.model.result is None and view.run_button.isEnabled()
+    qtbot.waitUntil(lambda: "source input" in win.error_text(), timeout=60_000)
+    assert view.result is None and view.run_button.isEnabled()
 
 
-def test_cancel_stops_a_long_sweep_and_leaves_no_hook(make_window, qtbot):
+def test_cancel_keeps_the_grid_so_far_and_the_window_usable(make_window, qtbot):
     win = make_window(["demo:lm"])
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
     _type(view.axes, "f=linspace(0,1,9000)")
     _type(view.template, "blocks.0=scale:{f}")
+    _choose(view.metric_box.kind, "max-abs-diff")
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: view.progress.value() > 0, timeout=60_000)
+    # the curve fills in while the sweep runs
+    qtbot.waitUntil(lambda: view.result is not None
+                    and np.isfinite(view.result.values).sum() >= 5, timeout=60_000)
+    assert np.isnan(view.result.values).any()
+    assert "ETA" in view.progress.format() and view.progress.isVisible()
     assert view.cancel_button.isEnabled() and not view.run_button.isEnabled()
     QTest.mouseClick(view.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(win.is_idle, timeout=60_000)
-    assert view.note.text() == "cancelled" and view.model.result is None
-    assert view.progress.value() < 9000 and view.run_button.isEnabled()
+    assert view.note.text().startswith("cancelled after ")
+    part = view.result
+    done = int(np.isfinite(part.values).sum())
+    assert 5 <= done < 9000 and view.run_button.isEnabled() and view.progress.isHidden()
+    assert np.isfinite(part.values[:done]).all()
     for m in win.session.model.module.modules():
         assert not m._forward_hooks and not m._forward_pre_hooks
+    # The cells that ran equal a sweep over those values; the curve draws them.
+    lm = win.session.model
+    x = parse_input("example", lm.example_input, lm.meaning.codec)
+    want = sweep(lm.module, x, {"f": part.coords["f"][:5]}, {"blocks.0": "scale:{f}"},
+                 "max-abs-diff", meaning=lm.meaning)
+    assert np.array_equal(part.values[:5], want.values)
+    cx, cy = view.plot.curve.getData()
+    assert np.array_equal(cx, np.asarray(part.coords["f"])) and np.array_equal(cy[:done],
+                                                                              part.values[:done])
+    # Still usable: a click on the third point runs the point under the mouse (9000 points
+    # share the plot's width: one of the first few).
+    before = win.last_result
+    _click_cell(view, 2)
+    qtbot.waitUntil(lambda: win.last_result is not before and win.is_idle(), timeout=60_000)
+    row, _ = view.plot.chosen
+    assert row < 10 and np.isfinite(part.values[row])
+    assert dict(win.last_result.plan.interventions) == dict(part.plan_of(
+        f=part.coords["f"][row]).interventions)
+
+
+@pytest.mark.parametrize("metric", ["max-abs-diff"])
+def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
+    win = make_window(["demo:cnn"])
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    _type(view.axes, "layer=conv1,conv2; unit=0:4")
+    _type(view.template, "{layer}=zero@units={unit}")
+    _choose(view.metric_box.kind, metric)
+    QTest.keyClick(view.template, Qt.Key.Key_Return)   # Enter in a field runs the sweep
+    qtbot.waitUntil(lambda: view.result is not None and win.is_idle(), timeout=60_000)
+    cnn = win.session.model
+    want = sweep(cnn.module, cnn.example_input, {"layer": "conv1,conv2", "unit": "0:4"},
+                 {"{layer}": "zero@units={unit}"}, metric, meaning=cnn.meaning)
+    assert np.array_equal(view.plot.image.image, want.values)
+    assert view.plot.left.labels == ["conv1", "conv2"]
+    assert view.plot.bottom.labels == ["0", "1", "2", "3"]
+    # One axis: a curve over the factor's values, the baseline-free metric on the y axis.
+    _type(view.axes, "factor=linspace(0,2,5)")
+    _type(view.template, "conv2=scale:{factor}")
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None and view.result.values.ndim == 1
+                    and win.is_idle() and view.run_button.isEnabled(), timeout=60_000)
+    curve = sweep(cnn.module, cnn.example_input, {"factor": "linspace(0,2,5)"},
+                  {"conv2": "scale:{factor}"}, metric, meaning=cnn.meaning)
+    x, y = view.plot.curve.getData()
+    assert x.tolist() == [0.0, 0.5, 1.0, 1.5, 2.0] and np.array_equal(y, curve.values)
+    assert view.plot.curve.isVisible() and not view.plot.image.isVisible()
+    _hover_reads(qtbot, view.plot, f"factor 0.5: {metric} = {curve.values[1]:.6g}", 1)
+
+
+def test_the_windows_own_cancel_stops_the_sweep_and_the_dock_says_so(make_window, qtbot):
+    win = make_window(["demo:lm"])
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    _type(view.axes, "layer=blocks.*; f=linspace(0,1,4000)")
+    _type(view.template, "{layer}=scale:{f}")
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None
+                    and np.isfinite(view.result.values).sum() >= 3, timeout=60_000)
+    QTest.mouseClick(win.run_bar.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.run_button.isEnabled(), timeout=60_000)
+    assert view.note.text().startswith("the sweep stopped after ")
+    assert view.result.values.shape == (2, 4000) and np.isfinite(view.result.values).sum() >= 3
+    assert not view.cancel_button.isEnabled() and view.progress.isHidden()

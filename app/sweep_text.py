@@ -1,0 +1,100 @@
+"""The Sweep dock's text: its ``NAME=VALUE; ...`` fields read, the template written from the
+intervention a person set in the Intervention panel, and a bare patch bound to the dock's
+source input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import torch
+
+from hookscope.core import Intervention, MeanAblate, Patch, PlanError
+
+#: sweep axis name -> the ``@`` key of the template it fills
+AT_KEYS = {"pos": "pos", "position": "pos", "positions": "pos", "unit": "units",
+           "units": "units", "head": "heads", "heads": "heads"}
+LAYER_AXES = ("layer", "layers", "path")
+
+
+def pairs(text: str, what: str) -> dict[str, str]:
+    """``'a=1; b=2'`` -> ``{'a': '1', 'b': '2'}`` (each split at its first '=')."""
+    out: dict[str, str] = {}
+    for piece in text.split(";"):
+        if not piece.strip():
+            continue
+        key, sep, value = piece.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise PlanError(f"{what} {piece.strip()!r}: write NAME=VALUE, several separated by ';'")
+        out[key.strip()] = value.strip()
+    if not out:
+        raise PlanError(f"{what}: give at least one NAME=VALUE")
+    return out
+
+
+def source_binder(source: str) -> Callable[[dict], dict]:
+    """A cell's ``{path: intervention}`` with a bare patch (or mean-ablate) given ``source``."""
+    src = source.lstrip() if source.strip() else None  # a prompt keeps its trailing spaces
+
+    def bind(ivs: dict) -> dict:
+        out = {}
+        for path, iv in ivs.items():
+            if isinstance(iv, Patch) and iv.source_input is None:
+                if src is None:
+                    raise PlanError("patch needs a source input: fill in 'Source input' "
+                                    "(e.g. text:the dog sat on the)")
+                iv = Patch(src, at=iv.at)
+            if isinstance(iv, MeanAblate) and iv.reference is None and src is not None:
+                iv = MeanAblate(src, at=iv.at)
+            out[path] = iv
+        return out
+
+    return bind
+
+
+def _spell(name: str, v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (int, float, str)):
+        return repr(v) if isinstance(v, float) else str(v)
+    if isinstance(v, (tuple, list)) and all(isinstance(x, (int, float)) for x in v):
+        return ",".join(map(str, v))
+    what = "a tensor" if isinstance(v, torch.Tensor) else f"a {type(v).__name__}"
+    raise PlanError(f"the {name} of this intervention is {what}, which a template cannot "
+                    "spell: type the template, or run the sweep from Python with the "
+                    "intervention itself (Session.sweep)")
+
+
+def template_from(path: str, iv: Intervention | None, axes: str) -> tuple[str, str | None]:
+    """The template for the intervention ``iv`` set on ``path``, its layer and positions (units,
+    heads) made the placeholders of the axes that sweep them; and the source input a patch
+    names (for the Source field), else ``None``."""
+    if not path or iv is None:
+        raise PlanError("select a layer and set its intervention in the Intervention panel "
+                        "first; 'From editor' turns it into the sweep's template")
+    names = [k.strip() for k, _, _ in (p.partition("=") for p in axes.split(";")) if k.strip()]
+    source: str | None = None
+    values = iv.values()
+    if isinstance(iv, (Patch, MeanAblate)):
+        key = "source_input" if isinstance(iv, Patch) else "reference"
+        given = values.get(key)
+        if isinstance(given, str):
+            source, values = given, {**values, key: None}
+    args = [_spell(k, v) for k, v in values.items()]
+    while args and not args[-1]:
+        args.pop()
+    text = ":".join([iv.name, *args])
+    at = iv.where()
+    suffix = at.suffix() if at is not None else ""
+    for axis in names:
+        at_key = AT_KEYS.get(axis)
+        if at_key is None:
+            continue
+        if re.search(rf"@{at_key}=", suffix):
+            suffix = re.sub(rf"@{at_key}=[^@]*", f"@{at_key}={{{axis}}}", suffix)
+        else:
+            suffix += f"@{at_key}={{{axis}}}"
+    layer = next((f"{{{a}}}" for a in names if a in LAYER_AXES), path)
+    return f"{layer}={text}{suffix}", source

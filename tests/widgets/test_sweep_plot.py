@@ -1,0 +1,136 @@
+"""The sweep's plot on its own: colours that mean something (diverging around zero for
+numbers of both signs, sequential otherwise, grey for cells not run yet), labels that never
+overlap, a read-out under the mouse and a click that names the cell; a curve for one axis."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFontMetrics
+from PySide6.QtTest import QTest
+
+from hookscope.core import load_model
+from hookscope.core.capture import SweepResult, sweep
+from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot, short
+from tests.mouse_events import hover
+
+
+def grid(values, rows, cols, metric="logit-diff:#1,#2", baseline=0.25):
+    v = np.asarray(values, dtype=float)
+    return SweepResult(v, {"layer": list(rows), "pos": list(cols)},
+                       {"layer": list(rows), "pos": list(range(len(cols)))}, metric, baseline, {})
+
+
+@pytest.fixture
+def plot(qtbot):
+    p = SweepPlot()
+    qtbot.addWidget(p)
+    p.resize(700, 420)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+def _pixel(plot, row, col) -> QColor:
+    plot.graphics.viewport().repaint()
+    img = plot.graphics.grab().toImage()
+    pos = plot.graphics.mapFromScene(plot.cell_center(row, col))
+    return QColor(img.pixel(pos))
+
+
+def test_mixed_signs_diverge_around_zero_and_cells_not_run_are_grey(plot):
+    r = grid([[-2.0, 1.0, 0.0], [0.5, np.nan, 2.0]], ["blocks.0", "blocks.1"],
+             ["0 'a'", "1 'b'", "2 'c'"])
+    plot.show_result(r)
+    assert plot.image.levels.tolist() == [-2.0, 2.0]
+    assert plot.colour_bar.levels() == (-2.0, 2.0)
+    assert plot.plot.titleLabel.text.endswith("(5 of 6 cells)")
+    grey = _pixel(plot, 1, 1)
+    assert (grey.red(), grey.green(), grey.blue()) == (NOT_RUN.red(), NOT_RUN.green(), NOT_RUN.blue())
+    lo, hi, zero = _pixel(plot, 0, 0), _pixel(plot, 1, 2), _pixel(plot, 0, 2)
+    assert lo.blue() > lo.red() and hi.red() > hi.blue()     # blue below zero, red above
+    assert min(zero.red(), zero.green(), zero.blue()) > 200  # zero is (near) white
+    plot.show_result(grid([[0.1, 0.3], [0.2, 0.9]], ["a", "b"], ["x", "y"]))
+    assert plot.image.levels.tolist() == [0.1, 0.9]
+    dark, bright = _pixel(plot, 0, 0), _pixel(plot, 1, 1)
+    assert dark.lightness() < bright.lightness()   # sequential: larger reads brighter
+    assert DIVERGING != SEQUENTIAL
+
+
+def test_long_token_labels_are_thinned_never_overlapping(plot):
+    cols = [f"{i} {'word' * 3!r}" for i in range(60)]
+    plot.show_result(grid(np.arange(120.0).reshape(2, 60), ["blocks.0", "blocks.1"], cols))
+    axis = plot.bottom
+    width = axis.geometry().width()
+    (spacing, ticks), = axis.tickValues(-0.5, 59.5, width)
+    px_per_cell = width / 60
+    need = QFontMetrics(axis.font()).horizontalAdvance(short(cols[0]))
+    assert spacing > 1 and spacing * px_per_cell >= need
+    assert axis.tickStrings(ticks[:2], 1, spacing) == [short(cols[int(t)]) for t in ticks[:2]]
+    assert all(len(s) <= 18 for s in axis.tickStrings(ticks, 1, spacing))
+
+
+def test_hover_reads_the_cell_and_a_click_names_it(plot, qtbot):
+    r = grid([[-2.0, 1.0, 0.0], [0.5, np.nan, 2.0]], ["blocks.0", "blocks.1"],
+             ["0 'a'", "1 'b'", "2 'c'"])
+    plot.show_result(r)
+    g = plot.graphics
+    hover(g, g.mapFromScene(plot.cell_center(0, 2)))
+    assert plot.readout.text() == ("layer blocks.0 · pos 2 'c': logit-diff:#1,#2 = 0 "
+                                   "(baseline 0.25)")
+    assert plot.hover_mark.isVisible()
+    hover(g, g.mapFromScene(plot.cell_center(1, 1)))
+    assert plot.readout.text().endswith("= not run yet (baseline 0.25)")
+    pos = g.mapFromScene(plot.cell_center(1, 2))
+    with qtbot.waitSignal(plot.cellChosen) as sig:
+        QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert sig.args == [1, 2] and plot.chosen == (1, 2) and plot.marker.isVisible()
+    # the same grid filling in keeps the marker; a new shape drops it
+    plot.show_result(grid([[-2.0, 1.0, 0.0], [0.5, 3.0, 2.0]], ["blocks.0", "blocks.1"],
+                          ["0 'a'", "1 'b'", "2 'c'"]))
+    assert plot.chosen == (1, 2)
+    plot.show_result(grid([[1.0]], ["x"], ["y"]))
+    assert plot.chosen is None and not plot.marker.isVisible()
+
+
+def test_one_axis_draws_a_curve_with_its_baseline(plot, qtbot):
+    cnn = load_model("demo:cnn")
+    res = sweep(cnn.module, cnn.example_input, {"factor": "linspace(0,2,5)"},
+                {"conv2": "scale:{factor}"}, "prob:#7", meaning=cnn.meaning)
+    plot.show_result(res)
+    x, y = plot.curve.getData()
+    assert x.tolist() == res.coords["factor"] and np.array_equal(y, res.values)
+    assert plot.curve.isVisible() and not plot.image.isVisible() and not plot.colour_bar.isVisible()
+    assert plot.baseline_line.isVisible() and plot.baseline_line.value() == res.baseline
+    assert math.isclose(res.values[2], res.baseline)   # factor 1 leaves the output as it was
+    assert plot.plot.getAxis("left").labelText == "prob:#7"
+    g = plot.graphics
+    pos = g.mapFromScene(plot.cell_center(3))
+    hover(g, pos)
+    assert plot.readout.text() == f"factor 1.5: prob:#7 = {res.values[3]:.6g} (baseline {res.baseline:.6g})"
+    with qtbot.waitSignal(plot.cellChosen) as sig:
+        QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert sig.args == [3, 0] and plot.point_mark.isVisible()
+
+
+def test_a_layer_axis_curve_is_labelled_by_layer_names(plot):
+    r = SweepResult(np.array([0.5, 1.5, 1.0]), {"layer": ["conv1", "conv2", "fc"]},
+                    {"layer": ["conv1", "conv2", "fc"]}, "kl", None, {})
+    plot.show_result(r)
+    x, _ = plot.curve.getData()
+    assert x.tolist() == [0.0, 1.0, 2.0] and plot.bottom.labels == ["conv1", "conv2", "fc"]
+    assert not plot.baseline_line.isVisible()
+
+
+def test_past_two_axes_the_columns_name_every_combination(plot):
+    v = np.arange(12.0).reshape(2, 3, 2)
+    r = SweepResult(v, {"layer": ["a", "b"], "pos": ["0", "1", "2"], "f": ["0.5", "1"]},
+                    {"layer": ["a", "b"], "pos": [0, 1, 2], "f": [0.5, 1.0]}, "kl", None, {})
+    plot.show_result(r)
+    assert plot.bottom.labels == ["0 · 0.5", "0 · 1", "1 · 0.5", "1 · 1", "2 · 0.5", "2 · 1"]
+    g = plot.graphics
+    hover(g, g.mapFromScene(plot.cell_center(1, 3)))
+    assert plot.readout.text() == f"layer b · pos · f 1 · 1: kl = {v[1, 1, 1]:.6g}"

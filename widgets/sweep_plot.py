@@ -1,0 +1,338 @@
+"""A sweep's numbers drawn: a heatmap for two axes (rows along the first, columns along the
+second, row 0 at the top), a curve for one. The axes are labelled by the sweep's labels (layer
+names, token strings, numbers); hovering shows the cell's coordinates and value in a read-out
+line; a click on a cell asks for that cell's run (``cellChosen(row, col)``).
+
+Cells not run yet are NaN and drawn grey, so a grid that fills in as cells arrive (or one
+cut short by Cancel) reads as such. Numbers of both signs get a diverging map centred on
+zero (blue below, red above); numbers of one sign a sequential one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+from hookscope.core.capture import SweepResult
+from hookscope.widgets.named import named
+from hookscope.widgets.plot_style import plain_axes
+
+DIVERGING = "CET-D1"   # blue-white-red, white at zero
+SEQUENTIAL = "viridis"
+NOT_RUN = QColor(225, 225, 225)
+LABEL_CHARS = 18       # longer tick labels are cut in the middle (the read-out has them whole)
+
+
+def short(label: str, n: int = LABEL_CHARS) -> str:
+    """``label`` cut in the middle to ``n`` characters (both ends say the most)."""
+    return label if len(label) <= n else label[: (n - 1) // 2] + "…" + label[-(n // 2):]
+
+
+def numeric(values: list[Any]) -> bool:
+    """Whether an axis's values are numbers to place by value (a strength), not categories."""
+    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                and math.isfinite(v) for v in values)
+
+
+def labels_of(result: SweepResult, name: str) -> list[str]:
+    """An axis's labels as shown: numbers to 4 significant digits (``0.6165``, not
+    ``0.6165413533834586``), anything else as the sweep labelled it."""
+    coords = result.coords.get(name, [])
+    if coords and all(isinstance(v, float) for v in coords):
+        return [f"{v:.4g}" for v in coords]
+    return list(result.axes[name])
+
+
+def column_labels(result: SweepResult) -> list[str]:
+    """The heatmap's columns: the second axis's labels (past two axes, every combination of
+    the later axes' labels, the last varying fastest, as the grid is laid out)."""
+    names = list(result.axes)[1:]
+    if not names:
+        return [result.metric]
+    return [" · ".join(combo) for combo in itertools.product(*(labels_of(result, n) for n in names))]
+
+
+class LabelAxis(pg.AxisItem):
+    """An axis whose ticks are named categories at 0, 1, 2 … (cells centred on them);
+    labels are thinned so they never overlap."""
+
+    def __init__(self, orientation: str, **kwargs: Any) -> None:
+        super().__init__(orientation, **kwargs)
+        self.labels: list[str] = []
+        self.enableAutoSIPrefix(False)
+        self.setSIPrefixEnableRanges(())
+
+    def set_labels(self, labels: list[str]) -> None:
+        if labels != self.labels:
+            self.labels = list(labels)
+            self.picture = None
+            self.update()
+
+    def _room(self) -> float:
+        """Pixels one label needs along the axis."""
+        fm = pg.QtGui.QFontMetrics(self.style.get("tickFont") or self.font())
+        if self.orientation in ("left", "right"):
+            return fm.height() + 2
+        widest = max((fm.horizontalAdvance(short(t)) for t in self.labels), default=10)
+        return widest + 12
+
+    def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
+        if not self.labels:
+            return super().tickValues(minVal, maxVal, size)
+        lo, hi = sorted((minVal, maxVal))
+        first, last = max(0, math.ceil(lo - 1e-9)), min(len(self.labels) - 1, math.floor(hi + 1e-9))
+        if last < first:
+            return []
+        per = size / max(hi - lo, 1e-9)   # pixels per category
+        stride = max(1, math.ceil(self._room() / max(per, 1e-9)))
+        return [(float(stride), [float(i) for i in range(first, last + 1, stride)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        if not self.labels:
+            return super().tickStrings(values, scale, spacing)
+        out = []
+        for v in values:
+            i = int(round(v))
+            out.append(short(self.labels[i]) if 0 <= i < len(self.labels) else "")
+        return out
+
+
+class SweepPlot(QWidget):
+    """The heatmap or curve of one :class:`SweepResult` and a read-out line under it."""
+
+    cellChosen = Signal(int, int)   # row, column (0 for one axis)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: SweepResult | None = None
+        self.bottom = LabelAxis("bottom")
+        self.left = LabelAxis("left")
+        self.graphics = named(pg.GraphicsLayoutWidget(self), "sweepPlot")
+        self.graphics.setBackground("w")
+        self.graphics.setMinimumHeight(160)
+        self.plot = plain_axes(self.graphics.addPlot(row=0, col=0, axisItems={
+            "bottom": self.bottom, "left": self.left}))
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.backdrop = QGraphicsRectItem()
+        self.backdrop.setBrush(QBrush(NOT_RUN))
+        self.backdrop.setPen(QPen(Qt.PenStyle.NoPen))
+        self.backdrop.setZValue(-10)
+        self.plot.addItem(self.backdrop)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.curve = pg.PlotDataItem(pen=pg.mkPen((31, 119, 180), width=2), symbol="o",
+                                     symbolSize=7, symbolBrush=(31, 119, 180),
+                                     symbolPen=None, connect="finite")
+        self.plot.addItem(self.curve)
+        self.baseline_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(
+            (120, 120, 120), width=1, style=Qt.PenStyle.DashLine), label="baseline",
+            labelOpts={"position": 0.05, "color": (90, 90, 90), "anchors": [(0, 1), (0, 1)]})
+        self.plot.addItem(self.baseline_line)
+        self.marker = QGraphicsRectItem()
+        self.marker.setPen(pg.mkPen((0, 0, 0), width=2, cosmetic=True))
+        self.marker.setZValue(20)
+        self.plot.addItem(self.marker)
+        self.hover_mark = QGraphicsRectItem()
+        self.hover_mark.setPen(pg.mkPen((255, 140, 0), width=2, cosmetic=True))
+        self.hover_mark.setZValue(19)
+        self.plot.addItem(self.hover_mark)
+        self.point_mark = pg.ScatterPlotItem(size=13, pen=pg.mkPen((0, 0, 0), width=2),
+                                             brush=None)
+        self.plot.addItem(self.point_mark)
+        self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get(SEQUENTIAL),
+                                          interactive=False, width=12, colorMapMenu=False)
+        self.colour_bar.axis.enableAutoSIPrefix(False)
+        self.colour_bar.axis.setSIPrefixEnableRanges(())
+        self.graphics.addItem(self.colour_bar, row=0, col=1)
+        self.readout = named(QLabel(" "), "sweepReadout")
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout.setWordWrap(True)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.graphics, 1)
+        lay.addWidget(self.readout)
+        self.chosen: tuple[int, int] | None = None
+        self._shape: tuple[int, ...] | None = None
+        self.graphics.scene().sigMouseMoved.connect(self._on_move)
+        self.graphics.scene().sigMouseClicked.connect(self._on_click)
+        self.show_result(None)
+
+    # -- drawing -------------------------------------------------------------------
+    def show_result(self, result: SweepResult | None) -> None:
+        """Draw ``result`` (``None``: empty). A grid of the same shape keeps the view's zoom
+        (cells arriving one by one must not reset it)."""
+        self.result = result
+        if result is None:
+            for item in (self.image, self.curve, self.baseline_line, self.backdrop,
+                         self.marker, self.hover_mark, self.point_mark, self.colour_bar):
+                item.setVisible(False)
+            self.left.set_labels([])
+            self.bottom.set_labels([])
+            self.plot.setLabel("left", "")
+            self.plot.setLabel("bottom", "")
+            self.plot.setTitle(None)
+            self._shape = None
+            self.chosen = None
+            return
+        same = self._shape == result.values.shape
+        names = list(result.axes)
+        if result.values.ndim >= 2:
+            self._draw_grid(result, names)
+        else:
+            self._draw_curve(result, names[0])
+        done = int(np.isfinite(result.values).sum()) if result.values.size else 0
+        shown = f"{result.metric} by {' × '.join(names)}" + (
+            "" if done == result.cells else f" ({done} of {result.cells} cells)")
+        self.plot.setTitle(shown, size="10pt")
+        if not same:
+            self._shape = result.values.shape
+            self.chosen = None
+            self.marker.setVisible(False)
+            self.point_mark.setVisible(False)
+            self.plot.autoRange(padding=0.02)
+
+    def grid(self) -> np.ndarray:
+        """The numbers drawn, rows × columns (one column for one axis)."""
+        assert self.result is not None
+        v = self.result.values
+        return v.reshape(v.shape[0], -1) if v.ndim else v.reshape(1, 1)
+
+    def _levels(self, finite: np.ndarray) -> tuple[str, float, float]:
+        if not finite.size:
+            return SEQUENTIAL, 0.0, 1.0
+        lo, hi = float(finite.min()), float(finite.max())
+        if lo < 0 < hi:
+            m = max(-lo, hi)
+            return DIVERGING, -m, m
+        if hi == lo:
+            pad = abs(hi) * 0.05 or 1.0
+            return SEQUENTIAL, lo - pad, hi + pad
+        return SEQUENTIAL, lo, hi
+
+    def _draw_grid(self, result: SweepResult, names: list[str]) -> None:
+        g = self.grid()
+        rows, cols = g.shape
+        finite = g[np.isfinite(g)]
+        cmap, lo, hi = self._levels(finite)
+        self.image.setImage(g.astype(np.float64), autoLevels=False, levels=(lo, hi))
+        self.image.setColorMap(pg.colormap.get(cmap))
+        self.image.setRect(QRectF(-0.5, -0.5, cols, rows))
+        self.backdrop.setRect(QRectF(-0.5, -0.5, cols, rows))
+        self.colour_bar.setColorMap(pg.colormap.get(cmap))
+        self.colour_bar.setLevels((lo, hi))
+        self.colour_bar.axis.setLabel(result.metric)
+        for item in (self.image, self.backdrop, self.colour_bar):
+            item.setVisible(True)
+        for item in (self.curve, self.baseline_line, self.point_mark):
+            item.setVisible(False)
+        self.plot.invertY(True)
+        self.left.set_labels(labels_of(result, names[0]))
+        self.bottom.set_labels(column_labels(result))
+        self.plot.setLabel("left", names[0])
+        self.plot.setLabel("bottom", " · ".join(names[1:]))
+        self.plot.setLimits(xMin=-0.5 - cols, xMax=cols * 2, yMin=-0.5 - rows, yMax=rows * 2)
+
+    def _x(self, result: SweepResult, name: str) -> np.ndarray:
+        coords = result.coords[name]
+        return np.asarray(coords, dtype=float) if numeric(coords) else np.arange(len(coords), dtype=float)
+
+    def _draw_curve(self, result: SweepResult, name: str) -> None:
+        x = self._x(result, name)
+        y = result.values.reshape(-1).astype(np.float64)
+        self.plot.invertY(False)
+        self.plot.setLimits(xMin=None, xMax=None, yMin=None, yMax=None)
+        self.curve.setData(x, y)
+        self.curve.setVisible(True)
+        self.plot.enableAutoRange()   # a curve's y range grows as its points arrive
+        self.plot.vb.updateAutoRange()   # now, not at the next paint: a hover maps by it
+        base = result.baseline
+        self.baseline_line.setVisible(base is not None and math.isfinite(base))
+        if base is not None and math.isfinite(base):
+            self.baseline_line.setValue(base)
+        for item in (self.image, self.backdrop, self.colour_bar, self.marker, self.hover_mark):
+            item.setVisible(False)
+        self.left.set_labels([])
+        self.bottom.set_labels([] if numeric(result.coords[name]) else labels_of(result, name))
+        self.plot.setLabel("left", result.metric)
+        self.plot.setLabel("bottom", name)
+
+    # -- pointing ------------------------------------------------------------------
+    def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
+        """The cell (row, column) under a scene point, or ``None``."""
+        if self.result is None or not self.plot.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = self.plot.vb.mapSceneToView(scene_pos)
+        if self.result.values.ndim >= 2:
+            rows, cols = self.grid().shape
+            r, c = int(math.floor(p.y() + 0.5)), int(math.floor(p.x() + 0.5))
+            return (r, c) if 0 <= r < rows and 0 <= c < cols else None
+        x = self._x(self.result, next(iter(self.result.axes)))
+        if not x.size:
+            return None
+        # the nearest point in screen pixels along x
+        px = np.array([self.plot.vb.mapViewToScene(QPointF(float(v), p.y())).x() for v in x])
+        i = int(np.argmin(np.abs(px - scene_pos.x())))
+        return (i, 0) if abs(px[i] - scene_pos.x()) <= 24 else None
+
+    def cell_center(self, row: int, col: int = 0) -> QPointF:
+        """The scene point at the middle of a cell (or at a curve's point)."""
+        assert self.result is not None
+        if self.result.values.ndim >= 2:
+            return self.plot.vb.mapViewToScene(QPointF(col, row))
+        x = self._x(self.result, next(iter(self.result.axes)))
+        y = float(self.result.values.reshape(-1)[row])
+        return self.plot.vb.mapViewToScene(QPointF(float(x[row]), y if math.isfinite(y) else 0.0))
+
+    def describe(self, row: int, col: int) -> str:
+        """The read-out of a cell: its coordinates (labels in full) and its number."""
+        assert self.result is not None
+        names = list(self.result.axes)
+        where = [f"{names[0]} {labels_of(self.result, names[0])[row]}"]
+        if len(names) > 1:
+            where.append(f"{' · '.join(names[1:])} {column_labels(self.result)[col]}")
+        v = float(self.grid()[row, col])
+        shown = f"{v:.6g}" if math.isfinite(v) else "not run yet"
+        base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"
+        return f"{' · '.join(where)}: {self.result.metric} = {shown}{base}"
+
+    def _on_move(self, scene_pos: QPointF) -> None:
+        cell = self.cell_at(scene_pos)
+        if cell is None:
+            self.hover_mark.setVisible(False)
+            self.readout.setText("click a cell to show its run in the main view"
+                                 if self.result is not None else " ")
+            return
+        self.readout.setText(self.describe(*cell))
+        if self.result is not None and self.result.values.ndim >= 2:
+            self.hover_mark.setRect(QRectF(cell[1] - 0.5, cell[0] - 0.5, 1, 1))
+            self.hover_mark.setVisible(True)
+
+    def _on_click(self, event: Any) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        cell = self.cell_at(event.scenePos())
+        if cell is None:
+            return
+        event.accept()
+        self.mark(*cell)
+        self.cellChosen.emit(*cell)
+
+    def mark(self, row: int, col: int = 0) -> None:
+        """Outline the cell whose run the main view shows."""
+        self.chosen = (row, col)
+        if self.result is not None and self.result.values.ndim >= 2:
+            self.marker.setRect(QRectF(col - 0.5, row - 0.5, 1, 1))
+            self.marker.setVisible(True)
+        elif self.result is not None:
+            c = self.cell_center(row, col)
+            p = self.plot.vb.mapSceneToView(c)
+            self.point_mark.setData([p.x()], [p.y()])
+            self.point_mark.setVisible(True)
