@@ -46,19 +46,6 @@ def hist_sample(values: torch.Tensor) -> torch.Tensor:
     return picked.clone() if picked._is_view() else picked
 
 
-def host_sample(values: torch.Tensor) -> np.ndarray:
-    """A NumPy copy of :func:`hist_sample`'s values of a CPU tensor (the same runs),
-    gathered by NumPy: one call instead of three tensor ops through the dispatcher."""
-    a = values.numpy()
-    n = a.shape[0]
-    if n <= HIST_SAMPLE:
-        return a.copy()
-    if not values.is_contiguous():
-        return hist_sample(values).numpy()
-    runs, step = sample_runs(n)
-    return a[: runs * step].reshape(runs, step)[:, :SAMPLE_RUN].copy().reshape(-1)
-
-
 def histogram_np(x: np.ndarray, lo: float, hi: float, bins: int,
                   drop_outside: bool) -> np.ndarray:
     """Counts of float64 ``x`` (modified) in ``bins`` equal bins over [lo, hi] (top edge

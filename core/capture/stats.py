@@ -10,9 +10,8 @@ Two reduction paths give the same numbers:
 
 * the *eager* path (CPU): reads min/max back at once (free on the CPU) and
   uses them to pick the cheapest route, e.g. skipping the NaN/Inf pass when
-  min and max are finite. Float32 goes through the compiled one-pass kernel
-  where it was built (:mod:`.onepass`), and :mod:`.stats_plain` is the
-  statistics-only hooks' shortest route through it;
+  min and max are finite. Where ``hookscope.core.fast`` plugs in its compiled
+  one-pass kernel (:mod:`.fast_slot`), float32 goes through it;
 * the *deferred* path (CUDA and other accelerators): never synchronises; every
   quantity stays a device tensor until :func:`resolve_all` moves all pending
   summaries of a forward pass to the host in one transfer.
@@ -27,8 +26,8 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from . import kernel_slot
-from .hist_sample import HIST_SAMPLE, hist_sample, histogram_np, host_sample
+from . import fast_slot
+from .hist_sample import HIST_SAMPLE, hist_sample, histogram_np
 
 __all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
            "summarize"]
@@ -289,15 +288,15 @@ def _summary_eager(flat: torch.Tensor, bins: int, rng=None,
                    drop_outside: bool = True) -> "np.ndarray | _Unbinned":
     """The CPU summary: the scalars now, the histogram when first read.
 
-    A contiguous float32 tensor is read once by the compiled kernel
-    (:func:`.onepass.one_pass`). Otherwise, or without the kernel, every value is read by
+    Where a kernel is plugged in (:mod:`.fast_slot`), it may read the tensor once
+    (``hookscope.core.fast.onepass``). Otherwise every value is read by
     three reductions (``aminmax``, ``sum``, a BLAS ``dot``), block by block so
     the tensor comes from memory about once (see :func:`_moments`). The
     histogram bins a copy of a sample (:data:`HIST_SAMPLE` values at most) when
     the summary is resolved, after the forward, so a forward that summarises
     every layer pays only for the copy.
     """
-    kernel = kernel_slot.plugged()
+    kernel = fast_slot.kernel()
     fast = kernel.one_pass(flat) if kernel is not None else None
     got = fast[0] if fast is not None else _moments(flat)
     nan = inf = 0
@@ -323,8 +322,14 @@ def _summary_eager(flat: torch.Tensor, bins: int, rng=None,
     out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, lo_e, hi_e)
     # A copy (the tensor may be overwritten in place after this call) in the tensor's
     # own dtype: 64 KiB a layer at most while it waits to be binned.
-    sample = fast[1] if fast is not None else host_sample(values)
+    sample = fast[1] if fast is not None else _host_sample(values)
     return _Unbinned(out, sample, rng is not None and drop_outside)
+
+
+def _host_sample(values: torch.Tensor) -> np.ndarray:
+    """A NumPy copy of :func:`hist_sample`'s values of a 1-D CPU tensor."""
+    picked = hist_sample(values)
+    return (picked.clone() if picked is values else picked).numpy()
 
 
 class _Unbinned:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .hook_handles import add_forward_hook, add_forward_pre_hook
+from .hook_dicts import add_forward_hook, add_forward_pre_hook
 
 #: Layers whose forward reads its input and writes only new tensors.
 READ_ONLY: frozenset[type[nn.Module]] = frozenset({

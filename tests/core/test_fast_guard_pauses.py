@@ -1,4 +1,4 @@
-"""core/capture/guard_pauses.py: the in-place guard steps aside inside read-only layers only,
+"""core/fast/guard_pauses.py: the in-place guard steps aside inside read-only layers only,
 and the dispatch stack is as it was after every path."""
 
 from __future__ import annotations
@@ -9,10 +9,14 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from hookscope.core import ForwardError, Plan, run
-from hookscope.core.capture.guard_pauses import GuardPauses
-from hookscope.core.capture.inplace_victims import InplaceGuard
+from hookscope.core.fast.guard_pauses import GuardPauses
+from hookscope.core.fast.inplace_guard import InplaceGuard
 
 from hand_hooks import clone_reference
+
+from fast_marks import fast_only  # tests/core is on sys.path
+
+pytestmark = fast_only
 
 
 class Seeing(InplaceGuard):
@@ -86,7 +90,7 @@ def test_a_mode_the_model_pushes_is_left_alone():
 
 
 def test_first_run_copies_what_relu_overwrites_with_the_pauses(monkeypatch):
-    import hookscope.core.capture.inplace_victims as iv
+    import hookscope.core.fast.inplace_guard as iv
 
     monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)  # the guard, as a big model gets it
     m, x = block(), torch.randn(2, 3, 10, 10)
@@ -100,7 +104,7 @@ def test_first_run_copies_what_relu_overwrites_with_the_pauses(monkeypatch):
 
 
 def test_a_model_error_under_the_guard_is_still_a_forward_error(monkeypatch):
-    import hookscope.core.capture.inplace_victims as iv
+    import hookscope.core.fast.inplace_guard as iv
 
     monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
     m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))

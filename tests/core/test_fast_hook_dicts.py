@@ -1,10 +1,14 @@
-"""core/capture/hook_handles.py: a hook put straight into ``_forward_hooks`` behaves as a
+"""core/fast/hook_dicts.py: a hook put straight into ``_forward_hooks`` behaves as a
 registered one, and removing it removes exactly it."""
 
 import torch
 from torch import nn
 
-from hookscope.core.capture.hook_handles import HookSet, add_forward_hook, add_forward_pre_hook
+from hookscope.core.fast.hook_dicts import HookSet, add_forward_hook, add_forward_pre_hook
+
+from fast_marks import fast_only  # tests/core is on sys.path
+
+pytestmark = fast_only
 
 
 def test_runs_after_existing_hooks_and_replaces_the_output():
