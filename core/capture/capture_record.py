@@ -30,7 +30,8 @@ class Recipe(Protocol):
 class LazyStats(Protocol):
     """A summary laid out when first read (a :class:`PendingStats`, or a speed-up's own)."""
 
-    shape: tuple[int, ...]
+    @property
+    def shape(self) -> tuple[int, ...]: ...
 
     def resolve(self) -> TensorStats: ...
 
@@ -187,10 +188,11 @@ class CaptureRecord:
         if self._lazy:
             self._summarize_now()
         stats = self._stats
-        if stats is not None and type(stats) is not TensorStats:
-            # statistics only, CPU: binned on first read (a PendingStats, or of_stats')
-            self._stats = stats = stats.resolve()
-        return stats
+        if stats is None or isinstance(stats, TensorStats):
+            return stats
+        # statistics only, CPU: binned on first read (a PendingStats, or of_stats')
+        self._stats = resolved = stats.resolve()
+        return resolved
 
     @property
     def pre_stats(self) -> TensorStats | None:

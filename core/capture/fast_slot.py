@@ -44,7 +44,8 @@ class Kernel(Protocol):
 class Speedups(Protocol):
     """What a run uses of the speed-ups: its statistics kernel and its hook session."""
 
-    kernel: Kernel | None
+    @property
+    def kernel(self) -> Kernel | None: ...
 
     def session(self, module: torch.nn.Module, layers: dict[str, Any], memory: Any, *,
                 keep_tensors: bool, clone_paths: Any, sources: Any, baseline: Any,

@@ -9,6 +9,8 @@ into :class:`~.capture_record.CaptureRecord`.
 
 from __future__ import annotations
 
+from typing import Self
+
 import torch
 
 from .capture_record import CaptureRecord
@@ -43,7 +45,7 @@ class _Pending:
 
     @classmethod
     def of_kept(cls, path: str, call: int, tensor: torch.Tensor, version: int | None,
-                copied: bool) -> "_Pending":
+                copied: bool) -> Self:
         """The pending capture of a kept bare tensor (no intervention, no baseline)."""
         rec = cls(path, call, "", {"": tuple(tensor.shape)}, None, True, None)
         rec.kept = (tensor, version)

@@ -302,6 +302,14 @@ def _session(module: nn.Module, layers: dict[str, LayerPlan], keep: bool, memory
                         modules=modules)
 
 
+def hook_session(module: nn.Module, layers: dict[str, LayerPlan], keep_tensors: bool = True,
+                 memory: ModelMemory | None = None) -> HookSession:
+    """The hook session a steady run of ``module`` arms for resolved ``layers`` (the
+    speed-ups' where they are on), e.g. to time arming and disarming."""
+    return _session(module, layers, keep_tensors, memory_for(module, memory), None, None,
+                    may_learn=False, remake=True, modules=None)
+
+
 def _hooked_forward(module, x, layers, keep, memory: ModelMemory, dev, sources=None,
                     baseline=None, may_learn=True, remake=True, modules=None):
     """One hooked forward; returns (output, captures, calls, forward ms, stale paths,

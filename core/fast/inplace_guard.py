@@ -176,7 +176,7 @@ class GuardedSession(FastSession):
         else:
             super()._record(hook, call, pre, post)
             last = self._pending[-1]
-            assert not isinstance(last, tuple)  # raw entries are statistics-only: nothing kept
+            assert type(last) is FastPending  # raw entries are statistics-only: nothing kept
         if type(hook) is _InputHook:
             x, hook.last_input = hook.last_input, None
             if (pre is None and type(post) is torch.Tensor and type(x) is torch.Tensor

@@ -12,6 +12,7 @@ from typing import Any
 
 from torch import nn
 
+from ..capture.fast_slot import Kernel
 from ..capture.hooks import HookSession
 from . import onepass
 from .inplace_guard import GuardedSession, worth_guarding
@@ -21,7 +22,9 @@ from .session import FastSession
 class _Speedups:
     """The :class:`~hookscope.core.capture.fast_slot.Speedups` of this floor."""
 
-    kernel = onepass  # its one_pass() declines where the kernel is off or does not apply
+    @property
+    def kernel(self) -> Kernel:
+        return onepass  # its one_pass() declines where the kernel is off or does not apply
 
     def session(self, module: nn.Module, layers: dict[str, Any], memory: Any, *,
                 keep_tensors: bool, clone_paths: Any, sources: Any, baseline: Any,

@@ -77,7 +77,7 @@ class _KernelBinned(_Unbinned):
     __slots__ = ("raw", "counts")
 
     def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
-        super().__init__(None, _NO_SAMPLE, False)  # type: ignore[arg-type]  # see _laid_out
+        super().__init__(None, _NO_SAMPLE)  # type: ignore[arg-type]  # see _laid_out
         self.raw = raw  # (min, max, mean, std) of an all-finite tensor
         self.counts = counts
 
