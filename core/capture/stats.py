@@ -191,10 +191,9 @@ def summarize(
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
     if deferred:
-        rng = None
-        if hist_range is not None:
-            rng = tuple(torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)  # type: ignore[assignment]  # hist_range is a (lo, hi) pair
-        vec = _summary_deferred(flat, bins, rng)
+        on_device = None if hist_range is None else tuple(
+            torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)
+        vec = _summary_deferred(flat, bins, on_device)
     else:
         rng = (float(hist_range[0]), float(hist_range[1])) if hist_range is not None else None
         # A given hist_range spans the values (the union of several ranges): no value
