@@ -140,3 +140,31 @@ def test_a_dropped_result_frees_its_captures_without_the_cycle_collector(guard_e
             assert [ref() for ref in refs] == [None] * 5
     finally:
         gc.enable()
+
+
+def conv_block():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                         nn.MaxPool2d(2)).eval()
+
+
+def test_first_run_copies_what_relu_overwrites_in_a_conv_block(guard_every_model):
+    m, x = conv_block(), torch.randn(2, 3, 10, 10)
+    paths = ["0", "1", "2", "3"]
+    ref = clone_reference(m, x, paths)
+    r = run(m, x, Plan(capture=paths))
+    assert r.recaptured == ()  # learned in the same forward, not by a second one
+    for p in paths:
+        assert torch.equal(r.captures[p][0].tensor, ref[p]), p
+    assert (r.captures["1"][0].tensor < 0).any()  # bn's values from before the ReLU
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_a_model_error_under_the_guard_is_still_a_forward_error(guard_every_model):
+    from hookscope.core import ForwardError
+
+    m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))
+    with pytest.raises(ForwardError, match="shape"):
+        run(m, torch.randn(2, 5), Plan(capture=["0", "1"]))
+    assert torch._C._len_torch_dispatch_stack() == 0
+    assert all(not mod._forward_hooks and not mod._forward_pre_hooks for mod in m.modules())
