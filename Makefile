@@ -32,11 +32,14 @@ demo: $(STAMP)
 
 # The import contracts (pyproject's [tool.importlinter]) and the type check
 # first (seconds), then the whole suite, headless, on every CPU
-# (pytest-xdist; the Ray tests share one worker, see tests/conftest.py).
+# (pytest-xdist; the Ray tests share one worker, see tests/conftest.py), then
+# tests/core again on the reference path alone (HOOKSCOPE_FAST=0: core/fast's
+# speed-ups off; the Ray tests, which run the same engine in an actor, once).
 test: $(TESTS) mypy-path
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 	$(PY) -m pytest -n auto --dist loadgroup
+	HOOKSCOPE_FAST=0 $(PY) -m pytest -n auto --dist loadgroup -q -m "not ray" tests/core
 
 # mypy reads the package as users import it (hookscope.core, ...): pyproject's mypy_path
 # points at .mypy-path/, whose hookscope/{core,widgets,app} are symlinks to the folders.

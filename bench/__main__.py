@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from hookscope.core.capture import fast_slot
 from hookscope.core.fast import onepass
 from hookscope.core.fast.memory import apply_default, freed_memory_kept, release_freed_memory
 
@@ -288,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "threads_default": not a.threads, "clock": a.clock, "device": a.device, "quick": a.quick,
         "malloc_keeps_freed_memory": malloc_tuned,
-        "statistics_path": onepass.which(),  # the compiled kernel, or why the torch path runs
+        # the compiled kernel, or why the torch path runs
+        "statistics_path": onepass.which() if fast_slot.active() else "torch reductions (HOOKSCOPE_FAST=0)",
+        "fast": fast_slot.active() is not None,  # hookscope.core.fast's speed-ups (HOOKSCOPE_FAST)
         "when": _dt.datetime.now().isoformat(timespec="seconds"),
         # Other processes on a small machine move every figure: the load is recorded.
         "load_before": [round(x, 2) for x in os.getloadavg()],

@@ -20,7 +20,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from hookscope.core import HookSession, Plan, compare, run
+from hookscope.core import Plan, compare, run
+from hookscope.core.capture.run import hook_session
 from hookscope.core.base.nested import tensor_leaves
 from hookscope.core.base.call_args import call_model
 
@@ -326,7 +327,7 @@ def model_cases(bm: BenchModel, device: str = "cpu") -> list[Case]:
              lambda: _read_every_tensor(run(module, x, plan_all, device)),
              check=lambda r: _captures_equal(r.captures, ref()),
              note="what a reader of every capture pays: in-place victims that are eval-mode "
-                  "BatchNorms are computed from their input on first read (core/capture/victim_remake.py)"),
+                  "BatchNorms are computed from their input on first read (core/fast/victim_remake.py)"),
         Case("stats_only", "Hookscope run(), every leaf stats only",
              lambda: run(module, x, plan_stats, device),
              Target("floor", 0.05, "stats", floor="aminmax_ref"),
@@ -399,14 +400,15 @@ def compare_clamp_case(device: str = "cpu") -> Case:
 
 
 def arm_hooks_case(n: int = 1000) -> tuple[Case, Case]:
-    """Arming and disarming ``n`` hooks with :class:`HookSession`; and the plan
-    resolution that ``run()`` does before it, shown on its own."""
+    """Arming and disarming ``n`` hooks with the :class:`HookSession` a run uses (the
+    speed-ups', unless HOOKSCOPE_FAST=0); and the plan resolution that ``run()`` does
+    before it, shown on its own."""
     m = nn.Sequential(*[nn.Linear(4, 4) for _ in range(n)])
     plan = Plan(capture=[str(i) for i in range(n)])
     layers = plan.resolve(m)
 
     def arm() -> None:
-        with HookSession(layers):
+        with hook_session(m, layers):
             pass
 
     return (Case("arm_1000", f"HookSession arm + disarm {n} hooks", arm, Target("ms", 5.0),

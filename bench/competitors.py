@@ -98,7 +98,7 @@ def _nnsight_case(bm: BenchModel, version: str) -> Case:
     # On its own copy: NNsight(model) replaces every module's forward with its own
     # (an instance attribute that stays), which would change the model every other
     # case runs on (Hookscope, rightly, copies rather than remakes a layer whose
-    # forward is not torch's own: core/capture/victim_remake.py).
+    # forward is not torch's own: core/fast/victim_remake.py).
     wrapped = NNsight(copy.deepcopy(bm.module))
     # nnsight interleaves the requests with the forward, so they must come in the order the
     # modules first run (a ResNet block's one ReLU runs after bn1 but is defined after bn3).

@@ -20,7 +20,7 @@ from .model.inputs import parse_input
 from .plan.intervention_base import InterventionContext, Param, param
 from .plan.intervention_registry import get_kind, kinds, parse_intervention, register
 from .plan.interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
-from . import fast as _fast  # plugs the compiled kernel into capture
+from . import fast as _fast  # plugs the speed-ups into capture (HOOKSCOPE_FAST=0: off)
 from .fast.memory import freed_memory_kept, keep_freed_memory, release_freed_memory
 from .capture.generation import Continuation, GenerateRequest, Generation, generate
 from .capture.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
@@ -32,6 +32,7 @@ from .plan.sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
 from .capture.run import Baseline, ForwardResult, RunResult, compare, run
 from .session.session import Options, Session, SessionEvent
 from .session.session_file import SessionFileError
+from .model.learned import ModelMemory
 from .model.loaded_model import LoadedModel
 from .model.sources import demo_names, load_model
 from .plan.steer_vector import SteeringVector, load_vector_file
@@ -54,7 +55,7 @@ __all__ = [
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",
     "Options", "Session", "SessionEvent", "SessionFileError",
-    "LoadedModel", "demo_names", "load_model",
+    "LoadedModel", "ModelMemory", "demo_names", "load_model",
     "HIST_BINS", "TensorStats", "summarize",
     "TreeNode", "module_tree", "observe",
 ]

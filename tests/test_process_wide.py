@@ -7,8 +7,13 @@ its GUI thread itself (pyqtgraph's collector, app/launch.py). Each case runs
 in a fresh interpreter, since both are process-wide.
 """
 
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 # ctypes resolves a C function on a loaded library through CDLL.__getattr__ (or
 # __getitem__) the first time it is named: the spy sees every lookup of mallopt,
@@ -59,15 +64,17 @@ print(gc.isenabled(), all(during), len(during), "mallopt" in looked_up)
 """
 
 
-def _probe(after: str = "") -> list[str]:
+def _probe(after: str = "", fast: str = "") -> list[str]:
+    env = {**os.environ, "HOOKSCOPE_FAST": fast}
     out = subprocess.run([sys.executable, "-c", _PROBE.replace("{after}", after)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
 
 
-def test_import_and_runs_leave_gc_on_and_the_allocator_alone():
-    gc_on, gc_on_during, forwards, mallopt = _probe()
+@pytest.mark.parametrize("fast", ["", "0"], ids=["speed-ups on", "reference path"])
+def test_import_and_runs_leave_gc_on_and_the_allocator_alone(fast):
+    gc_on, gc_on_during, forwards, mallopt = _probe(fast=fast)
     assert gc_on == "True"
     assert gc_on_during == "True" and int(forwards) >= 3  # baseline, intervened, the runner's
     assert mallopt == "False"
@@ -83,3 +90,19 @@ def test_the_probe_sees_gc_switched_off_in_a_forward():
     # ... and so can the gc check: a forward that switches it off is reported.
     gc_on, *_ = _probe("gc.disable()")
     assert gc_on == "False"
+
+
+CORE = Path(__file__).resolve().parents[1] / "core"
+
+
+def test_no_code_in_core_switches_the_collector_or_the_allocator():
+    # The probes above run one model; this reads every file of the engine: no collector
+    # switch anywhere, and mallopt only in the setting the app and CLI apply explicitly.
+    found = []
+    for path in CORE.rglob("*.py"):
+        text = path.read_text()
+        if re.search(r"\bgc\.(disable|freeze|set_threshold)\(", text):
+            found.append(f"{path.relative_to(CORE)}: gc switch")
+        if "mallopt" in text and path.relative_to(CORE).as_posix() != "fast/memory.py":
+            found.append(f"{path.relative_to(CORE)}: mallopt")
+    assert found == []

@@ -7,14 +7,33 @@ resolves them all at once, e.g. on a worker before a window reads them.
 from __future__ import annotations
 
 import dataclasses
+from typing import Protocol
 
 import torch
 
 from ..plan.intervention_base import Intervention
 from .record_stats import changed_count, fraction, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, summarize
-from .stats_plain import PlainMoments, plain_pending
-from .victim_remake import Remake
+
+
+class Recipe(Protocol):
+    """How to compute a capture's tensor when first read, instead of keeping it
+    (``hookscope.core.fast`` remakes some in-place victims this way)."""
+
+    x: torch.Tensor  # what it is computed from; its shape is the capture's
+
+    @property
+    def nbytes(self) -> int: ...
+    def value(self, path: str) -> torch.Tensor: ...
+
+
+class LazyStats(Protocol):
+    """A summary laid out when first read (a :class:`PendingStats`, or a speed-up's own)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def resolve(self) -> TensorStats: ...
 
 
 class CaptureRecord:
@@ -64,7 +83,7 @@ class CaptureRecord:
                  extra_leaves: "tuple[CaptureRecord, ...]" = ()):
         self.path = path
         self.call = call
-        self._remake: Remake | None = None
+        self._remake: Recipe | None = None
         self._tensor = tensor
         self.leaf = leaf
         self._leaf_shapes: dict[str, tuple[int, ...]] | None = leaf_shapes or {}
@@ -76,7 +95,7 @@ class CaptureRecord:
         self.copied = copied
         # A PendingStats (statistics only, on the CPU) holds the scalars; its histogram
         # is binned when first read (see the stats property).
-        self._stats: TensorStats | PendingStats | None = stats
+        self._stats: TensorStats | LazyStats | None = stats
         self._pre_stats: TensorStats | PendingStats | None = pre_stats
         self._baseline_stats = baseline_stats
         self._lazy = lazy
@@ -84,19 +103,19 @@ class CaptureRecord:
         self._same_base: tuple[torch.Tensor, torch.Tensor, bool] | None = None  # matches_baseline
 
     @classmethod
-    def of_kernel(cls, path: str, call: int, got: PlainMoments) -> "CaptureRecord":
-        """The record of a statistics-only call the kernel summarised in the forward
-        (bare tensor, no intervention, no baseline), as ``CaptureRecord(path, call,
-        plain_pending(got), leaf_shapes=...)`` would build it. Every slot is set here
-        directly and the summary is laid out when first read: a run builds one per
-        layer call right after the forward (tests check it against ``__init__``)."""
+    def of_stats(cls, path: str, call: int, stats: LazyStats) -> "CaptureRecord":
+        """The record of a statistics-only call of a bare tensor (no intervention, no
+        baseline), as ``CaptureRecord(path, call, stats, leaf_shapes={"": stats.shape})``
+        would build it. Every slot is set here directly and ``stats`` is resolved when
+        first read: a run builds one per layer call right after the forward (tests
+        check it against ``__init__``)."""
         rec = object.__new__(cls)
         rec.path, rec.call, rec._tensor, rec._remake, rec.leaf = path, call, None, None, ""
-        rec._leaf_shapes = {"": got[0]}
+        rec._leaf_shapes = {"": stats.shape}
         rec.intervention_obj = rec.intervention = None
         rec.pre_tensor = rec.baseline_tensor = None
         rec.copied = rec._lazy = False
-        rec._stats, rec._pre_stats, rec._baseline_stats = got, None, None  # type: ignore[assignment]
+        rec._stats, rec._pre_stats, rec._baseline_stats = stats, None, None  # type: ignore[assignment]
         rec.extra_leaves = ()
         rec._same_base = None
         return rec
@@ -119,10 +138,10 @@ class CaptureRecord:
         return rec
 
     @classmethod
-    def of_remade(cls, path: str, call: int, remake: Remake) -> "CaptureRecord":
-        """The record of an in-place victim whose tensor is computed from its intact input
-        when first read (core/capture/victim_remake.py); otherwise as :meth:`of_kept` with
-        ``copied=True``: its values are the layer's output, whatever overwrote it later."""
+    def of_recipe(cls, path: str, call: int, remake: Recipe) -> "CaptureRecord":
+        """The record of an in-place victim whose tensor is computed when first read
+        (see :class:`Recipe`); otherwise as :meth:`of_kept` with ``copied=True``: its
+        values are the layer's output, whatever overwrote it later."""
         rec = cls.of_kept(path, call, remake.x, True)
         rec._tensor, rec._remake = None, remake
         return rec
@@ -168,11 +187,12 @@ class CaptureRecord:
     def stats(self) -> TensorStats | None:
         if self._lazy:
             self._summarize_now()
-        if type(self._stats) is tuple:  # of_kernel's numbers, laid out on first read
-            self._stats = plain_pending(self._stats)
-        if isinstance(self._stats, PendingStats):  # statistics only, CPU: binned on first read
-            self._stats = self._stats.resolve()
-        return self._stats
+        stats = self._stats
+        if stats is None or isinstance(stats, TensorStats):
+            return stats
+        # statistics only, CPU: binned on first read (a PendingStats, or of_stats')
+        self._stats = resolved = stats.resolve()
+        return resolved
 
     @property
     def pre_stats(self) -> TensorStats | None:
@@ -228,8 +248,6 @@ class CaptureRecord:
             return tuple(self._remake.x.shape)
         if self.tensor is not None:
             return tuple(self.tensor.shape)
-        if type(self._stats) is tuple:  # of_kernel's numbers: (shape, ...)
-            return self._stats[0]
         return self._stats.shape if self._stats is not None else None
 
     @property

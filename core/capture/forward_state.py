@@ -12,13 +12,12 @@ forward (and a comparison's re-run) starts exactly where the baseline did,
 and a comparison leaves the model as it found it.
 
 Forwards that need autograd (``torch.autograd.grad`` inside ``forward``)
-fail under ``inference_mode``; such a module is remembered here
-(:func:`mark_needs_grad`) and later forwards of it run with grad enabled.
+fail under ``inference_mode``; that is remembered in the model's memory
+(``ModelMemory.needs_grad``) and later forwards of it run with grad enabled.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +28,7 @@ from ..base.call_args import call_model
 from ..base.errors import ForwardError, HookscopeError
 from ..base.nested import map_tensors, tensor_leaves
 from ..base.user_text import safe_str
+from ..model.learned import ModelMemory, memory_for
 
 
 @dataclass
@@ -110,20 +110,9 @@ def restore(module: nn.Module, state: ForwardState) -> None:
             torch._foreach_copy_([b for b, _ in inference], [s for _, s in inference])
 
 
-_NEEDS_GRAD: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
-
-
-def mark_needs_grad(module: nn.Module) -> bool:
-    """Remember that ``module``'s forward needs autograd; False if it was known already."""
-    if module in _NEEDS_GRAD:
-        return False
-    _NEEDS_GRAD.add(module)
-    return True
-
-
-def grad_mode_for(module: nn.Module, grad_mode: Callable) -> Callable:
-    """``torch.enable_grad`` for a module that needs autograd, else ``grad_mode``."""
-    return torch.enable_grad if module in _NEEDS_GRAD else grad_mode
+def grad_mode_for(module: nn.Module, grad_mode: Callable, memory: ModelMemory | None = None) -> Callable:
+    """``torch.enable_grad`` for a model whose forward needs autograd, else ``grad_mode``."""
+    return torch.enable_grad if memory_for(module, memory).needs_grad else grad_mode
 
 
 AUTOGRAD_HINTS = ("does not require grad", "inference tensor", "inference mode",
@@ -155,16 +144,21 @@ def own_copy(inputs: Any) -> Any:
     return map_tensors(lambda t: t.clone(), inputs)
 
 
-def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode) -> Any:
-    """Call the model; its own errors come back as :class:`ForwardError`."""
+def forward(module: nn.Module, inputs: Any, grad_mode=torch.inference_mode,
+            memory: ModelMemory | None = None) -> Any:
+    """Call the model; its own errors come back as :class:`ForwardError`. ``memory``:
+    the model's learned facts (by default the module's own), where a forward that
+    needs autograd is remembered."""
+    memory = memory_for(module, memory)
     try:
-        with grad_mode_for(module, grad_mode)():
+        with grad_mode_for(module, grad_mode, memory)():
             return call_model(module, inputs)
     except HookscopeError:
         raise
     except Exception as exc:  # the model's own error, made readable
-        if needs_autograd(exc) and mark_needs_grad(module):  # its forward differentiates
-            return forward(module, inputs, grad_mode)
+        if needs_autograd(exc) and not memory.needs_grad:  # its forward differentiates
+            memory.needs_grad = True
+            return forward(module, inputs, grad_mode, memory)
         raise ForwardError(forward_error_message(module, inputs, exc)) from exc
 
 

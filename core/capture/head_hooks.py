@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from .hook_handles import Handle, add_forward_pre_hook
+from .hook_handles import Arming
 from ..plan.intervention_base import InterventionContext
 from ..base.nested import map_tensors
 
@@ -46,18 +46,19 @@ class _HeadHook:
         return (new, *args[1:])
 
 
-def add_head_hook(lp: Any, sources: list[Any] | None, tally: Any = None) -> Handle:
-    """The pre-hook of ``lp``'s heads on its output projection (for an nn.MultiheadAttention:
-    a forward hook computing its output again, run before the layer's capture hook);
-    remove it with the handle. ``tally`` counts what the heads' change did, for the receipt."""
+def add_head_hook(hooks: Arming, lp: Any, sources: list[Any] | None, tally: Any = None) -> None:
+    """Add the pre-hook of ``lp``'s heads on its output projection to ``hooks`` (for an
+    nn.MultiheadAttention: a forward hook computing its output again, run before the
+    layer's capture hook). ``tally`` counts what the heads' change did, for the receipt."""
     site = lp.head_site
     if site.recompute:
         from .heads_mha import MhaHeadHook
 
-        return lp.module.register_forward_hook(
+        hooks.keep(lp.module.register_forward_hook(
             MhaHeadHook(lp.path, lp.intervention, site.n_heads, sources, tally),
-            with_kwargs=True, prepend=True)
-    return add_forward_pre_hook(site.projection, _HeadHook(lp, sources, tally))
+            with_kwargs=True, prepend=True))
+        return
+    hooks.add_pre(site.projection, _HeadHook(lp, sources, tally))
 
 
 class HeadInputRecorder:

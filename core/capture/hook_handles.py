@@ -1,137 +1,63 @@
-"""Forward hooks added and removed at the cost of a dict entry.
+"""The hooks of one run, registered through torch's public API and removed together.
 
-``nn.Module.register_forward_hook`` builds a ``RemovableHandle`` holding weak
-references to three dicts; with its ``remove()`` that is about 9 µs a hook here,
-and a run arms and disarms every planned layer (1,000 layers: 9 ms, more than
-the forward of many models). The hook itself is only an entry in the module's
-``_forward_hooks`` dict under a process-wide id, which is all this writes, so
-``Module._call_impl`` runs it exactly as it runs a registered one (no kwargs,
-after the hooks already there; ``always`` also writes the entry of
-``always_call=True``, so it runs when the forward raises).
-
-Modules whose class registers hooks its own way (TorchScript's) and any torch
-without that dict take the public API. :class:`HookSet` does the same for the
-many hooks of one run without an object per hook.
+:class:`HandleStack` registers each hook with ``register_forward_hook`` /
+``register_forward_pre_hook`` and keeps its ``RemovableHandle`` on a
+``contextlib.ExitStack``: :meth:`HandleStack.remove` removes every hook it
+added, newest first, even when removing one of them raises (the others are
+still removed, then the error propagates), and a failure half-way through
+arming is rolled back by the same call. :class:`Arming` is what a
+:class:`~.hooks.HookSession` needs of it; ``hookscope.core.fast`` has a
+cheaper one.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Protocol
 
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
 
 class Handle(Protocol):
     def remove(self) -> None: ...
 
 
-class _DictEntry:
-    """Removes one hook from the dicts it was put in; safe to call twice."""
+class Arming(Protocol):
+    """Forward hooks and pre-hooks on many modules, removed together by :meth:`remove`."""
 
-    __slots__ = ("dicts", "key")
-
-    def __init__(self, dicts: tuple[dict, ...], key: int):
-        self.dicts = dicts
-        self.key = key
-
-    def remove(self) -> None:
-        for d in self.dicts:
-            d.pop(self.key, None)
+    def add(self, module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any]) -> None: ...
+    def add_pre(self, module: nn.Module, hook: Callable[[nn.Module, Any], Any]) -> None: ...
+    def keep(self, handle: Handle) -> None: ...
+    def remove(self) -> None: ...
+    def __len__(self) -> int: ...
 
 
-def _direct(module: nn.Module, table: str, always: bool) -> tuple[dict, dict | None] | None:
-    """The dicts to put a hook straight into (the hooks', and the always-called flags'
-    when ``always``), or ``None`` where the module's public registration must do it."""
-    hooks = module.__dict__.get(table)
-    flags = module.__dict__.get("_forward_hooks_always_called") if always else None
-    name, plain = _REGISTER[table]
-    if (getattr(type(module), name) is not plain or not isinstance(hooks, dict)
-            or (always and not isinstance(flags, dict))):
-        return None
-    return hooks, flags
+class HandleStack:
+    """:class:`Arming` through ``register_forward_hook`` and its ``RemovableHandle``."""
 
-
-def _registered(module: nn.Module, table: str, hook: Callable, always: bool) -> Handle:
-    register = getattr(module, _REGISTER[table][0])
-    return register(hook, always_call=True) if always else register(hook)
-
-
-def _new_key() -> int:
-    """The next id of the sequence the handles use, so an id is never in two hooks' hands."""
-    key = RemovableHandle.next_id
-    RemovableHandle.next_id += 1
-    return key
-
-
-def _add(module: nn.Module, table: str, hook: Callable, always: bool = False) -> Handle:
-    got = _direct(module, table, always)
-    if got is None:
-        return _registered(module, table, hook, always)
-    hooks, flags = got
-    key = _new_key()
-    hooks[key] = hook
-    if flags is not None:  # run even when the forward raises, as always_call=True does
-        flags[key] = True
-        return _DictEntry((hooks, flags), key)
-    return _DictEntry((hooks,), key)
-
-
-class HookSet:
-    """Forward hooks on many modules, removed together by :meth:`remove`.
-
-    What :func:`add_forward_hook` does for one hook, without an object per hook:
-    a run arms every planned layer and disarms it again, so that is paid per
-    layer per run (1,000 layers: 2.8 -> 1.4 ms measured for arm and disarm).
-    """
-
-    __slots__ = ("_dicts", "_keys", "_handles")
+    __slots__ = ("_stack", "_count")
 
     def __init__(self) -> None:
-        self._dicts: list[dict] = []  # an entry's dict, beside its key (no tuple per hook)
-        self._keys: list[int] = []
-        self._handles: list[Handle] = []  # where the module's public registration did it
+        self._stack = contextlib.ExitStack()
+        self._count = 0
 
     def add(self, module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any]) -> None:
         """``module.register_forward_hook(hook)``, removed with the others."""
-        # _direct and _new_key, written out: a run arms every planned layer this way.
-        hooks = module.__dict__.get("_forward_hooks")
-        if type(module).register_forward_hook is not _PLAIN_FORWARD or not isinstance(hooks, dict):
-            self._handles.append(_registered(module, "_forward_hooks", hook, False))
-            return
-        key = RemovableHandle.next_id
-        RemovableHandle.next_id = key + 1
-        hooks[key] = hook
-        self._dicts.append(hooks)
-        self._keys.append(key)
+        self.keep(module.register_forward_hook(hook))
+
+    def add_pre(self, module: nn.Module, hook: Callable[[nn.Module, Any], Any]) -> None:
+        """``module.register_forward_pre_hook(hook)``, removed with the others."""
+        self.keep(module.register_forward_pre_hook(hook))
+
+    def keep(self, handle: Handle) -> None:
+        """Remove ``handle`` with the others (a hook registered some other way)."""
+        self._stack.callback(handle.remove)
+        self._count += 1
 
     def __len__(self) -> int:
-        return len(self._keys) + len(self._handles)
+        return self._count
 
     def remove(self) -> None:
         """Remove every hook added here, newest first; safe to call twice."""
-        dicts, keys = self._dicts, self._keys
-        while keys:
-            dicts.pop().pop(keys.pop(), None)
-        while self._handles:
-            self._handles.pop().remove()
-
-
-# The table, the name of its public registration and nn.Module's own version of it.
-_REGISTER = {"_forward_hooks": ("register_forward_hook", nn.Module.register_forward_hook),
-             "_forward_pre_hooks": ("register_forward_pre_hook", nn.Module.register_forward_pre_hook)}
-
-
-_PLAIN_FORWARD = nn.Module.register_forward_hook
-
-
-def add_forward_hook(module: nn.Module, hook: Callable[[nn.Module, Any, Any], Any],
-                     always: bool = False) -> Handle:
-    """``module.register_forward_hook(hook, always_call=always)``, without the handle's
-    bookkeeping."""
-    return _add(module, "_forward_hooks", hook, always)
-
-
-def add_forward_pre_hook(module: nn.Module, hook: Callable[[nn.Module, Any], Any]) -> Handle:
-    """``module.register_forward_pre_hook(hook)``, without the handle's bookkeeping."""
-    return _add(module, "_forward_pre_hooks", hook)
+        self._count = 0
+        self._stack.close()

@@ -8,39 +8,48 @@ is no closure-in-a-loop late binding.
 
 Captures are taken per call (a module called three times yields three
 records) and detached. A kept tensor is *not* cloned by default: its version
-counter is remembered, and :meth:`HookSession.finish` reports the layers whose
-captured tensor a later in-place op (``ReLU(inplace=True)``, ``x += y``)
+counter is remembered, and :meth:`HookSession.stale_paths` reports the layers
+whose captured tensor a later in-place op (``ReLU(inplace=True)``, ``x += y``)
 changed. The caller re-runs with ``clone_paths`` naming just those layers, so
-only the captures that need a copy pay for one; of those, an eval-mode
-BatchNorm's is not copied but computed again from its intact input when first
-read (core/capture/victim_remake.py).
+only the captures that need a copy pay for one.
+
+This is the reference path. ``hookscope.core.fast`` subclasses it (through
+:mod:`.fast_slot`) to arm hooks, keep captures and learn victims more cheaply;
+the methods it overrides are marked as such.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import contextlib
+from typing import Any, ContextManager, Iterable
 
 import torch
 from torch import nn
 
 from .capture_record import CaptureRecord, _joined
 from .head_hooks import add_head_hook
-from .hook_handles import HookSet
+from .hook_handles import Arming, HandleStack
 from ..plan.intervention_base import Intervention, InterventionContext
 from ..base.nested import tensor_leaves
-from .pending_capture import _Pending, kept_on_cpu
+from .pending_capture import _Pending
 from ..plan.plan import LayerPlan
 from .receipts import Tally
 from .record_stats import changed_count, stats_range, summarize_shared
 from .stats import PendingStats, TensorStats, resolve_all
-from .stats_plain import plain_moments, summarize_plain
-from .victim_remake import NormStore, Remake, Where, _version, norm_tensors
 
 
 def summarized_on_read(t: torch.Tensor) -> bool:
     """Whether a kept tensor's statistics wait for the first read (CPU) or are
     computed in :meth:`HookSession.finish` on its device, before the copy to the host."""
     return t.device.type == "cpu"
+
+
+def version_of(t: torch.Tensor) -> int | None:
+    """``t``'s version counter, or None (inference tensors keep none)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 class _LayerHook:
@@ -84,33 +93,6 @@ class _LayerHook:
         return new
 
 
-class _RemakeHook(_LayerHook):
-    """The hook of a captured in-place victim whose capture is computed again from its
-    intact input on first read instead of copied in the forward (core/capture/victim_remake.py).
-    Appends ``(hook, call, input, input version)``; anything else takes the copy."""
-
-    __slots__ = ("dtype", "where")
-
-    def __init__(self, session: "HookSession", lp: LayerPlan, at: tuple[torch.dtype, Where]):
-        super().__init__(session, lp, clone=True)
-        self.dtype, self.where = at  # its copied statistics (see NormStore.add)
-
-    def __call__(self, module: nn.Module, args: Any, output: Any) -> Any:
-        if type(output) is torch.Tensor and len(args) == 1:
-            x = args[0]
-            # Same dtype: autocast did not cast the input for this layer.
-            if type(x) is torch.Tensor and x.dtype is output.dtype:
-                v = _version(x)
-                if v is not None:
-                    call = self.calls
-                    self.calls += 1
-                    # Detached where it has a graph (a forward that needs autograd), so the
-                    # record does not keep that graph alive; it shares the version counter.
-                    self.session._pending.append((self, call, x.detach() if x.requires_grad else x, v))
-                    return None
-        return super().__call__(module, args, output)
-
-
 class HookSession:
     """Registers a resolved plan's hooks on enter and removes them on exit.
 
@@ -129,59 +111,44 @@ class HookSession:
     baseline
         The baseline run's captures: each record of this run gets the same
         call's baseline tensor and statistics, binned over a shared range.
-    no_remake
-        Layers of ``clone_paths`` to copy even where their capture could be
-        computed again from their input on first read (core/capture/victim_remake.py):
-        a run found that input changed in place as well.
     """
+
+    #: Whether this session watches its forward for in-place victims (a speed-up's).
+    learning = False
 
     def __init__(self, layers: dict[str, LayerPlan], keep_tensors: bool = True,
                  clone_paths: Iterable[str] = (), sources: dict[str, list[Any]] | None = None,
-                 baseline: dict[str, list[CaptureRecord]] | None = None,
-                 no_remake: Iterable[str] = ()):
+                 baseline: dict[str, list[CaptureRecord]] | None = None):
         self.layers = layers
         self.keep_tensors = keep_tensors
         self.clone_paths = frozenset(clone_paths)
         self.sources = sources or {}
         self.baseline = baseline or {}
-        self.no_remake = frozenset(no_remake)
-        self._handles = HookSet()
-        self._pre_handles: list[Any] = []  # heads' pre-hooks on output projections
+        self._handles = self._arming()
         self._hooks: dict[str, _LayerHook] = {}
         #: Receipt counts of every intervened layer (core/capture/receipts.py), filled by the hooks.
         self.tallies = {p: Tally() for p, lp in layers.items() if lp.intervention is not None}
-        # Statistics-only hooks append (path, call, PlainMoments), kept bare tensors
-        # (path, call, tensor, version, copied), remade victims (hook, call, input,
-        # version), for _laid_out to make _Pending if needed.
-        self._pending: list[Any] = []
+        self._pending: list[Any] = []  # one _Pending per captured call (a subclass adds its own kinds)
         self._nested = False  # some capture has more than one tensor leaf
-        # No baseline to join: a layer's bare tensor output takes a short path in
-        # _record (statistics only: summarize_plain's; kept: the reference alone).
-        self._plain_stats = not keep_tensors and not self.baseline
-        self._plain_keep = keep_tensors and not self.baseline
-        # Kept bare tensors as raw tuples (off for the in-place guard, which watches and
-        # replaces a _Pending's kept slot). On ResNet-50's 158 layers, building a _Pending
-        # in each hook and a record from it took ~0.5 ms a run, ~1% of its forward.
-        self._raw_keep = self._plain_keep
-        self._norms = NormStore()  # the statistics of victims remade on first read
-        # Remade victims whose input or statistics changed in the forward (see stale_paths):
-        # the caller copies them from then on.
-        self.remade_stale: set[str] = set()
 
     # -- lifetime --------------------------------------------------------------
+    def _arming(self) -> Arming:
+        """What registers and removes the hooks (a speed-up overrides it)."""
+        return HandleStack()
+
+    def _hook_for(self, path: str, lp: LayerPlan) -> _LayerHook:
+        """The forward hook of one layer (a speed-up overrides it)."""
+        return _LayerHook(self, lp, clone=path in self.clone_paths, sources=self.sources.get(path))
+
     def __enter__(self) -> "HookSession":
         try:
-            clone_paths, sources, hooks, add = (self.clone_paths, self.sources, self._hooks,
-                                                self._handles.add)
+            hooks, handles = self._hooks, self._handles
             for path, lp in self.layers.items():
-                hook = self._remake_hook(path, lp) or _LayerHook(
-                    self, lp, clone=path in clone_paths, sources=sources.get(path))
-                hooks[path] = hook
-                add(lp.module, hook)
+                hook = hooks[path] = self._hook_for(path, lp)
+                handles.add(lp.module, hook)
                 if lp.head_site is not None and (lp.head_site.projection is not None
                                                  or lp.head_site.recompute):
-                    self._pre_handles.append(add_head_hook(lp, sources.get(path), self.tallies.get(path)))
-            self._norms.seal()
+                    add_head_hook(handles, lp, self.sources.get(path), self.tallies.get(path))
         except BaseException:
             self.remove()
             raise
@@ -190,41 +157,34 @@ class HookSession:
     def __exit__(self, *exc: object) -> None:
         self.remove()
 
-    def _remake_hook(self, path: str, lp: LayerPlan) -> _RemakeHook | None:
-        """A victim's hook that keeps its input instead of copying its output, where the
-        capture can be computed again on first read."""
-        at = self._remake_at(path, lp) if self._raw_keep and path in self.clone_paths else None
-        return _RemakeHook(self, lp, at) if at is not None else None
+    def watching(self, module: nn.Module, modules: list[nn.Module] | None) -> ContextManager[Any]:
+        """What the forward runs inside, besides the hooks (a speed-up's in-place guard);
+        nothing on the reference path."""
+        return contextlib.nullcontext()
 
-    def _remake_at(self, path: str, lp: LayerPlan) -> tuple[torch.dtype, Where] | None:
-        """Where the copied statistics of ``lp``'s layer will lie (NormStore.add), if its
-        capture can be computed again from its input (core/capture/victim_remake.py). Checked
-        before our hook is added: another forward hook on the layer, or a global one,
-        could change its output."""
-        if (path in self.no_remake or not lp.capture or lp.intervention is not None
-                or nn.modules.module._global_forward_hooks):
-            return None
-        norm = norm_tensors(lp.module)
-        return self._norms.add(lp.module, norm) if norm is not None else None
+    def learned(self, memory: Any) -> None:
+        """Put what this forward learned about the model into ``memory`` (a
+        :class:`~hookscope.core.model.learned.ModelMemory`); the reference path's
+        victims are the caller's, from :meth:`stale_paths`."""
 
     def remove(self) -> None:
         """Remove every hook this session added; safe to call twice.
 
         Each hook points back at the session, a reference cycle: left in place, a
-        dropped session (and what it still holds, e.g. an in-place guard's watched
-        captures) waited for the cycle collector instead of going at once. On
-        ResNet-50 at batch 8 a first run's 0.7 GiB of captures outlived its result
-        that way. Hooks off the model are never called again, so the link goes.
+        dropped session (and what it still holds) waited for the cycle collector
+        instead of going at once. On ResNet-50 at batch 8 a first run's 0.7 GiB of
+        captures outlived its result that way. Hooks off the model are never called
+        again, so the link goes (even when removing a hook raised).
         """
-        self._handles.remove()
-        while self._pre_handles:
-            self._pre_handles.pop().remove()
-        for hook in self._hooks.values():
-            hook.session = None
+        try:
+            self._handles.remove()
+        finally:
+            for hook in self._hooks.values():
+                hook.session = None
 
     @property
     def active_hooks(self) -> int:
-        return len(self._handles) + len(self._pre_handles)
+        return len(self._handles)
 
     def calls(self) -> dict[str, int]:
         """How many times each planned layer ran in the forward."""
@@ -236,21 +196,8 @@ class HookSession:
         return recs[call] if recs is not None and call < len(recs) else None
 
     def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
-        if pre is None and type(post) is torch.Tensor:
-            # The common cases, in as few Python steps as they take: every layer pays
-            # them inside the forward, where they run cold. A bare tensor with no
-            # intervention and no baseline needs no leaf walk and no baseline lookup.
-            if self._raw_keep:
-                kept, version = self._keep(post, hook.clone)
-                self._pending.append((hook.path, call, kept, version, hook.clone))
-                return
-            if self._plain_keep:
-                self._pending.append(self._leaf(hook, call, "", {"": tuple(post.shape)}, post, None, None))
-                return
-            got = plain_moments(post) if self._plain_stats else None
-            if got is not None:  # laid out as a _Pending after the forward (_all_pending)
-                self._pending.append((hook.path, call, got))
-                return
+        """Take one call's capture: every tensor leaf of ``post`` (``pre``: the output
+        before the layer's intervention). A speed-up overrides it for its short cases."""
         leaves = tensor_leaves(post)
         shapes = {k: tuple(t.shape) for k, t in leaves}
         leaf, tensor = leaves[0] if leaves else ("", None)
@@ -266,6 +213,11 @@ class HookSession:
             self._nested = True
         self._pending.append(rec)
 
+    def _summary_alone(self, tensor: torch.Tensor) -> PendingStats | None:
+        """A statistics-only summary of a nested output's leaf with its own range, taken
+        in the forward where a speed-up can (None: :func:`summarize_shared` does it)."""
+        return None
+
     def _leaf(self, hook: _LayerHook, call: int, leaf: str, shapes: dict, tensor: torch.Tensor | None,
               pre_t: torch.Tensor | None, base: CaptureRecord | None) -> _Pending:
         """The pending capture of one tensor leaf (``tensor``; ``pre_t`` before the intervention)."""
@@ -273,14 +225,11 @@ class HookSession:
         # on first read (see CaptureRecord), on an accelerator in finish(), on the
         # device, before the copy to the host.
         lazy = self.keep_tensors and tensor is not None
-        rec = _Pending(hook.path, call, leaf, shapes, hook.intervention, lazy, base)
+        rec = self._new_pending(hook.path, call, leaf, shapes, hook.intervention, lazy, base)
         if not lazy:
             # Statistics only: summarise now, on the device, over one range shared by the
             # values before and after the intervention and the baseline's (see record_stats).
-            # A nested output's leaf with its own range (no intervention, no baseline) is
-            # binned in the kernel now, as bare outputs are: no sample of it waits in
-            # memory. (A bare output here is one the kernel already turned down in _record.)
-            alone = (summarize_plain(tensor) if leaf and pre_t is None and base is None
+            alone = (self._summary_alone(tensor) if leaf and pre_t is None and base is None
                      and tensor is not None else None)
             extra = [stats_range(base.stats)] if base is not None else []
             rec.pre_stats, rec.stats = ((None, alone) if alone is not None
@@ -295,6 +244,9 @@ class HookSession:
                 rec.copied = hook.clone
         return rec
 
+    #: The pending capture's class (a speed-up's carries more).
+    _new_pending = _Pending
+
     @staticmethod
     def _keep(t: torch.Tensor, clone: bool) -> tuple[torch.Tensor, int | None]:
         # Detached only where it has a graph (a forward that needs autograd). Otherwise
@@ -303,31 +255,12 @@ class HookSession:
         d = t.detach() if t.requires_grad else t
         if clone:
             return d.clone(), None
-        return d, _version(d)
+        return d, version_of(d)
 
     # -- after the forward -----------------------------------------------------
     def _laid_out(self) -> list[_Pending]:
-        """``_pending`` with the hooks' raw entries (statistics-only kernel summaries,
-        kept bare tensors) made :class:`_Pending`."""
-        if self._plain_stats:
-            self._pending = [_Pending.of_plain(*r) if type(r) is tuple else r for r in self._pending]
-        elif self._raw_keep:
-            self._pending = [(r if type(r) is not tuple else _Pending.of_kept(*r) if len(r) == 5
-                              # with other kinds of capture: computed now (as a copy would be)
-                              else _Pending.of_kept(r[0].path, r[1], self._remade(r).value(r[0].path),
-                                                    None, True))
-                             for r in self._pending]
+        """``_pending`` as :class:`_Pending` only (a speed-up lays out its own entries)."""
         return self._pending
-
-    def _remade(self, entry: tuple[Any, ...]) -> Remake:
-        """The recipe of a remade victim's raw entry ``(hook, call, input, version)``."""
-        hook, _, x, version = entry
-        return Remake(x, version, self._norms.copies()[hook.dtype], hook.where)
-
-    def _remade_pending(self, rec: _Pending) -> Remake:
-        """The recipe of a first run's capture whose kept tensor was dropped for a remake."""
-        hook, x, version = rec.remake  # type: ignore[misc]
-        return self._remade((hook, rec.call, x, version))
 
     def _all_pending(self) -> list[_Pending]:
         """Every leaf's pending capture: a record's first leaf, then its other leaves."""
@@ -339,32 +272,18 @@ class HookSession:
     def stale_paths(self) -> set[str]:
         """Layers whose kept tensor was changed in place after it was captured."""
         stale = set()
-        norms_changed = self._norms.changed()  # then no remade victim's capture is right
-        for entry in self._pending:
-            if type(entry) is tuple:  # a raw entry: (path, call, tensor, version, copied) if kept
-                # A version was taken, so the tensor has a counter: read it without _version.
-                if len(entry) == 5 and entry[3] is not None and entry[2]._version != entry[3]:
-                    stale.add(entry[0])
-                elif len(entry) == 4 and (norms_changed or _version(entry[2]) != entry[3]):
-                    stale.add(entry[0].path)  # a remade victim's input or statistics changed
-                    self.remade_stale.add(entry[0].path)
-                continue
-            if entry.remake is not None and entry.kept is None and (
-                    norms_changed or _version(entry.remake[1]) != entry.remake[2]):
-                stale.add(entry.path)  # as above, for the first run's remade victims
-                self.remade_stale.add(entry.path)
+        for entry in self._laid_out():
             for rec in (entry, *entry.extra):
                 for kept in (rec.kept, rec.pre_kept):
-                    if kept is not None and kept[1] is not None and _version(kept[0]) != kept[1]:
+                    if kept is not None and kept[1] is not None and version_of(kept[0]) != kept[1]:
                         stale.add(rec.path)
         return stale
 
+    def _finished(self, rec: _Pending, record: CaptureRecord) -> None:
+        """``record`` was built from ``rec`` (a speed-up completes its own kinds)."""
+
     def finish(self) -> dict[str, list[CaptureRecord]]:
         """Resolve statistics (one transfer per device) and move kept tensors to the CPU."""
-        if self._plain_stats and all(type(r) is tuple for r in self._pending):
-            return self._finish_plain()
-        if self._plain_keep and all(kept_on_cpu(r) for r in self._pending):
-            return self._finish_kept()
         pending = self._all_pending()
         for rec in pending:
             if rec.lazy and rec.kept is not None and not summarized_on_read(rec.kept[0]):
@@ -416,45 +335,12 @@ class HookSession:
 
         for rec in self._laid_out():  # in the order of ``pending``: the counts come in that order
             record = built(rec)
-            if rec.remake is not None and rec.kept is None:  # dropped for a remake (see _Pending)
-                record._remake = self._remade_pending(rec)
+            self._finished(rec, record)
             if rec.extra:
                 record.extra_leaves = tuple(built(e) for e in rec.extra)
             out[rec.path].append(record)
         self._pending.clear()
         self._nested = False
-        return out
-
-    def _finish_plain(self) -> dict[str, list[CaptureRecord]]:
-        """:meth:`finish` where every capture is a kernel summary (statistics only, bare
-        tensors, no intervention): nothing to join, copy or transfer, so each record is
-        built straight from its numbers (see CaptureRecord.of_kernel)."""
-        out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
-        for path, call, got in self._pending:  # all tuples (see finish)
-            out[path].append(CaptureRecord.of_kernel(path, call, got))
-        self._pending.clear()
-        return out
-
-    def _finish_kept(self) -> dict[str, list[CaptureRecord]]:
-        """:meth:`finish` where every capture is a kept bare tensor on the CPU (no
-        intervention, no baseline): summarised on first read, nothing to copy or join,
-        so each record is built straight from its tensor (see CaptureRecord.of_kept)."""
-        out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
-        for entry in self._pending:  # see kept_on_cpu
-            if type(entry) is _Pending:  # the first run's (the in-place guard watched it)
-                if entry.kept is not None:
-                    out[entry.path].append(CaptureRecord.of_kept(entry.path, entry.call,
-                                                                 entry.kept[0], entry.copied))
-                else:  # dropped for a remake (see _Pending)
-                    out[entry.path].append(CaptureRecord.of_remade(entry.path, entry.call,
-                                                                   self._remade_pending(entry)))
-            elif len(entry) == 5:
-                path, call, tensor, _, copied = entry
-                out[path].append(CaptureRecord.of_kept(path, call, tensor, copied))
-            else:  # a remade victim: (hook, call, input, version)
-                out[entry[0].path].append(CaptureRecord.of_remade(entry[0].path, entry[1],
-                                                                   self._remade(entry)))
-        self._pending.clear()
         return out
 
 

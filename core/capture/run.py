@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -27,14 +26,12 @@ from torch import nn
 
 from ..base.devices import accelerator_devices, resolve_device, synchronize
 from ..model.dispatch import is_dispatched
+from ..model.learned import ModelMemory, memory_for
 from ..base.errors import Cancelled, ForwardError, HookscopeError
-from .forward_state import (AUTOGRAD_MESSAGE, ForwardState, forward, forward_error_message,
-                            grad_mode_for, mark_needs_grad, needs_autograd, own_copy, restore,
-                            snapshot, to_device)
+from .forward_state import ForwardState, forward, own_copy, restore, snapshot, to_device
 from .capture_record import CaptureRecord, resolve_records
+from . import fast_slot
 from .hooks import HookSession
-from .guard_pauses import GuardPauses
-from .inplace_victims import GuardedSession, worth_guarding
 from ..base.call_args import CallArgs, call_model
 from ..plan.interventions import Clamp
 from ..model.module_walk import module_walk, unique_modules
@@ -46,19 +43,6 @@ from ..base.user_text import safe_str
 from .output_diff import flat_floats
 from .output_diff import output_difference as diff
 from .verdict import output_verdict
-
-# Per model: layers whose captured output a later in-place op overwrote.
-# Learned on the first run (in the same forward), then those layers are copied
-# at capture time on every later run, e.g. each step of a Live drag.
-_INPLACE_VICTIMS: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
-# Per model: captured layers whose in-place victims were watched for (the first run
-# that captures a layer watches it in the same forward; see core/capture/inplace_victims.py).
-_GUARDED: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
-# Per model: victims whose capture cannot be computed again from their input on first
-# read (core/capture/victim_remake.py): a run found that input, or the layer's statistics,
-# changed in place during the forward.
-_NO_REMAKE: "weakref.WeakKeyDictionary[nn.Module, set[str]]" = weakref.WeakKeyDictionary()
-
 
 class _Captures:
     """What every result with ``captures`` offers."""
@@ -228,11 +212,13 @@ def place_module(module: nn.Module, dev: torch.device) -> None:
 
 
 def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu",
-        codec: Any = None) -> ForwardResult:
+        codec: Any = None, memory: ModelMemory | None = None) -> ForwardResult:
     """One forward of ``module`` on ``inputs`` with ``plan`` applied.
 
     ``codec``: the model's tokenizer (``load_model(...).meaning.codec``), for ``text:``
-    source inputs of patches and reference means.
+    source inputs of patches and reference means. ``memory``: what runs learned about
+    the model (``LoadedModel.memory``; by default the module's own, see
+    :mod:`hookscope.core.model.learned`).
 
     The module is moved to ``device`` (as ``nn.Module.to`` does) and every
     hook added is removed before this returns or raises. ``output`` and kept
@@ -249,55 +235,54 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     # The modules as the plan found them, unless a source forward ran since (it could add
     # some); only a run that keeps tensors asks (its snapshot, its first-run guard).
     owners = unique_modules(tree) if plan.keep_tensors and not groups else None
-    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, modules=owners)
+    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, modules=owners,
+                         memory=memory)
+
+
+class _GuardRefused(Exception):
+    """A forward under a speed-up's in-place guard raised: run it again without."""
 
 
 def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
                   dev: torch.device, sources: dict[str, list[Any]] | None = None,
                   baseline: dict[str, list[CaptureRecord]] | None = None,
                   start: ForwardState | None = None,
-                  modules: list[nn.Module] | None = None) -> ForwardResult:
+                  modules: list[nn.Module] | None = None,
+                  memory: ModelMemory | None = None) -> ForwardResult:
     """One run of resolved ``layers``. ``start``: the model's state now, where the
     caller has it (compare() does), so it is not recorded twice. ``modules``:
     ``module.modules()`` from the caller's walk, listed since the model's last
-    forward, where the caller has them."""
+    forward, where the caller has them. ``memory``: the model's learned facts."""
     t0 = time.perf_counter()
+    memory = memory_for(module, memory)
     keep = keep_tensors and any(lp.capture for lp in layers.values())
-    known = _INPLACE_VICTIMS.get(module, set())
-    extra = dict(sources=sources, baseline=baseline)
+    extra = dict(sources=sources, baseline=baseline, modules=modules)
     # A re-run starts where the first run did. Only a run that keeps tensors can re-run
     # (to learn in-place victims), so statistics-only runs skip copying every buffer.
     if start is None and keep:
         start = snapshot(module, modules)
-    # Captured layers never watched before: watch them for in-place writes in this
-    # same forward (core/capture/inplace_victims.py) instead of paying a second one.
-    learn = (keep and not set(layers) <= _GUARDED.get(module, set())
-             and worth_guarding(module))
     try:
-        out, captures, calls, fwd_ms, stale, tallies = _hooked_forward(module, x, layers, keep, known,
-                                                              dev, learn, modules=modules, **extra)
-    except ForwardError:
-        if not learn:
-            raise
-        # An op that cannot run under a dispatch mode (rare custom kernels): without the
-        # guard, the version counters find the victims (at the cost of a second forward);
-        # a model error raises again here.
-        _GUARDED.setdefault(module, set()).update(layers)
-        assert start is not None  # learn implies keep
+        out, captures, calls, fwd_ms, stale, tallies = _hooked_forward(module, x, layers, keep, memory,
+                                                                      dev, **extra)
+    except _GuardRefused:
+        # An op that cannot run under a dispatch mode (rare custom kernels): the version
+        # counters find the victims (at the cost of a second forward); a model error
+        # raises again here.
+        assert start is not None  # a guard only watches a run that keeps tensors
         restore(module, start)
-        out, captures, calls, fwd_ms, stale, tallies = _hooked_forward(module, x, layers, keep, known, dev, **extra)
+        out, captures, calls, fwd_ms, stale, tallies = _hooked_forward(module, x, layers, keep, memory,
+                                                                      dev, **extra)
     recaptured: tuple[str, ...] = ()
     if stale:
         # Learned: these captures need a copy. Run again with exactly those copied.
-        victims = _INPLACE_VICTIMS.setdefault(module, set())
-        victims |= stale
+        memory.victims |= stale
         recaptured = tuple(sorted(stale))
         assert start is not None  # stale paths are only looked for when keeping
         restore(module, start)
         # Copied, every one: the re-run's result is the one returned, so none of its
-        # captures may depend on an input that could change (core/capture/victim_remake.py).
-        out, captures, calls, fwd_ms, _, tallies = _hooked_forward(module, x, layers, True, victims, dev,
-                                                          remake=False, **extra)
+        # captures may depend on an input that could change (fast/victim_remake.py).
+        out, captures, calls, fwd_ms, _, tallies = _hooked_forward(module, x, layers, True, memory, dev,
+                                                                  may_learn=False, remake=False, **extra)
     try:
         output = map_tensors(lambda t: t.detach().cpu(), out)
     except NestingError as exc:
@@ -306,40 +291,53 @@ def _run_resolved(module, x, layers: dict[str, LayerPlan], keep_tensors: bool,
     return ForwardResult(output, captures, calls, fwd_ms, total, str(dev), recaptured, tallies)
 
 
-def _hooked_forward(module, x, layers, keep, clone_paths, dev, learn=False, sources=None,
-                    baseline=None, remake=True, modules=None):
+def _session(module: nn.Module, layers: dict[str, LayerPlan], keep: bool, memory: ModelMemory,
+             sources: Any, baseline: Any, may_learn: bool, remake: bool,
+             modules: list[nn.Module] | None) -> HookSession:
+    """The hook session of one forward: the speed-ups' where they are on
+    (:mod:`.fast_slot`), else the reference :class:`HookSession`."""
+    fast = fast_slot.active()
+    if fast is None:
+        return HookSession(layers, keep_tensors=keep, clone_paths=memory.victims, sources=sources,
+                           baseline=baseline)
+    return fast.session(module, layers, memory, keep_tensors=keep, clone_paths=memory.victims,
+                        sources=sources, baseline=baseline, may_learn=may_learn, remake=remake,
+                        modules=modules)
+
+
+def hook_session(module: nn.Module, layers: dict[str, LayerPlan], keep_tensors: bool = True,
+                 memory: ModelMemory | None = None) -> HookSession:
+    """The hook session a steady run of ``module`` arms for resolved ``layers`` (the
+    speed-ups' where they are on), e.g. to time arming and disarming."""
+    return _session(module, layers, keep_tensors, memory_for(module, memory), None, None,
+                    may_learn=False, remake=True, modules=None)
+
+
+def _hooked_forward(module, x, layers, keep, memory: ModelMemory, dev, sources=None,
+                    baseline=None, may_learn=True, remake=True, modules=None):
     """One hooked forward; returns (output, captures, calls, forward ms, stale paths,
-    receipt tallies of the intervened layers).
-
-    ``learn``: watch kept captures with an :class:`InplaceGuard`, copy the ones an
-    in-place op is about to overwrite, and remember those layers for later runs.
+    receipt tallies of the intervened layers). The layers in ``memory.victims`` are
+    copied at capture time; what the forward learned goes into ``memory``.
     """
-
-    session = (GuardedSession if learn else HookSession)(layers, keep_tensors=keep,
-                                                         clone_paths=clone_paths,
-                                                         sources=sources, baseline=baseline,
-                                                         no_remake=(_NO_REMAKE.get(module, ())
-                                                                    if remake else layers))
-    guard = session.guard if isinstance(session, GuardedSession) else None  # learn's
+    session = _session(module, layers, keep, memory, sources, baseline, may_learn, remake, modules)
     # Inference tensors have no version counter, which in-place detection needs.
     grad_mode = torch.no_grad if keep else torch.inference_mode
     gpus = accelerator_devices(dev, module)
-    with session:
-        synchronize(gpus)
-        t0 = time.perf_counter()
-        if guard is not None:
-            with guard, GuardPauses(module, guard, modules):
-                out = forward(module, own_copy(x), grad_mode)
-        else:
-            out = forward(module, own_copy(x), grad_mode)
-        synchronize(gpus)
-        fwd_ms = (time.perf_counter() - t0) * 1e3
-    if guard is not None:
-        _INPLACE_VICTIMS.setdefault(module, set()).update(guard.victims)
-        _GUARDED.setdefault(module, set()).update(layers)
+    try:
+        with session:
+            synchronize(gpus)
+            t0 = time.perf_counter()
+            with session.watching(module, modules):
+                out = forward(module, own_copy(x), grad_mode, memory)
+            synchronize(gpus)
+            fwd_ms = (time.perf_counter() - t0) * 1e3
+    except ForwardError as exc:
+        if not session.learning:
+            raise
+        memory.watched |= set(layers)  # not under the guard again
+        raise _GuardRefused() from exc
     stale = session.stale_paths() if keep else set()
-    if session.remade_stale:  # their input or statistics changed too: copied from now on
-        _NO_REMAKE.setdefault(module, set()).update(session.remade_stale)
+    session.learned(memory)  # after stale_paths, which finds what cannot be remade
     return out, session.finish(), session.calls(), fwd_ms, stale, session.tallies
 
 
@@ -386,7 +384,8 @@ def stop_points(module: nn.Module, should_stop: Callable[[], bool] | None):
 
 def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu",
             baseline: Baseline | None = None,
-            should_stop: Callable[[], bool] | None = None, codec: Any = None) -> RunResult:
+            should_stop: Callable[[], bool] | None = None, codec: Any = None,
+            memory: ModelMemory | None = None) -> RunResult:
     """Baseline forward (no interventions) and intervened forward (``plan``), side by side.
 
     Returns a :class:`RunResult` with both outputs on the CPU, whether they
@@ -406,11 +405,14 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     ``should_stop``: see :func:`stop_points`; raises :class:`Cancelled`.
     ``codec``: the model's tokenizer (``load_model(...).meaning.codec``), for ``text:``
     source inputs of patches and reference means.
+    ``memory``: what runs learned about the model (``LoadedModel.memory``; by default
+    the module's own, see :mod:`hookscope.core.model.learned`).
     """
     plan = plan or Plan()
     dev = resolve_device(device)
     tree = module_walk(module)
     layers = plan.resolve(module, tree)  # fail on a bad plan before any work
+    memory = memory_for(module, memory)
     place_module(module, dev)
     x = to_device(inputs, dev)
     groups = source_groups(layers, x, dev, codec)  # a bad source input fails before any forward too
@@ -429,7 +431,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
             # inert hooks so both runs take the same kernels (see inert_hooks).
             clean = {p: LayerPlan(p, lp.module, capture=lp.capture) for p, lp in layers.items()}
             b = _run_resolved(module, x, clean, plan.keep_tensors, dev, start=start,
-                              modules=owners)
+                              modules=owners, memory=memory)
             baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,
                                 captures=b.captures, captured=captured,
                                 keep_tensors=plan.keep_tensors)
@@ -443,7 +445,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
             restore(module, start)
         try:
             res = _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline.captures,
-                                start=start)
+                                start=start, memory=memory)
         finally:
             restore(module, start)  # the comparison leaves the model as it found it
     differ, max_diff = output_difference(baseline.output, res.output)

@@ -10,9 +10,8 @@ Two reduction paths give the same numbers:
 
 * the *eager* path (CPU): reads min/max back at once (free on the CPU) and
   uses them to pick the cheapest route, e.g. skipping the NaN/Inf pass when
-  min and max are finite. Float32 goes through the compiled one-pass kernel
-  where it was built (:mod:`.onepass`), and :mod:`.stats_plain` is the
-  statistics-only hooks' shortest route through it;
+  min and max are finite. Where ``hookscope.core.fast`` plugs in its compiled
+  one-pass kernel (:mod:`.fast_slot`), float32 goes through it;
 * the *deferred* path (CUDA and other accelerators): never synchronises; every
   quantity stays a device tensor until :func:`resolve_all` moves all pending
   summaries of a forward pass to the host in one transfer.
@@ -27,8 +26,8 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from . import kernel_slot
-from .hist_sample import HIST_SAMPLE, hist_sample, histogram_np, host_sample
+from . import fast_slot
+from .hist_sample import HIST_SAMPLE, hist_sample, histogram_np
 
 __all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
            "summarize"]
@@ -156,7 +155,6 @@ def summarize(
     tensor: torch.Tensor,
     bins: int = HIST_BINS,
     deferred: bool | None = None,
-    bins_like: PendingStats | None = None,
     hist_range: tuple | None = None,
 ) -> PendingStats:
     """Start summarising ``tensor`` on its own device.
@@ -168,16 +166,12 @@ def summarize(
         float32, complex ones by their magnitude.
     deferred
         Force the no-synchronisation path (default: only off the CPU).
-    bins_like
-        Use the histogram range of this other summary, so the two histograms
-        share their bins (after a clamp: the values piled up at the bounds
-        show as spikes in the bins of the values before it). Values outside
-        that range are left out of the histogram.
     hist_range
         ``(lo, hi)`` histogram range to use (floats, or 0-d tensors on the
         tensor's device) that spans the tensor's finite values, e.g. the union
-        of several tensors' ranges so their histograms compare bin by bin;
-        overrides ``bins_like``.
+        of several tensors' ranges so their histograms compare bin by bin (a
+        clamp's values before and after it: the values piled up at the bounds show
+        as spikes in the bins of the values before it).
     """
     x = tensor.detach()
     shape = tuple(x.shape)
@@ -197,19 +191,14 @@ def summarize(
     if flat.dtype not in (torch.float32, torch.float64):
         flat = flat.float()
     if deferred:
-        rng = None if bins_like is None or bins_like.vector is None else (
-            bins_like.vector[_FMIN], bins_like.vector[_FMAX])
-        if hist_range is not None:
-            rng = tuple(torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)  # type: ignore[assignment]  # hist_range is a (lo, hi) pair
-        vec = _summary_deferred(flat, bins, rng)
+        on_device = None if hist_range is None else tuple(
+            torch.as_tensor(v, dtype=torch.float64, device=flat.device) for v in hist_range)
+        vec = _summary_deferred(flat, bins, on_device)
     else:
-        rng = None if bins_like is None or bins_like.vector is None else (
-            float(bins_like.vector[_FMIN]), float(bins_like.vector[_FMAX]))
-        if hist_range is not None:
-            rng = (float(hist_range[0]), float(hist_range[1]))
+        rng = (float(hist_range[0]), float(hist_range[1])) if hist_range is not None else None
         # A given hist_range spans the values (the union of several ranges): no value
-        # falls outside, so the masking pass for them is skipped.
-        vec = _summary_eager(flat, bins, rng, drop_outside=hist_range is None)
+        # falls outside it.
+        vec = _summary_eager(flat, bins, rng)
     return PendingStats(shape, dtype, count, vec)
 
 
@@ -285,19 +274,18 @@ def _moments_to_mean_std(values: torch.Tensor, total: float, sumsq: float) -> tu
     return mean, math.sqrt(max(var, 0.0))
 
 
-def _summary_eager(flat: torch.Tensor, bins: int, rng=None,
-                   drop_outside: bool = True) -> "np.ndarray | _Unbinned":
+def _summary_eager(flat: torch.Tensor, bins: int, rng=None) -> "np.ndarray | _Unbinned":
     """The CPU summary: the scalars now, the histogram when first read.
 
-    A contiguous float32 tensor is read once by the compiled kernel
-    (:func:`.onepass.one_pass`). Otherwise, or without the kernel, every value is read by
+    Where a kernel is plugged in (:mod:`.fast_slot`), it may read the tensor once
+    (``hookscope.core.fast.onepass``). Otherwise every value is read by
     three reductions (``aminmax``, ``sum``, a BLAS ``dot``), block by block so
     the tensor comes from memory about once (see :func:`_moments`). The
     histogram bins a copy of a sample (:data:`HIST_SAMPLE` values at most) when
     the summary is resolved, after the forward, so a forward that summarises
     every layer pays only for the copy.
     """
-    kernel = kernel_slot.plugged()
+    kernel = fast_slot.kernel()
     fast = kernel.one_pass(flat) if kernel is not None else None
     got = fast[0] if fast is not None else _moments(flat)
     nan = inf = 0
@@ -323,37 +311,34 @@ def _summary_eager(flat: torch.Tensor, bins: int, rng=None,
     out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, lo_e, hi_e)
     # A copy (the tensor may be overwritten in place after this call) in the tensor's
     # own dtype: 64 KiB a layer at most while it waits to be binned.
-    sample = fast[1] if fast is not None else host_sample(values)
-    return _Unbinned(out, sample, rng is not None and drop_outside)
+    sample = fast[1] if fast is not None else _host_sample(values)
+    return _Unbinned(out, sample)
+
+
+def _host_sample(values: torch.Tensor) -> np.ndarray:
+    """A NumPy copy of :func:`hist_sample`'s values of a 1-D CPU tensor."""
+    picked = hist_sample(values)
+    return (picked.clone() if picked is values else picked).numpy()
 
 
 class _Unbinned:
     """A CPU summary vector whose histogram counts are binned when first needed."""
 
-    __slots__ = ("vector", "sample", "drop_outside")
+    __slots__ = ("vector", "sample")
 
-    def __init__(self, vector: np.ndarray, sample: np.ndarray, drop_outside: bool):
+    def __init__(self, vector: np.ndarray, sample: np.ndarray):
         self.vector = vector
         self.sample = sample
-        self.drop_outside = drop_outside
 
-    def __getitem__(self, i: int) -> float:  # the scalars are ready (bins_like reads them)
+    def __getitem__(self, i: int) -> float:  # the scalars are ready
         return float(self.vector[i])
 
     def binned(self) -> np.ndarray:
         v = self.vector
         # float64: (x - lo) of float32 values near ±3e38 overflows
         v[_N_SCALARS:] = histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
-                                      v.shape[0] - _N_SCALARS, self.drop_outside)
+                                      v.shape[0] - _N_SCALARS)
         return v
-
-
-def _mean_std(values: torch.Tensor) -> tuple[float, float]:
-    """Population mean and std of a 1-D float tensor (see :func:`_moments`)."""
-    got = _moments(values)
-    if got is None:
-        raise ValueError("_mean_std needs finite values")
-    return _moments_to_mean_std(values, got[2], got[3])
 
 
 def _hist_range(mn: float, mx: float) -> tuple[float, float]:

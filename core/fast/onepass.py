@@ -94,7 +94,7 @@ def sample_layout(n: int) -> tuple[int, int]:
 
 
 def one_pass(flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np.ndarray] | None":
-    """``stats._moments`` and ``hist_sample.host_sample`` of ``flat`` from one read by
+    """``stats._moments`` and a copy of ``hist_sample.hist_sample`` of ``flat`` from one read by
     the kernel; ``None`` where it does not apply (no kernel, see :func:`applies`) or
     the data holds a NaN, an infinity or a value whose square overflows float32: the
     torch path then counts and handles those exactly."""

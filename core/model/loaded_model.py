@@ -8,6 +8,7 @@ from typing import Any
 from torch import nn
 
 from ..base.meaning import OutputMeaning
+from .learned import ModelMemory, memory_for
 
 
 @dataclass
@@ -23,3 +24,10 @@ class LoadedModel:
     # what the outputs mean (class labels, a tokenizer, boxes) and notes (random weights...)
     meaning: OutputMeaning = field(default_factory=OutputMeaning)
     notes: list[str] = field(default_factory=list)
+    #: What runs learned about this model (in-place victims, needs-grad...), passed to
+    #: every run of it; by default the module's own (``memory_for``), so a script's
+    #: ``compare(lm.module, ...)`` shares it.
+    memory: ModelMemory = field(default=None, repr=False, compare=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.memory = memory_for(self.module, self.memory)

@@ -1,103 +1,75 @@
-"""core/capture/hook_handles.py: a hook put straight into ``_forward_hooks`` behaves as a
-registered one, and removing it removes exactly it."""
+"""The reference path's hooks (core/capture/hook_handles.py, HookSession): registered
+with torch's public API, every one removed on every path, errors included."""
 
+from __future__ import annotations
+
+import pytest
 import torch
 from torch import nn
 
-from hookscope.core.capture.hook_handles import HookSet, add_forward_hook, add_forward_pre_hook
+from hookscope.core import HookSession, Plan
+from hookscope.core.capture.hook_handles import HandleStack
 
 
-def test_runs_after_existing_hooks_and_replaces_the_output():
-    lin = nn.Linear(3, 3)
-    seen = []
-    user = lin.register_forward_hook(lambda m, a, out: seen.append(("user", out.clone())))
-    ours = add_forward_hook(lin, lambda m, a, out: out * 0 + 7)
-    x = torch.randn(2, 3)
-    got = lin(x)
-    assert torch.equal(got, torch.full((2, 3), 7.0))
-    assert seen[0][0] == "user" and torch.equal(seen[0][1], nn.functional.linear(x, lin.weight, lin.bias))
-    ours.remove()
-    ours.remove()  # twice is harmless
-    assert torch.equal(lin(x), nn.functional.linear(x, lin.weight, lin.bias))
-    assert len(lin._forward_hooks) == 1  # the user's is still there
-    user.remove()
-
-
-def test_ids_never_collide_with_registered_handles():
-    lin = nn.Linear(2, 2)
-    ours = add_forward_hook(lin, lambda *a: None)
-    later = lin.register_forward_hook(lambda *a: None)  # takes the next id
-    ours.remove()
-    assert list(lin._forward_hooks) == [later.id]
-    later.remove()
-    assert not lin._forward_hooks
-
-
-class OwnHooks(nn.Linear):
-    """A class that registers hooks its own way (TorchScript's do): it must be asked."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.asked = []
-
-    def register_forward_hook(self, hook, **kw):
-        self.asked.append(hook)
-        return super().register_forward_hook(hook, **kw)
-
-
-def test_a_class_with_its_own_registration_is_asked():
-    m = OwnHooks(2, 2)
-    fn = lambda *a: None  # noqa: E731
-    handle = add_forward_hook(m, fn)
-    assert m.asked == [fn]
-    handle.remove()
-    assert not m._forward_hooks
-
-
-def test_pre_hooks_and_always_called_hooks():
-    lin = nn.Linear(2, 2)
-    order = []
-    pre = add_forward_pre_hook(lin, lambda m, a: order.append("pre"))
-    post = add_forward_hook(lin, lambda m, a, out: order.append("post"), always=True)
-    lin(torch.randn(1, 2))
-    assert order == ["pre", "post"]
-    order.clear()
-    try:
-        lin(torch.randn(1, 3))  # the forward raises: an always-called hook still runs
-    except RuntimeError:
-        pass
-    assert order == ["pre", "post"]
-    pre.remove(), post.remove()
-    assert not lin._forward_hooks and not lin._forward_pre_hooks
-    assert not lin._forward_hooks_always_called
-
-
-def test_a_hook_set_removes_exactly_its_own_hooks_and_keeps_the_users_order():
+def test_a_stack_removes_exactly_its_own_hooks_newest_first():
     a, b = nn.Linear(2, 2), nn.Linear(2, 2)
     order = []
-    first = a.register_forward_hook(lambda m, i, o: order.append("user first"))
-    hooks = HookSet()
+    user = a.register_forward_hook(lambda m, i, o: order.append("user"))
+    hooks = HandleStack()
     hooks.add(a, lambda m, i, o: order.append("ours a"))
-    hooks.add(b, lambda m, i, o: order.append("ours b"))
-    later = a.register_forward_hook(lambda m, i, o: order.append("user later"))
+    hooks.add_pre(b, lambda m, i: order.append("ours pre b"))
     assert len(hooks) == 2
     b(a(torch.randn(1, 2)))
-    assert order == ["user first", "ours a", "user later", "ours b"]
+    assert order == ["user", "ours a", "ours pre b"]
     hooks.remove()
     hooks.remove()  # twice is harmless
     assert len(hooks) == 0
-    assert list(a._forward_hooks) == [first.id, later.id] and not b._forward_hooks
-    order.clear()
-    b(a(torch.randn(1, 2)))
-    assert order == ["user first", "user later"]
+    assert list(a._forward_hooks) == [user.id] and not b._forward_pre_hooks
 
 
-def test_a_hook_set_asks_a_class_with_its_own_registration():
-    m, plain = OwnHooks(2, 2), nn.Linear(2, 2)
-    fn = lambda *a: None  # noqa: E731
-    hooks = HookSet()
-    hooks.add(m, fn)
-    hooks.add(plain, fn)
-    assert m.asked == [fn] and len(hooks) == 2
-    hooks.remove()
-    assert not m._forward_hooks and not plain._forward_hooks
+def test_a_handle_that_fails_to_go_leaves_the_others_removed():
+    lin = nn.Linear(2, 2)
+
+    class Stubborn:
+        def remove(self):
+            raise RuntimeError("cannot remove")
+
+    hooks = HandleStack()
+    hooks.add(lin, lambda *a: None)
+    hooks.keep(Stubborn())
+    hooks.add_pre(lin, lambda *a: None)
+    with pytest.raises(RuntimeError, match="cannot remove"):
+        hooks.remove()
+    assert not lin._forward_hooks and not lin._forward_pre_hooks
+
+
+class RefusesHooks(nn.Linear):
+    """Registration fails on this module: arming a plan must roll back what it added."""
+
+    def register_forward_hook(self, hook, **kw):
+        raise RuntimeError("no hooks here")
+
+
+def test_a_failure_half_way_through_arming_rolls_back_every_hook():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2), RefusesHooks(2, 2))
+    layers = Plan(capture=["0", "1", "2"]).resolve(model)
+    session = HookSession(layers)
+    with pytest.raises(RuntimeError, match="no hooks here"):
+        session.__enter__()
+    assert all(not m._forward_hooks for m in model.modules())
+    assert session.active_hooks == 0
+
+
+def test_keyboard_interrupt_in_the_forward_removes_every_hook():
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2))
+
+    def interrupt(m, args):
+        raise KeyboardInterrupt
+
+    model[2].register_forward_pre_hook(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with HookSession(Plan(capture=["0", "1", "2"], clamp={"1": (0.0, 1.0)}).resolve(model)) as s:
+            assert s.active_hooks == 3
+            model(torch.randn(1, 2))
+    assert all(not m._forward_hooks for m in model.modules())
+    assert len(model[2]._forward_pre_hooks) == 1  # the user's stays

@@ -11,6 +11,7 @@ from torch import nn
 
 from hookscope.core import ForwardError, HookSession, Plan, compare, run
 
+from fast_marks import fast_only  # tests/core is on sys.path
 from hand_hooks import clone_reference
 
 
@@ -202,12 +203,13 @@ def test_stats_only_keeps_no_tensors_but_right_stats():
     assert rec.stats.mean == pytest.approx(float(ref.mean()), abs=1e-6)
 
 
+@fast_only
 def test_kernel_summaries_become_the_records_init_would_build():
     """Statistics only, every capture summarised by the kernel in the forward: finish()
-    builds each record with CaptureRecord.of_kernel, which must equal __init__'s."""
+    builds each record with CaptureRecord.of_stats, which must equal __init__'s."""
     from hookscope.core.fast import onepass
     from hookscope.core.capture.capture_record import CaptureRecord
-    from hookscope.core.capture.stats_plain import plain_moments, plain_pending
+    from hookscope.core.fast.stats_plain import plain_moments, plain_pending
 
     if onepass.KERNEL is None:
         pytest.skip(f"no kernel here: {onepass.which()}")
@@ -224,7 +226,7 @@ def test_kernel_summaries_become_the_records_init_would_build():
         h.remove()
     for name, out in outs.items():
         got = plain_moments(out)
-        assert got is not None  # the kernel's path, which of_kernel serves
+        assert got is not None  # the kernel's path, which of_stats serves
         fast = r.captures[name][0]
         assert fast.shape == tuple(out.shape)  # before the summary is laid out
         slow = CaptureRecord(name, 0, plain_pending(got), leaf_shapes={"": got[0]})
@@ -238,16 +240,15 @@ def test_kernel_summaries_become_the_records_init_would_build():
         assert int(fast.stats.hist_counts.sum()) == min(out.numel(), 1 << 14)
 
 
-@pytest.mark.parametrize("guarded", [False, True])
+@pytest.mark.parametrize("guarded", [False, pytest.param(True, marks=fast_only)])
 def test_kept_bare_tensors_become_the_records_init_would_build(guarded, monkeypatch):
     """Every leaf kept on the CPU, no intervention: the hooks append raw entries (a
     first run under the in-place guard: pending captures it watches) and finish()
     builds each record with CaptureRecord.of_kept, which must equal __init__'s,
     copies of in-place victims and their statistics included."""
-    import hookscope.core.capture.inplace_victims as iv
+    import hookscope.core.fast.inplace_guard as iv
     from hookscope.core.capture.capture_record import CaptureRecord
 
-    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
     if guarded:
         monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
     else:

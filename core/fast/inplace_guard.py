@@ -17,22 +17,23 @@ capture time and run without the guard (no per-op cost).
 The guard sees writes through ``.data`` and views too (they are ATen ops on
 the same storage); anything that writes without an ATen op (a NumPy view of
 the tensor) is caught afterwards by the version counter check in
-:meth:`HookSession.stale_paths`, which falls back to a second forward.
+:meth:`HookSession.stale_paths`, which falls back to a second forward, as the
+reference path always does. The guard's worth is that second forward: on a
+model with in-place ops the reference path's first run costs two forwards.
 """
 
 from __future__ import annotations
 
 import sys
-import weakref
-from typing import Any
+from typing import Any, ContextManager
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .hooks import HookSession, _LayerHook
-from .pending_capture import _Pending
-from .victim_remake import Where, _version
+from ..capture.hooks import _LayerHook, version_of
+from .session import FastPending, FastSession
+from .victim_remake import Where
 
 # Per ATen overload: positions and names of the arguments it writes into (cached).
 _WRITES: dict[Any, tuple[tuple[int, str], ...]] = {}
@@ -118,7 +119,7 @@ class InplaceGuard(TorchDispatchMode):
 
 class _InputHook(_LayerHook):
     """A first run's hook of a BatchNorm whose capture can be remade: it keeps the
-    layer's input for :meth:`GuardedSession._record` (see core/capture/victim_remake.py)."""
+    layer's input for :meth:`GuardedSession._record` (see victim_remake.py)."""
 
     __slots__ = ("dtype", "where", "last_input")
 
@@ -132,41 +133,54 @@ class _InputHook(_LayerHook):
         return super().__call__(module, args, output)
 
 
-class GuardedSession(HookSession):
-    """A :class:`HookSession` whose kept captures are watched by an :class:`InplaceGuard`.
-
-    Use as ``with GuardedSession(...) as s, s.guard: forward``; then
-    ``s.guard.victims`` names the layers a later in-place op overwrote.
+class GuardedSession(FastSession):
+    """A :class:`FastSession` whose kept captures are watched by an :class:`InplaceGuard`
+    while the forward runs inside :meth:`watching`; :meth:`learned` puts the layers a
+    later in-place op overwrote into the model's memory.
     """
+
+    learning = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.guard = InplaceGuard()
         self._raw_keep = False  # the guard watches and replaces a _Pending's kept slot
 
-    def _remake_hook(self, path: str, lp: Any) -> Any:
+    def watching(self, module: nn.Module, modules: list[nn.Module] | None) -> ContextManager[Any]:
+        # The whole forward runs under the guard. Taking it off the dispatch stack inside
+        # layers that only read their input (convolutions, norms, pooling) was measured
+        # on ResNet-18 and did not pay for its two hooks a layer (first run: -0.04 of a
+        # plain forward without it, 58 paired rounds), so it went.
+        return self.guard
+
+    def learned(self, memory: Any) -> None:
+        super().learned(memory)
+        memory.victims |= self.guard.victims
+        memory.watched |= set(self.layers)
+
+    def _hook_for(self, path: str, lp: Any) -> _LayerHook:
         """A captured BatchNorm whose capture can be computed again from its input
-        (core/capture/victim_remake.py) gets a hook that hands that input over: if an in-place
+        (victim_remake.py) gets a hook that hands that input over: if an in-place
         op is about to overwrite the capture, the guard drops it instead of copying it.
         Not in a comparison (a baseline to join): those are copied, as in later runs."""
         at = None if self.baseline or path in self.clone_paths else self._remake_at(path, lp)
-        return _InputHook(self, lp, at) if at is not None else None
+        return _InputHook(self, lp, at) if at is not None else super()._hook_for(path, lp)
 
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         if pre is None and type(post) is torch.Tensor and self._plain_keep:
             # A bare output kept, no intervention, no baseline (every layer of an every-leaf
             # first run): the _Pending made directly, without the general leaf walk.
-            last = _Pending.of_kept(hook.path, call, *self._keep(post, hook.clone), hook.clone)
+            last = FastPending.of_kept(hook.path, call, *self._keep(post, hook.clone), hook.clone)
             self._pending.append(last)
         else:
             super()._record(hook, call, pre, post)
             last = self._pending[-1]
-            assert not isinstance(last, tuple)  # raw entries are statistics-only: nothing kept
+            assert type(last) is FastPending  # raw entries are statistics-only: nothing kept
         if type(hook) is _InputHook:
             x, hook.last_input = hook.last_input, None
             if (pre is None and type(post) is torch.Tensor and type(x) is torch.Tensor
                     and x.dtype is post.dtype):
-                v = _version(x)
+                v = version_of(x)
                 if v is not None:
                     last.remake = (hook, x.detach() if x.requires_grad else x, v)
         for rec in (last, *last.extra):  # every tensor leaf
@@ -182,21 +196,18 @@ class GuardedSession(HookSession):
 # a capture was overwritten), and the guard is used once torch._dynamo is loaded
 # anyway or the model is big enough that a forward costs more than that import.
 GUARD_FROM_PARAMS = 5_000_000
-_WORTH: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
 
 
-def worth_guarding(module: torch.nn.Module) -> bool:
+def worth_guarding(module: torch.nn.Module, memory: Any) -> bool:
     """Whether learning this model's in-place victims under the guard is cheaper than a
-    possible second forward."""
+    possible second forward (remembered in ``memory.guard_worth``)."""
     if "torch._dynamo" in sys.modules:
         return True
-    got = _WORTH.get(module)
-    if got is None:
+    if memory.guard_worth is None:
         total = 0
         for p in module.parameters():  # stops at the threshold: a model's first run pays this
             total += p.numel()
             if total >= GUARD_FROM_PARAMS:
                 break
-        got = total >= GUARD_FROM_PARAMS
-        _WORTH[module] = got
-    return got
+        memory.guard_worth = total >= GUARD_FROM_PARAMS
+    return memory.guard_worth

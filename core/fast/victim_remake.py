@@ -1,7 +1,7 @@
 """Captures of in-place victims rebuilt from their intact input on first read.
 
 A layer whose output a later in-place op overwrites (a victim, see
-core/capture/inplace_victims.py) must have its capture copied, or the capture shows the
+core/fast/inplace_guard.py) must have its capture copied, or the capture shows the
 overwritten values. In a torchvision ResNet every BatchNorm is a victim (the
 ReLU after it runs in place, ``out += identity`` writes into the last one): 49
 of ResNet-50's 158 layers, and copying them costs 3-6% of its forward.
@@ -26,7 +26,7 @@ What keeps that correct:
   the layer ran, is the one change this cannot see).
 * The input's version counter is checked after the forward: a later in-place op
   on the input itself makes the layer stale, the caller re-runs and copies it
-  from then on (``HookSession(no_remake=...)``). Read after the user changed
+  from then on (``FastSession(no_remake=...)``, ``ModelMemory.no_remake``). Read after the user changed
   the input in place (it is also the previous layer's capture), the record says so
   instead of showing wrong values.
 """
@@ -38,19 +38,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base.errors import HookscopeError
+from ..capture.hooks import version_of as _version
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 
 # Where a layer's copied tensors lie in its dtype's copy: offset, channel count,
 # whether weight and bias follow the running mean and variance, and eps.
 Where = tuple[int, int, bool, float]
-
-
-def _version(t: torch.Tensor) -> int | None:
-    try:
-        return t._version
-    except RuntimeError:  # inference tensors keep no version counter
-        return None
 
 
 def norm_tensors(module: nn.Module) -> tuple[torch.Tensor, ...] | None:

@@ -1,5 +1,5 @@
 """In-place victims that are eval-mode BatchNorms: their captures are computed again
-from the intact input when first read (core/capture/victim_remake.py), bit for bit the
+from the intact input when first read (core/fast/victim_remake.py), bit for bit the
 values the forward had, whatever happens to the model after the run."""
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from hookscope.core import Plan, run
 from hookscope.core.base.errors import HookscopeError
 
 from hand_hooks import clone_reference
+
+from fast_marks import fast_only  # tests/core is on sys.path
+
+pytestmark = fast_only
 
 
 class Block(nn.Module):
@@ -137,9 +141,8 @@ def first_run(request, monkeypatch):
     by version counters with a second forward (small models)."""
     import sys
 
-    import hookscope.core.capture.inplace_victims as iv
+    import hookscope.core.fast.inplace_guard as iv
 
-    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
     if request.param == "guarded":
         monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
     else:

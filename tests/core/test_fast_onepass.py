@@ -23,9 +23,13 @@ from hypothesis import strategies as st
 from hookscope.core import Plan, run
 from hookscope.core.fast import onepass
 from hookscope.core.capture import stats as S
-from hookscope.core.capture.hist_sample import HIST_SAMPLE, SAMPLE_RUN, host_sample, sample_runs
+from hookscope.core.capture.hist_sample import HIST_SAMPLE, SAMPLE_RUN, hist_sample, sample_runs
 from hookscope.core.capture.stats import summarize
-from hookscope.core.capture.stats_plain import summarize_plain
+from hookscope.core.fast.stats_plain import summarize_plain
+
+from fast_marks import fast_only  # tests/core is on sys.path
+
+pytestmark = fast_only
 
 needs_kernel = pytest.mark.skipif(onepass.KERNEL is None, reason=f"the kernel is off: {onepass.which()}")
 
@@ -121,7 +125,7 @@ def test_kernel_sample_is_the_torch_paths_sample(n):
     x = torch.randn(n, generator=torch.Generator().manual_seed(n))
     runs, step = sample_runs(n) if n > HIST_SAMPLE else (0, 0)
     _, sample = onepass.summary_f32(x, runs, step, SAMPLE_RUN)
-    np.testing.assert_array_equal(sample, host_sample(x))
+    np.testing.assert_array_equal(sample, hist_sample(x).numpy())
 
 
 @needs_kernel

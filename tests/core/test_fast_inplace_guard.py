@@ -6,10 +6,14 @@ import pytest
 import torch
 from torch import nn
 
-from hookscope.core import Plan, run
-from hookscope.core.capture.inplace_victims import InplaceGuard
+from hookscope.core import ModelMemory, Plan, run
+from hookscope.core.fast.inplace_guard import InplaceGuard
 
 from hand_hooks import clone_reference
+
+from fast_marks import fast_only  # tests/core is on sys.path
+
+pytestmark = fast_only
 
 
 class InPlace(nn.Module):
@@ -38,10 +42,9 @@ def fresh():
 @pytest.fixture
 def guard_every_model(monkeypatch):
     """The guard as a big model gets it (small ones fall back to version counters)."""
-    import hookscope.core.capture.inplace_victims as iv
+    import hookscope.core.fast.inplace_guard as iv
 
     monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
-    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
 
 
 def test_first_run_copies_only_the_victims_in_one_forward(guard_every_model):
@@ -79,7 +82,7 @@ def test_guard_copies_before_the_write_and_only_watched_memory():
     class Rec:
         path = "a"
         copied = False
-        remake = None  # not a capture that can be computed again (core/capture/victim_remake.py)
+        remake = None  # not a capture that can be computed again (core/fast/victim_remake.py)
 
     rec = Rec()
     t = torch.arange(6.0)
@@ -100,12 +103,11 @@ def test_a_small_model_learns_without_the_guard_and_stays_correct(monkeypatch):
     finds its victims by version counter: a second forward, the same right values."""
     import sys
 
-    import hookscope.core.capture.inplace_victims as iv
+    import hookscope.core.fast.inplace_guard as iv
 
     monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)
-    monkeypatch.setattr(iv, "_WORTH", iv.weakref.WeakKeyDictionary())
     m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))
-    assert not iv.worth_guarding(m)
+    assert not iv.worth_guarding(m, ModelMemory())
     x = torch.randn(4, 3)
     res = run(m, x, Plan(capture=["0"]))
     with torch.no_grad():
@@ -138,3 +140,31 @@ def test_a_dropped_result_frees_its_captures_without_the_cycle_collector(guard_e
             assert [ref() for ref in refs] == [None] * 5
     finally:
         gc.enable()
+
+
+def conv_block():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                         nn.MaxPool2d(2)).eval()
+
+
+def test_first_run_copies_what_relu_overwrites_in_a_conv_block(guard_every_model):
+    m, x = conv_block(), torch.randn(2, 3, 10, 10)
+    paths = ["0", "1", "2", "3"]
+    ref = clone_reference(m, x, paths)
+    r = run(m, x, Plan(capture=paths))
+    assert r.recaptured == ()  # learned in the same forward, not by a second one
+    for p in paths:
+        assert torch.equal(r.captures[p][0].tensor, ref[p]), p
+    assert (r.captures["1"][0].tensor < 0).any()  # bn's values from before the ReLU
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_a_model_error_under_the_guard_is_still_a_forward_error(guard_every_model):
+    from hookscope.core import ForwardError
+
+    m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(inplace=True))
+    with pytest.raises(ForwardError, match="shape"):
+        run(m, torch.randn(2, 5), Plan(capture=["0", "1"]))
+    assert torch._C._len_torch_dispatch_stack() == 0
+    assert all(not mod._forward_hooks and not mod._forward_pre_hooks for mod in m.modules())

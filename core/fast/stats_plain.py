@@ -17,9 +17,9 @@ import math
 import numpy as np
 import torch
 
-from . import kernel_slot
-from .hist_sample import SAMPLE_RUN
-from .stats import _N_SCALARS, HIST_BINS, PendingStats, _hist_range, _Unbinned
+from . import onepass
+from ..capture.hist_sample import SAMPLE_RUN
+from ..capture.stats import _N_SCALARS, HIST_BINS, PendingStats, _hist_range, _Unbinned
 
 
 #: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):
@@ -30,15 +30,14 @@ def plain_moments(tensor: torch.Tensor) -> PlainMoments | None:
     """The part of :func:`summarize_plain` that must run in the forward, in the fewest
     Python steps (every layer pays them, cold): the kernel's numbers, or ``None``
     where :func:`summarize` must do it. :func:`plain_pending` lays them out later."""
-    plugged = kernel_slot.plugged()
-    if plugged is None or plugged.KERNEL is None:
+    kernel = onepass.KERNEL
+    if kernel is None:
         return None
-    kernel = plugged.KERNEL
     n = tensor.numel()
-    if n == 0 or not plugged.applies(tensor):
+    if n == 0 or not onepass.applies(tensor):
         return None
-    runs, step = plugged.sample_layout(n)
-    mn, mx, total, sumsq, counts = kernel.summary_f32(tensor.data_ptr(), n, plugged.threads(),
+    runs, step = onepass.sample_layout(n)
+    mn, mx, total, sumsq, counts = kernel.summary_f32(tensor.data_ptr(), n, onepass.threads(),
                                                       runs, step, SAMPLE_RUN, HIST_BINS)
     mean = total / n
     var = sumsq / n - mean * mean
@@ -78,7 +77,7 @@ class _KernelBinned(_Unbinned):
     __slots__ = ("raw", "counts")
 
     def __init__(self, raw: tuple[float, float, float, float], counts: bytearray):
-        super().__init__(None, _NO_SAMPLE, False)  # type: ignore[arg-type]  # see _laid_out
+        super().__init__(None, _NO_SAMPLE)  # type: ignore[arg-type]  # see _laid_out
         self.raw = raw  # (min, max, mean, std) of an all-finite tensor
         self.counts = counts
 
