@@ -141,8 +141,8 @@ class SweepTool(QObject):
             return
         self._finish()
         relay = self.relay = _Relay(win)
-        relay.progressed.connect(lambda d, t: relay.active and self.view.set_progress(d, t))
-        relay.grew.connect(lambda r: relay.active and self.view.show_partial(r))
+        relay.progressed.connect(lambda d, t: self._progressed(relay, d, t))
+        relay.grew.connect(lambda r: self._grew(relay, r))
         request = SweepRequest(over, intervene, metric.strip(), progress=relay.progress,
                                bind=source_binder(source), partial=relay.partial)
         self.view.set_running(0)
@@ -150,6 +150,14 @@ class SweepTool(QObject):
         if win.session.submit_run(extra=(request,)) is None:
             self._finish()
             self.view.show_note("a model is still loading: run the sweep once it is open")
+
+    def _progressed(self, relay: "_Relay", done: int, total: int) -> None:
+        if relay.active:   # a finished or replaced sweep's late reports are dropped
+            self.view.set_progress(done, total)
+
+    def _grew(self, relay: "_Relay", result: SweepResult) -> None:
+        if relay.active:
+            self.view.show_partial(result)
 
     def _finish(self) -> None:
         if self.relay is not None:
