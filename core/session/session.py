@@ -448,7 +448,8 @@ class Session:
 
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
-              timeout_s: float | None = None) -> Any:
+              timeout_s: float | None = None, batch: bool | int = True,
+              normalise: bool = False) -> Any:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.capture.SweepResult` (see
         :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
@@ -457,7 +458,8 @@ class Session:
         from ..capture.sweep_axes import DEFAULT_MAX_CELLS
 
         return self._run_derived(SweepRequest(over, intervene, metric,
-                                              max_cells or DEFAULT_MAX_CELLS, progress), timeout_s)
+                                              max_cells or DEFAULT_MAX_CELLS, progress,
+                                              batch=batch, normalise=normalise), timeout_s)
 
     def attach_sae(self, layer: str, folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
