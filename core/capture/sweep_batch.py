@@ -66,6 +66,16 @@ def input_rows(x: Any) -> str | None:
     return None
 
 
+def output_rows(out: Any) -> str | None:
+    """Why the model's output on one input cannot be told apart by rows of a batch
+    (``None``: every tensor leaf is (1, ...))."""
+    for key, t in tensor_leaves(out):
+        if t.dim() == 0 or t.shape[0] != 1:
+            return (f"the model's output{key} is {tuple(t.shape)} on one input, not (1, ...): "
+                    "not batched along dim 0")
+    return None
+
+
 def why_not_batched(module: nn.Module, x: Any, sensitive: bool) -> str | None:
     """Why this model and input take no batched cells at all, in words (``None``: they can)."""
     if sensitive:

@@ -36,7 +36,7 @@ from .run import Baseline, _run_resolved, compare, place_module, stop_points
 from .source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
-                          leaf_bytes, repeat_rows, row_outputs, rows_for_budget, rows_match,
+                          leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget, rows_match,
                           why_not_batched)
 from .sweep_metrics import Metric, make_metric
 
@@ -174,6 +174,8 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
         ctx.counts["source"] += _prime_sources(ctx)
         if met.clean is not None:
             ctx.clean = met.clean(ctx.shared.output)
+        if note is None:
+            note = output_rows(ctx.shared.output)
         if note is None:
             row_bytes = 3 * max(largest, default=0) + 2 * leaf_bytes(ctx.shared.output)
             ctx.rows = min(rows_for_budget(row_bytes, max_rows, batch_bytes), len(grid) + 1)

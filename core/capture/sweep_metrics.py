@@ -43,12 +43,14 @@ def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
     if not leaves or not leaves[0].is_floating_point():
         raise PlanError("this metric needs scores (logits) as the output; use max-abs-diff or "
                         "a function for this model")
-    t = leaves[0].detach().double()
+    t = leaves[0].detach()
+    # the one row read, then float64 (a GPT-2's logits are 50257 a position: converting
+    # them all first cost more than the rest of a cell's bookkeeping)
     if t.dim() >= 3:
-        return t[0, -1]
+        return t[0, -1].double()
     if t.dim() == 2:
-        return t[0]
-    return t.reshape(-1)
+        return t[0].double()
+    return t.reshape(-1).double()
 
 
 def _index(text: str, meaning: OutputMeaning | None, what: str) -> int:
