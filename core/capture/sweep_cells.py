@@ -36,8 +36,8 @@ from .run import Baseline, _run_resolved, compare, place_module, stop_points
 from .source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
-                          leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget, rows_match,
-                          why_not_batched)
+                          leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget,
+                          rows_match, why_not_batched)
 from .sweep_metrics import Metric, make_metric
 
 #: Modules that pick their kernels by whether a submodule carries a hook.
