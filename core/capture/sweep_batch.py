@@ -229,7 +229,12 @@ def row_outputs(out: Any, base: Any, k: int) -> list[Any]:
             raise NotRowwise(f"the model's output{key} is {tuple(t.shape)} on a batch of {k} "
                              f"but {tuple(b.shape)} on one input (not batched along dim 0)")
     host = map_tensors(lambda t: t.detach().cpu(), out)
-    return [map_tensors(lambda t, r=r: t[r:r + 1], host) for r in range(k)]
+    return [_row(host, r) for r in range(k)]
+
+
+def _row(value: Any, r: int) -> Any:
+    """Row ``r`` of every tensor leaf of ``value`` (a batch of one, a view)."""
+    return map_tensors(lambda t: t[r:r + 1], value)
 
 
 def rows_match(row: Any, base: Any) -> bool:
