@@ -146,8 +146,10 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
     cells = math.prod(sizes.values())
     shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
-    print(f"hookscope: sweep of {cells} cells ({shape}): {cells} intervened forwards, plus one "
-          "shared baseline (and one source forward per patch input)", file=err, flush=True)
+    batching = ("one forward a cell" if ns.batch == 1 else
+                "up to one forward a cell, fewer where cells batch")
+    print(f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
+          "(and one source forward per patch input)", file=err, flush=True)
     with user_code("the model's forward", ns.spec, ForwardError):
         res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
                     device=ns.device, max_cells=ns.max_cells, bind=bind,

@@ -9,7 +9,7 @@ from torch import nn
 
 from hookscope.core import Plan, compare, load_model, parse_input
 from hookscope.core.base.errors import PlanError
-from hookscope.core.capture.sweep import sweep
+from hookscope.core.capture.sweep import sweep, sweep_result
 from hookscope.core.capture.sweep_cells import prepare_sweep, sweep_cells
 from hookscope.core.capture.sweep_metrics import make_metric
 from hookscope.core.plan import parse_intervention
@@ -203,6 +203,13 @@ def test_sweep_cells_computes_any_subset_as_the_whole_sweep_does(lm):
         assert c.value == whole.values[c.index]
     with pytest.raises(PlanError, match="outside"):
         sweep_cells(ctx, [8])
+    # two workers, each with its own set-up, computing half the grid: the whole sweep
+    halves = [sweep_cells(prepare_sweep(lm.module, x, over, tpl, "kl", meaning=lm.meaning),
+                          part) for part in ([0, 2, 4, 6], [1, 3, 5, 7])]
+    joined = sweep_result(ctx, halves[0] + halves[1])
+    assert np.array_equal(joined.values, whole.values) and joined.axes == whole.axes
+    assert joined.receipts.keys() == whole.receipts.keys()
+    assert np.isnan(sweep_result(ctx, halves[0]).values[:, 1::2]).all()
 
 
 def test_batch_budget_bounds_the_rows(lm):
