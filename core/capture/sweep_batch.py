@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..base.errors import HookscopeError
 from ..base.nested import map_tensors, map_tensors_keyed, tensor_leaves
 from ..plan.intervention_base import Intervention, InterventionContext
 from ..plan.plan import LayerPlan
@@ -36,8 +37,10 @@ DEFAULT_MAX_ROWS = 32
 DEFAULT_BATCH_BYTES = 512 << 20
 
 
-class NotRowwise(Exception):
-    """This forward cannot stand for its cells row by row; the message says why."""
+class NotRowwise(HookscopeError):
+    """This forward cannot stand for its cells row by row; the message says why. (A
+    HookscopeError, so a hook raising it inside the forward is not wrapped as the model's
+    own error.)"""
 
 
 @dataclass
@@ -109,12 +112,13 @@ class _RowHook:
     slice of the output (or, at a head site, of the output projection's input)."""
 
     def __init__(self, path: str, module: nn.Module, target: nn.Module, rows: int,
-                 works: list[RowWork]):
+                 works: list[RowWork], alone: list[dict[str, tuple[int, ...]]]):
         self.path = path
         self.module = module
         self.target = target  # the module hooked: the layer, or its output projection
         self.rows = rows
         self.works = works
+        self.alone = alone  # the leaves' shapes per call in the baseline (one input)
         self.calls = 0
 
     def apply(self, value: Any) -> Any:
@@ -122,9 +126,13 @@ class _RowHook:
         self.calls += 1
         k = self.rows
         new_rows: dict[int, dict[str, torch.Tensor]] = {}
+        if call >= len(self.alone):
+            raise NotRowwise(f"layer {self.path!r} runs more often on a batch than on one input")
+        alone = self.alone[call]
         batched: set[str] = set()
-        for key, t in tensor_leaves(value):
-            if t.dim() >= 1 and t.shape[0] == k:
+        for key, t in tensor_leaves(value):  # (1, ...) alone and (k, ...) here: a row each
+            one = alone.get(key)
+            if one is not None and one[:1] == (1,) and tuple(t.shape) == (k, *one[1:]):
                 batched.add(key)
 
         def row_of(r: int) -> Any:
@@ -178,24 +186,34 @@ class _RowPreHook:
         return None if new is None else (new, *args[1:])
 
 
+def row_target(lp: LayerPlan) -> tuple[nn.Module, bool]:
+    """Where a row hook of ``lp`` goes: ``(module, True)`` for the pre-hook on a head site's
+    output projection, ``(module, False)`` for the forward hook on the layer itself."""
+    site = lp.head_site
+    if site is not None and site.projection is not None:
+        return site.projection, True
+    return lp.module, False
+
+
 @dataclass
 class RowHooks:
-    """Every row hook of one batched forward, added on enter and removed on exit."""
+    """Every row hook of one batched forward, added on enter and removed on exit.
+    ``alone``: each hooked module's leaf shapes per call on one input (the baseline's), by
+    ``(id(module), at a projection)``."""
 
     rows: int
+    alone: dict[tuple[int, bool], list[dict[str, tuple[int, ...]]]]
     by_module: dict[tuple[int, bool], _RowHook] = field(default_factory=dict)
     _handles: HookSet = field(default_factory=HookSet)
     _pre: list[Any] = field(default_factory=list)
 
     def add(self, lp: LayerPlan, work: RowWork) -> None:
-        site = lp.head_site
-        at_projection = site is not None and site.projection is not None
-        target = site.projection if at_projection else lp.module
-        assert target is not None
+        target, at_projection = row_target(lp)
         key = (id(target), at_projection)
         hook = self.by_module.get(key)
         if hook is None:
-            hook = self.by_module[key] = _RowHook(lp.path, lp.module, target, self.rows, [])
+            hook = self.by_module[key] = _RowHook(lp.path, lp.module, target, self.rows, [],
+                                                  self.alone.get(key, []))
         hook.works.append(work)
 
     def __enter__(self) -> "RowHooks":

@@ -27,6 +27,7 @@ from torch import nn
 from ..base.devices import resolve_device
 from ..base.errors import Cancelled, HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
+from ..base.nested import tensor_leaves
 from ..model.module_walk import module_walk
 from ..plan.plan import LayerPlan, Plan
 from .forward_state import forward, restore, snapshot, to_device
@@ -37,7 +38,7 @@ from .source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
                           leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget,
-                          rows_match, why_not_batched)
+                          row_target, rows_match, why_not_batched)
 from .sweep_metrics import Metric, make_metric
 
 #: Modules that pick their kernels by whether a submodule carries a hook.
@@ -117,6 +118,9 @@ class SweepContext:
     batch_note: str | None = None
     #: the first batch carries a clean row checked against the baseline; done once
     rows_checked: bool = False
+    #: (id of a hooked module, at a head projection) -> its leaves' shapes per call, alone
+    leaf_shapes: dict[tuple[int, bool], list[dict[str, tuple[int, ...]]]] = field(
+        default_factory=dict)
     #: source input key -> the model's output on it (from the shared source forward)
     source_outputs: dict[Any, Any] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
@@ -169,7 +173,7 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     if not sensitive:  # one baseline and one source forward per source input serve every cell
         largest: list[int] = []
         ctx.shared = _make_baseline(module, x, resolved, dev, should_stop,
-                                    largest if note is None else None)
+                                    largest if note is None else None, ctx.leaf_shapes)
         ctx.counts["baseline"] += 1
         ctx.counts["source"] += _prime_sources(ctx)
         if met.clean is not None:
@@ -294,7 +298,7 @@ def _batch(ctx: SweepContext, chunk: list[int]) -> list[CellValue]:
     assert base is not None  # batching is only decided with a shared baseline
     check = not ctx.rows_checked
     k = len(chunk) + (1 if check else 0)  # the last row, if any, is the clean one
-    hooks = RowHooks(k)
+    hooks = RowHooks(k, ctx.leaf_shapes)
     tallies: list[dict[str, Tally]] = []
     for r, cell in enumerate(chunk):
         layers = ctx.resolved[cell]
@@ -403,13 +407,28 @@ class _Largest:
         self.out.append(leaf_bytes(output))
 
 
+class _Shapes:
+    """A forward hook (or, at a head site, a pre-hook on the projection) noting the shape of
+    every tensor leaf a batched forward's row hook will see, per call: which leaves are
+    batched along dim 0 is read against these, not guessed from sizes."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, tuple[int, ...]]] = []
+
+    def __call__(self, module: nn.Module, args: Any, output: Any = None) -> None:
+        seen = output if output is not None else (args[0] if args else None)
+        self.calls.append({k: tuple(t.shape) for k, t in tensor_leaves(seen)})
+
+
 def _make_baseline(module: nn.Module, x: Any, resolved: list[dict[str, LayerPlan]],
                    dev: torch.device, should_stop: Callable[[], bool] | None,
-                   largest: list[int] | None) -> Baseline:
+                   largest: list[int] | None,
+                   shapes: dict[tuple[int, bool], list[dict[str, tuple[int, ...]]]]) -> Baseline:
     """The baseline forward :func:`compare` would run for the first cell (no captures, inert
-    hooks on its hooked modules), for cells to share; ``largest`` collects every leaf
-    module's output size when batching is possible (a model whose kernels do not follow its
-    hooks, so the extra hooks change nothing)."""
+    hooks on its hooked modules), for cells to share. When batching is possible (a model
+    whose kernels do not follow its hooks, so extra hooks change nothing), ``largest``
+    collects every leaf module's output size and ``shapes`` the leaf shapes every hooked
+    module of every cell gives (see :class:`~.sweep_batch.RowHooks`)."""
     layers = resolved[0]
     clean = {p: LayerPlan(p, lp.module) for p, lp in layers.items()}
     start = snapshot(module)
@@ -419,8 +438,19 @@ def _make_baseline(module: nn.Module, x: Any, resolved: list[dict[str, LayerPlan
             note = _Largest(largest)
             handles = [m.register_forward_hook(note) for m in module.modules()
                        if next(m.children(), None) is None]
+            recorders: dict[tuple[int, bool], _Shapes] = {}
+            for cell in resolved:
+                for lp in cell.values():
+                    target, pre = row_target(lp)
+                    if (id(target), pre) in recorders:
+                        continue
+                    rec = recorders[(id(target), pre)] = _Shapes()
+                    handles.append(target.register_forward_pre_hook(rec) if pre
+                                   else target.register_forward_hook(rec))
         with stop_points(module, should_stop):
             b = _run_resolved(module, x, clean, False, dev, start=start)
+        if largest is not None:
+            shapes.update({key: rec.calls for key, rec in recorders.items()})
     finally:
         for h in handles:
             h.remove()

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from hookscope.core import Plan, compare, load_model, parse_input
+from hookscope.core import At, Patch, Plan, compare, load_model, parse_input
 from hookscope.core.base.errors import PlanError
 from hookscope.core.capture.sweep import sweep, sweep_result
 from hookscope.core.capture.sweep_cells import prepare_sweep, sweep_cells
@@ -155,6 +155,41 @@ def test_a_model_whose_rows_meet_is_found_by_the_clean_row_and_runs_unbatched():
     assert "not independent" in res.batch["note"]
     for u in range(4):
         r = compare(m, x, Plan(interventions={"fc": parse_intervention(f"zero@units={u}")}))
+        assert res.values[u] == r.max_abs_diff
+
+
+class _WithTable(nn.Module):
+    """A layer whose output holds a tensor with no batch dimension beside its batched one."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("table", torch.arange(4.0))  # as long as the batch: 3 cells + 1
+
+    def forward(self, x):
+        return self.fc(x), self.table * 1
+
+
+class _Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _WithTable()
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x):
+        h, table = self.inner(x)
+        return self.out(h) + table.sum()
+
+
+def test_an_intervention_that_changes_an_unbatched_leaf_stops_batching():
+    torch.manual_seed(0)
+    m = _Outer().eval()
+    x, src = torch.randn(1, 4), torch.randn(1, 4)
+    res = sweep(m, x, {"u": "0:3"}, {"inner": lambda u: Patch(src, at=At(units=[u]))},
+                "max-abs-diff")
+    assert res.batched == 0 and "not batched along dim 0" in res.batch["note"]
+    for u in range(3):
+        r = compare(m, x, Plan(interventions={"inner": Patch(src, at=At(units=[u]))}))
         assert res.values[u] == r.max_abs_diff
 
 
