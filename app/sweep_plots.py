@@ -118,8 +118,9 @@ def _heatmap(res: Any) -> bytes:
     cell = max(CELL_MIN, min(CELL_MAX, 900 // max(len(rows), len(cols))))
     left = max(fm.horizontalAdvance(t) for t in rows + [rows_name]) + 16
     bottom = max(fm.horizontalAdvance(t) for t in cols) + 40
-    top, bar = 44, 90
-    w = left + cell * len(cols) + bar + 20
+    top, bar = 58, 90
+    title = _title(res)
+    w = max(left + cell * len(cols) + bar + 20, fm.horizontalAdvance(title) + 40)
     h = top + cell * len(rows) + bottom
     img = QImage(w, h, QImage.Format.Format_RGB32)
     img.fill(QColor("white"))
@@ -128,7 +129,7 @@ def _heatmap(res: Any) -> bytes:
     try:
         p.setFont(font)
         p.setPen(QColor("black"))
-        p.drawText(QRect(0, 8, w, 20), Qt.AlignmentFlag.AlignHCenter, _title(res))
+        p.drawText(QRect(0, 8, w, 20), Qt.AlignmentFlag.AlignHCenter, title)
         for i in range(len(rows)):
             for j in range(len(cols)):
                 p.fillRect(left + j * cell, top + i * cell, cell, cell,
