@@ -27,18 +27,18 @@ from torch import nn
 from ..base.devices import resolve_device
 from ..base.errors import Cancelled, HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
-from ..base.nested import tensor_leaves
 from ..model.module_walk import module_walk
 from ..plan.plan import LayerPlan, Plan
 from .forward_state import forward, restore, snapshot, to_device
 from .output_diff import output_difference
 from .receipts import Receipt, Tally, output_relative_change, receipts_for
-from .run import Baseline, _run_resolved, compare, place_module, stop_points
+from .run import Baseline, compare, place_module, stop_points
 from .source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
                           leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget,
-                          row_target, rows_match, why_not_batched)
+                          rows_match, why_not_batched)
+from .sweep_baseline import make_baseline
 from .sweep_metrics import Metric, make_metric
 
 #: Modules that pick their kernels by whether a submodule carries a hook.
@@ -172,7 +172,7 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
         "batching was switched off (batch=False, --batch 1)")
     if not sensitive:  # one baseline and one source forward per source input serve every cell
         largest: list[int] = []
-        ctx.shared = _make_baseline(module, x, resolved, dev, should_stop,
+        ctx.shared = make_baseline(module, x, resolved, dev, should_stop,
                                     largest if note is None else None, ctx.leaf_shapes)
         ctx.counts["baseline"] += 1
         ctx.counts["source"] += _prime_sources(ctx)
@@ -394,69 +394,6 @@ def _prime_sources(ctx: SweepContext) -> int:
     finally:
         restore(ctx.module, start)
     return len(groups)
-
-
-class _Largest:
-    """A forward hook noting the bytes of each leaf module's output (the batch budget's
-    estimate of one row's working set)."""
-
-    def __init__(self, out: list[int]) -> None:
-        self.out = out
-
-    def __call__(self, module: nn.Module, args: Any, output: Any) -> None:
-        self.out.append(leaf_bytes(output))
-
-
-class _Shapes:
-    """A forward hook (or, at a head site, a pre-hook on the projection) noting the shape of
-    every tensor leaf a batched forward's row hook will see, per call: which leaves are
-    batched along dim 0 is read against these, not guessed from sizes."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, tuple[int, ...]]] = []
-
-    def __call__(self, module: nn.Module, args: Any, output: Any = None) -> None:
-        seen = output if output is not None else (args[0] if args else None)
-        self.calls.append({k: tuple(t.shape) for k, t in tensor_leaves(seen)})
-
-
-def _make_baseline(module: nn.Module, x: Any, resolved: list[dict[str, LayerPlan]],
-                   dev: torch.device, should_stop: Callable[[], bool] | None,
-                   largest: list[int] | None,
-                   shapes: dict[tuple[int, bool], list[dict[str, tuple[int, ...]]]]) -> Baseline:
-    """The baseline forward :func:`compare` would run for the first cell (no captures, inert
-    hooks on its hooked modules), for cells to share. When batching is possible (a model
-    whose kernels do not follow its hooks, so extra hooks change nothing), ``largest``
-    collects every leaf module's output size and ``shapes`` the leaf shapes every hooked
-    module of every cell gives (see :class:`~.sweep_batch.RowHooks`)."""
-    layers = resolved[0]
-    clean = {p: LayerPlan(p, lp.module) for p, lp in layers.items()}
-    start = snapshot(module)
-    handles = []
-    try:
-        if largest is not None:
-            note = _Largest(largest)
-            handles = [m.register_forward_hook(note) for m in module.modules()
-                       if next(m.children(), None) is None]
-            recorders: dict[tuple[int, bool], _Shapes] = {}
-            for cell in resolved:
-                for lp in cell.values():
-                    target, pre = row_target(lp)
-                    if (id(target), pre) in recorders:
-                        continue
-                    rec = recorders[(id(target), pre)] = _Shapes()
-                    handles.append(target.register_forward_pre_hook(rec) if pre
-                                   else target.register_forward_hook(rec))
-        with stop_points(module, should_stop):
-            b = _run_resolved(module, x, clean, False, dev, start=start)
-        if largest is not None:
-            shapes.update({key: rec.calls for key, rec in recorders.items()})
-    finally:
-        for h in handles:
-            h.remove()
-        restore(module, start)
-    return Baseline(b.output, b.forward_ms, str(dev), frozenset(layers), should_stop is not None,
-                    captures=b.captures, captured=frozenset(), keep_tensors=False)
 
 
 def values_array(ctx: SweepContext, got: Sequence[CellValue]) -> np.ndarray:
