@@ -51,6 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a direction for add:NAME / project:NAME (as hookscope run)")
     p.add_argument("--metric", default="max-abs-diff",
                    help=f"what each cell measures: {', '.join(METRICS)} (default max-abs-diff)")
+    p.add_argument("--normalise", "--normalize", action="store_true",
+                   help="each value as (m - m_clean) / (m_source - m_clean): 0 as the clean run, "
+                        "1 as the source run (needs one source input)")
+    p.add_argument("--batch", metavar="ROWS", type=int, default=None,
+                   help="cells a batched forward takes at most (default 32 where the model "
+                        "allows; 1: every cell its own forward, equal to its run bit for bit)")
+    p.add_argument("--save-plots", metavar="DIR",
+                   help="write the grid as a PNG to DIR: a heat map for two axes, a curve for one")
     p.add_argument("--max-cells", metavar="N", type=int, default=DEFAULT_MAX_CELLS,
                    help=f"refuse a grid of more cells (default {DEFAULT_MAX_CELLS})")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
@@ -105,6 +113,10 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         set_max_input_bytes(ns.max_input_bytes)
     if ns.max_cells < 1:
         raise PlanError(f"--max-cells {ns.max_cells}: give a positive number of cells")
+    if ns.batch is not None and ns.batch < 1:
+        raise PlanError(f"--batch {ns.batch}: give a number of rows, at least 1")
+    reads = files_read(ns.spec, ns.weights, [ns.input, ns.source_input, ns.reference_input],
+                       ns.labels)
     over = _pairs(ns.over, "--over", "AXIS=VALUES, e.g. --over layer=blocks.* or --over pos=all")
     intervene = _pairs(ns.intervene, "--intervene",
                        "LAYER=KIND with {AXIS} placeholders, e.g. '{layer}=patch@pos={pos}'")
@@ -112,11 +124,15 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         raise PlanError("no axis: add --over AXIS=VALUES, e.g. --over layer=blocks.*")
     if not intervene:
         raise PlanError("no template: add --intervene, e.g. --intervene '{layer}=zero'")
+    if ns.save_plots is not None:
+        from .sweep_plots import check_plot_axes, check_plot_dir, plot_name
+
+        check_plot_axes(len(over))
+        folder = check_plot_dir(ns.save_plots)
+        refuse_overwrite([("--save-plots", str(folder / plot_name(over)))], reads)
     if ns.csv:
         if not is_dir(Path(ns.csv).expanduser().parent):
             raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
-        reads = files_read(ns.spec, ns.weights, [ns.input, ns.source_input, ns.reference_input],
-                           ns.labels)
         refuse_overwrite([("--csv", ns.csv)], reads)
     lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
     lm.module.train(ns.train)
@@ -130,13 +146,24 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
     cells = math.prod(sizes.values())
     shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
-    print(f"hookscope: sweep of {cells} cells ({shape}): {cells} intervened forwards, plus one "
-          "shared baseline (and one source forward per patch input)", file=err, flush=True)
+    batching = ("one forward a cell" if ns.batch == 1 else
+                "up to one forward a cell, fewer where cells batch")
+    print(f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
+          "(and one source forward per patch input)", file=err, flush=True)
     with user_code("the model's forward", ns.spec, ForwardError):
         res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
-                    device=ns.device, max_cells=ns.max_cells, bind=bind)
+                    device=ns.device, max_cells=ns.max_cells, bind=bind,
+                    batch=True if ns.batch is None else ns.batch, normalise=ns.normalise)
+    if res.batch.get("note"):
+        print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
+              file=err, flush=True)
     if ns.csv:
         write_text(ns.csv, res.to_csv())
+    if ns.save_plots is not None:
+        from .sweep_plots import save_plots
+
+        for path in save_plots(res, ns.save_plots, reads):
+            print(f"hookscope: wrote {path}", file=err, flush=True)
     if ns.json:
         out.write(json_safe.dumps(res.to_json_dict()) + "\n")
     else:
@@ -153,7 +180,10 @@ def print_grid(res, out: TextIO) -> None:
         cols = [str(i) for i in range(values.shape[1])]
     width = max(12, *(len(c) for c in cols))
     lines = [f"metric {res.metric}" + ("" if res.baseline is None else
-                                       f"   baseline {res.baseline:.6g}")]
+                                       f"   baseline {res.baseline:.6g}")
+             + ("" if res.normalised is None else
+                f"   normalised: 0 = clean ({res.normalised['clean']:.6g}), "
+                f"1 = source ({res.normalised['source']:.6g})")]
     lines.append(" " * 24 + "".join(c[:width].rjust(width + 1) for c in cols))
     for label, row in zip(res.axes[names[0]], values):
         lines.append(label[:24].ljust(24) + "".join(f"{v:.6g}".rjust(width + 1) for v in row))

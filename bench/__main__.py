@@ -254,6 +254,22 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     return info, rows, missing
 
 
+def run_sweep(a: argparse.Namespace, meta: dict) -> str | None:
+    """The sweep case (bench/sweep_bench.py): its table, and its figures in ``meta["sweep"]``."""
+    from . import sweep_bench
+    from .timing import CLOCKS
+
+    log("sweep (layers x positions patching, HF GPT-2 shape) ...")
+    try:
+        got = sweep_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
+                              peers=not a.no_peers)
+    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
+        meta["missing"] = sorted(set(meta["missing"]) | {f"sweep: skipped ({exc})"})
+        return None
+    meta["sweep"] = got
+    return sweep_bench.render(got)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     mode = "quick" if a.quick else "full"
@@ -310,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         meta["models"][name] = info
         rows += mrows
         meta["missing"] = sorted(set(meta["missing"]) | set(missing))
+    sweep_text = None
+    if wanted("sweep", patterns) and a.device == "cpu":
+        sweep_text = run_sweep(a, meta)
     fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
     for case in fixed:
         if wanted(case.name, patterns):
@@ -328,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         print(render_text(meta, rows))
         for m in meta["missing"]:
             print(f"- {m}")
+        if sweep_text:
+            print("\n" + sweep_text)
         print(f"\n({meta['seconds']} s)")
     return 0
 

@@ -82,11 +82,14 @@ def source_groups(layers: dict[str, LayerPlan], target_inputs: Any,
 
 
 def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list[SourceGroup],
-                   cache: dict[Any, dict[str, list[Any]]] | None = None) -> dict[str, list[Any]]:
+                   cache: dict[Any, dict[str, list[Any]]] | None = None,
+                   outputs: dict[Any, Any] | None = None) -> dict[str, list[Any]]:
     """``{path: [output per call]}`` on each group's input; one forward per group not in ``cache``.
 
     Every module the plan touches carries a hook in that forward (inert where
     nothing is recorded), so it takes the same kernels as the runs it serves.
+    ``outputs``: where given, each forward's model output (on the CPU) is put there under
+    its group's key (a sweep normalises by the source run's metric).
     """
 
     out: dict[str, list[Any]] = {}
@@ -116,7 +119,7 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
                     continue
                 handles.append(lp.module.register_forward_hook(recorders.get(path, _inert)))
             try:
-                forward(module, own_copy(group.inputs), torch.inference_mode)
+                model_out = forward(module, own_copy(group.inputs), torch.inference_mode)
             except Cancelled:
                 raise
             except HookscopeError as exc:
@@ -124,6 +127,8 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
         finally:
             for h in handles:
                 h.remove()
+        if outputs is not None:
+            outputs[group.key] = map_tensors(lambda t: t.detach().cpu(), model_out)
         recorded = {p: r.outputs for p, r in recorders.items()}
         if cache is not None:
             cache[group.key] = {slots[p]: v for p, v in recorded.items()}

@@ -1,13 +1,18 @@
 """Sweeps: one intervention template run over a grid of layers, positions, units or a
 parameter's range, one number per cell.
 
-Every cell is a :func:`~.run.compare` of the cell's plan, so its number is the one a single
-comparison gives. What cells share is paid once: the baseline forward (passed to
-``compare`` as ``baseline=``) and a patch's source forward (the baseline's source cache,
-primed with every layer the sweep patches). Where a model chooses its kernels by which
-modules carry hooks (PyTorch's Transformer layers, see :func:`~.run.inert_hooks`), a
-baseline serves only cells that hook the same modules, so such a model pays one baseline
-and one source forward per set of hooked layers instead.
+Every cell stands for a :func:`~.run.compare` of the cell's plan. What cells share is paid
+once: the baseline forward (passed to ``compare`` as ``baseline=``) and a patch's source
+forward (the baseline's source cache, primed with every layer the sweep patches). Where a
+model chooses its kernels by which modules carry hooks (PyTorch's Transformer layers, see
+:func:`~.run.inert_hooks`), a baseline serves only cells that hook the same modules, so such
+a model pays one baseline and one source forward per set of hooked layers instead.
+
+Cells run as rows of one batched forward where the model allows (:mod:`.sweep_batch`), equal
+to their single comparison up to a batched matrix product's rounding; with ``batch=False``
+each cell is its comparison, bit for bit. :mod:`.sweep_cells` holds the shared set-up and
+computes any subset of cells (for a pool of workers); this module is the whole sweep, its
+result and the request the session's runner computes.
 """
 
 from __future__ import annotations
@@ -24,22 +29,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..base.devices import resolve_device
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
-from ..model.module_walk import module_walk
-from ..plan.plan import LayerPlan, Plan
-from .forward_state import restore, snapshot, to_device
+from ..plan.plan import Plan
 from .receipts import Receipt
-from .run import Baseline, RunResult, _run_resolved, compare, place_module, stop_points
-from .source_pass import source_groups, source_outputs
-from .sweep_axes import (DEFAULT_MAX_CELLS, POSITION_AXES, Spaced, axis_values, check_size, fill,
-                         make_intervention, used_axes)
-from .sweep_metrics import Metric, finite_or_none, make_metric
-
-#: Modules that pick their kernels by whether a submodule carries a hook.
-_HOOK_SENSITIVE = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.MultiheadAttention)
-
+from .run import RunResult, compare
+from .sweep_axes import DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_size
+from .sweep_batch import DEFAULT_BATCH_BYTES
+from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,
+                          values_array)
+from .sweep_metrics import finite_or_none, make_metric, normalised
 
 @dataclass
 class SweepResult:
@@ -56,14 +55,28 @@ class SweepResult:
     #: cell index (a tuple, one entry per axis) -> what each intervention did in that cell
     receipts: dict[tuple[int, ...], dict[str, Receipt]]
     timings_ms: dict[str, float] = field(default_factory=dict)
-    #: forwards run: baselines, source passes and intervened ones
+    #: forwards run: baselines, source passes and intervened ones (a batched forward is one)
     forwards: dict[str, int] = field(default_factory=dict)
     _cell: Callable[[Mapping[str, Any]], RunResult] | None = field(default=None, repr=False)
     _plan: Callable[[Mapping[str, Any]], Plan] | None = field(default=None, repr=False)
+    #: cells run as rows of batched forwards: ``cells`` (how many), ``rows`` (a forward's
+    #: rows), ``forwards``, ``note`` (why cells ran one by one, ``None`` if none did for a
+    #: reason worth saying)
+    batch: dict[str, Any] = field(default_factory=dict)
+    #: ``{"clean": m_clean, "source": m_source}`` where the values are normalised
+    normalised: dict[str, float] | None = None
+    #: the values before normalising (``None`` when not normalised)
+    raw_values: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def cells(self) -> int:
         return int(self.values.size)
+
+    @property
+    def batched(self) -> int:
+        """How many cells ran as rows of batched forwards (0: every one alone; see
+        :attr:`batch` for why)."""
+        return int(self.batch.get("cells", 0))
 
     def index(self, **coords: Any) -> tuple[int, ...]:
         """The cell at these coordinates (each a value or a label of its axis)."""
@@ -105,6 +118,8 @@ class SweepResult:
                 "values": np.array(vals, dtype=object).reshape(self.values.shape).tolist(),
                 "metric": self.metric, "baseline": finite_or_none(self.baseline),
                 "cells": self.cells, "forwards": dict(self.forwards),
+                "batched": dict(self.batch),
+                **({"normalised": dict(self.normalised)} if self.normalised is not None else {}),
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()}}
 
     def to_csv(self) -> str:
@@ -143,20 +158,12 @@ def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
     check_size(axes, max_cells)
     if intervene is not None:
-        _check_used(axes, intervene)
+        check_used(axes, intervene)
         first = {n: v[0] for n, v in axes.items()}
-        _Cells(intervene, bind).plan(first).resolve(module)
+        Cells(intervene, bind).plan(first).resolve(module)
     if metric is not None:
         make_metric(metric, meaning)
     return {n: len(v) for n, v in axes.items()}
-
-
-def _check_used(axes: Mapping[str, Any], intervene: Mapping[Any, Any]) -> None:
-    used = used_axes(intervene)
-    unused = [n for n in axes if n not in used and "*" not in used]
-    if unused:
-        raise PlanError(f"sweep axis {unused[0]!r} appears in no template: every cell along it "
-                        f"would be the same run; name it as {{{unused[0]}}}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,6 +179,8 @@ class SweepRequest:
     progress: Callable[[int, int], None] | None = None
     bind: Callable[[dict], dict] | None = None
     partial: Callable[[SweepResult], None] | None = None
+    batch: bool | int = True
+    normalise: bool = False
 
     name = "sweep"
 
@@ -179,7 +188,8 @@ class SweepRequest:
                 meaning: OutputMeaning, should_stop: Any = None) -> SweepResult:
         return sweep(module, inputs, self.over, self.intervene, self.metric, meaning=meaning,
                      device=device, max_cells=self.max_cells, should_stop=should_stop,
-                     progress=self.progress, bind=self.bind, partial=self.partial)
+                     progress=self.progress, bind=self.bind, batch=self.batch,
+                     normalise=self.normalise, partial=self.partial)
 
 
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
@@ -206,37 +216,13 @@ def _token_ids(inputs: Any) -> list[int]:
     return [int(i) for i in torch.as_tensor(x).reshape(-1, torch.as_tensor(x).shape[-1])[0]]
 
 
-class _Cells:
-    """Cell coordinates -> the plan of that cell."""
-
-    def __init__(self, intervene: Mapping[Any, Any], bind: Callable | None) -> None:
-        if not intervene:
-            raise PlanError("a sweep needs an intervention template, e.g. "
-                            "{'{layer}': 'zero'} (--intervene '{layer}=zero')")
-        self.intervene = dict(intervene)
-        self.bind = bind
-
-    def plan(self, coords: Mapping[str, Any]) -> Plan:
-        ivs: dict[str, Any] = {}
-        for path_tpl, tpl in self.intervene.items():
-            if not isinstance(path_tpl, str):
-                raise PlanError(f"a sweep's layer template must be a string, not {path_tpl!r}")
-            path = fill(path_tpl, coords, "layer template")
-            if path in ivs:
-                raise PlanError(f"two templates name layer {path!r} in the cell {dict(coords)}; "
-                                "a layer takes one intervention")
-            ivs[path] = make_intervention(tpl, coords, path)
-        if self.bind is not None:
-            ivs = self.bind(ivs)
-        return Plan(capture=(), keep_tensors=False, interventions=ivs)
-
-
 def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           intervene: Mapping[Any, Any], metric: Any = "max-abs-diff", *, codec: Any = None,
           meaning: OutputMeaning | None = None, device: str = "cpu",
           max_cells: int = DEFAULT_MAX_CELLS, should_stop: Callable[[], bool] | None = None,
           progress: Callable[[int, int], None] | None = None,
-          bind: Callable[[dict], dict] | None = None,
+          bind: Callable[[dict], dict] | None = None, batch: bool | int = True,
+          batch_bytes: int = DEFAULT_BATCH_BYTES, normalise: bool = False,
           partial: Callable[[SweepResult], None] | None = None) -> SweepResult:
     """Run ``intervene`` at every cell of the grid ``over`` spans; one ``metric`` number each.
 
@@ -251,120 +237,78 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     (a copy; cells not run yet are NaN), for a view that fills in as cells arrive;
     ``should_stop`` as in :func:`compare`.
     A grid over ``max_cells`` cells is refused before anything runs.
+
+    ``batch``: cells run as rows of one forward where the model allows (see
+    :mod:`.sweep_batch`; ``True``: up to 32 rows, a number: at most that many, ``False``: each
+    cell its own comparison, equal to it bit for bit); ``batch_bytes``: the memory budget of a
+    batch. :attr:`SweepResult.batch` says what happened and why. ``normalise``: each value
+    as ``(m - m_clean) / (m_source - m_clean)``, 0 for the clean run and 1 for the source run
+    (the patching papers' normalisation; needs one source input among the cells).
     """
     t0 = time.perf_counter()
-    if meaning is not None and codec is None:
-        codec = meaning.codec
-    if not isinstance(over, Mapping) or not over:
-        raise PlanError("a sweep needs at least one axis, e.g. over={'layer': 'blocks.*'} "
-                        "(--over layer=PATTERN)")
-    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
-    total = check_size(axes, max_cells)
-    _check_used(axes, intervene)
-    coords = {n: (v.values() if isinstance(v, Spaced) else list(v)) for n, v in axes.items()}
-    met: Metric = make_metric(metric, meaning)
-    cells = _Cells(intervene, bind)
-    names = list(coords)
-    grid = list(itertools.product(*(range(len(coords[n])) for n in names)))
-    plans = [cells.plan({n: coords[n][i] for n, i in zip(names, idx)}) for idx in grid]
-    dev = resolve_device(device)
-    tree = module_walk(module)
-    resolved = [p.resolve(module, tree) for p in plans]  # every bad cell fails before a forward
-    place_module(module, dev)
-    x = to_device(inputs, dev)
-    sensitive = any(isinstance(m, _HOOK_SENSITIVE) for m in module.modules())
-    baselines: dict[frozenset[str], Baseline] = {}
-    values = np.full(len(grid), np.nan)
-    receipts: dict[tuple[int, ...], dict[str, Receipt]] = {}
-    counts = {"baseline": 0, "source": 0, "intervened": 0}
-    shared: Baseline | None = None
-    if not sensitive:  # one baseline and one source forward per source input serve every cell
-        shared = _make_baseline(module, x, resolved[0], dev, should_stop)
-        counts["baseline"] += 1
-        counts["source"] += _prime_sources(module, x, dev, codec, resolved, shared)
-    clean: float | None = None
-    shape = tuple(len(coords[n]) for n in names)
-    labels = {n: _labels(n, coords[n], inputs, codec) for n in names}
+    ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
+                        device=device, max_cells=max_cells, should_stop=should_stop, bind=bind,
+                        batch=batch, batch_bytes=batch_bytes)
+    if normalise:
+        normal_ends(ctx)  # refused before the cells run
+    arrived = None
+    if partial is not None:
+        def arrived(so_far: list[CellValue]) -> None:
+            partial(sweep_result(ctx, so_far))   # a new array each time: the caller may keep it
+    got = sweep_cells(ctx, progress=progress, arrived=arrived)
+    res = sweep_result(ctx, got, normalise=normalise)
+    res.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
+    return res
+
+
+def normal_ends(ctx: SweepContext) -> tuple[float, float]:
+    """``(m_clean, m_source)``: the metric on the clean (baseline) run and on the source run,
+    the two ends :func:`sweep` normalises between."""
+    keys = {lp.intervention.source_key() for layers in ctx.resolved for lp in layers.values()
+            if lp.intervention is not None and lp.intervention.pre_pass_input() is not None}
+    if len(keys) != 1:
+        raise PlanError("normalise needs exactly one source input among the cells (a patch's, "
+                        f"--source-input); this sweep has {len(keys) or 'none'}: drop --normalise "
+                        "or patch from one input")
+    key = next(iter(keys))
+    if ctx.shared is None or key not in ctx.source_outputs:
+        raise PlanError("normalise needs the shared source run, which this model does not get "
+                        "(its kernels follow its hooks, so each set of hooked layers runs its "
+                        "own); drop --normalise")
+    base = ctx.shared.output
+    src = ctx.source_outputs[key]
+    met = ctx.metric
+    if met.clean is not None:
+        return met.clean(base), met.clean(src)
+    return met.cell(base, base), met.cell(base, src)
+
+
+def sweep_result(ctx: SweepContext, got: Sequence[CellValue], normalise: bool = False) -> SweepResult:
+    """The :class:`SweepResult` of computed cells (see :func:`~.sweep_cells.sweep_cells`);
+    cells not among ``got`` are NaN."""
+    values = values_array(ctx, got)
+    receipts = {c.index: c.receipts for c in got}
+    names = ctx.names
+    module, inputs, device, codec = ctx.module, ctx.inputs, ctx.device, ctx.codec
+    cells = ctx.cells
 
     def run_cell(c: Mapping[str, Any]) -> RunResult:
         return compare(module, inputs, cells.plan(c), device, codec=codec)
 
-    def so_far() -> SweepResult:
-        return SweepResult(values.reshape(shape).copy(), labels, coords, met.name, clean,
-                           dict(receipts), {"total": (time.perf_counter() - t0) * 1e3},
-                           dict(counts), run_cell, cells.plan)
-
-    for k, (idx, plan, layers) in enumerate(zip(grid, plans, resolved)):
-        hooked = frozenset(layers)
-        base = baselines.get(hooked)
-        if base is None and shared is not None:
-            base = baselines[hooked] = dataclasses.replace(shared, hooked=hooked)
-        primed = base is not None and _sources_cached(layers, base)
-        res = compare(module, x, plan, device, baseline=base, should_stop=should_stop,
-                      codec=codec)
-        counts["intervened"] += 1
-        if not res.baseline_reused:
-            counts["baseline"] += 1
-        if "source" in res.timings_ms and not primed:
-            counts["source"] += len(source_groups(layers, x, dev, codec))
-        if base is None and res.baseline is not None:
-            baselines[hooked] = res.baseline
-        if k == 0:
-            clean = met.clean(res.output_without) if met.clean is not None else None
-        values[k] = met.cell(res.output_without, res.output_with)
-        receipts[idx] = res.receipts
-        if progress is not None:
-            progress(k + 1, total)
-        if partial is not None:
-            partial(so_far())
-
-    return SweepResult(values.reshape(shape), labels, coords, met.name, clean, receipts,
-                       {"total": (time.perf_counter() - t0) * 1e3}, counts, run_cell, cells.plan)
-
-
-def _sources_cached(layers: dict[str, LayerPlan], base: Baseline) -> bool:
-    """Whether ``base``'s source cache already holds every output these layers patch in."""
-    for path, lp in layers.items():
-        iv = lp.intervention
-        if iv is None or iv.pre_pass_input() is None:
-            continue
-        if path not in base.sources.get(iv.source_key(), {}):
-            return False
-    return True
-
-
-def _prime_sources(module: nn.Module, x: Any, dev: torch.device, codec: Any,
-                   cells: list[dict[str, LayerPlan]], base: Baseline) -> int:
-    """Record, in one forward per source input, what every cell patches in (a
-    model whose kernels do not depend on hooks: see the module docstring). Returns the
-    number of forwards run."""
-    union: dict[str, LayerPlan] = {}
-    for layers in cells:
-        for path, lp in layers.items():
-            iv = lp.intervention
-            if iv is not None and iv.pre_pass_input() is not None and lp.head_site is None:
-                union.setdefault(path, lp)
-    if not union:
-        return 0
-    groups = source_groups(union, x, dev, codec)
-    start = snapshot(module)
-    try:
-        source_outputs(module, union, groups, cache=base.sources)
-    finally:
-        restore(module, start)
-    return len(groups)
-
-
-def _make_baseline(module: nn.Module, x: Any, layers: dict[str, LayerPlan], dev: torch.device,
-                   should_stop: Callable[[], bool] | None) -> Baseline:
-    """The baseline forward :func:`compare` would run for a plan hooking ``layers`` (no
-    captures, inert hooks on the hooked modules), for cells to share."""
-    clean = {p: LayerPlan(p, lp.module) for p, lp in layers.items()}
-    start = snapshot(module)
-    try:
-        with stop_points(module, should_stop):
-            b = _run_resolved(module, x, clean, False, dev, start=start)
-    finally:
-        restore(module, start)
-    return Baseline(b.output, b.forward_ms, str(dev), frozenset(layers), should_stop is not None,
-                    captures=b.captures, captured=frozenset(), keep_tensors=False)
+    labels = {n: _labels(n, ctx.coords[n], inputs, codec) for n in names}
+    batched = sum(1 for c in got if c.batched)
+    batch = {"cells": batched, "rows": ctx.rows if batched else 1,
+             "forwards": ctx.counts["batched"], "note": ctx.batch_note}
+    counts = {k: v for k, v in ctx.counts.items() if k != "batched"}
+    counts["intervened"] += ctx.counts["batched"]
+    raw = None
+    ends = None
+    if normalise:
+        m_clean, m_source = normal_ends(ctx)
+        ends = {"clean": m_clean, "source": m_source}
+        raw = values
+        values = normalised(values, m_clean, m_source)
+    timings = {k: v for k, v in ctx.timings_ms.items()}
+    return SweepResult(values, labels, dict(ctx.coords), ctx.metric.name, ctx.clean, receipts,
+                       timings, counts, run_cell, cells.plan, batch=batch, normalised=ends,
+                       raw_values=raw)

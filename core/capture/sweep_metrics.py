@@ -4,7 +4,14 @@
 ``prob:T`` (a token's text, a class's label, or ``#N`` for index N), ``kl`` (KL divergence of
 the intervened prediction from the baseline's, at the last position), ``top-changed`` (1
 where the top prediction changed, else 0), ``max-abs-diff`` (the largest |Δ| anywhere in
-the output), or any callable on ``(output_without, output_with)`` returning a number.
+the output), for a detector (torchvision's boxes/labels/scores, or DETR's) ``box-count``
+(boxes scoring at least 0.5 in the first image; ``box-count:0.3`` another threshold) and
+``top-score`` (the best box's score, 0 without boxes; ``top-score:LABEL`` of one class), or
+any callable on ``(output_without, output_with)`` returning a number.
+
+:func:`normalised` puts values between a clean and a source run as activation-patching
+papers do: ``(m - m_clean) / (m_source - m_clean)``, 0 where the cell behaves as the clean
+run and 1 where it behaves as the source run.
 """
 
 from __future__ import annotations
@@ -13,14 +20,19 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning, score_leaf
 from ..base.nested import tensor_leaves
+from ..views.detections import as_torchvision
 from .output_diff import output_difference
 
-METRICS = ("logit-diff:A,B", "logit:T", "prob:T", "kl", "top-changed", "max-abs-diff")
+METRICS = ("logit-diff:A,B", "logit:T", "prob:T", "kl", "top-changed", "max-abs-diff",
+           "box-count[:MIN_SCORE]", "top-score[:LABEL]")
+#: The score a box needs to count in ``box-count`` (the detection view's default threshold).
+BOX_SCORE = 0.5
 
 
 def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
@@ -31,12 +43,14 @@ def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
     if not leaves or not leaves[0].is_floating_point():
         raise PlanError("this metric needs scores (logits) as the output; use max-abs-diff or "
                         "a function for this model")
-    t = leaves[0].detach().double()
+    t = leaves[0].detach()
+    # the one row read, then float64 (a GPT-2's logits are 50257 a position: converting
+    # them all first cost more than the rest of a cell's bookkeeping)
     if t.dim() >= 3:
-        return t[0, -1]
+        return t[0, -1].double()
     if t.dim() == 2:
-        return t[0]
-    return t.reshape(-1)
+        return t[0].double()
+    return t.reshape(-1).double()
 
 
 def _index(text: str, meaning: OutputMeaning | None, what: str) -> int:
@@ -123,7 +137,60 @@ def make_metric(metric: Any, meaning: OutputMeaning | None) -> Metric:
             _checked(i, len(s), what)
             return float(torch.softmax(s, -1)[i] if kind == "prob" else s[i])
         return Metric(metric, lambda a, b: value(b), value)
+    if kind in ("box-count", "top-score"):
+        return _detector_metric(metric, kind, arg, meaning)
     raise PlanError(f"metric {metric!r}: use one of {', '.join(METRICS)} or a function")
+
+
+def detections(output: Any) -> dict[str, torch.Tensor]:
+    """The first image's detections of a detector's output: ``{"scores": (N,), "labels": (N,)}``."""
+    found = as_torchvision(output)
+    if not found:
+        raise PlanError("box-count and top-score need a detector's output (boxes, labels, "
+                        "scores per image); use max-abs-diff or a function for this model")
+    d = found[0]
+    boxes = d.get("boxes")
+    n = int(boxes.reshape(-1, 4).shape[0]) if isinstance(boxes, torch.Tensor) else 0
+    scores = d.get("scores")
+    labels = d.get("labels")
+    return {"scores": (scores.detach().double().cpu().reshape(-1) if isinstance(scores, torch.Tensor)
+                       else torch.ones(n, dtype=torch.float64)),
+            "labels": (labels.detach().cpu().reshape(-1) if isinstance(labels, torch.Tensor)
+                       else torch.full((n,), -1))}
+
+
+def _detector_metric(metric: str, kind: str, arg: str, meaning: OutputMeaning | None) -> Metric:
+    what = f"metric {metric!r}"
+    if kind == "box-count":
+        threshold = BOX_SCORE
+        if arg.strip():
+            try:
+                threshold = float(arg)
+            except ValueError:
+                raise PlanError(f"{what}: write box-count or box-count:MIN_SCORE with a number, "
+                                "e.g. box-count:0.3") from None
+            if not math.isfinite(threshold):
+                raise PlanError(f"{what}: the minimum score must be a finite number")
+
+        def count(out: Any) -> float:
+            return float(int((detections(out)["scores"] >= threshold).sum()))
+        return Metric(metric, lambda a, b: count(b), count)
+    label = _index(_unquote(arg.strip()), meaning, what) if arg.strip() else None
+
+    def top(out: Any) -> float:
+        d = detections(out)
+        s = d["scores"] if label is None else d["scores"][d["labels"] == label]
+        return float(s.max()) if s.numel() else 0.0
+    return Metric(metric, lambda a, b: top(b), top)
+
+
+def normalised(values: np.ndarray, m_clean: float, m_source: float) -> np.ndarray:
+    """``(values - m_clean) / (m_source - m_clean)``; NaN everywhere when the two runs give
+    the same number (nothing to normalise by)."""
+    span = m_source - m_clean
+    if span == 0 or not math.isfinite(span):
+        return np.full_like(values, np.nan, dtype=float)
+    return (np.asarray(values, dtype=float) - m_clean) / span
 
 
 def finite_or_none(v: float | None) -> float | None:

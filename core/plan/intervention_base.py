@@ -155,6 +155,10 @@ class Intervention:
     syntax: ClassVar[str] = ""
     #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex) or ``"all"``.
     leaf_kinds: ClassVar[str] = "numeric"
+    #: Whether a sweep may apply it to one row of a batched forward, handing it that row's
+    #: slice (a batch of one, as a single run would); ``False`` for a kind whose change
+    #: depends on anything but the values it is given (see core/capture/sweep_batch.py).
+    batch_rows: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

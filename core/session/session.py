@@ -398,13 +398,14 @@ class Session:
 
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
-              timeout_s: float | None = None) -> Any:
+              timeout_s: float | None = None, batch: bool | int = True,
+              normalise: bool = False) -> Any:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.capture.SweepResult` (see
         :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
         the cells: each cell is the baseline plus that cell's interventions."""
-        return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress),
-                                 timeout_s)
+        return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
+                                                    batch, normalise), timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,

@@ -68,11 +68,13 @@ class DerivedViews:
 
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
-              progress: Callable[[int, int], None] | None) -> Any:
+              progress: Callable[[int, int], None] | None, batch: bool | int = True,
+              normalise: bool = False) -> Any:
         from ..capture.sweep import SweepRequest
         from ..capture.sweep_axes import DEFAULT_MAX_CELLS
 
-        return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress)
+        return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress,
+                            batch=batch, normalise=normalise)
 
     def sae_report(self, layers: tuple[str, ...], top_k: int) -> Any:
         from ..capture.sae_features import SaeRequest

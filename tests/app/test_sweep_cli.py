@@ -73,3 +73,50 @@ def test_table_names_layers_and_units(capsys):
     assert lines[0] == "metric top-changed"
     assert [ln.split()[0] for ln in lines[2:]] == ["conv1", "conv2"]
     assert lines[1].split() == ["0", "1", "2"]
+
+
+def test_normalise_and_batch_options_in_the_json(capsys):
+    argv = ["sweep", "demo:lm", "--input", PROMPT, "--over", "layer=blocks.*", "--over",
+            "pos=15:19", "--intervene", "{layer}=patch@pos={pos}", "--source-input", SOURCE,
+            "--metric", "logit-diff:' ',t", "--normalise", "--json"]
+    assert main(argv + ["--batch", "1"]) == 0
+    cap = capsys.readouterr()
+    one = json.loads(cap.out)
+    assert one["batched"]["cells"] == 0 and "switched off" in one["batched"]["note"]
+    assert "0 of 8 cells batched: batching was switched off" in cap.err
+    assert main(argv) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["batched"] == {"cells": 8, "rows": 9, "forwards": 1, "note": None}
+    lm = load_model("demo:lm")
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    want = sweep(lm.module, x, {"layer": "blocks.*", "pos": "15:19"},
+                 {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "logit-diff:' ',t",
+                 meaning=lm.meaning, normalise=True)
+    assert one["values"] == both["values"] == want.values.tolist()
+    assert one["normalised"] == want.normalised
+    assert main(argv[:-1]) == 0  # the table says what 0 and 1 are
+    assert "normalised: 0 = clean" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_save_plots_writes_a_heat_map_and_a_curve(tmp_path, capsys):
+    from PySide6.QtGui import QImage
+
+    rc = main(["sweep", "demo:lm", "--input", PROMPT, "--over", "layer=blocks.*", "--over",
+               "pos=all", "--intervene", "{layer}=patch@pos={pos}", "--source-input", SOURCE,
+               "--metric", "kl", "--save-plots", str(tmp_path / "plots")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    heat = tmp_path / "plots" / "sweep_heatmap.png"
+    assert f"wrote {heat}" in cap.err
+    img = QImage(str(heat))
+    assert not img.isNull() and img.width() > 400 and img.height() > 100
+    # the cells are coloured: more than a handful of distinct colours in the picture
+    colours = {img.pixel(x, y) for x in range(0, img.width(), 7) for y in range(0, img.height(), 7)}
+    assert len(colours) > 8
+    rc = main(["sweep", "demo:cnn", "--over", "f=linspace(0,2,5)", "--intervene",
+               "conv2=scale:{f}", "--metric", "kl", "--save-plots", str(tmp_path / "plots")])
+    assert rc == 0
+    curve = QImage(str(tmp_path / "plots" / "sweep_curve.png"))
+    assert not curve.isNull() and curve.width() > 400
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["sweep_curve.png",
+                                                                     "sweep_heatmap.png"]

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication
 from hookscope.core import At, Plan, Zero, parse_input
 from hookscope.core.capture import sweep
 from hookscope.widgets.layer_tree_model import COL_LAYER
-from tests.mouse_events import hover
+from support.mouse_events import hover
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "

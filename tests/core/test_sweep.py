@@ -1,5 +1,6 @@
 """Sweeps: every cell equals the single compare() it stands for, and the shared baseline
-and source forward are paid once."""
+and source forward are paid once. Here cells run one by one (batch=False), bit for bit;
+tests/core/test_sweep_batch.py checks the batched cells."""
 
 import numpy as np
 import pytest
@@ -46,7 +47,8 @@ def test_layers_by_positions_patching_grid_on_demo_lm(lm):
     n, h = count_forwards(lm.module)
     try:
         res = sweep(lm.module, x, {"layer": "blocks.*", "pos": "all"},
-                    {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, metric, meaning=lm.meaning)
+                    {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, metric, meaning=lm.meaning,
+                    batch=False)
     finally:
         h.remove()
     layers = [p for p, _ in lm.module.named_modules() if p.count(".") == 1 and p.startswith("blocks.")]
@@ -86,7 +88,7 @@ def test_run_cell_is_the_full_comparison(lm):
 def test_layers_by_units_zero_ablation_grid_on_demo_cnn(cnn):
     x = cnn.example_input
     res = sweep(cnn.module, x, {"layer": "conv1,conv2", "unit": "0:4"},
-                {"{layer}": "zero@units={unit}"}, "prob:#3", meaning=cnn.meaning)
+                {"{layer}": "zero@units={unit}"}, "prob:#3", meaning=cnn.meaning, batch=False)
     assert res.values.shape == (2, 4)
     assert res.axes == {"layer": ["conv1", "conv2"], "unit": ["0", "1", "2", "3"]}
     for i, layer in enumerate(["conv1", "conv2"]):
@@ -102,7 +104,7 @@ def test_layers_by_units_zero_ablation_grid_on_demo_cnn(cnn):
 def test_scale_strength_curve_on_demo_cnn(cnn):
     x = cnn.example_input
     res = sweep(cnn.module, x, {"factor": "linspace(0,2,5)"}, {"conv2": "scale:{factor}"},
-                "max-abs-diff", meaning=cnn.meaning)
+                "max-abs-diff", meaning=cnn.meaning, batch=False)
     assert res.coords["factor"] == [0.0, 0.5, 1.0, 1.5, 2.0]
     for k, f in enumerate(res.coords["factor"]):
         r = compare(cnn.module, x, Plan(interventions={"conv2": parse_intervention(f"scale:{f}")}))
@@ -121,7 +123,7 @@ def test_add_steering_curve_with_a_function_template(lm):
     width = shapes[0][-1]
     v = torch.randn(width, generator=torch.Generator().manual_seed(0))
     res = sweep(lm.module, x, {"alpha": [0.0, 2.0, 4.0]},
-                {"blocks.1": lambda alpha: Add(v, alpha)}, "kl", meaning=lm.meaning)
+                {"blocks.1": lambda alpha: Add(v, alpha)}, "kl", meaning=lm.meaning, batch=False)
     for k, a in enumerate([0.0, 2.0, 4.0]):
         want, _ = single(lm, x, {"blocks.1": Add(v, a)}, "kl", lm.meaning)
         assert res.values[k] == want
@@ -172,6 +174,7 @@ def test_session_sweep_runs_in_the_runner_and_equals_the_plain_function():
         want = sweep(lm.module, x, {"layer": "blocks.*", "pos": "15:19"},
                      {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "kl", meaning=lm.meaning)
         assert np.array_equal(got.values, want.values)
+        assert got.batched == want.batched == 8
         assert seen[-1] == (8, 8) and len(seen) == 8
         with pytest.raises(PlanError, match="over the limit of 3"):
             s.sweep({"pos": "all"}, {"blocks.0": "zero@pos={pos}"}, max_cells=3)

@@ -27,7 +27,8 @@ def test_gpt2_layers_by_positions_patching_grid(gpt2):
     h = gpt2.module.register_forward_pre_hook(lambda m, a, k=None: calls.__setitem__(0, calls[0] + 1))
     try:
         res = sweep(gpt2.module, x, {"layer": "transformer.h.*", "pos": "all"},
-                    {"{layer}": f"patch:{source}@pos={{pos}}"}, metric, meaning=gpt2.meaning)
+                    {"{layer}": f"patch:{source}@pos={{pos}}"}, metric, meaning=gpt2.meaning,
+                    batch=False)
     finally:
         h.remove()
     n_pos = len(codec.encode("the cat sat on the"))
@@ -48,9 +49,9 @@ def test_gpt2_layers_by_positions_patching_grid(gpt2):
 def test_gpt2_mlp_units_zero_ablation_and_scale_curve(gpt2):
     x = parse_input("text:the cat sat on the", gpt2.example_input, gpt2.meaning.codec)
     res = sweep(gpt2.module, x, {"layer": "transformer.h.*.mlp", "unit": "0:3"},
-                {"{layer}": "zero@units={unit}"}, "kl", meaning=gpt2.meaning)
+                {"{layer}": "zero@units={unit}"}, "kl", meaning=gpt2.meaning, batch=False)
     curve = sweep(gpt2.module, x, {"f": "logspace(-1,1,3)"}, {"transformer.h.1.mlp": "scale:{f}"},
-                  "top-changed", meaning=gpt2.meaning)
+                  "top-changed", meaning=gpt2.meaning, batch=False)
     for i, layer in enumerate(res.axes["layer"]):
         for u in range(3):
             r = compare(gpt2.module, x, Plan(interventions={layer: parse_intervention(

@@ -128,3 +128,44 @@ def test_an_interrupted_sweep_leaves_no_hook_and_the_model_as_it_was(where):
         assert not m._forward_hooks and not m._forward_pre_hooks
     with torch.no_grad():
         assert torch.equal(module(x), before)
+
+
+def test_save_plots_refused_before_any_forward_and_never_over_an_input(tmp_path, capsys):
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    labels = plots / "sweep_curve.png"  # a file the command reads, where the plot would go
+    labels.write_text("\n".join(str(i) for i in range(10)) + "\n")
+    rc = main(CNN + ["--labels", str(labels), "--over", "u=0:2", "--intervene",
+                     "fc=zero@units={u}", "--save-plots", str(plots)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "would overwrite" in err and "sweep of" not in err
+    assert labels.read_text().startswith("0\n1\n")
+    rc = main(CNN + ["--over", "a=0:2", "--over", "b=0:2", "--over", "c=0:2", "--intervene",
+                     "fc=scale:{a}{b}{c}", "--save-plots", str(plots)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "one axis (a curve) or two" in err and "sweep of" not in err
+    afile = tmp_path / "a_file"
+    afile.write_text("x")
+    rc = main(CNN + ["--over", "u=0:2", "--intervene", "fc=zero@units={u}", "--save-plots",
+                     str(afile)])
+    assert rc == 2 and "cannot create the folder" in capsys.readouterr().err
+    assert afile.read_text() == "x"
+    assert main(CNN + ["--over", "u=0:2", "--intervene", "fc=zero@units={u}", "--batch",
+                       "0"]) == 2
+    assert "--batch 0" in capsys.readouterr().err
+
+
+def test_save_plots_replaces_a_link_not_its_target_and_draws_hostile_labels(tmp_path, capsys):
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    (plots / "sweep_curve.png").symlink_to(target)
+    # labels with control characters and a huge length are drawn, shortened, not executed
+    rc = main(CNN + ["--over", "f=1e300,-1e300,0", "--intervene", "conv2=scale:{f}",
+                     "--save-plots", str(plots)])
+    assert rc == 0, capsys.readouterr().err
+    assert target.read_text() == "keep me"
+    out = plots / "sweep_curve.png"
+    assert not out.is_symlink() and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in plots.iterdir()) == ["sweep_curve.png"]  # no temp file left

@@ -1,0 +1,225 @@
+"""``hookscope sweep ... --save-plots DIR``: the grid as a PNG, drawn with Qt offscreen.
+
+Two axes give a heat map (rows: the first axis, e.g. layer names; columns: the second,
+e.g. token strings; a colour bar with the range), one axis a curve (the metric against the
+axis's values). Drawn with QPainter on a QImage, so no window opens and nothing but Qt's
+GUI module is needed; Qt is imported here only, when the option is given. The file is
+written whole or not at all (:func:`~hookscope.core.base.write_bytes`) and never replaces
+a file the command reads.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from hookscope.core import HookscopeError, PlanError
+from hookscope.core.base import refuse_overwrite, write_bytes
+
+from .plot_files import _app, plots_folder
+
+#: Cells wider or taller than this are not drawn bigger.
+CELL_MAX, CELL_MIN = 36, 6
+#: Longest label drawn (characters); longer ones end in an ellipsis.
+LABEL_CHARS = 40
+# viridis at five stops: dark blue (low) to yellow (high), readable in grey too
+_STOPS = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)]
+
+
+def check_plot_dir(folder: str) -> Path:
+    """The folder ``--save-plots`` writes into, created if needed (before any forward)."""
+    return plots_folder(folder)
+
+
+def check_plot_axes(n_axes: int) -> None:
+    if n_axes > 2:
+        raise PlanError(f"--save-plots draws one axis (a curve) or two (a heat map), not "
+                        f"{n_axes}; drop an axis or leave out --save-plots")
+
+
+def plot_name(axes: Any) -> str:
+    """The file a grid of these axes is drawn into."""
+    return "sweep_heatmap.png" if len(axes) == 2 else "sweep_curve.png"
+
+
+def save_plots(res: Any, folder: str | Path, reads: Sequence[tuple[str, Path]] = ()) -> list[Path]:
+    """Draw ``res`` (a SweepResult of one or two axes) into ``folder``; the files written."""
+    check_plot_axes(len(res.axes))
+    out = plots_folder(folder) / plot_name(res.axes)
+    refuse_overwrite([("--save-plots", str(out))], list(reads))
+    _app()
+    from .qt_messages import offscreen_notes_dropped
+
+    with offscreen_notes_dropped():
+        data = _heatmap(res) if len(res.axes) == 2 else _curve(res)
+    write_bytes(out, data)
+    return [out]
+
+
+def _short(text: str) -> str:
+    text = "".join(c if c.isprintable() else "·" for c in text)
+    return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
+
+
+def _colour(v: float, lo: float, hi: float) -> Any:
+    from PySide6.QtGui import QColor
+
+    if not math.isfinite(v):
+        return QColor(150, 150, 150)
+    t = 0.5 if hi <= lo else min(1.0, max(0.0, (v - lo) / (hi - lo)))
+    f = t * (len(_STOPS) - 1)
+    i = min(int(f), len(_STOPS) - 2)
+    a, b, w = _STOPS[i], _STOPS[i + 1], f - i
+    return QColor(*(round(a[k] + (b[k] - a[k]) * w) for k in range(3)))
+
+
+def _range(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    return float(finite.min()), float(finite.max())
+
+
+def _title(res: Any) -> str:
+    words = f"sweep: {res.metric}"
+    if res.normalised is not None:
+        words += " (normalised: 0 clean, 1 source)"
+    elif res.baseline is not None:
+        words += f"   baseline {res.baseline:.4g}"
+    return _short(words) if len(words) > 90 else words
+
+
+def _png(image: Any) -> bytes:
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+    buf = QByteArray()
+    dev = QBuffer(buf)
+    dev.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(dev, "PNG"):
+        raise HookscopeError("--save-plots: Qt could not encode the PNG")
+    dev.close()
+    return bytes(buf.data())
+
+
+def _heatmap(res: Any) -> bytes:
+    from PySide6.QtCore import QRect, Qt
+    from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter
+
+    rows_name, cols_name = list(res.axes)
+    rows = [_short(t) for t in res.axes[rows_name]]
+    cols = [_short(t) for t in res.axes[cols_name]]
+    values = np.asarray(res.values, dtype=float)
+    font = QFont()
+    font.setPixelSize(12)
+    fm = QFontMetrics(font)
+    cell = max(CELL_MIN, min(CELL_MAX, 900 // max(len(rows), len(cols))))
+    left = max(fm.horizontalAdvance(t) for t in rows + [rows_name]) + 16
+    bottom = max(fm.horizontalAdvance(t) for t in cols) + 40
+    top, bar = 58, 90
+    title = _title(res)
+    w = max(left + cell * len(cols) + bar + 20, fm.horizontalAdvance(title) + 40)
+    h = top + cell * len(rows) + bottom
+    img = QImage(w, h, QImage.Format.Format_RGB32)
+    img.fill(QColor("white"))
+    lo, hi = _range(values)
+    p = QPainter(img)
+    try:
+        p.setFont(font)
+        p.setPen(QColor("black"))
+        p.drawText(QRect(0, 8, w, 20), Qt.AlignmentFlag.AlignHCenter, title)
+        for i in range(len(rows)):
+            for j in range(len(cols)):
+                p.fillRect(left + j * cell, top + i * cell, cell, cell,
+                           _colour(float(values[i, j]), lo, hi))
+        for i, t in enumerate(rows):
+            p.drawText(QRect(0, top + i * cell, left - 6, cell),
+                       int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), t)
+        p.drawText(QRect(0, top - 18, left - 6, 16), int(Qt.AlignmentFlag.AlignRight),
+                   f"{rows_name} ↓")
+        y0 = top + cell * len(rows) + 4
+        for j, t in enumerate(cols):  # column labels read upwards, one under each column
+            p.save()
+            p.translate(left + j * cell + cell / 2 + fm.ascent() / 2 - 2, y0 + fm.horizontalAdvance(t))
+            p.rotate(-90)
+            p.drawText(0, 0, t)
+            p.restore()
+        p.drawText(QRect(left, h - 22, cell * len(cols), 18), Qt.AlignmentFlag.AlignHCenter,
+                   f"{cols_name} →")
+        bx, by, bh = left + cell * len(cols) + 20, top, max(cell * len(rows), 60)
+        for k in range(bh):
+            p.fillRect(bx, by + k, 16, 1, _colour(hi - (hi - lo) * k / max(1, bh - 1), lo, hi))
+        p.drawText(bx + 20, by + fm.ascent(), f"{hi:.3g}")
+        p.drawText(bx + 20, by + bh, f"{lo:.3g}")
+    finally:
+        p.end()
+    return _png(img)
+
+
+def _curve(res: Any) -> bytes:
+    from PySide6.QtCore import QPointF, QRect, Qt
+    from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
+
+    (name,) = list(res.axes)
+    labels = [_short(t) for t in res.axes[name]]
+    coords = res.coords[name]
+    values = np.asarray(res.values, dtype=float).reshape(-1)
+    numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in coords)
+    xs = [float(c) for c in coords] if numeric else list(range(len(coords)))
+    log = numeric and len(xs) > 2 and min(xs) > 0 and max(xs) / min(xs) > 100
+    if log:
+        xs = [math.log10(v) for v in xs]
+    w, h, left, right, top, bottom = 760, 480, 80, 30, 44, 90
+    img = QImage(w, h, QImage.Format.Format_RGB32)
+    img.fill(QColor("white"))
+    font = QFont()
+    font.setPixelSize(12)
+    lo, hi = _range(values)
+    if hi <= lo:
+        lo, hi = lo - 1, hi + 1
+    x_lo, x_hi = min(xs), max(xs)
+    if x_hi <= x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    pw, ph = w - left - right, h - top - bottom
+
+    def at(x: float, y: float) -> QPointF:
+        return QPointF(left + (x - x_lo) / (x_hi - x_lo) * pw, top + (hi - y) / (hi - lo) * ph)
+
+    p = QPainter(img)
+    try:
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setFont(font)
+        p.setPen(QColor("black"))
+        p.drawText(QRect(0, 8, w, 20), Qt.AlignmentFlag.AlignHCenter, _title(res))
+        p.drawRect(left, top, pw, ph)
+        for k in range(5):  # y ticks
+            y = lo + (hi - lo) * k / 4
+            pt = at(x_lo, y)
+            p.drawLine(left - 4, round(pt.y()), left, round(pt.y()))
+            p.drawText(QRect(0, round(pt.y()) - 8, left - 8, 16),
+                       int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), f"{y:.3g}")
+        step = max(1, len(xs) // 12)
+        for k in range(0, len(xs), step):  # x ticks, labelled by the axis's own labels
+            pt = at(xs[k], lo)
+            p.drawLine(round(pt.x()), top + ph, round(pt.x()), top + ph + 4)
+            p.drawText(QRect(round(pt.x()) - 50, top + ph + 6, 100, 16),
+                       Qt.AlignmentFlag.AlignHCenter, labels[k])
+        p.drawText(QRect(left, h - 40, pw, 18), Qt.AlignmentFlag.AlignHCenter,
+                   f"{name}{' (log scale)' if log else ''} →")
+        p.save()
+        p.translate(16, top + ph / 2 + 40)
+        p.rotate(-90)
+        p.drawText(0, 0, _short(res.metric))
+        p.restore()
+        p.setPen(QPen(QColor(33, 110, 180), 2))
+        pts = [at(x, v) for x, v in zip(xs, values) if math.isfinite(v)]
+        for a, b in zip(pts, pts[1:]):
+            p.drawLine(a, b)
+        p.setBrush(QColor(33, 110, 180))
+        for pt in pts:
+            p.drawEllipse(pt, 3.5, 3.5)
+    finally:
+        p.end()
+    return _png(img)
