@@ -230,6 +230,124 @@ class _Cells:
         return Plan(capture=(), keep_tensors=False, interventions=ivs)
 
 
+@dataclass(frozen=True)
+class CellValue:
+    """One computed cell: its index (one entry per axis), its number, and what each
+    intervention did (receipts by layer path)."""
+
+    index: tuple[int, ...]
+    value: float
+    receipts: dict[str, Receipt]
+
+
+@dataclass
+class SweepContext:
+    """What every cell of one sweep shares: the grid, each cell's resolved plan, the metric
+    and the shared baseline forwards, made once by :func:`prepare_sweep`; a pool of workers
+    each prepares one and computes its share of the cells with :func:`sweep_cells`."""
+
+    module: nn.Module
+    inputs: Any
+    x: Any
+    dev: torch.device
+    device: str
+    codec: Any
+    metric: Metric
+    coords: dict[str, list[Any]]
+    grid: list[tuple[int, ...]]
+    plans: list[Plan]
+    resolved: list[dict[str, LayerPlan]]
+    cells: _Cells
+    should_stop: Callable[[], bool] | None = None
+    shared: Baseline | None = None
+    baselines: dict[frozenset[str], Baseline] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: {"baseline": 0, "source": 0,
+                                                             "intervened": 0})
+    #: the metric on the baseline run (``None`` until known, or for a metric of a difference)
+    clean: float | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.coords)
+
+    def cell_coords(self, k: int) -> dict[str, Any]:
+        return {n: self.coords[n][i] for n, i in zip(self.coords, self.grid[k])}
+
+    def labels(self) -> dict[str, list[str]]:
+        """A label per value of each axis (token strings for positions)."""
+        return {n: _labels(n, v, self.inputs, self.codec) for n, v in self.coords.items()}
+
+
+def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
+                  intervene: Mapping[Any, Any], metric: Any = "max-abs-diff", *,
+                  codec: Any = None, meaning: OutputMeaning | None = None, device: str = "cpu",
+                  max_cells: int = DEFAULT_MAX_CELLS, should_stop: Callable[[], bool] | None = None,
+                  bind: Callable[[dict], dict] | None = None) -> SweepContext:
+    """Check the grid, resolve every cell's plan (a bad cell fails before any forward) and
+    run the shared baseline and source forwards (see the module docstring)."""
+    if meaning is not None and codec is None:
+        codec = meaning.codec
+    if not isinstance(over, Mapping) or not over:
+        raise PlanError("a sweep needs at least one axis, e.g. over={'layer': 'blocks.*'} "
+                        "(--over layer=PATTERN)")
+    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
+    check_size(axes, max_cells)
+    _check_used(axes, intervene)
+    coords = {n: (v.values() if isinstance(v, Spaced) else list(v)) for n, v in axes.items()}
+    met: Metric = make_metric(metric, meaning)
+    cells = _Cells(intervene, bind)
+    names = list(coords)
+    grid = list(itertools.product(*(range(len(coords[n])) for n in names)))
+    plans = [cells.plan({n: coords[n][i] for n, i in zip(names, idx)}) for idx in grid]
+    dev = resolve_device(device)
+    tree = module_walk(module)
+    resolved = [p.resolve(module, tree) for p in plans]  # every bad cell fails before a forward
+    place_module(module, dev)
+    x = to_device(inputs, dev)
+    ctx = SweepContext(module, inputs, x, dev, device, codec, met, coords, grid, plans, resolved,
+                       cells, should_stop)
+    if not any(isinstance(m, _HOOK_SENSITIVE) for m in module.modules()):
+        # one baseline and one source forward per source input serve every cell
+        ctx.shared = _make_baseline(module, x, resolved[0], dev, should_stop)
+        ctx.counts["baseline"] += 1
+        ctx.counts["source"] += _prime_sources(module, x, dev, codec, resolved, ctx.shared)
+    return ctx
+
+
+def sweep_cells(ctx: SweepContext, cells: Sequence[int] | None = None,
+                progress: Callable[[int, int], None] | None = None) -> list[CellValue]:
+    """Compute ``cells`` (positions in ``ctx.grid``, row-major over the axes; ``None``: all)
+    and return their values in that order. ``progress(done, total)`` after each cell."""
+    order = list(range(len(ctx.grid))) if cells is None else [int(k) for k in cells]
+    for k in order:
+        if not 0 <= k < len(ctx.grid):
+            raise PlanError(f"cell {k} is outside the sweep's {len(ctx.grid)} cells")
+    out = []
+    for k in order:
+        layers = ctx.resolved[k]
+        hooked = frozenset(layers)
+        base = ctx.baselines.get(hooked)
+        if base is None and ctx.shared is not None:
+            base = ctx.baselines[hooked] = dataclasses.replace(ctx.shared, hooked=hooked)
+        primed = base is not None and _sources_cached(layers, base)
+        res = compare(ctx.module, ctx.x, ctx.plans[k], ctx.device, baseline=base,
+                      should_stop=ctx.should_stop, codec=ctx.codec)
+        ctx.counts["intervened"] += 1
+        if not res.baseline_reused:
+            ctx.counts["baseline"] += 1
+        if "source" in res.timings_ms and not primed:
+            ctx.counts["source"] += len(source_groups(layers, ctx.x, ctx.dev, ctx.codec))
+        if base is None and res.baseline is not None:
+            ctx.baselines[hooked] = res.baseline
+        if k == 0 and ctx.metric.clean is not None:  # the metric on the first cell's baseline
+            ctx.clean = ctx.metric.clean(res.output_without)
+        out.append(CellValue(ctx.grid[k], ctx.metric.cell(res.output_without, res.output_with),
+                             res.receipts))
+        if progress is not None:
+            progress(len(out), len(order))
+    return out
+
+
 def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           intervene: Mapping[Any, Any], metric: Any = "max-abs-diff", *, codec: Any = None,
           meaning: OutputMeaning | None = None, device: str = "cpu",
@@ -249,65 +367,27 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     A grid over ``max_cells`` cells is refused before anything runs.
     """
     t0 = time.perf_counter()
-    if meaning is not None and codec is None:
-        codec = meaning.codec
-    if not isinstance(over, Mapping) or not over:
-        raise PlanError("a sweep needs at least one axis, e.g. over={'layer': 'blocks.*'} "
-                        "(--over layer=PATTERN)")
-    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
-    total = check_size(axes, max_cells)
-    _check_used(axes, intervene)
-    coords = {n: (v.values() if isinstance(v, Spaced) else list(v)) for n, v in axes.items()}
-    met: Metric = make_metric(metric, meaning)
-    cells = _Cells(intervene, bind)
-    names = list(coords)
-    grid = list(itertools.product(*(range(len(coords[n])) for n in names)))
-    plans = [cells.plan({n: coords[n][i] for n, i in zip(names, idx)}) for idx in grid]
-    dev = resolve_device(device)
-    tree = module_walk(module)
-    resolved = [p.resolve(module, tree) for p in plans]  # every bad cell fails before a forward
-    place_module(module, dev)
-    x = to_device(inputs, dev)
-    sensitive = any(isinstance(m, _HOOK_SENSITIVE) for m in module.modules())
-    baselines: dict[frozenset[str], Baseline] = {}
-    values = np.full(len(grid), np.nan)
-    receipts: dict[tuple[int, ...], dict[str, Receipt]] = {}
-    counts = {"baseline": 0, "source": 0, "intervened": 0}
-    shared: Baseline | None = None
-    if not sensitive:  # one baseline and one source forward per source input serve every cell
-        shared = _make_baseline(module, x, resolved[0], dev, should_stop)
-        counts["baseline"] += 1
-        counts["source"] += _prime_sources(module, x, dev, codec, resolved, shared)
-    clean: float | None = None
-    for k, (idx, plan, layers) in enumerate(zip(grid, plans, resolved)):
-        hooked = frozenset(layers)
-        base = baselines.get(hooked)
-        if base is None and shared is not None:
-            base = baselines[hooked] = dataclasses.replace(shared, hooked=hooked)
-        primed = base is not None and _sources_cached(layers, base)
-        res = compare(module, x, plan, device, baseline=base, should_stop=should_stop,
-                      codec=codec)
-        counts["intervened"] += 1
-        if not res.baseline_reused:
-            counts["baseline"] += 1
-        if "source" in res.timings_ms and not primed:
-            counts["source"] += len(source_groups(layers, x, dev, codec))
-        if base is None and res.baseline is not None:
-            baselines[hooked] = res.baseline
-        if k == 0:
-            clean = met.clean(res.output_without) if met.clean is not None else None
-        values[k] = met.cell(res.output_without, res.output_with)
-        receipts[idx] = res.receipts
-        if progress is not None:
-            progress(k + 1, total)
+    ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
+                        device=device, max_cells=max_cells, should_stop=should_stop, bind=bind)
+    done = sweep_cells(ctx, None, progress)
+    codec = ctx.codec
+    cells = ctx.cells
 
     def run_cell(c: Mapping[str, Any]) -> RunResult:
         return compare(module, inputs, cells.plan(c), device, codec=codec)
 
-    shape = tuple(len(coords[n]) for n in names)
-    labels = {n: _labels(n, coords[n], inputs, codec) for n in names}
-    return SweepResult(values.reshape(shape), labels, coords, met.name, clean, receipts,
-                       {"total": (time.perf_counter() - t0) * 1e3}, counts, run_cell, cells.plan)
+    return SweepResult(values_array(ctx.coords, done), ctx.labels(), ctx.coords, ctx.metric.name,
+                       ctx.clean, {c.index: c.receipts for c in done},
+                       {"total": (time.perf_counter() - t0) * 1e3}, dict(ctx.counts), run_cell,
+                       cells.plan)
+
+
+def values_array(coords: Mapping[str, Sequence[Any]], done: Sequence[CellValue]) -> np.ndarray:
+    """The cells' numbers as an array shaped by the axes (NaN where a cell is missing)."""
+    values = np.full(tuple(len(v) for v in coords.values()), np.nan)
+    for c in done:
+        values[c.index] = c.value
+    return values
 
 
 def _sources_cached(layers: dict[str, LayerPlan], base: Baseline) -> bool:
