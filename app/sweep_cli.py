@@ -188,10 +188,10 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     workers = 2 if ns.ray_workers is None else ns.ray_workers
     if workers < 1:
         raise PlanError(f"--ray-workers {workers}: give at least one worker")
-    print(f"hookscope: starting {workers} Ray workers at {ns.ray}, each loading {ns.spec}",
-          file=err, flush=True)
     model = PoolModel(ns.spec, ns.weights, ns.trust_code, labels=ns.labels)
     with RayPool(ns.ray, model, workers, device=ns.device) as pool:
+        print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
+              f"{pool.startup_s:.1f} s)", file=err, flush=True)
         return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
                           max_cells=ns.max_cells, bind=_binding(ns),
                           outline=lambda o: _announce(

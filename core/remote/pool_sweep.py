@@ -29,6 +29,7 @@ from ..capture.sweep import (CellValue, SweepContext, SweepResult, prepare_sweep
 from ..capture.sweep_axes import DEFAULT_MAX_CELLS
 from ..model.inputs import parse_input
 from ..session.runner import error_message
+from .ray_pool import PoolTaskError
 
 #: Parts of a sweep per worker: enough to even out uneven cells and to move little work
 #: when a worker dies, few enough that a part's round trip costs nothing beside its cells.
@@ -113,10 +114,32 @@ def sweep_part(loaded: Any, cells: list[int], job: SweepJob) -> Part:
         try:
             out += sweep_cells(ctx, [k])
         except BaseException as exc:  # noqa: BLE001 - said with the cell it happened in
-            raise HookscopeError(f"cell {describe_cell(ctx.cell_coords(k))}: "
-                                 f"{error_message(exc)}") from exc
+            raise _naming(exc, f"cell {describe_cell(ctx.cell_coords(k))}: ") from exc
     clean = ctx.clean if 0 in cells else None
     return Part(out, {k: v - before.get(k, 0) for k, v in ctx.counts.items()}, clean)
+
+
+def _naming(exc: BaseException, prefix: str) -> HookscopeError:
+    """``exc`` with ``prefix`` before its message, of the same kind where it is a project
+    exception that takes a message alone (else a plain :class:`HookscopeError`)."""
+    message = prefix + error_message(exc)
+    if isinstance(exc, HookscopeError):
+        try:
+            return type(exc)(message)
+        except TypeError:
+            pass
+    return HookscopeError(message)
+
+
+def _unwrapped(call: Callable[[], Any]) -> Any:
+    """``call()``, a task's own project exception raised as itself (the local sweep's kind
+    and message: a failing cell names itself), the pool's error as its cause."""
+    try:
+        return call()
+    except PoolTaskError as exc:
+        if isinstance(exc.__cause__, HookscopeError):
+            raise exc.__cause__ from exc
+        raise
 
 
 def sweep_cell_run(loaded: Any, coords: Mapping[str, Any], job: SweepJob) -> Any:
@@ -149,12 +172,15 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
     model's example input); ``bind`` as :class:`SweepJob`'s; ``progress(done, total)`` in
     cells, here, as parts arrive; ``outline(o)`` once the grid is known, before any cell runs.
     Every cell's plan is checked on a worker before any cell runs (a bad template fails
-    once, whole). A failing cell raises :class:`~.ray_pool.PoolTaskError` naming it.
+    once, whole). A failing cell raises what the local sweep raises (a
+    :class:`~hookscope.core.base.errors.ForwardError` for a model that throws), its message
+    starting with the cell (``cell layer='blocks.1', pos=3: ...``); a part of the grid that
+    no live worker could compute raises :class:`~.ray_pool.PoolError` naming its cells.
     """
     t0 = time.perf_counter()
     job = SweepJob(input_text, dict(over), dict(intervene), metric, device, max_cells, bind,
                    uuid.uuid4().hex)
-    shape = pool.run_one(sweep_outline, job)
+    shape = _unwrapped(lambda: pool.run_one(sweep_outline, job))
     if outline is not None:
         outline(shape)
     t_outline = time.perf_counter() - t0
@@ -176,7 +202,8 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
         if progress is not None:
             progress(done[0], shape.cells)
 
-    answers: list[Part] = pool.map(sweep_part, parts, job, names=part_name, on_result=arrived)
+    answers: list[Part] = _unwrapped(lambda: pool.map(sweep_part, parts, job, names=part_name,
+                                                      on_result=arrived))
     cells = [c for a in answers for c in a.cells]
     forwards: dict[str, int] = {}
     for counted in [shape.forwards, *(a.forwards for a in answers)]:
@@ -185,10 +212,10 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
     clean = next((a.clean for a in answers if a.clean is not None), None)
 
     def run_cell(c: Mapping[str, Any]) -> Any:
-        return pool.run_one(sweep_cell_run, dict(c), job)
+        return _unwrapped(lambda: pool.run_one(sweep_cell_run, dict(c), job))
 
     def plan_of(c: Mapping[str, Any]) -> Any:
-        return pool.run_one(sweep_cell_plan, dict(c), job)
+        return _unwrapped(lambda: pool.run_one(sweep_cell_plan, dict(c), job))
 
     timings = {"total": (time.perf_counter() - t0) * 1e3, "outline": t_outline * 1e3}
     return SweepResult(values_array(shape.coords, cells), shape.labels, shape.coords,
