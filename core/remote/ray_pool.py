@@ -87,14 +87,16 @@ class RayPool:
     """``size`` Ray actors holding one model each (see the module docstring).
 
     ``device``: a ``cuda`` device asks Ray for a GPU per worker; ``num_cpus``: the CPUs
-    Ray reserves per worker (the torch threads it gets). Starting waits at most
+    Ray reserves per worker (the torch threads it gets; default one, or on a ``local``
+    instance with fewer free CPUs than workers an equal share of them, so that every
+    worker can start). Starting waits at most
     ``start_timeout_s`` for every worker to load the model; joining a cluster at most
     ``connect_timeout_s``. ``init_kwargs`` go to ``ray.init`` when this process starts
     or joins Ray (e.g. ``num_cpus`` of a local instance).
     """
 
     def __init__(self, address: str, model: PoolModel | str, size: int = 2, *,
-                 device: str = "cpu", max_retries: int = 2, num_cpus: float = 1,
+                 device: str = "cpu", max_retries: int = 2, num_cpus: float | None = None,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S,
                  start_timeout_s: float = START_TIMEOUT_S, **init_kwargs: Any) -> None:
         require("ray", "ray", "--ray")
@@ -130,10 +132,13 @@ class RayPool:
         # (other paths), so the yes checked here travels as the pickle flag.
         return spec, weights, pickles, (m.trust if local else None), m.labels
 
-    def _start(self, size: int, num_cpus: float, load_args: tuple, timeout_s: float) -> None:
+    def _start(self, size: int, num_cpus: float | None, load_args: tuple, timeout_s: float) -> None:
         from .pool_actor import PoolWorker
 
         ray = self._ray
+        if num_cpus is None:
+            free = float(ray.available_resources().get("CPU", 0.0)) if self.address == "local" else 0.0
+            num_cpus = min(1.0, free / size) if 0 < free < size else 1.0
         options: dict[str, Any] = {"num_cpus": num_cpus, "max_concurrency": 1}
         if str(self.device).startswith("cuda"):
             options["num_gpus"] = 1

@@ -1,8 +1,8 @@
 """A pool of Ray actors: map in order, a dead worker's items retried or named, sweeps equal
 to the local ones cell for cell.
 
-A local Ray instance is started once for this file (``num_cpus=2``: the workers ask for
-half a CPU each, so two pools fit) and shut down after it. The tasks live in a file of a
+A local Ray instance is started once for this file (``num_cpus=2``; the tests' own pools
+reserve no CPU, so the CLI's pool, one CPU per worker, still fits) and shut down after it. The tasks live in a file of a
 folder shipped as the Ray job's working_dir (as a cluster would get them), so the workers
 import them by name, as the contract asks.
 """
@@ -136,13 +136,13 @@ def ray_local(folder):
 
 @pytest.fixture(scope="module")
 def lm_pool(ray_local):
-    with RayPool("local", "demo:lm", 2, num_cpus=0.5) as pool:
+    with RayPool("local", "demo:lm", 2, num_cpus=0) as pool:
         yield pool
 
 
 @pytest.fixture(scope="module")
 def cnn_pool(ray_local):
-    with RayPool("local", "demo:cnn", 2, num_cpus=0.5) as pool:
+    with RayPool("local", "demo:cnn", 2, num_cpus=0) as pool:
         yield pool
 
 
@@ -222,7 +222,7 @@ def _kill_holders(gate, workers: dict, want: int, timeout_s: float = 60.0) -> li
 def test_a_worker_killed_mid_map_loses_nothing(ray_local, gate):
     g = gate(1)
     t = tasks()
-    with RayPool("local", "demo:clamp", 2, num_cpus=0.5) as pool:
+    with RayPool("local", "demo:clamp", 2, num_cpus=0) as pool:
         out: list = []
         workers = _pids(pool)
         th = threading.Thread(target=lambda: out.append(pool.map(t.held_at, range(8), 3)))
@@ -237,7 +237,7 @@ def test_a_worker_killed_mid_map_loses_nothing(ray_local, gate):
 def test_when_every_retry_dies_the_error_names_the_missing_cells(ray_local, gate):
     g = gate(2)
     t = tasks()
-    with RayPool("local", "demo:clamp", 2, num_cpus=0.5, max_retries=1) as pool:
+    with RayPool("local", "demo:clamp", 2, num_cpus=0, max_retries=1) as pool:
         raised: list = []
 
         def run() -> None:
@@ -361,9 +361,9 @@ def test_a_file_named_by_data_runs_only_with_the_persons_yes_for_it(ray_local, f
         "    return torch.nn.Linear(3, 2), torch.ones(1, 3)\n")
     spec = f"{folder / 'factory.py'}:small"
     with pytest.raises(CodeTrustError, match="nothing was run"):
-        RayPool("local", PoolModel(spec, trust=CodeTrust.from_data()), 1, num_cpus=0.5)
+        RayPool("local", PoolModel(spec, trust=CodeTrust.from_data()), 1, num_cpus=0)
     trust = CodeTrust.from_data().granting(code_to_run(spec))
-    with RayPool("local", PoolModel(spec, trust=trust), 1, num_cpus=0.5) as pool:
+    with RayPool("local", PoolModel(spec, trust=trust), 1, num_cpus=0) as pool:
         got = pool.map(tasks().output_sum, [0, 1])
     local = load_model(spec)
     assert got == [tasks().output_sum(local, s) for s in (0, 1)]
