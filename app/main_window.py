@@ -32,6 +32,7 @@ from .layout import arrange_docks
 from .window_layout import build_parts
 from .lm_tools import install_lm_tools
 from .sweep_tool import install_sweep_tool
+from .scan_tool import install_scan_tool
 from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from hookscope.widgets.generation_view import GenerationView
     from hookscope.widgets.lens_view import LensView
     from hookscope.widgets.sweep_view import SweepView
+
+    from .scan_tool import ScanTool
     from hookscope.widgets.sae_view import SaeView
     from hookscope.widgets.intervention_panel import InterventionPanel
 
@@ -75,6 +78,7 @@ class MainWindow(SessionReactions, QMainWindow):
     intervention_dock: QDockWidget         # intervention_dock.install_intervention_dock
     sweep_view: SweepView        # sweep_tool.install_sweep_tool
     sweep_dock: QDockWidget      # sweep_tool.install_sweep_tool
+    scan_tool: ScanTool          # scan_tool.install_scan_tool
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -122,6 +126,7 @@ class MainWindow(SessionReactions, QMainWindow):
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
         install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE
         install_sweep_tool(self)     # View → Sweep
+        install_scan_tool(self)      # File → Open inputs, View → Scan
 
     def _wire(self) -> None:
         s = self.session

@@ -474,6 +474,26 @@ class Session:
         return self._run_derived(SweepRequest(over, intervene, metric,
                                               max_cells or DEFAULT_MAX_CELLS, progress), timeout_s)
 
+    def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
+             *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,
+             progress: Callable[[int, int, float | None], None] | None = None,
+             timeout_s: float | None = None) -> Any:
+        """Run the model over an input set (in the runner) and wait: a
+        :class:`~hookscope.core.dataset.ScanResult` with per-layer statistics and top inputs
+        per unit of ``capture`` and, per input, the effect of ``intervene`` (see
+        :func:`~hookscope.core.dataset.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
+        .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
+        ``capture``/``intervene`` default to the session's plan."""
+        from ..dataset import DEFAULT_BUDGET, ScanJob, ScanRequest, open_inputs
+
+        iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
+        plan = self.current_plan()
+        req = ScanRequest(iset, tuple(plan.capture if capture is None else capture),
+                          dict(plan.interventions if intervene is None else intervene), metric,
+                          top_k=top_k, device=self.device, limit=limit,
+                          budget_bytes=budget_bytes or DEFAULT_BUDGET)
+        return self._run_derived(ScanJob(req, progress), timeout_s)
+
     def attach_sae(self, layer: str, folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
         ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs

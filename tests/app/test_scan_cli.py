@@ -1,0 +1,75 @@
+"""``hookscope scan``: its JSON, CSV and table equal scan()'s; mistakes are one line."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from hookscope.app.cli import main
+from hookscope.core import load_model
+from hookscope.core.dataset import ScanRequest, open_inputs, scan
+
+DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
+
+
+def test_digits_json_and_csv_equal_the_api(tmp_path, capsys):
+    out_csv = tmp_path / "effect.csv"
+    rc = main(["scan", "demo:cnn", "--inputs", str(DIGITS), "--capture", "conv1",
+               "--intervene", "conv2=zero:3", "--unit", "conv2:3", "--top-k", "9", "--json",
+               "--csv", str(out_csv)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert cap.err.startswith("hookscope: scan of 200 inputs from digits_test.safetensors")
+    got = json.loads(cap.out)
+    lm = load_model("demo:cnn")
+    want = scan(lm, ScanRequest(open_inputs(DIGITS), ("conv1", "conv2"), {"conv2": "zero:3"}))
+    assert got["count"] == 200 and got["metric"] == "prob:label"
+    assert got["accuracy_without"] == want.accuracy(False)
+    assert got["accuracy_with"] == want.accuracy(True)
+    assert got["changed_fraction"] == want.changed_fraction
+    assert got["per_class"] == want.per_class()
+    assert set(got["layers"]) == {"conv1", "conv2"}
+    assert [t["index"] for t in got["top"]["conv2"]["3"]] == \
+           [t.index for t in want.top_inputs("conv2", 3)]
+    assert np.allclose(got["layers"]["conv2"]["unit_mean"], want.layer("conv2").unit_mean)
+    rows = list(csv.reader(out_csv.read_text().splitlines()))
+    assert rows[0][:3] == ["index", "input", "label"] and len(rows) == 201
+    assert [int(r[3]) for r in rows[1:]] == [r.pred_without for r in want.rows]
+    assert [int(r[4]) for r in rows[1:]] == [r.pred_with for r in want.rows]
+
+
+def test_text_table_names_the_activating_token(tmp_path, capsys):
+    f = tmp_path / "p.txt"
+    f.write_text("the cat sat on the\nhello world\n")
+    rc = main(["scan", "demo:lm", "--inputs", str(f), "--unit", "blocks.0:5",
+               "--intervene", "blocks.0=zero"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lm = load_model("demo:lm")
+    want = scan(lm, ScanRequest(open_inputs(f), ("blocks.0",), {"blocks.0": "zero"}))
+    top = want.top_inputs("blocks.0", 5)[0]
+    assert f"token {top.position} {top.tokens[top.position]!r}" in cap.out
+    assert "top prediction changed on" in cap.out and "metric kl" in cap.out
+
+
+def test_mistakes_are_one_line(tmp_path, capsys):
+    for argv, words in [
+        (["demo:cnn", "--inputs", str(DIGITS), "--unit", "conv2"], "LAYER:INDEX"),
+        (["demo:cnn", "--inputs", str(DIGITS), "--unit", "conv2:99"], "out of range"),
+        (["demo:cnn", "--inputs", str(DIGITS), "--capture", "nope"], "nope"),
+        (["demo:cnn", "--inputs", str(DIGITS), "--intervene", "conv2=zero:99"], "out of range"),
+        (["demo:cnn", "--inputs", str(DIGITS), "--top-k", "0"], "--top-k"),
+        (["demo:cnn", "--inputs", str(DIGITS), "--csv", str(tmp_path / "no" / "x.csv")],
+         "does not exist"),
+        (["demo:cnn", "--inputs", str(DIGITS), "--metric", "prob:label", "--limit", "0"],
+         "--limit"),
+    ]:
+        rc = main(["scan", *argv])
+        err = capsys.readouterr().err
+        assert rc == 2, (argv, err)
+        last = err.splitlines()[-1]
+        assert last.startswith("hookscope: error: ") and words in last, (argv, err)
+        assert "Traceback" not in err
