@@ -13,9 +13,9 @@ The task contract (sweep cells use it, and so can a dataset's shards):
   ``task(loaded, item, *extra)``: ``loaded`` is the worker's
   :class:`~hookscope.core.model.LoadedModel` (its ``module``, ``example_input`` and
   ``meaning``), ``item`` one of the items, ``extra`` the arguments after the items,
-  sent once and shared by every call. A dataset scan
-  ``scan_shard(loaded, shard, request) -> partial`` runs unchanged as
-  ``merge(pool.map(scan_shard, shards, request))``.
+  sent once and shared by every call. A dataset scan's unit of work runs unchanged:
+  ``finish(merge(pool.map(scan_shard, shards(n, size), request)), request, meaning)``
+  (:mod:`hookscope.core.dataset`: ``scan_shard(loaded, indices, request) -> ScanPartial``).
 - Items, ``extra`` and results must pickle; a result comes back with CPU tensors as
   numpy-backed tensors (:func:`~.ray_actor.dumps`), so keep results small (a partial
   statistic, a cell's number), not activations.

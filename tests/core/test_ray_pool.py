@@ -54,27 +54,6 @@ def output_sum(loaded, seed):
         return float(loaded.module(x).double().sum())
 
 
-def scan_shard(loaded, shard, request):
-    """A dataset shard's partial statistics of one layer: (count, sum, max)."""
-    seen = []
-    h = loaded.module.get_submodule(request["layer"]).register_forward_hook(
-        lambda m, a, o: seen.append(o.detach().double()))
-    try:
-        with torch.inference_mode():
-            for seed in shard:
-                g = torch.Generator().manual_seed(seed)
-                loaded.module(torch.randn(loaded.example_input.shape, generator=g))
-    finally:
-        h.remove()
-    acts = torch.cat([s.reshape(-1) for s in seen])
-    return {"count": acts.numel(), "sum": float(acts.sum()), "max": float(acts.max())}
-
-
-def merge(partials):
-    return {"count": sum(p["count"] for p in partials), "sum": sum(p["sum"] for p in partials),
-            "max": max(p["max"] for p in partials)}
-
-
 def refuse_two(loaded, item):
     if item == 2:
         raise PlanError("two is refused here")
@@ -175,15 +154,25 @@ def test_map_returns_every_result_in_the_items_order(cnn_pool):
 
 
 def test_a_dataset_scan_runs_unchanged_and_merges_to_the_whole(cnn_pool):
-    """The contract of a dataset shard: scan_shard(loaded, shard, request) -> partial."""
-    t = tasks()
+    """The datasets' unit of work, scan_shard(loaded, shard, request) -> partial, on the
+    pool as it is; the merged partials equal one scan here."""
+    import math
+    from pathlib import Path
+
+    from hookscope.core.dataset import ScanRequest, finish, merge, open_inputs, scan, scan_shard, shards
+
     cnn = load_model("demo:cnn")
-    shards = [[0, 1, 2], [3, 4], [5, 6, 7], [8]]
-    request = {"layer": "conv2"}
-    got = t.merge(cnn_pool.map(t.scan_shard, shards, request))
-    want = t.scan_shard(cnn, [s for shard in shards for s in shard], request)
-    assert got["count"] == want["count"] and got["max"] == want["max"]
-    assert got["sum"] == pytest.approx(want["sum"], rel=1e-12)
+    digits = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
+    # one input a batch (a budget of one byte), so both see bit-identical activations
+    req = ScanRequest(open_inputs(digits), capture=("conv2",), intervene={"conv2": "zero:3"},
+                      top_k=9, budget_bytes=1, limit=60)
+    whole = scan(cnn, req)
+    merged = finish(merge(cnn_pool.map(scan_shard, shards(60, 13), req)), req, cnn.meaning)
+    a, b = merged.layer("conv2"), whole.layer("conv2")
+    assert np.array_equal(a.top_index, b.top_index) and np.array_equal(a.top_values, b.top_values)
+    assert np.array_equal(a.hist_counts, b.hist_counts) and a.count == b.count
+    assert math.isclose(a.mean, b.mean, rel_tol=1e-12) and math.isclose(a.std, b.std, rel_tol=1e-12)
+    assert merged.per_class() == whole.per_class() and merged.rows == whole.rows
 
 
 def test_a_task_that_raises_names_the_item_and_keeps_its_kind(cnn_pool):
