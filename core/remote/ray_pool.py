@@ -41,6 +41,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections import deque
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -126,7 +127,10 @@ class RayPool:
         check_trust(m.spec, trust)  # raises CodeTrustError naming the code, nothing started
         pickles = m.trust_pickle or trust.everything or any(c.kind == PICKLE for c in trust.files)
         local = self.address == "local"
-        spec, weights = remote_spec(m.spec, m.weights, local_files=local)
+        if local:  # the very files named here (the workers' folder may be a shipped copy)
+            spec, weights = _here(m.spec), m.weights
+        else:
+            spec, weights = remote_spec(m.spec, m.weights, local_files=False)
         # On this machine the workers read the very files said yes to, and the loader checks
         # their hashes again just before importing; on a cluster the files are Ray's copies
         # (other paths), so the yes checked here travels as the pickle flag.
@@ -282,6 +286,15 @@ class RayPool:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _here(spec: str) -> str:
+    """A ``file.py:factory`` spec with the file's absolute path (others as they are)."""
+    folder = spec_folder(spec)
+    if folder is None:
+        return spec
+    target, _, fname = spec.rpartition(":")
+    return f"{folder / Path(target).name}:{fname}"
 
 
 def _first_line(exc: BaseException) -> str:

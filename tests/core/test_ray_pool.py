@@ -340,15 +340,15 @@ def test_cli_sweep_on_ray_prints_the_local_json(ray_local, tmp_path):
     assert len(csv_rows) == 1 + 2 * 5
 
 
-def test_a_file_named_by_data_runs_only_with_the_persons_yes_for_it(ray_local, folder):
+def test_a_file_named_by_data_runs_only_with_the_persons_yes_for_it(ray_local, tmp_path):
     """A spec read from a session file is data: its factory runs in the workers only under
     a CodeTrust naming that file and hash (checked before any worker starts)."""
     from hookscope.core.model.code_trust import CodeTrust, CodeTrustError, code_to_run
 
-    (folder / "factory.py").write_text(
+    (tmp_path / "factory.py").write_text(
         "import torch\n\ndef small():\n    torch.manual_seed(5)\n"
         "    return torch.nn.Linear(3, 2), torch.ones(1, 3)\n")
-    spec = f"{folder / 'factory.py'}:small"
+    spec = f"{tmp_path / 'factory.py'}:small"
     with pytest.raises(CodeTrustError, match="nothing was run"):
         RayPool("local", PoolModel(spec, trust=CodeTrust.from_data()), 1, num_cpus=0)
     trust = CodeTrust.from_data().granting(code_to_run(spec))
