@@ -273,10 +273,6 @@ class SweepContext:
     def cell_coords(self, k: int) -> dict[str, Any]:
         return {n: self.coords[n][i] for n, i in zip(self.coords, self.grid[k])}
 
-    def labels(self) -> dict[str, list[str]]:
-        """A label per value of each axis (token strings for positions)."""
-        return {n: _labels(n, v, self.inputs, self.codec) for n, v in self.coords.items()}
-
 
 def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
                   intervene: Mapping[Any, Any], metric: Any = "max-abs-diff", *,
@@ -376,7 +372,8 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     def run_cell(c: Mapping[str, Any]) -> RunResult:
         return compare(module, inputs, cells.plan(c), device, codec=codec)
 
-    return SweepResult(values_array(ctx.coords, done), ctx.labels(), ctx.coords, ctx.metric.name,
+    labels = {n: _labels(n, v, inputs, codec) for n, v in ctx.coords.items()}
+    return SweepResult(values_array(ctx.coords, done), labels, ctx.coords, ctx.metric.name,
                        ctx.clean, {c.index: c.receipts for c in done},
                        {"total": (time.perf_counter() - t0) * 1e3}, dict(ctx.counts), run_cell,
                        cells.plan)

@@ -24,8 +24,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..base.errors import HookscopeError
-from ..capture.sweep import (CellValue, SweepContext, SweepResult, prepare_sweep, sweep_cells,
-                             values_array)
+from ..capture.sweep import (CellValue, SweepContext, SweepResult, _labels, prepare_sweep,
+                             sweep_cells, values_array)
 from ..capture.sweep_axes import DEFAULT_MAX_CELLS
 from ..model.inputs import parse_input
 from ..session.runner import error_message
@@ -101,7 +101,8 @@ def _context(loaded: Any, job: SweepJob) -> tuple[SweepContext, bool]:
 def sweep_outline(loaded: Any, job: SweepJob) -> Outline:
     """Task: prepare the sweep (every cell's plan checked) and say its shape."""
     ctx, new = _context(loaded, job)
-    return Outline(ctx.coords, ctx.labels(), ctx.metric.name, len(ctx.grid),
+    labels = {n: _labels(n, v, ctx.inputs, ctx.codec) for n, v in ctx.coords.items()}
+    return Outline(ctx.coords, labels, ctx.metric.name, len(ctx.grid),
                    dict(ctx.counts) if new else {})
 
 
