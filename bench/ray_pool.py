@@ -3,7 +3,9 @@
 ``python -m bench.ray_pool [--workers 2] [--repeats 3] [--quick]``
 
 Starts a local Ray instance (``num_cpus`` = workers), then for each grid: the sweep in
-process (torch's default threads, and one thread), then on a :class:`RayPool` of
+process (torch's default threads, and one thread, as each worker runs; the pool's values
+equal the one-thread ones bit for bit, and differ from a multi-threaded run by float
+rounding, as two thread counts differ in process too), then on a :class:`RayPool` of
 ``--workers`` actors (one CPU, so one torch thread, each), warm (a first sweep of each
 is run and not counted), medians of ``--repeats``. Start-up is timed apart: joining Ray,
 and the workers starting and loading the model. Also measured, to choose between each
@@ -75,10 +77,12 @@ def bench_grid(name: str, spec: str, prompt: str, over: dict, intervene: dict, w
 
     cells = here().cells
     local = median_s(here, repeats)
+    values = here().values
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # as each worker runs (one CPU reserved: one torch thread)
     try:
         local1 = median_s(here, repeats)
+        values1 = here().values
     finally:
         torch.set_num_threads(threads)
     # one baseline forward against shipping it (output and patch sources) to a worker
@@ -97,11 +101,13 @@ def bench_grid(name: str, spec: str, prompt: str, over: dict, intervene: dict, w
         for _ in range(5):
             ray.get(ray.put(blob))
         put_ms = (time.perf_counter() - t0) / 5 * 1e3
-        got = pool.sweep(prompt, over, intervene, "kl")
-        equal = bool((got.values == here().values).all())
+        got = pool.sweep(prompt, over, intervene, "kl").values
+        equal = bool((got == values1).all())  # bit for bit, at the workers' thread count
+        drift = float(abs(got - values).max())  # against torch's default threads here
         remote = median_s(lambda: pool.sweep(prompt, over, intervene, "kl"), repeats)
     return {"grid": name, "cells": cells, "local_s": local, "local_1thread_s": local1,
             "threads": threads, "pool_s": remote, "startup_s": startup, "equal": equal,
+            "drift": drift,
             "baseline_ms": ctx.shared.ms, "baseline_bytes": len(blob),
             "ship_ms": pickle_ms + put_ms}
 
@@ -129,12 +135,13 @@ def main(argv: list[str] | None = None) -> None:
                                ns.repeats))
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     print(f"\n| grid | cells | in process ({rows[0]['threads']} threads) | in process (1 thread) "
-          f"| pool of {ns.workers} | pool / in process | workers' start-up | equal |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"| pool of {ns.workers} | pool / in process (1 thread) | workers' start-up "
+          f"| equal to 1 thread | max diff to {rows[0]['threads']} threads |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['grid']} | {r['cells']} | {r['local_s']:.2f} s | {r['local_1thread_s']:.2f} s "
-              f"| {r['pool_s']:.2f} s | {r['pool_s'] / r['local_s']:.2f} | {r['startup_s']:.1f} s "
-              f"| {r['equal']} |")
+              f"| {r['pool_s']:.2f} s | {r['pool_s'] / r['local_1thread_s']:.2f} "
+              f"| {r['startup_s']:.1f} s | {r['equal']} | {r['drift']:.2g} |")
     print("\nbaseline per worker vs shipped:")
     for r in rows:
         print(f"  {r['grid']}: one baseline forward {r['baseline_ms']:.1f} ms; shipping it "
