@@ -6,7 +6,8 @@ here, never from a module inside (tests/test_floors.py checks it).
 
 from .ray_actor import is_text_input
 from .pool_sweep import SweepJob, pool_sweep
-from .ray_pool import PoolError, PoolModel, PoolTaskError, RayPool
+from .pool_errors import PoolError, PoolTaskError
+from .ray_pool import PoolModel, RayPool
 from .remote_ray import RemoteError, RemoteModel, RemoteModelSession, make_runner
 
 __all__ = ["PoolError", "PoolModel", "PoolTaskError", "RayPool", "RemoteError", "RemoteModel",

@@ -29,7 +29,7 @@ from ..capture.sweep import (CellValue, SweepContext, SweepResult, _labels, prep
 from ..capture.sweep_axes import DEFAULT_MAX_CELLS
 from ..model.inputs import parse_input
 from ..session.runner import error_message
-from .ray_pool import PoolTaskError
+from .pool_errors import PoolTaskError
 
 #: Parts of a sweep per worker: enough to even out uneven cells and to move little work
 #: when a worker dies, few enough that a part's round trip costs nothing beside its cells.

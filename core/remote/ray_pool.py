@@ -48,22 +48,11 @@ from typing import Any, Callable, Sequence
 from ..base.errors import HookscopeError
 from ..base.extras import require
 from ..model.code_trust import PICKLE, CodeTrust, check_trust
-from .remote_ray import CONNECT_TIMEOUT_S, RemoteError, check_address, connect, remote_spec, spec_folder
+from .pool_errors import PoolError, PoolTaskError
+from .remote_ray import CONNECT_TIMEOUT_S, check_address, connect, remote_spec, spec_folder
 
 #: How long the workers may take to start and load the model before the pool gives up.
 START_TIMEOUT_S = 300.0
-
-
-class PoolError(RemoteError):
-    """Items a map could not compute (``missing``: their names), or a pool that cannot start."""
-
-    def __init__(self, message: str, missing: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.missing = list(missing)
-
-
-class PoolTaskError(PoolError):
-    """The task raised on one item (named in the message, and in ``missing``)."""
 
 
 @dataclass(frozen=True)
