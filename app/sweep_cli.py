@@ -6,7 +6,9 @@ window (no Qt imported).
         --source-input 'text:the dog sat on the ' --metric kl --csv grid.csv
 
 The number of runs is stated on stderr before the first forward; Ctrl+C stops between
-layer calls with every hook removed (the forwards' own ``finally``).
+layer calls with every hook removed (the forwards' own ``finally``). With ``--ray ADDRESS``
+the model is loaded only in a pool of Ray actors (``--ray-workers N``), which share the
+cells (:mod:`hookscope.core.remote.pool_sweep`); the numbers are the same.
 """
 
 from __future__ import annotations
