@@ -110,12 +110,15 @@ def sweep_part(loaded: Any, cells: list[int], job: SweepJob) -> Part:
     """Task: the values of ``cells`` (positions in the grid); a cell that fails is named."""
     ctx, new = _context(loaded, job)
     before = {k: 0 for k in ctx.counts} if new else dict(ctx.counts)
-    out: list[CellValue] = []
-    for k in cells:
-        try:
-            out += sweep_cells(ctx, [k])
-        except BaseException as exc:  # noqa: BLE001 - said with the cell it happened in
-            raise _naming(exc, f"cell {describe_cell(ctx.cell_coords(k))}: ") from exc
+    try:
+        out: list[CellValue] = sweep_cells(ctx, cells)  # the part at once (batched where it can)
+    except Exception:  # noqa: BLE001 - find the cell it happened in, one by one
+        for k in cells:
+            try:
+                sweep_cells(ctx, [k])
+            except Exception as exc:  # noqa: BLE001 - said with the cell it happened in
+                raise _naming(exc, f"cell {describe_cell(ctx.cell_coords(k))}: ") from exc
+        raise
     clean = ctx.clean if 0 in cells else None
     return Part(out, {k: v - before.get(k, 0) for k, v in ctx.counts.items()}, clean)
 
