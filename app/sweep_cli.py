@@ -6,7 +6,9 @@ window (no Qt imported).
         --source-input 'text:the dog sat on the ' --metric kl --csv grid.csv
 
 The number of runs is stated on stderr before the first forward; Ctrl+C stops between
-layer calls with every hook removed (the forwards' own ``finally``).
+layer calls with every hook removed (the forwards' own ``finally``). With ``--ray ADDRESS``
+the model is loaded only in a pool of Ray actors (``--ray-workers N``), which share the
+cells (:mod:`hookscope.core.remote.pool_sweep`); the numbers are the same.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -68,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
     p.add_argument("--train", action="store_true", help="run the model in train mode")
+    g = p.add_argument_group("beyond one machine")
+    g.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="spread the cells over a pool of Ray actors, each holding the model: "
+                        "local (start Ray here), auto (join the running cluster) or "
+                        "ray://HOST:PORT")
+    g.add_argument("--ray-workers", metavar="N", type=int, default=None,
+                   help="with --ray: how many actors (default 2), each loading the model once")
     return p
 
 
@@ -84,25 +94,39 @@ def _pairs(values: list[str], flag: str, example: str) -> dict[str, str]:
     return out
 
 
-def _binder(ns: argparse.Namespace, lm, x):
-    """Each cell's interventions with the command line's inputs and vectors filled in."""
-    vectors = dict(parse_vector_option(t) for t in ns.vector)
+@dataclass(frozen=True)
+class CellBinding:
+    """Fills each cell's interventions with the command line's inputs and vectors:
+    ``CellBinding(...)(lm, x)`` is the cell binder for the model ``lm`` and input ``x``.
+    Picklable, so a Ray worker makes its binder from its own copy of the model."""
 
-    def bind(ivs: dict) -> dict:
-        out = {}
-        for path, iv in ivs.items():
-            if isinstance(iv, Patch) and iv.source_input is None:
-                if ns.source_input is None:
-                    raise PlanError("patch needs a source input: add --source-input X, or write "
-                                    "patch:X in the template")
-                iv = Patch(ns.source_input, at=iv.at)
-            if isinstance(iv, MeanAblate) and iv.reference is None and ns.reference_input:
-                iv = MeanAblate(ns.reference_input, at=iv.at)
-            out[path] = iv
-        if named_vectors(out):
-            out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec)
-        return out
-    return bind
+    source_input: str | None = None
+    reference_input: str | None = None
+    vectors: tuple[str, ...] = ()
+
+    def __call__(self, lm, x):
+        vectors = dict(parse_vector_option(t) for t in self.vectors)
+        source, reference = self.source_input, self.reference_input
+
+        def bind(ivs: dict) -> dict:
+            out = {}
+            for path, iv in ivs.items():
+                if isinstance(iv, Patch) and iv.source_input is None:
+                    if source is None:
+                        raise PlanError("patch needs a source input: add --source-input X, or "
+                                        "write patch:X in the template")
+                    iv = Patch(source, at=iv.at)
+                if isinstance(iv, MeanAblate) and iv.reference is None and reference:
+                    iv = MeanAblate(reference, at=iv.at)
+                out[path] = iv
+            if named_vectors(out):
+                out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec)
+            return out
+        return bind
+
+
+def _binding(ns: argparse.Namespace) -> CellBinding:
+    return CellBinding(ns.source_input, ns.reference_input, tuple(ns.vector))
 
 
 def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -134,29 +158,15 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         if not is_dir(Path(ns.csv).expanduser().parent):
             raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
         refuse_overwrite([("--csv", ns.csv)], reads)
-    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
-    lm.module.train(ns.train)
-    if ns.labels:
-        from hookscope.core.model import name_classes
-
-        name_classes(lm, ns.labels)
-    x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
-    bind = _binder(ns, lm, x)
-    # axes, templates, the first cell's plan and the metric: refused here, before any forward
-    sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
-    cells = math.prod(sizes.values())
-    shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
-    batching = ("one forward a cell" if ns.batch == 1 else
-                "up to one forward a cell, fewer where cells batch")
-    print(f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
-          "(and one source forward per patch input)", file=err, flush=True)
-    with user_code("the model's forward", ns.spec, ForwardError):
-        res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
-                    device=ns.device, max_cells=ns.max_cells, bind=bind,
-                    batch=True if ns.batch is None else ns.batch, normalise=ns.normalise)
-    if res.batch.get("note"):
-        print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
-              file=err, flush=True)
+    if ns.ray_workers is not None and not ns.ray:
+        raise PlanError("--ray-workers sizes the pool of Ray actors, so it needs --ray ADDRESS")
+    if ns.ray and ns.normalise:
+        raise PlanError("--normalise runs here only: drop --ray, or drop --normalise and "
+                        "normalise the --json values yourself")
+    if ns.ray:
+        res = _sweep_on_ray(ns, over, intervene, err)
+    else:
+        res = _sweep_here(ns, over, intervene, err)
     if ns.csv:
         write_text(ns.csv, res.to_csv())
     if ns.save_plots is not None:
@@ -169,6 +179,61 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     else:
         print_grid(res, out)
     return 0
+
+
+def _announce(sizes: dict[str, int], ns: argparse.Namespace, err: TextIO, where: str = "") -> None:
+    cells = math.prod(sizes.values())
+    shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
+    batching = ("one forward a cell" if ns.batch == 1 else
+                "up to one forward a cell, fewer where cells batch")
+    print(f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
+          f"(and one source forward per patch input){where}", file=err, flush=True)
+
+
+def _batch(ns: argparse.Namespace) -> bool | int:
+    return True if ns.batch is None else ns.batch
+
+
+def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
+    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
+    lm.module.train(ns.train)
+    if ns.labels:
+        from hookscope.core.model import name_classes
+
+        name_classes(lm, ns.labels)
+    x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
+    bind = _binding(ns)(lm, x)
+    # axes, templates, the first cell's plan and the metric: refused here, before any forward
+    sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
+    _announce(sizes, ns, err)
+    with user_code("the model's forward", ns.spec, ForwardError):
+        res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
+                    device=ns.device, max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
+                    normalise=ns.normalise)
+    if res.batch.get("note"):
+        print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
+              file=err, flush=True)
+    return res
+
+
+def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
+    """The cells spread over a pool of Ray actors; the model is loaded there only."""
+    from hookscope.core.remote import PoolModel, RayPool
+
+    if ns.train:
+        raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
+    workers = 2 if ns.ray_workers is None else ns.ray_workers
+    if workers < 1:
+        raise PlanError(f"--ray-workers {workers}: give at least one worker")
+    model = PoolModel(ns.spec, ns.weights, ns.trust_code, labels=ns.labels)
+    with RayPool(ns.ray, model, workers, device=ns.device) as pool:
+        print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
+              f"{pool.startup_s:.1f} s)", file=err, flush=True)
+        return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
+                          max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
+                          outline=lambda o: _announce(
+                              {n: len(v) for n, v in o.coords.items()}, ns, err,
+                              f", over {pool.size} Ray workers (the baseline once in each)"))
 
 
 def print_grid(res, out: TextIO) -> None:

@@ -286,7 +286,7 @@ def normal_ends(ctx: SweepContext) -> tuple[float, float]:
 def sweep_result(ctx: SweepContext, got: Sequence[CellValue], normalise: bool = False) -> SweepResult:
     """The :class:`SweepResult` of computed cells (see :func:`~.sweep_cells.sweep_cells`);
     cells not among ``got`` are NaN."""
-    values = values_array(ctx, got)
+    values = values_array(ctx.coords, got)
     receipts = {c.index: c.receipts for c in got}
     names = ctx.names
     module, inputs, device, codec = ctx.module, ctx.inputs, ctx.device, ctx.codec

@@ -400,9 +400,10 @@ def _prime_sources(ctx: SweepContext) -> int:
     return len(groups)
 
 
-def values_array(ctx: SweepContext, got: Sequence[CellValue]) -> np.ndarray:
-    """The values of ``got`` in the grid's shape (NaN where a cell was not computed)."""
-    shape = tuple(len(ctx.coords[n]) for n in ctx.coords)
+def values_array(coords: Mapping[str, Sequence[Any]], got: Sequence[CellValue]) -> np.ndarray:
+    """The values of ``got`` in the shape of the axes ``coords`` (NaN where a cell was not
+    computed)."""
+    shape = tuple(len(v) for v in coords.values())
     values = np.full(shape, np.nan)
     for c in got:
         values[c.index] = c.value

@@ -399,11 +399,31 @@ class Session:
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
               timeout_s: float | None = None, batch: bool | int = True,
-              normalise: bool = False) -> Any:
+              normalise: bool = False, pool: Any = None) -> Any:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.capture.SweepResult` (see
         :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
-        the cells: each cell is the baseline plus that cell's interventions."""
+        the cells: each cell is the baseline plus that cell's interventions.
+
+        ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
+        (``RayPool("local", spec, 2)``): the cells are spread over its workers instead,
+        with the same values, in the same order."""
+        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+
+        if pool is not None:
+            if self.model is None:
+                raise HookscopeError("no model is open: load one first (Session.load(spec))")
+            held = (pool.model.spec, pool.model.weights)
+            if held != (self.model.spec, self.model.weights):
+                raise HookscopeError(f"the pool's workers hold {held[0]!r}, the session "
+                                     f"{self.model.spec!r} (weights {self.model.weights!r}): "
+                                     "start the pool with the session's model")
+            if normalise:
+                raise HookscopeError("normalise runs in this process only: sweep without pool=")
+            return pool.sweep(self.input_text, over, intervene, metric, device=self.device,
+                              max_cells=max_cells or DEFAULT_MAX_CELLS, progress=progress,
+                              batch=batch)
+
         return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
                                                     batch, normalise), timeout_s)
 
