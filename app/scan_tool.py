@@ -175,7 +175,8 @@ class ScanTool:
         """Show the scan a session file's sidecar held (no run), or say in the banner why
         it is not shown; a session without one leaves the dock as it is."""
         if setup.scan_note:
-            self.win.show_error(f"the session opened without its scan: {setup.scan_note}")
+            self.win.show_error(f"the session opened without its scan: {setup.scan_note}",
+                                sticky=True)  # stays past the run the opened session starts
         saved = setup.scan
         if saved is None:
             return

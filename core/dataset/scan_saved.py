@@ -155,6 +155,7 @@ def _array(v: Any, dims: int, kind: str, where: str) -> np.ndarray:
         raise ScanDataError(f"{where} is not a {'table' if dims == 2 else 'list'} of numbers")
     flat = [x for r in v for x in r] if dims == 2 else v
     nums = [(_float(x, where) if kind == "f" else _int(x, where)) for x in flat]
+    shape: tuple[int, ...]
     if dims == 2:
         widths = {len(r) for r in v}
         if len(widths) > 1:
