@@ -191,12 +191,14 @@ class ScanTool:
         unit = self._unit(unit_text)
         if unit is None:
             return None
+        model = self.win.session.model
+        # a scan reopened from a session file has no tokenizer of its own: the model's
+        codec = result.meaning.codec or (model.meaning.codec if model is not None else None)
         try:
-            tops = result.top_inputs(*unit)
+            tops = result.top_inputs(*unit, codec=codec)
         except PlanError as exc:
             self.win.show_error(str(exc))
             return None
-        model = self.win.session.model
         example = model.example_input if model is not None else None
         out = []
         for t in tops:

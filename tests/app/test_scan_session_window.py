@@ -85,3 +85,29 @@ def test_an_altered_sidecar_is_named_in_the_banner_and_the_session_opens(make_wi
     assert again.session.model is not None and again.session.model.spec == "demo:cnn"
     assert "SHA-256" in again.error_text() and "\n" not in again.error_text()
     assert again.scan_tool.view.model.result is None and again.scan_tool.result is None
+
+
+def test_a_reopened_text_scan_highlights_the_peak_token_again(make_window, qtbot, tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("the cat sat on the mat\nhello world\nthe dog ran off\n")
+    win = make_window(["demo:lm"])
+    _ready(win, qtbot)
+    tool = win.scan_tool
+    assert tool.open(f)
+    tool.view.unit.setFocus()
+    QTest.keyClicks(tool.view.unit, "blocks.1:7")
+    QTest.mouseClick(tool.view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: tool.view.model.result is not None and win.is_idle(), timeout=60_000)
+
+    def snippets(view) -> list[str]:
+        return [view.top_list.itemWidget(view.top_list.item(i)).text()
+                for i in range(view.top_list.count())]
+
+    shown = snippets(tool.view)
+    assert len(shown) == 3 and "font-weight:bold" in shown[0]
+    path = win.save_session(str(tmp_path / "t.hookscope.json"))
+    f.write_text("changed afterwards\n")  # the saved scan keeps the texts it showed
+    other = make_window(["demo:lm"])
+    _ready(other, qtbot)
+    other.open_session(str(path))
+    assert snippets(other.scan_tool.view) == shown

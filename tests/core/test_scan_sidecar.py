@@ -91,8 +91,11 @@ def test_session_scan_is_kept_and_saved(tmp_path):
         path = s.save(tmp_path / "s.hookscope.json")
     finally:
         s.close()
-    reopened = read_session_file(path).scan
-    assert reopened is not None and reopened.result.to_csv() == res.to_csv()
+    again = Session.open_file(path)
+    try:
+        assert again.saved_scan is not None and again.saved_scan.result.to_csv() == res.to_csv()
+    finally:
+        again.close()
 
 
 def test_saving_never_replaces_a_file_that_is_not_a_saved_scan(cnn, digits_scan, tmp_path):
