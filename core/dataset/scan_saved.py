@@ -223,6 +223,8 @@ def scan_from_data(d: Any) -> ScanResult:
                             f"Hookscope reads (up to {VERSION})")
     inp = _get(d, "inputs", dict, "scan")
     count = _int(_get(inp, "count", int, "inputs"), "inputs.count")
+    if count < 0:
+        raise ScanDataError("inputs.count is negative")
     classes = inp.get("class_names")
     if classes is not None and not (isinstance(classes, list)
                                     and all(isinstance(c, str) for c in classes)):

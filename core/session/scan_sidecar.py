@@ -35,6 +35,8 @@ SIDECAR_SUFFIX = ".hookscope.scan.json"
 MAX_SIDECAR_BYTES = 64 * 1024 * 1024
 #: how deep a sidecar's JSON may nest (scan_to_data writes five levels)
 MAX_SIDECAR_DEPTH = 8
+#: the longest unit text (``LAYER:INDEX``) put back into the Scan dock
+MAX_UNIT_CHARS = 500
 
 
 @dataclass
@@ -134,4 +136,4 @@ def read_sidecar(entry: Any, folder: Path) -> SavedScan:
     except ScanDataError as exc:
         raise SidecarError(f"the saved scan {name} is damaged ({exc}): not shown") from exc
     unit = data.get("unit")
-    return SavedScan(result, unit if isinstance(unit, str) else "")
+    return SavedScan(result, unit if isinstance(unit, str) and len(unit) <= MAX_UNIT_CHARS else "")

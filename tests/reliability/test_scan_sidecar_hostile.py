@@ -136,6 +136,8 @@ def test_changed_after_saving(session):
     lambda d: d["inputs"].update(names={"../x": "y"}),
     lambda d: d.update(format="pickle"),
     lambda d: d["layers"]["fc"].update(min=10 ** 400),
+    lambda d: d["inputs"].update(count=-5),
+    lambda d: d.update(rows={"0": 1}),
 ])
 def test_damaged_fields_with_a_true_hash(session, edit):
     d = json.loads((session.parent / NAME).read_text())
@@ -169,3 +171,11 @@ def test_saving_never_writes_through_a_link_or_over_a_fifo(saved, tmp_path):
     with pytest.raises(HookscopeError, match="not a saved scan"):
         s.save(tmp_path / "run.hookscope.json")
     assert not (tmp_path / "run.hookscope.json").exists()
+
+
+def test_a_unit_text_of_megabytes_is_not_put_back(session):
+    d = json.loads((session.parent / NAME).read_text())
+    d["unit"] = "fc:1" + "9" * 1_000_000
+    _rehash(session, json.dumps(d).encode())
+    setup = read_session_file(session)
+    assert setup.scan is not None and setup.scan.unit == ""
