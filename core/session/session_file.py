@@ -12,6 +12,9 @@ One JSON object::
      "view": {"selected": "conv1"}}
 
 ``model.labels`` (optional) is a labels file naming the output's classes.
+``scan`` (optional), ``{"file": "NAME.hookscope.scan.json", "sha256": ...}``, names the
+sidecar holding the session's scan result (:mod:`.scan_sidecar`); one that cannot be read
+leaves :attr:`SessionSetup.scan_note` and the session still opens.
 Paths (a factory's ``.py`` file, a ``.pt2``/``.pt`` model, weights, labels, an
 input file) are written relative to the session file's folder when they lie under
 it, and a relative path read back resolves against that folder, so a folder
