@@ -155,6 +155,7 @@ def _open_session_file(win, path: str, ns: argparse.Namespace) -> None:
     trust = CodeTrust.from_data(everything=ns.trust_code)
     try:
         win.session.open_setup(setup, trust=trust)
+        win.scan_tool.restore(setup)
     except CodeTrustError as exc:
         if ns.screenshot or exc.code is None:
             raise

@@ -268,6 +268,7 @@ class MainWindow(QMainWindow):
     def open_setup_with(self, setup, trust: CodeTrust) -> int:
         """Open a checked session setup under ``trust`` (raises what the session raises)."""
         future = self.session.open_setup(setup, trust=trust)
+        self.scan_tool.restore(setup)
         self.status.show_busy(True)
         return future.request_id
 

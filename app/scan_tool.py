@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QFileDialog
 from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.dataset import InputSet, ScanJob, ScanRequest, ScanResult, open_inputs
-from hookscope.core.session import ViewFailed
+from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 
 from .window_tools import _menu, hidden_bottom_dock
@@ -156,6 +156,7 @@ class ScanTool:
         got = extras.get("scan")
         if isinstance(got, ScanResult):
             self.result = got
+            self.win.session.saved_scan = SavedScan(got, self.unit_text)  # saved with the session
             self.view.show_result(got, self._tops(got, self.unit_text), self.unit_text)
         elif isinstance(got, ViewFailed):
             self.view.show_note(got.message)
@@ -166,18 +167,38 @@ class ScanTool:
         if self.result is None:
             return
         self.unit_text = unit_text
+        if self.win.session.saved_scan is not None:
+            self.win.session.saved_scan.unit = unit_text
         self.view.show_tops(self._tops(self.result, unit_text), unit_text)
+
+    def restore(self, setup: SessionSetup) -> None:
+        """Show the scan a session file's sidecar held (no run), or say in the banner why
+        it is not shown; a session without one leaves the dock as it is."""
+        if setup.scan_note:
+            self.win.show_error(f"the session opened without its scan: {setup.scan_note}",
+                                sticky=True)  # stays past the run the opened session starts
+        saved = setup.scan
+        if saved is None:
+            return
+        self.result, self.unit_text = saved.result, saved.unit
+        self.view.unit.setText(saved.unit)
+        self.view.set_inputs(saved.result.inputs.name, len(saved.result.inputs))
+        self.view.show_result(saved.result, self._tops(saved.result, saved.unit), saved.unit)
+        self.dock.show()
+        self.dock.raise_()
 
     def _tops(self, result: ScanResult, unit_text: str) -> list[tuple[Any, Any]] | None:
         unit = self._unit(unit_text)
         if unit is None:
             return None
+        model = self.win.session.model
+        # a scan reopened from a session file has no tokenizer of its own: the model's
+        codec = result.meaning.codec or (model.meaning.codec if model is not None else None)
         try:
-            tops = result.top_inputs(*unit)
+            tops = result.top_inputs(*unit, codec=codec)
         except PlanError as exc:
             self.win.show_error(str(exc))
             return None
-        model = self.win.session.model
         example = model.example_input if model is not None else None
         out = []
         for t in tops:

@@ -12,9 +12,11 @@ from .layer_accumulator import LayerAccumulator
 from .running_stats import AlignedHistogram, Moments
 from .scanning import DEFAULT_BUDGET, LABEL_METRICS, ScanJob, ScanRequest, scan, scan_shard, shards
 from .scan_parts import EffectRow, ScanPartial, merge
+from .scan_saved import SavedInputs, ScanDataError, scan_from_data, scan_to_data
 from .scan_result import LayerSummary, ScanResult, TopInput, finish
 
 __all__ = ["AlignedHistogram", "DEFAULT_BUDGET", "EffectRow", "ImageFolder", "InputSet",
+           "SavedInputs", "ScanDataError", "scan_from_data", "scan_to_data",
            "JsonLines", "LABEL_METRICS", "LayerAccumulator", "LayerSummary", "Moments",
            "ScanJob", "ScanPartial", "ScanRequest", "ScanResult", "TensorBatch", "TextLines", "TopInput",
            "finish", "merge", "open_inputs", "scan", "scan_shard", "shards"]

@@ -13,9 +13,11 @@ from .session_events import (DerivedChanged, DeviceChanged, Idle, InputChanged, 
                              LoadWarning, ModelChanged, OptionsChanged, PlanChanged, ResultArrived,
                              RunCancelled, RunFailed, RunProgress, RunStarted, SaesChanged,
                              SessionEvent, TreeObserved)
+from .scan_sidecar import SIDECAR_SUFFIX, SavedScan
 from .session_file import SUFFIX, SessionSetup, read_session_file
 
 __all__ = ["LiveModelNotSaved", "LocalRunner", "QueueRunner", "RequestFuture", "SUFFIX", "SessionSetup",
+           "SIDECAR_SUFFIX", "SavedScan",
            "ViewFailed", "dispatching_runner", "read_session_file",
            "SessionEvent", "ModelChanged", "LoadFailed", "LoadWarning", "PlanChanged",
            "InputChanged", "DeviceChanged", "OptionsChanged", "DerivedChanged", "SaesChanged",

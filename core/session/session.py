@@ -61,6 +61,7 @@ from .session_views import DerivedViews
 from .session_types import LoadSetup, Options, tidy_input_text
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
+from .scan_sidecar import SavedScan
 from .session_file import read_session_file, write_session_file
 from ..model.class_labels import name_classes
 
@@ -90,6 +91,8 @@ class Session:
         #: View state worth keeping in a session file (selected layer, ...); the window fills it.
         self.view: dict[str, Any] = {}
         self.last_result: Any = None
+        #: the last scan (and its shown unit), saved beside the session file (:mod:`.scan_sidecar`)
+        self.saved_scan: SavedScan | None = None
         self.last_error: str | None = None
         # What the last load left out of the plan it was given (e.g. a layer the model lacks).
         self.plan_problem: str | None = None
@@ -200,6 +203,7 @@ class Session:
         code at all; :class:`~.code_trust.CodeTrustError` names what would run). The
         setup's own ``trust_pickle`` is never read: a file cannot trust itself.
         """
+        self.saved_scan = setup.scan
         return self.open_model(setup.spec, setup.weights, plan=setup.plan,
                                input_text=setup.input_text, device=setup.device,
                                options=setup.options, view=setup.view, run_after=run_after,
@@ -445,7 +449,9 @@ class Session:
                           dict(plan.interventions if intervene is None else intervene), metric,
                           top_k=top_k, device=self.device, limit=limit,
                           budget_bytes=budget_bytes or DEFAULT_BUDGET)
-        return self._run_derived(ScanJob(req, progress), timeout_s)
+        result = self._run_derived(ScanJob(req, progress), timeout_s)
+        self.saved_scan = SavedScan(result)
+        return result
 
     def attach_sae(self, layer: str, folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to

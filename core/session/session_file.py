@@ -12,6 +12,9 @@ One JSON object::
      "view": {"selected": "conv1"}}
 
 ``model.labels`` (optional) is a labels file naming the output's classes.
+``scan`` (optional), ``{"file": "NAME.hookscope.scan.json", "sha256": ...}``, names the
+sidecar holding the session's scan result (:mod:`.scan_sidecar`); one that cannot be read
+leaves :attr:`SessionSetup.scan_note` and the session still opens.
 Paths (a factory's ``.py`` file, a ``.pt2``/``.pt`` model, weights, labels, an
 input file) are written relative to the session file's folder when they lie under
 it, and a relative path read back resolves against that folder, so a folder
@@ -37,6 +40,7 @@ from ..base.atomic_write import write_text
 from ..base.errors import HookscopeError
 from ..plan.plan import Plan
 from ..base.regular_file import read_regular
+from .scan_sidecar import SavedScan, SidecarError, read_sidecar, write_sidecar
 from .session_types import Options
 
 FORMAT = "hookscope-session"
@@ -65,6 +69,9 @@ class SessionSetup:
     view: dict = field(default_factory=dict)
     trust_pickle: bool = False  # never read from a file, never used to load: a file cannot trust itself
     labels: str | None = None
+    #: the scan result its sidecar file holds (:mod:`.scan_sidecar`), or why it is not shown
+    scan: SavedScan | None = None
+    scan_note: str | None = None
 
 
 def _encode(v: Any) -> Any:
@@ -153,11 +160,17 @@ def write_session_file(path: str | Path, session: Any, model: dict | None = None
         raise HookscopeError(f"cannot save the session to {path}: the folder {path.parent} "
                              "does not exist")
     try:
-        text = json.dumps(session_to_dict(session, folder, model, input_text), indent=1,
-                          allow_nan=False) + "\n"
+        d = session_to_dict(session, folder, model, input_text)
+        text = json.dumps(d, indent=1, allow_nan=False) + "\n"
     except RecursionError as exc:  # a view set from a script, nested thousands deep
         raise HookscopeError(f"cannot save the session to {path}: its view is nested too deeply "
                              f"to write (at most {MAX_VIEW_DEPTH} levels); reset the view") from exc
+    if session.saved_scan is not None:  # the sidecar first: the session names its hash
+        try:
+            d["scan"] = write_sidecar(path, session.saved_scan)
+        except HookscopeError as exc:
+            raise HookscopeError(f"cannot save the session to {path}: {exc}") from exc
+        text = json.dumps(d, indent=1, allow_nan=False) + "\n"
     try:
         write_text(path, text)  # whole or not at all
     except HookscopeError as exc:
@@ -225,10 +238,17 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
                                "window writes two or three: remove the view, or save the "
                                "session again")
     _get(view, "selected", str, "view", None)  # a layer path: the window looks it up by it
+    scan, scan_note = None, None
+    if d.get("scan") is not None:  # a sidecar that is not read leaves a note, never an error
+        try:
+            scan = read_sidecar(d["scan"], base)
+        except SidecarError as exc:
+            scan_note = str(exc)
     return SessionSetup(spec=_map_spec(spec, lambda p: _abs(p, base)),
                         weights=_abs(weights, base) if weights else None,
                         input_text=text, device=device, plan=plan, options=Options(**opts_d),
-                        view=view, labels=_abs(labels, base) if labels else None)
+                        view=view, labels=_abs(labels, base) if labels else None,
+                        scan=scan, scan_note=scan_note)
 
 
 def _depth(value: Any) -> int:
