@@ -412,22 +412,10 @@ class Session:
         ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
         (``RayPool("local", spec, 2)``): the cells are spread over its workers instead,
         with the same values, in the same order."""
-        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
-
         if pool is not None:
-            if self.model is None:
-                raise HookscopeError("no model is open: load one first (Session.load(spec))")
-            held = (pool.model.spec, pool.model.weights)
-            if held != (self.model.spec, self.model.weights):
-                raise HookscopeError(f"the pool's workers hold {held[0]!r}, the session "
-                                     f"{self.model.spec!r} (weights {self.model.weights!r}): "
-                                     "start the pool with the session's model")
-            if normalise:
-                raise HookscopeError("normalise runs in this process only: sweep without pool=")
-            return pool.sweep(self.input_text, over, intervene, metric, device=self.device,
-                              max_cells=max_cells or DEFAULT_MAX_CELLS, progress=progress,
-                              batch=batch)
-
+            return DerivedViews.sweep_on_pool(pool, self.model, self.input_text, self.device,
+                                              over, intervene, metric, max_cells, progress,
+                                              batch, normalise)
         return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
                                                     batch, normalise), timeout_s)
 
@@ -441,15 +429,9 @@ class Session:
         :func:`~hookscope.core.dataset.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
-        from ..dataset import DEFAULT_BUDGET, ScanJob, ScanRequest, open_inputs
-
-        iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
-        plan = self.current_plan()
-        req = ScanRequest(iset, tuple(plan.capture if capture is None else capture),
-                          dict(plan.interventions if intervene is None else intervene), metric,
-                          top_k=top_k, device=self.device, limit=limit,
-                          budget_bytes=budget_bytes or DEFAULT_BUDGET)
-        result = self._run_derived(ScanJob(req, progress), timeout_s)
+        job = DerivedViews.scan(inputs, capture, intervene, metric, self.current_plan(),
+                                self.device, top_k, limit, budget_bytes, progress)
+        result = self._run_derived(job, timeout_s)
         self.saved_scan = SavedScan(result)
         return result
 

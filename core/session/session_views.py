@@ -82,6 +82,40 @@ class DerivedViews:
         return SaeRequest(tuple(layers or self.saes), top_k)
 
     @staticmethod
+    def scan(inputs: Any, capture: Any, intervene: Any, metric: Any, plan: Any, device: str,
+             top_k: int, limit: int | None, budget_bytes: int | None, progress: Any) -> Any:
+        """The job of :meth:`Session.scan`: ``capture``/``intervene`` default to ``plan``'s."""
+        from ..dataset import DEFAULT_BUDGET, ScanJob, ScanRequest, open_inputs
+
+        iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
+        req = ScanRequest(iset, tuple(plan.capture if capture is None else capture),
+                          dict(plan.interventions if intervene is None else intervene), metric,
+                          top_k=top_k, device=device, limit=limit,
+                          budget_bytes=budget_bytes or DEFAULT_BUDGET)
+        return ScanJob(req, progress)
+
+    @staticmethod
+    def sweep_on_pool(pool: Any, model: LoadedModel | None, input_text: str, device: str,
+                      over: Any, intervene: Any, metric: Any, max_cells: int | None,
+                      progress: Any, batch: bool | int, normalise: bool) -> Any:
+        """:meth:`Session.sweep` over a pool of workers holding the session's model."""
+        from ..base.errors import HookscopeError
+        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+
+        if model is None:
+            raise HookscopeError("no model is open: load one first (Session.load(spec))")
+        held = (pool.model.spec, pool.model.weights)
+        if held != (model.spec, model.weights):
+            raise HookscopeError(f"the pool's workers hold {held[0]!r}, the session "
+                                 f"{model.spec!r} (weights {model.weights!r}): "
+                                 "start the pool with the session's model")
+        if normalise:
+            raise HookscopeError("normalise runs in this process only: sweep without pool=")
+        return pool.sweep(input_text, over, intervene, metric, device=device,
+                          max_cells=max_cells or DEFAULT_MAX_CELLS, progress=progress,
+                          batch=batch)
+
+    @staticmethod
     def answer(result: Any, view: Any) -> Any:
         """``view``'s answer in a run's ``result``; a view that failed raises its message."""
         value = result.extras[view.name]
