@@ -51,7 +51,7 @@ from ..base.errors import HookscopeError
 from ..base.extras import require
 from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
-                              Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, _Job,
+                              Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, Job,
                               same_values)
 from ..base.meaning import remember_meaning
 from .ray_actor import TextInput, dumps, is_text_input
@@ -257,7 +257,7 @@ class RayRunner(QueueRunner):
         self._input_ids = itertools.count(1)
 
     # -- the queue's hooks (the caller's thread) ------------------------------
-    def _stopping(self, job: _Job) -> None:
+    def _stopping(self, job: Job) -> None:
         if isinstance(job.request, RunRequest):
             self._tell_cancel(job.rid, wait_s=2.0)
 
@@ -306,7 +306,7 @@ class RayRunner(QueueRunner):
             except Exception:  # noqa: BLE001 - already gone, or Ray shut down
                 pass
 
-    def _call(self, job: _Job, ref: Any) -> Any:
+    def _call(self, job: Job, ref: Any) -> Any:
         """Wait for ``ref``, passing a cancel to the actor and relaying its progress."""
         ray = self._ray
         cancel_sent = False
@@ -333,7 +333,7 @@ class RayRunner(QueueRunner):
             except ray.exceptions.GetTimeoutError as exc:
                 raise RemoteError("the Ray actor stopped answering; open the model again") from exc
 
-    def _load(self, job: _Job, req: LoadRequest) -> list[RunnerEvent]:
+    def _load(self, job: Job, req: LoadRequest) -> list[RunnerEvent]:
         if req.model is not None:
             raise RemoteError("a model built in this Python session stays in this process: "
                               "explore it with the local runner, or give Ray a spec it can "
@@ -368,7 +368,7 @@ class RayRunner(QueueRunner):
             self.counts.loads_done += 1
         return [Loaded(job.rid, lm, tree)]
 
-    def _run(self, job: _Job, req: RunRequest) -> list[RunnerEvent]:
+    def _run(self, job: Job, req: RunRequest) -> list[RunnerEvent]:
         stand_in = req.model.module
         if (not isinstance(stand_in, RemoteModel) or stand_in.host_key != self._host_key
                 or stand_in.serial != self._serial or self._actor is None):
