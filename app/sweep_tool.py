@@ -221,11 +221,14 @@ def predictions(result: RunResult, meaning: Any) -> list[tuple[str, str]]:
     """The baseline's top predictions as ``(shown, '#ID')`` for the metric's token boxes."""
     if meaning is None:
         return []
-    try:
-        desc = describe_outputs(result.output_without, result.output_without, meaning,
-                                result.inputs, top_k=10)
-    except (HookscopeError, RuntimeError, ValueError, TypeError):
-        return []
+    shown = result.display   # made on the runner's thread: the GUI thread describes nothing
+    desc = shown.description if shown is not None else None
+    if desc is None:
+        try:
+            desc = describe_outputs(result.output_without, result.output_without, meaning,
+                                    result.inputs, top_k=10)
+        except (HookscopeError, RuntimeError, ValueError, TypeError):
+            return []
     top: list[dict] = []
     if desc.get("positions"):
         top = desc["positions"][-1]["top_without"]
