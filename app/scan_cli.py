@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from hookscope.core import HookscopeError, PlanError, load_model
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="spread the input shards over Ray actors: local, auto or ray://HOST:PORT")
+    p.add_argument("--ray-workers", metavar="N", type=int,
+                   help="how many Ray actors hold the model (default 2; needs --ray)")
     return p
 
 
@@ -103,6 +107,13 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
         reads = files_read(ns.spec, ns.weights, [ns.inputs, ns.source_input], ns.labels)
         refuse_overwrite([("--csv", ns.csv)], reads)
     inputs = open_inputs(ns.inputs)
+    if ns.ray_workers is not None and not ns.ray:
+        raise PlanError("--ray-workers sizes the pool of Ray actors, so it needs --ray ADDRESS")
+    if ns.ray:
+        req = ScanRequest(inputs, tuple(capture), intervene, ns.metric, top_k=ns.top_k,
+                          device=ns.device, budget_bytes=budget, limit=ns.limit)
+        res = _scan_on_ray(ns, req, err)
+        return _report(res, ns, units, out)
     lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
     lm.module.eval()
     if ns.labels:
@@ -118,6 +129,24 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
           file=err, flush=True)
     with user_code("the model's forward", ns.spec, ForwardError):
         res = scan(lm, req, progress=_progress(err))
+    return _report(res, ns, units, out)
+
+
+def _scan_on_ray(ns: argparse.Namespace, req: ScanRequest, err: TextIO):
+    """The input shards spread over a pool of Ray actors; the model is loaded there only."""
+    from hookscope.core.remote import PoolModel, RayPool, pool_scan
+
+    workers = 2 if ns.ray_workers is None else ns.ray_workers
+    if workers < 1:
+        raise PlanError(f"--ray-workers {workers}: give at least one worker")
+    model = PoolModel(ns.spec, ns.weights, ns.trust_code, labels=ns.labels)
+    with RayPool(ns.ray, model, workers, device=ns.device) as pool:
+        print(f"hookscope: scan of {req.size()} inputs from {req.inputs.name} over {pool.size} "
+              f"Ray workers at {ns.ray} (started in {pool.startup_s:.1f} s)", file=err, flush=True)
+        return pool_scan(pool, req, progress=_progress(err))
+
+
+def _report(res: Any, ns: argparse.Namespace, units: dict[str, list[int]], out: TextIO) -> int:
     for layer, us in units.items():
         for u in us:
             res.top_inputs(layer, u)  # an out-of-range unit: one line, before any output

@@ -28,3 +28,17 @@ def json_safe(value: Any) -> Any:
 def dumps(value: Any, **kwargs: Any) -> str:
     """``json.dumps`` of :func:`json_safe` ``(value)``; strict, so nothing non-standard slips out."""
     return json.dumps(json_safe(value), allow_nan=False, **kwargs)
+
+
+def nesting_depth(value: Any, stop_past: int) -> int:
+    """How deep ``value`` nests lists and dicts (walked without recursion); the walk stops
+    once it is past ``stop_past``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (list, dict)):
+            deepest = max(deepest, d)
+            if deepest > stop_past:
+                break
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest

@@ -79,3 +79,14 @@ def user_path(text: str | Path) -> Path:
         return Path(text).expanduser()
     except RuntimeError:  # "Could not determine home directory"
         return Path(text)
+
+
+def spreadsheet_cell(label: str) -> str:
+    """``label`` for a CSV cell: a spreadsheet reads text starting ``=``, ``+``, ``-``, ``@``
+    as a formula, so such text (a number aside) gets a leading ``'``."""
+    if label[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(label)
+        except ValueError:
+            return "'" + label
+    return label

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..base.user_text import spreadsheet_cell as _cell_text
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
@@ -134,15 +135,6 @@ class SweepResult:
             w.writerow([*(_cell_text(self.axes[n][i]) for n, i in zip(names, idx)),
                         repr(v) if np.isfinite(v) else ""])
         return buf.getvalue()
-
-
-def _cell_text(label: str) -> str:
-    if label[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        try:
-            float(label)
-        except ValueError:
-            return "'" + label
-    return label
 
 
 def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
@@ -251,11 +243,12 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
                         batch=batch, batch_bytes=batch_bytes)
     if normalise:
         normal_ends(ctx)  # refused before the cells run
-    arrived = None
-    if partial is not None:
-        def arrived(so_far: list[CellValue]) -> None:
-            partial(sweep_result(ctx, so_far))   # a new array each time: the caller may keep it
-    got = sweep_cells(ctx, progress=progress, arrived=arrived)
+    def grid_so_far(so_far: list[CellValue]) -> None:
+        assert partial is not None
+        partial(sweep_result(ctx, so_far))   # a new array each time: the caller may keep it
+
+    got = sweep_cells(ctx, progress=progress,
+                      arrived=grid_so_far if partial is not None else None)
     res = sweep_result(ctx, got, normalise=normalise)
     res.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
     return res

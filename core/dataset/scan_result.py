@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..base.user_text import spreadsheet_cell as _cell_text
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
 from .input_sets import InputSet
@@ -191,16 +192,6 @@ def _num(v: float | int | None) -> str:
     if v is None:
         return ""
     return str(v) if isinstance(v, int) else repr(float(v))
-
-
-def _cell_text(label: str) -> str:
-    """A spreadsheet reads ``=``, ``+``, ``-``, ``@`` as a formula: such text gets a ``'``."""
-    if label[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        try:
-            float(label)
-        except ValueError:
-            return "'" + label
-    return label
 
 
 def finish(part: ScanPartial, request: Any, meaning: OutputMeaning,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.json_safe import nesting_depth
 from ..base.atomic_write import write_bytes
 from ..base.errors import HookscopeError
 from ..base.regular_file import read_regular
@@ -94,15 +95,7 @@ def write_sidecar(session_path: str | Path, saved: SavedScan) -> dict:
 
 
 def _depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (list, dict)):
-            deepest = max(deepest, d)
-            if deepest > MAX_SIDECAR_DEPTH:
-                break
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
+    return nesting_depth(value, MAX_SIDECAR_DEPTH)
 
 
 def read_sidecar(entry: Any, folder: Path) -> SavedScan:

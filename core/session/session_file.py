@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base.json_safe import nesting_depth
 from ..base.atomic_write import write_text
 from ..base.errors import HookscopeError
 from ..plan.plan import Plan
@@ -252,16 +253,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
 
 
 def _depth(value: Any) -> int:
-    """How deep ``value`` nests lists and dicts (walked without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, (list, dict)):
-            deepest = max(deepest, d)
-            if deepest > MAX_VIEW_DEPTH:
-                break
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
+    return nesting_depth(value, MAX_VIEW_DEPTH)
 
 
 def read_session_file(path: str | Path) -> SessionSetup:

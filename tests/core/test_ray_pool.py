@@ -371,3 +371,26 @@ def test_a_file_named_by_data_runs_only_with_the_persons_yes_for_it(ray_local, t
         got = pool.map(tasks().output_sum, [0, 1])
     local = load_model(spec)
     assert got == [tasks().output_sum(local, s) for s in (0, 1)]
+
+
+def test_cli_scan_on_ray_prints_the_local_json(ray_local):
+    """hookscope scan --ray: the digits' shards over two workers give the local numbers."""
+    from pathlib import Path
+
+    from hookscope.app.scan_cli import scan_command
+
+    digits = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
+    # one input a batch (a budget of one byte), so both sides see bit-identical activations
+    argv = ["demo:cnn", "--inputs", str(digits), "--capture", "conv2", "--intervene",
+            "conv2=zero@units=3", "--unit", "conv2:3", "--limit", "40", "--budget", "1", "--json"]
+    outs = []
+    for extra in ([], ["--ray", "local", "--ray-workers", "2"]):
+        out, err = io.StringIO(), io.StringIO()
+        assert scan_command(argv + extra, out, err) == 0
+        d = json.loads(out.getvalue())
+        d.pop("seconds", None)
+        d.pop("forwards", None)   # each worker counts its own
+        outs.append((d, err.getvalue()))
+    (local, _), (remote, note) = outs
+    assert remote == local
+    assert local["count"] == 40 and "over 2 Ray workers" in note
