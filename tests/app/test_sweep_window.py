@@ -301,3 +301,55 @@ def test_the_windows_own_cancel_stops_the_sweep_and_the_dock_says_so(make_window
     assert view.note.text().startswith("the sweep stopped after ")
     assert view.result.values.shape == (2, 4000) and np.isfinite(view.result.values).sum() >= 3
     assert not view.cancel_button.isEnabled() and view.progress.isHidden()
+
+
+@pytest.fixture(scope="module")
+def gpt2_spec(tmp_path_factory):
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "core"))
+    import hf_models
+
+    return f"hf:{hf_models.gpt2(tmp_path_factory.mktemp('sweep_gpt2') / 'g')}"
+
+
+def test_a_hugging_face_gpt2_grid_units_and_curve_from_the_window(make_window, qtbot, gpt2_spec):
+    """The three sweeps of a patching study on a Hugging Face GPT-2 (config and tokenizer made
+    here), typed into the dock and run with Enter/Run: each grid equals sweep()'s."""
+    prompt, source = "text:the cat sat on the", "text:the cat sat on a"
+    win = make_window([gpt2_spec, "--input", prompt])
+    win.resize(1400, 900)
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    lm = win.session.model
+    x = parse_input(prompt, lm.example_input, lm.meaning.codec)
+    cases = [
+        ({"layer": "transformer.h.*", "pos": "all"}, "layer=transformer.h.*; pos=all",
+         "{layer}=patch@pos={pos}", {"{layer}": f"patch:{source}@pos={{pos}}"}),
+        ({"layer": "transformer.h.*.mlp", "unit": "0:4"}, "layer=transformer.h.*.mlp; unit=0:4",
+         "{layer}=zero@units={unit}", {"{layer}": "zero@units={unit}"}),
+        ({"f": "linspace(0,2,5)"}, "f=linspace(0,2,5)", "transformer.h.1=scale:{f}",
+         {"transformer.h.1": "scale:{f}"}),
+    ]
+    _type(view.source, source)
+    _choose(view.metric_box.kind, "kl")
+    for over, axes, template, intervene in cases:
+        before = view.result
+        _type(view.axes, axes)
+        _type(view.template, template)
+        QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: view.result is not None and view.result is not before
+                        and win.is_idle() and view.run_button.isEnabled(), timeout=120_000)
+        want = sweep(lm.module, x, over, intervene, "kl", meaning=lm.meaning)
+        got = view.result
+        assert got.axes == want.axes
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-6, atol=1e-9)
+        if want.values.ndim == 2:
+            np.testing.assert_allclose(view.plot.image.image, want.values, rtol=1e-6, atol=1e-9)
+            assert view.plot.left.labels == want.axes[next(iter(over))]
+        else:
+            assert np.allclose(view.plot.curve.getData()[1], want.values, rtol=1e-6, atol=1e-9)
+    assert view.result.values[2] < 1e-6   # factor 1 leaves the output as it was
