@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, MeanAblate, Patch, PlanError, load_model, parse_input
+from hookscope.core import HookscopeError, PlanError, load_model, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_safe
@@ -28,7 +28,7 @@ from hookscope.core.capture import (DEFAULT_MAX_CELLS, METRICS, parse_vector_opt
                                     resolve_vectors, sweep, sweep_size)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
-from hookscope.core.plan import named_vectors, syntax_help
+from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
 
@@ -109,16 +109,9 @@ class CellBinding:
         source, reference = self.source_input, self.reference_input
 
         def bind(ivs: dict) -> dict:
-            out = {}
-            for path, iv in ivs.items():
-                if isinstance(iv, Patch) and iv.source_input is None:
-                    if source is None:
-                        raise PlanError("patch needs a source input: add --source-input X, or "
-                                        "write patch:X in the template")
-                    iv = Patch(source, at=iv.at)
-                if isinstance(iv, MeanAblate) and iv.reference is None and reference:
-                    iv = MeanAblate(reference, at=iv.at)
-                out[path] = iv
+            out = with_bare_sources(ivs, source, reference,
+                                    "patch needs a source input: add --source-input X, or "
+                                    "write patch:X in the template")
             if named_vectors(out):
                 out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec)
             return out

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 
 from hookscope.core import Intervention, MeanAblate, Patch, PlanError
+from hookscope.core.plan import with_bare_sources
 
 #: sweep axis name -> the ``@`` key of the template it fills
 AT_KEYS = {"pos": "pos", "position": "pos", "positions": "pos", "unit": "units",
@@ -37,17 +38,8 @@ def source_binder(source: str) -> Callable[[dict], dict]:
     src = source.lstrip() if source.strip() else None  # a prompt keeps its trailing spaces
 
     def bind(ivs: dict) -> dict:
-        out = {}
-        for path, iv in ivs.items():
-            if isinstance(iv, Patch) and iv.source_input is None:
-                if src is None:
-                    raise PlanError("patch needs a source input: fill in 'Source input' "
-                                    "(e.g. text:the dog sat on the)")
-                iv = Patch(src, at=iv.at)
-            if isinstance(iv, MeanAblate) and iv.reference is None and src is not None:
-                iv = MeanAblate(src, at=iv.at)
-            out[path] = iv
-        return out
+        return with_bare_sources(ivs, src, src, "patch needs a source input: fill in "
+                                 "'Source input' (e.g. text:the dog sat on the)")
 
     return bind
 
