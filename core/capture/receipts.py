@@ -126,30 +126,6 @@ class Receipt:
         return head + (f"  ALARM: {self.alarm}" if self.alarm else "")
 
 
-def output_relative_change(a: Any, b: Any) -> float:
-    """``||b - a|| / ||a||`` over the floating leaves both outputs share (0 when none)."""
-    num = den = 0.0
-    b_by = dict(tensor_leaves(b))
-    for key, ta in tensor_leaves(a):
-        tb = b_by.get(key)
-        if tb is None or tb.shape != ta.shape or not ta.is_floating_point():
-            continue
-        # The leaf's own dtype first: a GPT-2's logits (6.4M values) took 116 ms through
-        # float64 copies, 2.5 ms this way. A NaN or an overflow falls back to float64.
-        n1 = float(torch.linalg.vector_norm(tb - ta))
-        n0 = float(torch.linalg.vector_norm(ta))
-        if math.isfinite(n1) and math.isfinite(n0):
-            num += n1 * n1
-            den += n0 * n0
-            continue
-        d = (tb.double() - ta.double()).nan_to_num(nan=0.0)
-        num += float(d.square().sum())
-        den += float(ta.double().nan_to_num(nan=0.0).square().sum())
-    if num == 0:
-        return 0.0
-    return math.sqrt(num / den) if den > 0 else math.inf
-
-
 def receipts_for(tallies: dict[str, Tally], described: dict[str, str], output_changed: bool,
                  max_abs_diff: float, out_rel: float) -> dict[str, "Receipt"]:
     """One :class:`Receipt` per intervened layer, with its alarm."""

@@ -37,11 +37,11 @@ from ..plan.interventions import Clamp
 from ..model.module_walk import module_walk, unique_modules
 from ..base.nested import NestingError, map_tensors, tensor_leaves
 from ..plan.plan import LayerPlan, Plan
-from .receipts import Receipt, Tally, alarms, output_relative_change, receipts_for
+from .receipts import Receipt, Tally, alarms, receipts_for
 from .source_pass import source_groups, source_outputs
 from ..base.user_text import safe_str
 from .output_diff import flat_floats
-from .output_diff import output_difference as diff
+from .output_diff import output_change, output_difference as diff
 from .verdict import output_verdict
 
 class _Captures:
@@ -448,10 +448,10 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
                                 start=start, memory=memory)
         finally:
             restore(module, start)  # the comparison leaves the model as it found it
-    differ, max_diff = output_difference(baseline.output, res.output)
+    # only a plan with interventions pays for its receipts (and their relative change)
+    differ, max_diff, rel = output_change(baseline.output, res.output, relative=bool(res.tallies))
     receipts: dict[str, Receipt] = {}
-    if res.tallies:  # only a plan with interventions pays for its receipts
-        rel = output_relative_change(baseline.output, res.output) if differ else 0.0
+    if res.tallies:
         receipts = receipts_for(res.tallies, {p: lp.intervention.describe() for p, lp in layers.items()
                                               if lp.intervention is not None}, differ, max_diff, rel)
     total = (time.perf_counter() - t0) * 1e3

@@ -30,8 +30,8 @@ from ..base.meaning import OutputMeaning
 from ..model.module_walk import module_walk
 from ..plan.plan import LayerPlan, Plan
 from .forward_state import forward, restore, snapshot, to_device
-from .output_diff import output_difference
-from .receipts import Receipt, Tally, output_relative_change, receipts_for
+from .output_diff import output_change
+from .receipts import Receipt, Tally, receipts_for
 from .run import Baseline, compare, place_module, stop_points
 from .source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
@@ -333,8 +333,7 @@ def _batch(ctx: SweepContext, chunk: list[int]) -> list[CellValue]:
     values = []
     for r, cell in enumerate(chunk):
         row = rows[r]
-        differ, max_diff = output_difference(base.output, row)
-        rel = output_relative_change(base.output, row) if differ else 0.0
+        differ, max_diff, rel = output_change(base.output, row)
         described = {p: lp.intervention.describe() for p, lp in ctx.resolved[cell].items()
                      if lp.intervention is not None}
         receipts = receipts_for(tallies[r], described, differ, max_diff, rel)
