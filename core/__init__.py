@@ -17,7 +17,8 @@ from .plan.at import At
 from .capture.capture_record import CaptureRecord
 from .capture.hooks import HookSession
 from .model.inputs import parse_input
-from .plan.intervention_base import InterventionContext, Param, param
+from .plan.intervention_base import InterventionContext
+from .plan.param_values import Param, param
 from .plan.intervention_registry import get_kind, kinds, parse_intervention, register
 from .plan.interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from . import fast as _fast  # plugs the speed-ups into capture (HOOKSCOPE_FAST=0: off)

@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Mapping
 import torch
 
 from ..base.errors import PlanError
-from .intervention_base import Intervention, InterventionContext, _check_number, param, py_literal
+from .intervention_base import Intervention, InterventionContext
+from .param_values import check_number, param, py_literal
 from .leaf_functions import add_leaf, project_leaf
 from ..base.nested import tensor_leaves
 from .steer_vector import SteeringVector, check_width
@@ -122,7 +123,7 @@ class Add(_Directional):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vector", _as_vector("add", self.vector))
-        _check_number("add", "alpha", self.alpha)
+        check_number("add", "alpha", self.alpha)
         object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "norm_units", _as_bool("add", self.norm_units))
 

@@ -1,19 +1,18 @@
-"""The base of every intervention kind: parameters, context, parsing, saving, export.
+"""The base of every intervention kind: context, parsing, saving, export.
 
 :class:`Intervention` gives each kind (a frozen dataclass in
 :mod:`hookscope.core.plan.interventions`) everything that is not its arithmetic:
 walking nested outputs, :meth:`~Intervention.describe`, :meth:`~Intervention.to_dict`
 and :meth:`~Intervention.from_dict`, :meth:`~Intervention.parse` for the CLI's
-``KIND:ARGS``, :meth:`~Intervention.to_torch_source` for the exported script,
-and the parameter metadata (:class:`Param`) that generated editors and parsers read.
+``KIND:ARGS``, :meth:`~Intervention.to_torch_source` for the exported script.
+The parameter metadata that generated editors and parsers read, and how a
+parameter's value is converted, are in :mod:`.param_values`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
-import math
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
@@ -22,6 +21,8 @@ import torch
 from torch import nn
 
 from .at import At, split_suffix
+from .param_values import (Param, convert_value, input_key, jsonable, py_literal,
+                           short_value, value_from_text)
 from ..base.errors import PlanError
 from ..base.nested import map_tensors_keyed, tensor_leaves
 
@@ -35,41 +36,6 @@ def use_registry(from_dict: "Callable[[Any], Intervention]") -> None:
     """Called once by the registry: :meth:`Intervention.from_dict` reads through it."""
     global _registry_from_dict
     _registry_from_dict = from_dict
-
-
-#: Parameter types an editor or parser understands.
-PARAM_TYPES = ("float", "int", "units", "dim", "input")
-
-
-@dataclass(frozen=True)
-class Param:
-    """What a generated editor or parser knows about one parameter.
-
-    ``type``: ``"float"``, ``"int"``, ``"units"`` (a tuple of ints, written
-    ``3,7``), ``"dim"`` (an int axis or ``None``), ``"input"`` (an input spec
-    string). ``lo``/``hi``: the valid range (``None``: open). ``start``: the
-    value an editor starts from. ``optional``: ``None`` is a valid value.
-    """
-
-    name: str
-    type: str
-    lo: float | None = None
-    hi: float | None = None
-    start: Any = None
-    optional: bool = False
-    help: str = ""
-
-
-def param(type: str, default: Any = dataclasses.MISSING, *, lo: float | None = None,
-          hi: float | None = None, start: Any = None, help: str = "") -> Any:
-    """A dataclass field that is also an intervention parameter (see :class:`Param`)."""
-    if start is None and default is not dataclasses.MISSING:
-        start = default
-    meta = {"param": dict(type=type, lo=lo, hi=hi, start=start,
-                          optional=default is None, help=help)}
-    if default is dataclasses.MISSING:
-        return dataclasses.field(metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -103,19 +69,6 @@ def as_output_dtype(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if not like.is_floating_point():
         value = value.round()
     return value.to(like.dtype)
-
-
-def py_literal(v: Any) -> str:
-    """``v`` as Python source; infinities and NaN as ``float('inf')`` etc., tensors as ``torch.tensor``."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return f"float({str(v)!r})"
-    if isinstance(v, torch.Tensor):
-        return f"torch.tensor({v.tolist()!r}, dtype={v.dtype})"
-    if isinstance(v, (tuple, list)):
-        inner = ", ".join(py_literal(x) for x in v)
-        return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (
-            f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
-    return repr(v)
 
 
 def _aimed_describe(own: Any) -> Any:
@@ -253,7 +206,7 @@ class Intervention:
 
     def describe(self) -> str:
         """Short words for a cell, a plot title or the CLI table, e.g. ``scale(0.5)``."""
-        shown = [_short(v) for v in self.values().values() if v is not None]
+        shown = [short_value(v) for v in self.values().values() if v is not None]
         return with_at_words(f"{self.name}({', '.join(shown)})", self.where())
 
     def bounds(self) -> tuple[float, float] | None:
@@ -271,14 +224,14 @@ class Intervention:
 
     def source_key(self) -> Any:
         """Equal for interventions that can share one source forward."""
-        return _input_key(self.pre_pass_input())
+        return input_key(self.pre_pass_input())
 
     # -- saving and parsing -----------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ``{"kind": name, param: value, ...}`` (tuples as lists, tensors as literals)."""
         d: dict[str, Any] = {"kind": self.name}
         for k, v in self.values().items():
-            d[k] = _jsonable(v)
+            d[k] = jsonable(v)
         at = self.where()
         if at is not None:
             d["at"] = at.to_dict()
@@ -301,7 +254,7 @@ class Intervention:
         if unknown:
             raise PlanError(f"{cls.name}: unknown parameter(s) {sorted(map(str, unknown))}; "
                             f"it takes {sorted(known) or 'none'}")
-        kwargs = {k: _convert(cls.name, known[k], v) for k, v in values.items()}
+        kwargs = {k: convert_value(cls.name, known[k], v) for k, v in values.items()}
         if at is not None:
             kwargs["at"] = at if isinstance(at, At) else At.from_dict(at)
         try:
@@ -333,7 +286,8 @@ class Intervention:
         for p, text in zip(ps, pieces):
             if text.strip():
                 prompt = p.type == "input" and text.lstrip().startswith("text:")
-                values[p.name] = _from_text(cls, p, text.lstrip() if prompt else text.strip())
+                values[p.name] = value_from_text(cls.name, cls.usage(), p,
+                                                 text.lstrip() if prompt else text.strip())
         return cls.from_values(values)
 
     @classmethod
@@ -412,97 +366,11 @@ def _no_fit_message(kind: str, at: At, shapes: list[tuple[int, ...]], where: str
                 "(batch, features) vectors are not supported, use @units= for channels")
     return f"{kind} at {at.words()}{where}: no tensor of the output ({shown}) has that axis"
 
-def _short(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, tuple):
-        return ",".join(map(str, v))
-    if isinstance(v, torch.Tensor):
-        return f"tensor{tuple(v.shape)}"
-    if isinstance(v, str):
-        return v if len(v) <= 24 else v[:21] + "..."
-    return str(v)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, tuple):
-        return list(v)
-    if isinstance(v, torch.Tensor):
-        return {"tensor": v.tolist(), "dtype": str(v.dtype).removeprefix("torch.")}
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)  # "inf", "-inf", "nan": JSON has no infinities
-    return v
-
-
-def _from_text(cls: type[Intervention], p: Param, text: str) -> Any:
-    try:
-        if p.type in ("float",):
-            return float(text)
-        if p.type in ("int", "dim"):
-            return int(text)
-        if p.type == "units":
-            return tuple(int(u) for u in text.split(",") if u.strip())
-        return text
-    except ValueError:
-        raise PlanError(f"{cls.name}: {p.name.upper()} must be {_type_words(p)}, got {text!r}; "
-                        f"write {cls.usage()}") from None
-
-
-def _type_words(p: Param) -> str:
-    return {"float": "a number", "int": "an integer", "dim": "an integer axis",
-            "units": "integers separated by commas (3,7)", "input": "an input spec"}[p.type]
-
-
-def _convert(kind: str, p: Param, v: Any) -> Any:
-    """A value from JSON/text/Python to the parameter's type."""
-    if v is None:
-        return None
-    try:
-        if p.type == "float":
-            return float(v)
-        if p.type in ("int", "dim"):
-            if isinstance(v, float) and not v.is_integer():
-                raise ValueError
-            return int(v)
-        if p.type == "units":
-            if isinstance(v, str):  # typed in an editor: "3, 7"
-                v = [u for u in v.split(",") if u.strip()]
-            items = [v] if isinstance(v, int) else list(v)
-            return tuple(int(u) for u in items)
-        if p.type == "input" and isinstance(v, dict) and "tensor" in v:
-            dtype = getattr(torch, str(v.get("dtype", "float32")), None)
-            if not isinstance(dtype, torch.dtype):
-                raise ValueError(f"no torch dtype {v.get('dtype')!r}")
-            return torch.tensor(v["tensor"], dtype=dtype)
-        return v
-    except (TypeError, ValueError, OverflowError, RuntimeError, RecursionError) as exc:
-        raise PlanError(f"{kind}: {p.name} must be {_type_words(p)}, got {v!r}") from exc
-
-
-def _check_number(kind: str, name: str, v: Any, lo: float | None = None, allow_nan: bool = False) -> None:
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or (math.isnan(float(v)) and not allow_nan):
-        raise PlanError(f"{kind}: {name}={v!r} is not a number; give a float such as 0.5")
-    if lo is not None and v < lo:
-        raise PlanError(f"{kind}: {name}={v!r} must be >= {lo:g}")
-
-
-def _input_key(src: Any) -> Any:
-    if src is None:
-        return None
-    if isinstance(src, torch.Tensor):
-        data = src.detach().cpu().contiguous()
-        # reshape: a 0-d tensor (a scalar) has no byte view of its own
-        digest = hashlib.sha1(data.reshape(-1).view(torch.uint8).numpy().tobytes()
-                              if data.numel() else b"")
-        return ("tensor", str(data.dtype), tuple(data.shape), digest.hexdigest())
-    return ("spec", str(src).strip())
-
-
 class _SourceEq:
     """Equality and hash by source key (a tensor field cannot compare with ``==``)."""
 
     def _eq_key(self) -> tuple:
-        return (type(self), tuple(_input_key(v) if isinstance(v, torch.Tensor) else v
+        return (type(self), tuple(input_key(v) if isinstance(v, torch.Tensor) else v
                                   for v in self.values().values()),  # type: ignore[attr-defined]
                 self.where())  # type: ignore[attr-defined]
 

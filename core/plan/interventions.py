@@ -36,8 +36,8 @@ from typing import Any, ClassVar
 import torch
 
 from ..base.errors import PlanError
-from .intervention_base import (Intervention, InterventionContext, Param, _check_number, _short,
-                                _SourceEq, numeric, param, py_literal)
+from .intervention_base import Intervention, InterventionContext, _SourceEq, numeric
+from .param_values import Param, check_number, param, py_literal, short_value
 from .feature_axis import feature_dim
 from .leaf_functions import (clamp_leaf, mean_leaf, noise_leaf, patch_leaf, scale_leaf,
                              zero_leaf)
@@ -66,7 +66,7 @@ class Clamp(Intervention):
             v = getattr(self, side)
             if v is None:
                 continue
-            _check_number("clamp", f"bound {side}", v)
+            check_number("clamp", f"bound {side}", v)
             object.__setattr__(self, side, None if v == open_value else float(v))
         lo, hi = self.bounds()
         if lo > hi:
@@ -94,7 +94,7 @@ class Scale(Intervention):
     leaf_function: ClassVar[Any] = staticmethod(scale_leaf)
 
     def __post_init__(self) -> None:
-        _check_number("scale", "factor", self.factor)
+        check_number("scale", "factor", self.factor)
         object.__setattr__(self, "factor", float(self.factor))
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
@@ -180,7 +180,7 @@ class MeanAblate(_SourceEq, Intervention):
         return self.reference
 
     def describe(self) -> str:
-        return "mean(batch)" if self.reference is None else f"mean(of {_short(self.reference)})"
+        return "mean(batch)" if self.reference is None else f"mean(of {short_value(self.reference)})"
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class Noise(Intervention):
     leaf_function: ClassVar[Any] = staticmethod(noise_leaf)
 
     def __post_init__(self) -> None:
-        _check_number("noise", "std", self.std, lo=0.0)
+        check_number("noise", "std", self.std, lo=0.0)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2 ** 63:
             raise PlanError(f"noise: seed={self.seed!r} must be an integer in [0, 2**63)")
         object.__setattr__(self, "std", float(self.std))
@@ -244,4 +244,4 @@ class Patch(_SourceEq, Intervention):
         return self.source_input
 
     def describe(self) -> str:
-        return f"patch(from {_short(self.source_input)})"
+        return f"patch(from {short_value(self.source_input)})"

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 import torch
 
 from ..base.errors import PlanError
-from .intervention_base import Intervention, InterventionContext, param
+from .intervention_base import Intervention, InterventionContext
+from .param_values import param
 from ..base.nested import map_tensors_keyed
 from ..model.sae import SparseAutoencoder, attached_sae
 
