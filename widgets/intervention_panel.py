@@ -4,10 +4,9 @@ Like napari's layer controls, a dock beside the tree rather than a ~90 px cell:
 the kind (a full-width chooser), each parameter with its full label, what it
 means and its range (all generated from the kind's
 :class:`~hookscope.core.plan.param_values.Param` metadata, so a new kind needs
-nothing here), where it
-acts (token positions clicked on a strip of the input's tokens, heads on a grid
-of the attention module's heads, unit indices typed), the kind's description,
-and the receipt of the last run for the layer.
+nothing here), where it acts (token positions clicked on a strip of the input's
+tokens, heads on a grid of the attention module's heads, unit indices typed),
+the kind's description, and the receipt of the last run for the layer.
 
 The panel holds no plan: every edit is emitted as ``edited(path, intervention)``
 and the window writes it to the session the way the tree's cell editor does;
