@@ -79,6 +79,7 @@ class WideDrawing:
         self._hbars_hi = 1.0
         self._full_layout: tuple | None = None   # (size, halves) of the whole map as last drawn
         self._whole: Picture | None = None       # the whole picture as last drawn (a zoom undone)
+        self.shape: ShapeDisplay | None = None   # the numbers drawn
         #: where a zoom's part of the map is pooled (``None``: here, a widget on its own)
         self.worker: ViewWorker | None = None
         self._window: Window | None = None       # the part of the map drawn (None: all of it)
@@ -110,6 +111,7 @@ class WideDrawing:
         """Move ``d``'s numbers into the pictures; returns the size of what is drawn (in
         activation units), the bars' ``(units, low, high)``, the before | after halves'
         geometry (see ``LayerPlot._configure_view``) and the kind of picture drawn."""
+        self.shape = d
         self.map_source = None
         self._window = None
         if d.bars is not None:
