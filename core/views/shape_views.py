@@ -280,26 +280,28 @@ def shape_display(tensor: torch.Tensor | None, pre: torch.Tensor | None, kind: s
     ``view``, for a plot of this size in device pixels; ``None`` without a tensor."""
     if tensor is None or kind == "none":
         return None
-    made = dict(kind=kind, view=view, shape=tuple(tensor.shape), height_px=height_px,
-                width_px=width_px, log_scale=log_scale)
+    shape = tuple(tensor.shape)
+
+    def made(shown: str, **parts: Any) -> ShapeDisplay:
+        return ShapeDisplay(kind, view, shape, height_px, width_px, log_scale, shown, **parts)
+
     if kind == "bars":
         post_v = bars_values(tensor)
         pre_v = bars_values(pre) if pre is not None else None
-        return ShapeDisplay(**made, shown="bars", bars=(post_v, pre_v),
-                            extent=bar_extent(post_v, pre_v))
+        return made("bars", bars=(post_v, pre_v), extent=bar_extent(post_v, pre_v))
     if view == "unit_norm":
-        return ShapeDisplay(**made, shown="unit_norm", norms=(
+        return made("unit_norm", norms=(
             unit_norms(tensor, kind), unit_norms(pre, kind) if pre is not None else None))
     if view == "row_norm" and kind != "feature_maps":
-        return ShapeDisplay(**made, shown="row_norm", norms=(
+        return made("row_norm", norms=(
             row_norms(tensor, kind), row_norms(pre, kind) if pre is not None else None))
     if kind == "feature_maps" and view == "map":
-        return ShapeDisplay(**made, shown="feature_maps",
-                            picture=grid_picture(tensor, pre, kind, height_px, width_px, log_scale))
+        return made("feature_maps",
+                    picture=grid_picture(tensor, pre, kind, height_px, width_px, log_scale))
     post_m, pre_m, read_kind, units = map_sources(tensor, pre, kind, view)
-    return ShapeDisplay(**made, shown={"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind),
-                        picture=whole_picture(post_m, pre_m, height_px, width_px, log_scale),
-                        maps=(post_m, pre_m), read_kind=read_kind, units=units)
+    return made({"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind),
+                picture=whole_picture(post_m, pre_m, height_px, width_px, log_scale),
+                maps=(post_m, pre_m), read_kind=read_kind, units=units)
 
 
 def prepare_shape(record: Any, pre: torch.Tensor | None, wanted: ShapeWanted,
