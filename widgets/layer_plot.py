@@ -380,7 +380,7 @@ class LayerPlot(QFrame):
 
     def set_view_choice(self, choice: dict | None) -> None:
         """Restore a stored view choice (``{"view": ..., "log": ...}``; ``None``: defaults)."""
-        choice = choice or {}
+        choice = choice if isinstance(choice, dict) else {}   # a session file's, as it was
         view, log = choice.get("view"), choice.get("log")
         if (view, log) == (self.chooser.view, self.chooser.log):
             return
