@@ -10,7 +10,11 @@ bound lines are a :class:`HistogramView` (histogram_view.py), the shape view's
 pictures (maps, bars, norms, top-k, a zoom re-pooled at full resolution, the
 log colour scale) a :class:`WideDrawing` (wide_drawing.py), the view picked in
 a :class:`ViewChooser`. This file holds the panel: what to draw, the view's
-axes and titles, and its text.
+axes and titles, and its text. The shape view's numbers come with the record
+(its result's ``RecordDisplay.shape``, made on the runner's thread for what
+:meth:`LayerPlot.shape_wanted` said the panel shows); where they no longer
+match (a view switched, a resize, the log scale toggled) they are made again
+by the window's :class:`~.view_worker.ViewWorker`, never on the GUI thread.
 """
 
 from __future__ import annotations
