@@ -243,7 +243,7 @@ class ActivationPanel(QWidget):
             raise HookscopeError("nothing to export yet: run the model first (Ctrl+R)")
         for panel in self._panels.values():   # scrolled-away panels may not be drawn yet
             if panel._stale and panel.record is not None:
-                panel._draw(panel.record)
+                panel._draw(panel.record, here=True)   # the figure is written right after
         parts = [self._content] + ([beside] if beside is not None and beside.isVisible() else [])
         return write_figure(path, parts, "Hookscope activations")
 

@@ -234,7 +234,7 @@ class LayerPlot(QFrame):
             self._stale = True
             self._resize_timer.start()
 
-    def _draw(self, record: CaptureRecord) -> None:
+    def _draw(self, record: CaptureRecord, here: bool = False) -> None:
         self._stale = False
         pre_t, pre_stats, _ = reference_of(record)
         # Each tensor drawn with its statistics, whose exact min and max spare
@@ -250,7 +250,7 @@ class LayerPlot(QFrame):
         self.histogram.set_log(log, tensors, scale, prep.log_bins if prep is not None else None)
         self.wide.set_map_log(log, scale)
         self.histogram.draw(record, prep)
-        self._draw_view(record)
+        self._draw_view(record, here)
 
     def bounds(self) -> tuple[float, float] | None:
         """The layer's bounds as the session's plan has them (what the lines show)."""
@@ -322,10 +322,11 @@ class LayerPlot(QFrame):
         return str(save_png(self, path))  # whole or not at all
 
     # -- drawing ---------------------------------------------------------------
-    def _draw_view(self, record: CaptureRecord) -> None:
+    def _draw_view(self, record: CaptureRecord, here: bool = False) -> None:
         """Draw the shape view of ``record``: its prepared numbers where they match what
         the panel shows now (view, size, colour scale), else made again, by the view
-        worker where the panel has one (the picture drawn stays until they arrive)."""
+        worker where the panel has one (the picture drawn stays until they arrive); ``here``:
+        made at once on this thread (a figure written now)."""
         kind, view = self.view_kind, self.shown_view
         tensor = record.tensor  # None only where view_kind() said "none"
         if tensor is None or kind == "none":
@@ -339,7 +340,7 @@ class LayerPlot(QFrame):
             return
         job = partial(shape_display, tensor, reference_of(record)[0], kind, view, height, width,
                       log_scale)
-        if self.view_worker is None:
+        if self.view_worker is None or here:
             self._show_shape(record, job())
             return
 
