@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QDialog, QMainWindow
 
 from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult
 from hookscope.core.model import CodeTrust
+from hookscope.widgets.view_worker import ViewWorker
 
 from . import export_actions as files
 from . import window_chrome as chrome
@@ -107,6 +108,11 @@ class MainWindow(QMainWindow):
             p.run_bar, p.run_toolbar, p.tree, p.layer_dock, p.outputs, p.output_dock, p.banner,
             p.note, p.panel, p.status)
         s = self.session
+        # The panels' pictures a result did not bring ready (a view switched, a resize, a
+        # zoom) are made in this one thread; each run asks the panels what they show.
+        self.view_worker = ViewWorker(self)
+        self.panel.view_worker = self.view_worker
+        s.shape_views = self.panel.shape_views
         self.actions_ = build_menus(self, Handlers(
             open_model=self.open_model_dialog,
             open_demo=lambda n: self.load(f"demo:{n}", plan=default_plan(f"demo:{n}")),
@@ -242,8 +248,9 @@ class MainWindow(QMainWindow):
             self.banner.dismiss()
 
     def is_idle(self) -> bool:
-        """No load or run in flight or queued (for --screenshot and scripts)."""
-        return not self.session.busy
+        """No load or run in flight or queued, and no picture being made (for --screenshot
+        and scripts)."""
+        return not self.session.busy and not self.view_worker.busy
 
     def open_model_dialog(self) -> None:
         m = self.session.model
@@ -306,3 +313,4 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop delivering answers and stop the forward in flight at its next layer; idempotent."""
         self.worker.shutdown()
+        self.view_worker.shutdown()

@@ -16,12 +16,13 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
 from hookscope.core import HookscopeError, RunResult, Session
-from hookscope.core.views import ResultDisplay
+from hookscope.core.views import ResultDisplay, ShapeViews, ShapeWanted
 
 from .histogram_view import PLOT_HEIGHT
 from .layer_plot import LayerPlot
 from .leaf_chooser import show_leaves
 from .figure_export import FIGURE_SUFFIXES, write_figure
+from .view_worker import ViewWorker
 
 Key = tuple[str, int]
 
@@ -58,6 +59,14 @@ def _invalidate(layout: QLayout) -> None:
     layout.invalidate()
 
 
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _bool_or_none(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
 def _set_plot_height(panel: LayerPlot, height: float) -> None:
     """Both plots exactly ``height`` tall (at least :data:`PLOT_HEIGHT`): the least
     *and* the most, because a pyqtgraph view's size hint is its last size, which
@@ -92,6 +101,7 @@ class ActivationPanel(QWidget):
         self._selected: str | None = None
         #: Each layer's chosen view by path; the window points it at the session's view state.
         self.view_choices: dict[str, dict] = {}
+        self._view_worker: ViewWorker | None = None
 
         self.empty_label = QLabel(
             "No activations yet. Tick the layers you want to see in the module tree "
@@ -122,6 +132,38 @@ class ActivationPanel(QWidget):
         self._heights_timer.timeout.connect(self._fit_heights)
 
     # -- public API ------------------------------------------------------------
+    @property
+    def view_worker(self) -> ViewWorker | None:
+        """Where the panels make the pictures a result did not bring ready (a view switched,
+        a resize, a zoom); ``None``: on the GUI thread (a figure written without a window)."""
+        return self._view_worker
+
+    @view_worker.setter
+    def view_worker(self, worker: ViewWorker | None) -> None:
+        self._view_worker = worker
+        for panel in self._panels.values():
+            panel.view_worker = worker
+
+    def shape_views(self) -> ShapeViews:
+        """What every panel shows (view, log scale, size in pixels, leaf), as plain data a
+        run request carries so its result comes with their pictures ready; a layer without
+        a panel yet, its stored choice at the size of a panel of this column."""
+        by_call = {key: panel.shape_wanted() for key, panel in self._panels.items()}
+        height, width = self._new_plot_pixels()
+        by_path = {path: ShapeWanted(_str_or_none(c.get("view")), _bool_or_none(c.get("log")),
+                                     height, width)
+                   for path, c in self.view_choices.items() if isinstance(c, dict)}
+        return ShapeViews(by_call, by_path, ShapeWanted(None, None, height, width))
+
+    def _new_plot_pixels(self) -> tuple[int, int]:
+        """The device pixels of a new panel's view plot: as the others', else half the
+        column's width at the least plot height."""
+        for panel in self._panels.values():
+            if panel.view_widget.width() > 50:
+                return panel.wide.pixel_size()
+        ratio = self.devicePixelRatioF()
+        return int(PLOT_HEIGHT * ratio), int(self._panel_width(fits=True) / 2 * ratio)
+
     def set_token_labels(self, labels: list[str] | None) -> None:
         """The input's token strings for every tokens view (now and for new panels)."""
         self._token_labels = labels
@@ -201,7 +243,7 @@ class ActivationPanel(QWidget):
             raise HookscopeError("nothing to export yet: run the model first (Ctrl+R)")
         for panel in self._panels.values():   # scrolled-away panels may not be drawn yet
             if panel._stale and panel.record is not None:
-                panel._draw(panel.record)
+                panel._draw(panel.record, here=True)   # the figure is written right after
         parts = [self._content] + ([beside] if beside is not None and beside.isVisible() else [])
         return write_figure(path, parts, "Hookscope activations")
 
@@ -256,6 +298,7 @@ class ActivationPanel(QWidget):
 
     def _new_panel(self, path: str, call: int) -> LayerPlot:
         panel = LayerPlot(path, call, self._content, self.session)
+        panel.view_worker = self._view_worker
         panel.set_token_labels(self._token_labels)
         panel.set_view_choice(self.view_choices.get(path))
         panel.viewChosen.connect(lambda choice, p=path: self._chose_view(p, choice))

@@ -10,10 +10,16 @@ bound lines are a :class:`HistogramView` (histogram_view.py), the shape view's
 pictures (maps, bars, norms, top-k, a zoom re-pooled at full resolution, the
 log colour scale) a :class:`WideDrawing` (wide_drawing.py), the view picked in
 a :class:`ViewChooser`. This file holds the panel: what to draw, the view's
-axes and titles, and its text.
+axes and titles, and its text. The shape view's numbers come with the record
+(its result's ``RecordDisplay.shape``, made on the runner's thread for what
+:meth:`LayerPlot.shape_wanted` said the panel shows); where they no longer
+match (a view switched, a resize, the log scale toggled) they are made again
+by the window's :class:`~.view_worker.ViewWorker`, never on the GUI thread.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -22,7 +28,8 @@ from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayo
 
 from hookscope.core import CaptureRecord, Session
 from hookscope.core.capture import reference_of
-from hookscope.core.views import TOP_K, RecordDisplay, ValueSpread, largest_finite, wide_views
+from hookscope.core.views import (TOP_K, RecordDisplay, ShapeDisplay, ShapeWanted, ValueSpread,
+                                  largest_finite, shape_display, wide_views)
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
                              HistogramView, histogram_in)
@@ -32,6 +39,7 @@ from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools, save_png
 from .stats_text import stats_text
 from .view_chooser import ViewChooser
+from .view_worker import ViewWorker
 from .views_by_shape import MAX_CHANNELS, view_kind
 from .wide_drawing import WideDrawing
 
@@ -68,6 +76,7 @@ class LayerPlot(QFrame):
         self.view_kind = "none"
         self.record: CaptureRecord | None = None
         self._prepared: RecordDisplay | None = None   # the record's numbers from the runner's thread
+        self._view_worker: ViewWorker | None = None   # where its pictures are made (None: here)
         self._highlighted = False
         self._stale = False   # a record arrived while scrolled away: not drawn yet
         self._layout_key: tuple | None = None   # the kind of picture the axes are set up for
@@ -147,6 +156,16 @@ class LayerPlot(QFrame):
         layout.addWidget(self.stats_label)
 
     # -- public API ------------------------------------------------------------
+    @property
+    def view_worker(self) -> ViewWorker | None:
+        """The thread that makes the pictures not prepared by the runner, and a zoom's
+        (``None``: made here, on the GUI thread: a panel on its own, a figure file)."""
+        return self._view_worker
+
+    @view_worker.setter
+    def view_worker(self, worker: ViewWorker | None) -> None:
+        self._view_worker = self.wide.worker = worker
+
     def plot_items(self) -> dict[str, object]:
         """Every pyqtgraph item of the panel (the same objects for its whole life)."""
         return {"hist_pre": self.hist_pre, "hist_post": self.hist_post, "lo_line": self.lo_line,
@@ -215,7 +234,7 @@ class LayerPlot(QFrame):
             self._stale = True
             self._resize_timer.start()
 
-    def _draw(self, record: CaptureRecord) -> None:
+    def _draw(self, record: CaptureRecord, here: bool = False) -> None:
         self._stale = False
         pre_t, pre_stats, _ = reference_of(record)
         # Each tensor drawn with its statistics, whose exact min and max spare
@@ -231,7 +250,7 @@ class LayerPlot(QFrame):
         self.histogram.set_log(log, tensors, scale, prep.log_bins if prep is not None else None)
         self.wide.set_map_log(log, scale)
         self.histogram.draw(record, prep)
-        self._draw_view(record)
+        self._draw_view(record, here)
 
     def bounds(self) -> tuple[float, float] | None:
         """The layer's bounds as the session's plan has them (what the lines show)."""
@@ -303,29 +322,45 @@ class LayerPlot(QFrame):
         return str(save_png(self, path))  # whole or not at all
 
     # -- drawing ---------------------------------------------------------------
-    def _draw_view(self, record: CaptureRecord) -> None:
+    def _draw_view(self, record: CaptureRecord, here: bool = False) -> None:
+        """Draw the shape view of ``record``: its prepared numbers where they match what
+        the panel shows now (view, size, colour scale), else made again, by the view
+        worker where the panel has one (the picture drawn stays until they arrive); ``here``:
+        made at once on this thread (a figure written now)."""
         kind, view = self.view_kind, self.shown_view
-        pre_t = reference_of(record)[0]  # before its own intervention, or the run without any
-        extent = halves = None
-        shown = kind   # the kind of picture drawn (see _configure_view)
-        size: tuple | None = None
-        w = self.wide
         tensor = record.tensor  # None only where view_kind() said "none"
         if tensor is None or kind == "none":
-            size = None
-        elif kind == "bars":
-            size, extent = w.draw_bars(tensor, pre_t)
-        elif view == "unit_norm":
-            extent = w.draw_unit_norms(tensor, pre_t, kind)
-            size, shown = (extent[0],), "unit_norm"
-        elif view == "row_norm" and kind != "feature_maps":
-            size, shown = (w.draw_row_norms(tensor, pre_t, kind),), "row_norm"
-        elif kind == "feature_maps" and view == "map":
-            w.map_source = None   # the channel grid is drawn whole, tile by tile
-            size, halves = w.draw_image(tensor, pre_t, kind)
+            self._show_shape(record, None)
+            return
+        height, width = self.wide.pixel_size()
+        log_scale = self.wide.log_scale()
+        prep = self._prepared.shape if self._prepared is not None else None
+        if prep is not None and prep.fits(kind, view, height, width, log_scale):
+            self._show_shape(record, prep)
+            return
+        job = partial(shape_display, tensor, reference_of(record)[0], kind, view, height, width,
+                      log_scale)
+        if self.view_worker is None or here:
+            self._show_shape(record, job())
+            return
+
+        def arrived(d: ShapeDisplay | None) -> None:
+            # Dropped if the panel moved on: another record, view or scale since.
+            if d is not None and self.record is record and (d.kind, d.view, d.log_scale) == \
+                    (self.view_kind, self.shown_view, self.wide.log_scale()):
+                self._show_shape(record, d)
+
+        self.view_worker.submit(self, job, arrived)
+
+    def _show_shape(self, record: CaptureRecord, d: ShapeDisplay | None) -> None:
+        """Move ``d`` into the pictures; axes, titles and zoom follow the kind drawn."""
+        w = self.wide
+        pre_t = reference_of(record)[0]  # before its own intervention, or the run without any
+        if d is None:
+            size = extent = halves = None
+            shown, w.map_source = "none", None
         else:
-            size, halves = w.draw_map(tensor, pre_t, kind, view)
-            shown = {"top_k": "top_k", "row_norm": "position_norm"}.get(view, kind)
+            size, extent, halves, shown = w.show(d)
         # Axes, titles and zoom change only with the kind of picture, not on every
         # update: a Live drag then costs just the data transfer (and keeps a zoom).
         layout_key = (shown, pre_t is not None, self._ref_label, size, halves, w.log_map)
@@ -342,9 +377,15 @@ class LayerPlot(QFrame):
         self._apply_token_labels()
         w.apply_unit_labels(halves, self.shown_view)
 
+    def shape_wanted(self) -> ShapeWanted:
+        """What this panel shows, for the next run to prepare (plain data)."""
+        height, width = self.wide.pixel_size()
+        return ShapeWanted(self.chooser.view, self.chooser.log, height, width,
+                           self.record.leaf if self.record is not None else "")
+
     def set_view_choice(self, choice: dict | None) -> None:
         """Restore a stored view choice (``{"view": ..., "log": ...}``; ``None``: defaults)."""
-        choice = choice or {}
+        choice = choice if isinstance(choice, dict) else {}   # a session file's, as it was
         view, log = choice.get("view"), choice.get("log")
         if (view, log) == (self.chooser.view, self.chooser.log):
             return

@@ -9,29 +9,31 @@ pyqtgraph items once (image, colour bar, bars, norm curves) on the panel's
 plot, moves data into them, and keeps what it drew (the pooled picture, the
 norms, the top units) for the readouts. The panel
 (:class:`~hookscope.widgets.layer_plot.LayerPlot`) decides what to draw and
-configures the axes. The numbers come from core (``wide_views``,
-``map_window``); nothing here computes a norm.
+configures the axes. Nothing here computes a picture: the numbers come ready
+(core's :class:`~hookscope.core.views.ShapeDisplay`, made by the runner's thread
+or the panel's view worker), and the part of a map a zoom shows is pooled by
+core's ``window_picture`` in the :class:`~.view_worker.ViewWorker` (inline
+only for a panel without one: a widget on its own).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 import pyqtgraph as pg
 import torch
 from PySide6.QtCore import QRectF
 
-from hookscope.core.views import (Window, as_float_array, bars_values, full_size, log_ticks,
-                                  picture, pool_window, reduce_2d, row_norms, side_by_side,
-                                  signed_log, symmetric_level, top_k_picture, top_units, unit_norms,
-                                  view_image, visible_window)
+from hookscope.core.views import (Picture, ShapeDisplay, Window, log_ticks, signed_log,
+                                  visible_window, window_picture)
 
 from .plot_readouts import DrawnImage, bar_cell
 from .histogram_view import POST_COLOUR, PRE_COLOUR
 from .plot_style import peak_envelope, set_ticks
+from .view_worker import ViewWorker
 
 COLOUR_MAP = "CET-D1"           # diverging blue-white-red: zero is white
-
-_MIN_IMAGE_PIXELS = 128   # a view not laid out yet still gets a readable picture
 
 
 class WideDrawing:
@@ -76,6 +78,10 @@ class WideDrawing:
         self._hbars_fit: tuple | None = None
         self._hbars_hi = 1.0
         self._full_layout: tuple | None = None   # (size, halves) of the whole map as last drawn
+        self._whole: Picture | None = None       # the whole picture as last drawn (a zoom undone)
+        self.shape: ShapeDisplay | None = None   # the numbers drawn
+        #: where a zoom's part of the map is pooled (``None``: here, a widget on its own)
+        self.worker: ViewWorker | None = None
         self._window: Window | None = None       # the part of the map drawn (None: all of it)
         self.map_source: tuple | None = None     # (after 2-D, before 2-D or None, kind, shape)
         self._norms: tuple[np.ndarray, np.ndarray | None] | None = None   # row norms drawn
@@ -92,99 +98,69 @@ class WideDrawing:
         self._hbars_fit = None
 
     # -- pictures --------------------------------------------------------------------
-    def _pixels(self, halves: bool) -> tuple[int, int]:
+    def pixel_size(self) -> tuple[int, int]:
+        """The plot's size in device pixels (height, width): what pictures are pooled to."""
         ratio = self.view_widget.devicePixelRatioF()
-        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
-        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
-        return rows, (max(_MIN_IMAGE_PIXELS, cols // 2) if halves else cols)
+        return int(self.view_widget.height() * ratio), int(self.view_widget.width() * ratio)
 
-    def _map_pictures(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str,
-                      view: str) -> tuple[torch.Tensor, torch.Tensor | None, str]:
-        """The full-resolution 2-D maps (after, before) of ``view`` and the
-        readout kind; top-k picks its units from both."""
-        if view == "top_k":
-            units = top_units(tensor, kind, also=pre)
-            self.top_units = units
-            return (top_k_picture(tensor, kind, units),
-                    top_k_picture(pre, kind, units) if pre is not None else None, "top_k")
-        if view == "row_norm":   # feature maps: the norm over channels at each position
-            h, w = tensor.shape[2], tensor.shape[3]
-            return (torch.from_numpy(row_norms(tensor, kind)).reshape(h, w),
-                    torch.from_numpy(row_norms(pre, kind)).reshape(h, w) if pre is not None else None,
-                    "position_norm")
-        if kind == "tokens":
-            return picture(tensor, kind), picture(pre, kind) if pre is not None else None, "tokens"
-        return _heat_map(tensor), _heat_map(pre) if pre is not None else None, "heatmap"
+    def log_scale(self) -> float | None:
+        """The maps' signed-log knee, ``None`` on the linear scale."""
+        return self._log_scale_of_map if self.log_map else None
 
-    def draw_map(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str,
-                  view: str) -> tuple[tuple[int, int], tuple | None]:
-        """Draw a 2-D map (heat map, token map, top-k, position norms): all of it,
-        or the part in view when zoomed; returns its size in activation units and
-        the before | after halves' geometry (see ``LayerPlot._configure_view``)."""
-        post_m, pre_m, read_kind = self._map_pictures(tensor, pre, kind, view)
-        self.map_source = (post_m, pre_m, read_kind, tuple(tensor.shape))
+    def show(self, d: ShapeDisplay) -> tuple[tuple | None, tuple | None, tuple | None, str]:
+        """Move ``d``'s numbers into the pictures; returns the size of what is drawn (in
+        activation units), the bars' ``(units, low, high)``, the before | after halves'
+        geometry (see ``LayerPlot._configure_view``) and the kind of picture drawn."""
+        self.shape = d
+        self.map_source = None
         self._window = None
-        return self._draw_whole_map()
+        if d.bars is not None:
+            self._show_bars(*d.bars)
+            return (d.bars[0].size,), d.extent, None, "bars"
+        if d.norms is not None and d.shown == "unit_norm":
+            extent = self._show_unit_norms(*d.norms)
+            return (extent[0],), extent, None, "unit_norm"
+        if d.norms is not None:
+            return (self._show_row_norms(*d.norms),), None, None, "row_norm"
+        assert d.picture is not None and d.picture.layout is not None
+        if d.maps is not None:
+            if d.units is not None:
+                self.top_units = d.units
+            self.map_source = (d.maps[0], d.maps[1], d.read_kind, d.shape)
+        self._level = d.picture.level
+        self._whole = d.picture
+        self._full_layout = d.picture.layout
+        self._show_picture(d.picture, d.shape, d.read_kind or d.kind, d)
+        size, halves = d.picture.layout
+        return size, None, halves, d.shown
 
-    def _draw_whole_map(self) -> tuple[tuple[int, int], tuple | None]:
-        assert self.map_source is not None
-        post_m, pre_m, read_kind, shape = self.map_source
-        rows, cols = self._pixels(pre_m is not None)
-        post = _pool(post_m, rows, cols)
-        pre = _pool(pre_m, rows, cols) if pre_m is not None else None
-        level = symmetric_level(post, pre)
-        self._level = level
-        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
-        img = post if pre is None else side_by_side(pre, post, gap=gap)
-        sy, sx = post_m.shape[0] / post.shape[0], post_m.shape[1] / post.shape[1]
-        self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
-        self.drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
-                                 gap if pre is not None else 0, shape, read_kind,
-                                 row_labels=self._row_labels(shape, read_kind),
-                                 col_units=self._col_units(read_kind))
-        halves = None
-        if pre is not None:
-            n = pre.shape[1] * sx
-            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
-                      round((pre.shape[1] + gap / 2) * sx, 6))
-        self._full_layout = ((round(img.shape[0] * sy), round(img.shape[1] * sx)), halves)
-        return self._full_layout
-
-    def _draw_window(self, w: Window) -> None:
-        """Pool only the rows and columns ``w`` of the map, at the view's resolution."""
-        assert self.map_source is not None and self._full_layout is not None
-        post_m, pre_m, read_kind, shape = self.map_source
-        _size, halves = self._full_layout
-        level = self._level
-        labels, units = self._row_labels(shape, read_kind), self._col_units(read_kind)
-        if w.side == "both" and pre_m is not None and halves is not None:
-            rows, cols = self._pixels(True)
-            pre = pool_window(pre_m, w, rows, cols)
-            post = pool_window(post_m, w, rows, cols)
-            gap = max(2, pre.shape[1] // 16)
-            img = side_by_side(pre, post, gap=gap)
-            sy, sx = (w.r1 - w.r0) / post.shape[0], post_m.shape[1] / post.shape[1]
-            self._set_image(img, level, QRectF(0, w.r0, img.shape[1] * sx, img.shape[0] * sy))
-            self.drawn = DrawnImage(img, (sy, sx), pre.shape[1], gap, shape, read_kind,
-                                     origin=(w.r0, 0.0), index0=(w.r0, 0),
-                                     row_labels=labels, col_units=units)
-            return
-        rows, cols = self._pixels(False)
-        source = pre_m if w.side == "before" and pre_m is not None else post_m
-        img = pool_window(source, w, rows, cols)
-        x_off = halves[1] if w.side == "after" and halves is not None else 0.0
-        sy, sx = (w.r1 - w.r0) / img.shape[0], (w.c1 - w.c0) / img.shape[1]
-        self._set_image(img, level, QRectF(x_off + w.c0, w.r0, w.c1 - w.c0, w.r1 - w.r0))
-        self.drawn = DrawnImage(img, (sy, sx), 0, 0, shape, read_kind,
-                                 origin=(w.r0, x_off + w.c0), index0=(w.r0, w.c0),
-                                 side=f"{w.side} · " if w.side in ("before", "after") else "",
-                                 row_labels=labels, col_units=units)
+    def _show_picture(self, p: Picture, shape: tuple[int, ...], read_kind: str,
+                      made_for: ShapeDisplay | None = None) -> None:
+        """Show ``p`` (its colours are made already) and keep it for the readouts."""
+        # pyqtgraph images are indexed [x, y]: transpose rows × columns.
+        self.image.setImage(p.coloured.T, levels=(-p.top, p.top), autoLevels=False)
+        bar_key = (p.top, p.log_scale is not None)
+        if bar_key != self._bar_level:  # its axis is laid out again: only on a change
+            self._bar_level = bar_key   # type: ignore[assignment]
+            self.colour_bar.setLevels((-p.top, p.top))
+            self.colour_bar.axis.setTicks([log_ticks(-p.level, p.level, p.log_scale, 3)]
+                                          if p.log_scale is not None else None)
+        self.image.setRect(QRectF(*p.rect))
+        if made_for is not None:   # the size it was pooled for, in the widget's pixels
+            ratio = self.view_widget.devicePixelRatioF()
+            self.drawn_size = (made_for.width_px / ratio, made_for.height_px / ratio)
+        self.drawn = DrawnImage(p.image, p.scale, p.pre_cols, p.gap, shape, read_kind,
+                                origin=p.origin, index0=p.index0, side=p.side,
+                                row_labels=self._row_labels(shape, read_kind),
+                                col_units=self._col_units(read_kind))
 
     def repool(self) -> None:
-        """The view range moved (zoom, pan): draw the part in view at full resolution."""
+        """The view range moved (zoom, pan): draw the part in view at full resolution
+        (made by the view worker where there is one; the picture stays till then)."""
         if self.map_source is None or self._full_layout is None or not self.image.isVisible():
             return
-        post_m = self.map_source[0]
+        source = self.map_source
+        post_m, pre_m, read_kind, shape = source
         _size, halves = self._full_layout
         (x0, x1), (y0, y1) = self.view_widget.getPlotItem().getViewBox().viewRange()
         w = visible_window((x0, x1), (y0, y1), post_m.shape[0], post_m.shape[1],
@@ -193,28 +169,22 @@ class WideDrawing:
             return
         self._window = w
         if w is None:
-            self._draw_whole_map()
-        else:
-            self._draw_window(w)
+            if self.worker is not None:
+                self.worker.forget(self.view_widget)   # a window still on its way is stale
+            assert self._whole is not None
+            self._show_picture(self._whole, shape, read_kind)
+            return
+        job = partial(window_picture, post_m, pre_m, w, halves, self._level, *self.pixel_size(),
+                      self.log_scale())
 
-    def _set_image(self, img: np.ndarray, level: float, rect: QRectF) -> None:
-        """Show ``img`` (real values) on the linear or signed-log colour scale."""
-        img = np.clip(img, -level, level)  # ±Inf drawn as the extreme colour; NaN stays blank
-        top = level
-        if self.log_map:
-            scale = self._log_scale_of_map
-            img = signed_log(img, scale).astype(np.float32)
-            top = float(signed_log(np.array(level), scale))
-        # pyqtgraph images are indexed [x, y]: transpose rows × columns.
-        self.image.setImage(img.T, levels=(-top, top), autoLevels=False)
-        bar_key = (top, self.log_map)
-        if bar_key != self._bar_level:  # its axis is laid out again: only on a change
-            self._bar_level = bar_key   # type: ignore[assignment]
-            self.colour_bar.setLevels((-top, top))
-            self.colour_bar.axis.setTicks([log_ticks(-level, level, self._log_scale_of_map, 3)]
-                                          if self.log_map else None)
-        self.image.setRect(rect)
-        self.drawn_size = (self.view_widget.width(), self.view_widget.height())
+        def arrived(p: Picture) -> None:
+            if self.map_source is source and self._window == w:   # not moved on since
+                self._show_picture(p, shape, read_kind)
+
+        if self.worker is None:
+            arrived(job())
+        else:
+            self.worker.submit(self.view_widget, job, arrived)
 
     def set_map_log(self, on: bool, scale: float = 1.0) -> None:
         """Draw maps on a signed-log colour scale, its knee at ``scale`` (the
@@ -233,11 +203,9 @@ class WideDrawing:
             else None
 
     # -- norms -------------------------------------------------------------------------
-    def draw_unit_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None,
-                         kind: str) -> tuple[int, float, float]:
+    def _show_unit_norms(self, post_v: np.ndarray,
+                         pre_v: np.ndarray | None) -> tuple[int, float, float]:
         """One bar per unit (channel): its L2 norm over the rows, before and after."""
-        post_v = unit_norms(tensor, kind)
-        pre_v = unit_norms(pre, kind) if pre is not None else None
         drawn = self._norm_axis(post_v, pre_v)
         self.norm_post.setData(*peak_envelope(drawn(post_v)))
         if pre_v is not None:
@@ -246,13 +214,12 @@ class WideDrawing:
         hi = max(float(np.max(drawn(v))) if v.size else 0.0 for v in (post_v, pre_v) if v is not None)
         return post_v.size, 0.0, hi
 
-    def draw_row_norms(self, tensor: torch.Tensor, pre: torch.Tensor | None, kind: str) -> int:
+    def _show_row_norms(self, post_v: np.ndarray, pre_v: np.ndarray | None) -> int:
         """One horizontal bar per row (token): its vector's L2 norm, before and after."""
-        post_v = row_norms(tensor, kind)
-        pre_v = row_norms(pre, kind) if pre is not None else None
         drawn = self._norm_axis(post_v, pre_v)
         y = np.arange(post_v.size, dtype=float)
-        self.hbars_post.setOpts(x0=0.0, y=y, width=drawn(post_v), height=0.5 if pre is not None else 0.8)
+        self.hbars_post.setOpts(x0=0.0, y=y, width=drawn(post_v),
+                                height=0.5 if pre_v is not None else 0.8)
         if pre_v is not None:
             self.hbars_pre.setOpts(x0=0.0, y=y, width=drawn(pre_v), height=0.8)
         self._norms = (post_v, pre_v)
@@ -326,23 +293,13 @@ class WideDrawing:
             ticks += [(offset + (c + 0.5) * n / k, str(int(units[c]))) for c in range(0, k, step)]
         set_ticks(axis, [ticks])
 
-    def draw_bars(self, tensor, pre_tensor) -> tuple[tuple[int, ...], tuple[int, float, float]]:
-        """Feed the bars; returns the shape and ``(units, low, high)`` of what they show."""
-        post = bars_values(tensor)
+    def _show_bars(self, post: np.ndarray, pre: np.ndarray | None) -> None:
+        """Feed the bars (after, and before where there is one)."""
         x = np.arange(post.size, dtype=float)
-        self.bars_post.setOpts(x=x, height=post, width=0.5 if pre_tensor is not None else 0.8)
-        shown = [post]
-        if pre_tensor is not None:
-            pre = bars_values(pre_tensor)
+        self.bars_post.setOpts(x=x, height=post, width=0.5 if pre is not None else 0.8)
+        if pre is not None:
             self.bars_pre.setOpts(x=x, height=pre, width=0.8)
-            shown.append(pre)
-        self.bars = (post, shown[1] if pre_tensor is not None else None)
-        lo, hi = 0.0, 0.0  # bars grow from zero
-        for v in shown:
-            v = v[np.isfinite(v)]
-            if v.size:
-                lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
-        return post.shape, (post.size, lo, hi)
+        self.bars = (post, pre)
 
     def fit_bars(self, units: int, lo: float, hi: float) -> None:
         """Keep every bar in view without undoing a zoom for nothing.
@@ -390,51 +347,3 @@ class WideDrawing:
             vb.setXRange(0, 1.06 * hi, padding=0)
         else:
             vb.setRange(xRange=(0, 1.06 * hi), yRange=(-0.6, n - 0.4), padding=0)
-
-    def draw_image(self, tensor, pre_tensor, kind: str) -> tuple[tuple[int, ...], tuple | None]:
-        """Feed the image; returns its size in activation units and, for before |
-        after, the halves' geometry (see ``LayerPlot._configure_view``)."""
-        # Pool to the view's size in pixels (before | after share the width).
-        ratio = self.view_widget.devicePixelRatioF()
-        rows = max(_MIN_IMAGE_PIXELS, int(self.view_widget.height() * ratio))
-        cols = max(_MIN_IMAGE_PIXELS, int(self.view_widget.width() * ratio))
-        if pre_tensor is not None:
-            cols = max(_MIN_IMAGE_PIXELS, cols // 2)
-        post = view_image(tensor, kind, rows, cols)
-        pre = view_image(pre_tensor, kind, rows, cols) if pre_tensor is not None else None
-        level = symmetric_level(post, pre)
-        gap = 0 if pre is None else max(2, pre.shape[1] // 16)
-        img = post if pre is None else side_by_side(pre, post, gap=gap)
-        # Axes count the activation's rows and columns, not the pooled pixels.
-        full = full_size(tuple(tensor.shape), kind)
-        sy, sx = (1.0, 1.0) if full is None else (full[0] / post.shape[0], full[1] / post.shape[1])
-        self._set_image(img, level, QRectF(0, 0, img.shape[1] * sx, img.shape[0] * sy))
-        self.drawn = DrawnImage(img, (sy, sx), pre.shape[1] if pre is not None else 0,
-                                 gap if pre is not None else 0, tuple(tensor.shape), kind)
-        halves = None
-        if pre is not None:
-            n = pre.shape[1] * sx
-            halves = (round(n, 6), round((pre.shape[1] + gap) * sx, 6), round(img.shape[1] * sx, 6),
-                      round((pre.shape[1] + gap / 2) * sx, 6))
-        return (round(img.shape[0] * sy), round(img.shape[1] * sx)), halves
-
-
-def _heat_map(t: torch.Tensor) -> torch.Tensor:
-    """A heatmap view's full-resolution 2-D map (a long vector folded near-square)."""
-    x = as_float_array(t)
-    if x.dim() <= 1 or (x.dim() == 2 and x.shape[0] == 1):
-        shape = full_size(tuple(t.shape), "heatmap")
-        assert shape is not None
-        v = x.reshape(-1)
-        if v.numel() == shape[0] * shape[1]:   # fills the square: no padded copy
-            return v.reshape(shape)
-        out = torch.full((shape[0] * shape[1],), float("nan"))
-        out[: v.numel()] = v
-        return out.reshape(shape)
-    if x.dim() > 2:
-        return x[0].reshape(-1, x.shape[-1])
-    return x
-
-
-def _pool(x: torch.Tensor, rows: int, cols: int) -> np.ndarray:
-    return reduce_2d(x, rows, cols)

@@ -321,7 +321,8 @@ def attach_display(req: RunRequest, events: list[RunnerEvent]) -> None:
         if isinstance(ev, Finished):
             try:
                 ev.result.display = prepare_display(ev.result, reference_of, req.model.meaning,
-                                                    req.input_text, req.model.example_input)
+                                                    req.input_text, req.model.example_input,
+                                                    req.shapes)
             except Exception:  # noqa: BLE001 - a bug here must not cost the result: the GUI prepares it
                 traceback.print_exc()
 

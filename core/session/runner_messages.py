@@ -17,6 +17,7 @@ from ..plan.plan import Plan
 from ..model.code_trust import CodeTrust
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
+from ..views.shape_views import ShapeViews
 
 
 # -- requests ----------------------------------------------------------------
@@ -45,6 +46,9 @@ class RunRequest:
     model, input and plan after the comparison, each an object with a ``name``
     and ``compute(module, inputs, plan, device, meaning, should_stop)`` (the
     logit lens, a generation); their answers land in ``result.extras[name]``.
+    ``shapes``: what a front end's panels show (views, sizes in pixels), so that a
+    runner that makes display-ready numbers also makes their pictures; ``None``
+    (a script, the CLI): none are made.
     """
 
     model: LoadedModel
@@ -54,6 +58,7 @@ class RunRequest:
     observe_tree: bool = False
     train: bool = False
     derived: tuple = ()
+    shapes: ShapeViews | None = field(default=None, compare=False)
 
 
 Request = Union[LoadRequest, RunRequest]

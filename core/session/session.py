@@ -90,6 +90,11 @@ class Session:
         self.options = Options()
         #: View state worth keeping in a session file (selected layer, ...); the window fills it.
         self.view: dict[str, Any] = {}
+        #: What a front end's panels show (``() -> ShapeViews``), asked on the session's
+        #: thread as each run is requested and sent with it, so the runner prepares their
+        #: pictures; ``None`` (a script, the CLI): runs carry none.
+        self.shape_views: Callable[[], Any] | None = None
+        self._last_shapes: Any = None
         self.last_result: Any = None
         #: the last scan (and its shown unit), saved beside the session file (:mod:`.scan_sidecar`)
         self.saved_scan: SavedScan | None = None
@@ -476,10 +481,20 @@ class Session:
         future = self.runner.submit(RunRequest(self.model, self.input_text, self.current_plan(),
                                                self.device, observe_tree=observe,
                                                train=self.options.train,
-                                               derived=self._views.for_run(extra)))
+                                               derived=self._views.for_run(extra),
+                                               shapes=self._shapes_now()))
         q.record_run(future, key if observe else None)
         self._post(self._drain)  # an answer that came before the id was recorded
         return future
+
+    def _shapes_now(self) -> Any:
+        """:attr:`shape_views` as it is now; from another thread (a notebook's), the last
+        one its own thread gave (a front end's widgets are read on their thread only)."""
+        if self.shape_views is None:
+            return None
+        if self._home is None or self._home == threading.get_ident():
+            self._last_shapes = self.shape_views()
+        return self._last_shapes
 
     def run(self, timeout_s: float | None = None) -> Any:
         """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""

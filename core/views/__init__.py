@@ -1,5 +1,5 @@
 """Numeric view preparation (no Qt): views by shape, wide views, map windows, binning,
-detections, an output read by its meaning.
+detections, an output read by its meaning, a panel's shape view ready to draw.
 
 This file is the floor's face: widgets/ and app/ import these names from
 here, never from a module inside (tests/test_floors.py checks it).
@@ -10,6 +10,10 @@ from .display import (OUTPUT_BARS, RecordDisplay, ResultDisplay, common_bins, fl
                       prepare_display)
 from .detections import image_boxes, image_size
 from .map_window import Window, pool_window, visible_window
+from .shape_views import (MIN_IMAGE_PIXELS, SIZE_TOLERANCE, Picture, ShapeDisplay, ShapeViews,
+                          ShapeWanted, bar_extent, colour_scale, effective_view, grid_picture,
+                          heat_map, image_pixels, map_sources, prepare_shape, shape_display,
+                          whole_picture, window_picture)
 from .outputs import (describe_outputs, input_image, input_token_strings, inputs_for_display,
                       summary_lines)
 from .views_by_shape import (MAX_BARS, MAX_CHANNELS, MAX_PIXELS, VIEW_KINDS, as_float_array,
@@ -20,6 +24,10 @@ from .wide_views import (TOP_K, ValueSpread, count_ticks, largest_finite, log_co
                          top_units, unit_norms, view_names, wants_log, wide_views)
 
 __all__ = ["MAX_BARS", "MAX_CHANNELS", "MAX_PIXELS", "OUTPUT_BARS", "TOP_K", "VIEW_KINDS",
+           "MIN_IMAGE_PIXELS", "SIZE_TOLERANCE", "Picture", "ShapeDisplay", "ShapeViews",
+           "ShapeWanted", "bar_extent", "colour_scale", "effective_view", "grid_picture",
+           "heat_map", "image_pixels", "map_sources", "prepare_shape", "shape_display",
+           "whole_picture", "window_picture",
            "RecordDisplay", "ResultDisplay", "ValueSpread", "Window",
            "as_float_array", "bars_values", "common_bins", "count_ticks", "describe_outputs",
            "feature_grid", "flat_array", "fold_vector", "full_size", "histogram_in", "image_boxes", "image_size", "input_image",

@@ -9,10 +9,15 @@ its picture for the output view), the outputs flattened, what they mean
 (:class:`RecordDisplay`) its value spread (the log scale's default and knee),
 the histogram of the values after the intervention in the bins of those
 before it, and, where the log scale is on by default, both histograms on the
-signed-log axis. The widgets use these where they are given and compute the
-same numbers themselves (with the same functions) where they are not: a
-person's non-default choice (the log scale turned on by hand) or a result
-made by hand.
+signed-log axis; and, where the run request says what each panel shows
+(``shapes``, a :class:`~.shape_views.ShapeViews`), the record's shape view
+(:class:`~.shape_views.ShapeDisplay`): the heat map, token map, top-k map or
+position norms at full resolution (kept for a zoom) and pooled to the panel's
+size in pixels on its colour scale, the top units, the row or unit norms, the
+bars, the feature-map grid. The widgets use these where they are given and
+match what they show; where they are not (a person's non-default choice made
+since, a resized panel, a result made by hand) they make the same numbers
+with the same functions, off the GUI thread in the window.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ..base.nested import tensor_leaves
 from .binning import histogram_in
 from .detections import image_boxes, image_size
 from .outputs import describe_outputs, input_image, input_token_strings, inputs_for_display
+from .shape_views import ShapeDisplay, ShapeViews, ShapeWanted, prepare_shape
 from .wide_views import ValueSpread, largest_finite, log_histogram, wants_log
 
 #: An output of more values than this is drawn as lines, and described in a table.
@@ -68,6 +74,8 @@ class RecordDisplay:
     #: ``(edges, [after, before])`` on the signed-log axis at ``spread.typical``, made
     #: where the log scale is on by default (``None`` elsewhere).
     log_bins: tuple[np.ndarray, list[np.ndarray]] | None = None
+    #: The shape view its panel shows, ready to draw (``None``: none was asked for).
+    shape: ShapeDisplay | None = None
 
 
 @dataclass
@@ -91,8 +99,10 @@ class ResultDisplay:
         return self.records.get((record.path, record.call, record.leaf))
 
 
-def record_display(record: Any, reference: Reference) -> RecordDisplay | None:
-    """A record's :class:`RecordDisplay`; ``None`` when it kept no tensor (statistics only)."""
+def record_display(record: Any, reference: Reference,
+                   wanted: ShapeWanted | None = None) -> RecordDisplay | None:
+    """A record's :class:`RecordDisplay`; ``None`` when it kept no tensor (statistics only).
+    ``wanted``: what its panel shows (``None``: no shape view is made)."""
     pre_t, pre_stats, _ = reference(record)
     drawn = [(t, s) for t, s in ((record.tensor, record.stats), (pre_t, pre_stats)) if t is not None]
     if not drawn:
@@ -101,13 +111,17 @@ def record_display(record: Any, reference: Reference) -> RecordDisplay | None:
     spread = ValueSpread(*tensors, largest=largest_finite(*(s for _t, s in drawn)))
     typical = spread.typical   # read here: the sample's median is the costly part
     log_bins = log_histogram(tensors, typical) if wants_log(spread.decades) else None
-    return RecordDisplay(spread, common_bins(record.stats, pre_stats, record.tensor), log_bins)
+    shape = prepare_shape(record, pre_t, wanted, spread) if wanted is not None else None
+    return RecordDisplay(spread, common_bins(record.stats, pre_stats, record.tensor), log_bins,
+                         shape)
 
 
 def prepare_display(result: Any, reference: Reference, meaning: OutputMeaning | None = None,
-                    input_text: str = "", example: Any = None) -> ResultDisplay:
+                    input_text: str = "", example: Any = None,
+                    shapes: ShapeViews | None = None) -> ResultDisplay:
     """``result``'s :class:`ResultDisplay` (see the module docstring). ``input_text`` and
-    ``example`` say what the input was where ``result.inputs`` does not (a remote run)."""
+    ``example`` say what the input was where ``result.inputs`` does not (a remote run);
+    ``shapes`` what each panel shows (``None``: no shape views are made)."""
     inputs = result.inputs
     if inputs is None:
         inputs = inputs_for_display(input_text, example, meaning.codec if meaning else None)
@@ -124,8 +138,18 @@ def prepare_display(result: Any, reference: Reference, meaning: OutputMeaning | 
         shown.image_hw = image_size(inputs)
     for records in result.captures.values():
         for top in records:
+            wanted = shapes.wanted(top.path, top.call) if shapes is not None else None
+            drawn = _drawn_leaf(wanted, top.leaves)
             for rec in top.leaves:
-                made = record_display(rec, reference)
+                made = record_display(rec, reference, wanted if rec is drawn else None)
                 if made is not None:
                     shown.records[(rec.path, rec.call, rec.leaf)] = made
     return shown
+
+
+def _drawn_leaf(wanted: ShapeWanted | None, leaves: tuple) -> Any:
+    """The leaf record a panel that shows ``wanted`` draws: the one it names, else the
+    first (as a leaf chooser falls back when its leaf is gone); ``None`` without one."""
+    if wanted is None:
+        return None
+    return next((r for r in leaves if r.leaf == wanted.leaf), leaves[0])

@@ -261,7 +261,7 @@ def test_a_long_vector_is_folded_row_by_row_into_a_near_square_map():
     # A 1 × N output is drawn as a near-square map, row by row; the cells past
     # the last value are blank (NaN). A vector that fills the square is folded
     # without a padded copy.
-    from hookscope.widgets.wide_drawing import _heat_map
+    from hookscope.core.views import heat_map as _heat_map
 
     square = torch.arange(16.0).reshape(1, 16)
     m = _heat_map(square)
