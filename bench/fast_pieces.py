@@ -10,6 +10,7 @@ plain forward of the same run. The pieces:
 * ``kernel``: torch reductions instead of the compiled one-pass kernel (onepass.py);
 * ``guard``: a first run learns in-place victims by version counters and a second
   forward, not under the dispatch guard (inplace_guard.py);
+* ``pauses``: the guard watches every layer, read-only ones included (guard_pauses.py);
 * ``remake``: in-place victims that are eval-mode BatchNorms are copied, not computed
   again on first read (victim_remake.py).
 """
@@ -23,9 +24,12 @@ from typing import Any, Callable
 
 def _dicts() -> None:
     from hookscope.core.capture.hook_handles import HandleStack
-    from hookscope.core.fast import session
+    from hookscope.core.fast import guard_pauses, session
 
     session.FastSession._arming = lambda self: HandleStack()  # type: ignore[method-assign]
+    guard_pauses.add_forward_hook = (  # type: ignore[assignment]
+        lambda m, hook, always=False: m.register_forward_hook(hook, always_call=always))
+    guard_pauses.add_forward_pre_hook = lambda m, hook: m.register_forward_pre_hook(hook)  # type: ignore[assignment]
 
 
 def _raw() -> None:
@@ -52,6 +56,12 @@ def _guard() -> None:
     plug.worth_guarding = lambda module, memory: False  # type: ignore[assignment]
 
 
+def _pauses() -> None:
+    from hookscope.core.fast import guard_pauses
+
+    guard_pauses.READ_ONLY = frozenset()
+
+
 def _remake() -> None:
     from hookscope.core.fast import session
 
@@ -59,7 +69,7 @@ def _remake() -> None:
 
 
 PIECES: dict[str, Callable[[], None]] = {"dicts": _dicts, "raw": _raw, "kernel": _kernel,
-                                         "guard": _guard, "remake": _remake}
+                                         "guard": _guard, "pauses": _pauses, "remake": _remake}
 
 
 def main(argv: list[str]) -> int:
