@@ -5,13 +5,12 @@ thread, and the plots show the very numbers core's functions give."""
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections import Counter
 
 import numpy as np
 import pytest
 from support.mouse_events import drag_line
+from support.thread_calls import count_calls
 
 from hookscope.core.capture import reference_of
 from hookscope.core.views import ResultDisplay, ValueSpread, common_bins, flat_array, largest_finite
@@ -29,20 +28,9 @@ def calls(monkeypatch):
     originals = {"parse_input": inputs_mod.parse_input, "load_image": inputs_mod.load_image,
                  "input_image": outputs_mod.input_image,
                  "describe_outputs": outputs_mod.describe_outputs}
-    seen: Counter = Counter()
     main = threading.main_thread()
-
-    def counting(name, fn):
-        def wrapper(*args, **kwargs):
-            seen[(name, "gui" if threading.current_thread() is main else "worker")] += 1
-            return fn(*args, **kwargs)
-        return wrapper
-
-    for mod in [m for n, m in list(sys.modules.items()) if n.startswith("hookscope") and m]:
-        for name, fn in originals.items():
-            if vars(mod).get(name) is fn:
-                monkeypatch.setattr(mod, name, counting(name, fn))
-    return seen
+    return count_calls(monkeypatch, originals,
+                       lambda: "gui" if threading.current_thread() is main else "worker")
 
 
 def _digit_png(path):

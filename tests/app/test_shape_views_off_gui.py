@@ -7,7 +7,6 @@ in the window's view worker thread, and draw what core's functions give."""
 from __future__ import annotations
 
 import importlib
-import sys
 import threading
 from collections import Counter
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from support.mouse_events import drag_line, view_to_viewport, wheel
+from support.thread_calls import count_calls
 
 from hookscope.core.capture import reference_of
 from hookscope.core.views import shape_display, visible_window, window_picture
@@ -45,19 +45,7 @@ def calls(monkeypatch):
     originals = {name: getattr(m, name) for name in WATCHED for m in homes if hasattr(m, name)
                  and getattr(getattr(m, name), "__module__", "") == m.__name__}
     assert set(originals) == set(WATCHED)
-    seen: Counter = Counter()
-
-    def counting(name, fn):
-        def wrapper(*args, **kwargs):
-            seen[(name, _where())] += 1
-            return fn(*args, **kwargs)
-        return wrapper
-
-    for mod in [m for n, m in list(sys.modules.items()) if n.startswith("hookscope") and m]:
-        for name, fn in originals.items():
-            if vars(mod).get(name) is fn:
-                monkeypatch.setattr(mod, name, counting(name, fn))
-    return seen
+    return count_calls(monkeypatch, originals, _where)
 
 
 def _on(calls: Counter, where: str) -> dict[str, int]:
