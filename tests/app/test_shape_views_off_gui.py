@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from support.mouse_events import drag_line, view_to_viewport, wheel
+from support.mouse_events import drag_line, pick_view, view_to_viewport, wheel
 from support.thread_calls import count_calls
 
 from hookscope.core.capture import reference_of
@@ -64,16 +64,6 @@ def _run_button(win, qtbot) -> None:
     runs = win.worker.runs_done
     qtbot.mouseClick(win.run_bar.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.worker.runs_done > runs and win.is_idle(), timeout=60_000)
-
-
-def _pick(panel, qtbot, view: str) -> None:
-    """Choose ``view`` in the panel's combo box with the keyboard."""
-    combo = panel.chooser.combo
-    combo.setFocus()
-    while panel.shown_view != view:
-        before = combo.currentIndex()
-        qtbot.keyClick(combo, Qt.Key.Key_Down)
-        assert combo.currentIndex() != before, f"{view} not offered"
 
 
 def _prepared_is_drawn(win) -> None:
@@ -137,7 +127,7 @@ def test_chosen_views_of_a_language_model_come_prepared_with_the_next_runs(make_
         panel = panels[(path, 0)]
         win.panel.scroll.ensureWidgetVisible(panel)
         calls.clear()
-        _pick(panel, qtbot, view)
+        pick_view(panel, qtbot, view)
         qtbot.waitUntil(lambda p=panel, v=view: win.is_idle() and p.wide.shape is not None
                         and p.wide.shape.view == v, timeout=30_000)
         # Switched by hand: made in the view worker, not on the GUI thread.

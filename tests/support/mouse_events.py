@@ -83,3 +83,14 @@ def hover(widget: pg.GraphicsView, pos: QPoint) -> None:
     with no_rate_limit():
         _send(widget.viewport(), QEvent.Type.MouseMove, pos, Qt.MouseButton.NoButton,
               Qt.MouseButton.NoButton)
+
+
+def pick_view(panel, qtbot, view: str) -> None:
+    """Choose ``view`` in a layer panel's view chooser with the keyboard (Down until it is
+    shown); fails if the chooser does not offer it."""
+    combo = panel.chooser.combo
+    combo.setFocus()
+    while panel.shown_view != view:
+        before = combo.currentIndex()
+        qtbot.keyClick(combo, Qt.Key.Key_Down)
+        assert combo.currentIndex() != before, f"{view} not offered"

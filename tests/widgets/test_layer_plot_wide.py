@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from support.mouse_events import hover, view_to_viewport, wheel
+from support.mouse_events import hover, pick_view, view_to_viewport, wheel
 from PySide6.QtCore import Qt
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
@@ -54,16 +54,6 @@ def clamped():
     return before.clamp(-1, 1), before
 
 
-def _pick(p: LayerPlot, qtbot, view: str) -> None:
-    """Choose ``view`` in the panel's combo box with the keyboard."""
-    combo = p.chooser.combo
-    combo.setFocus()
-    while p.shown_view != view:
-        before = combo.currentIndex()
-        qtbot.keyClick(combo, Qt.Key.Key_Down)
-        assert combo.currentIndex() != before, f"{view} not offered"
-
-
 def _vb(p: LayerPlot):
     return p.view_widget.getPlotItem().getViewBox()
 
@@ -79,7 +69,7 @@ def test_per_token_norms_are_torch_norms_with_the_token_strings(plot, qtbot, cla
     after, before = clamped
     plot.set_token_labels(TOKENS)
     _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
-    _pick(plot, qtbot, "row_norm")
+    pick_view(plot, qtbot, "row_norm")
     assert np.allclose(plot.hbars_post.opts["width"], torch.linalg.norm(after[0], dim=1).numpy())
     assert np.allclose(plot.hbars_pre.opts["width"], torch.linalg.norm(before[0], dim=1).numpy())
     assert plot.hbars_pre.isVisible() and not plot.image.isVisible()
@@ -93,7 +83,7 @@ def test_per_token_norms_are_torch_norms_with_the_token_strings(plot, qtbot, cla
 def test_per_unit_norms_show_the_outlier_unit_before_and_after(plot, qtbot, clamped):
     after, before = clamped
     _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
-    _pick(plot, qtbot, "unit_norm")
+    pick_view(plot, qtbot, "unit_norm")
     norms_after = torch.linalg.norm(after[0], dim=0)
     norms_before = torch.linalg.norm(before[0], dim=0)
     _x, y = plot.norm_pre.getData()
@@ -112,7 +102,7 @@ def test_top_k_units_are_torch_topk_and_named_on_the_axis(plot, qtbot, clamped):
     after, before = clamped
     plot.set_token_labels(TOKENS)
     _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
-    _pick(plot, qtbot, "top_k")
+    pick_view(plot, qtbot, "top_k")
     score = torch.maximum(after[0].abs().mean(0), before[0].abs().mean(0))
     expected = torch.topk(score, 32).indices.tolist()
     assert plot.wide.top_units.tolist() == expected and expected[0] == 17
@@ -231,7 +221,7 @@ def test_the_chosen_view_is_kept_for_the_layer(qtbot):
     p = panel.panels()[("embed", 0)]
     qtbot.waitExposed(p)
     with qtbot.waitSignal(panel.viewChosen):
-        _pick(p, qtbot, "row_norm")
+        pick_view(p, qtbot, "row_norm")
     assert store == {"embed": {"view": "row_norm", "log": None}}
     panel.clear()
     panel.show_result(result)
@@ -247,7 +237,7 @@ def test_norms_of_a_heavy_tailed_layer_go_on_the_log_scale_too(plot, qtbot):
     plot.set_token_labels(TOKENS)
     _clamped(plot, (-1.0, 1.0)).update_record(_record(after, before))
     assert plot.chooser.log_on()
-    _pick(plot, qtbot, "row_norm")
+    pick_view(plot, qtbot, "row_norm")
     norms = torch.linalg.norm(before[0], dim=1).numpy()
     both = np.concatenate([torch.linalg.norm(after[0], dim=1).numpy(), norms])
     scale = float(both[both > 0].min()) / 2
