@@ -138,6 +138,7 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         s = self.session
         s.subscribe(self.reactions._on_event)
+        self.view_worker.drained.connect(self.reactions.settle)
         self.run_bar.runRequested.connect(self.request_run)
         self.run_bar.liveToggled.connect(self.set_live)
         self.run_bar.deviceChanged.connect(self._guard(s.set_device))

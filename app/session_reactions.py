@@ -143,6 +143,12 @@ class SessionReactions:
         self.run_bar.hide_progress("cancelled" if self._cancelled else "")
         w = self.worker
         self.status.show_counts(w.runs_done, w.runs_dropped, w.runs_failed)
+        self.settle()
+
+    def settle(self) -> None:
+        """Once nothing is left to do (no run, no picture being made in the view worker),
+        "running…" leaves the status bar and ``idle`` is emitted; called when the session
+        goes idle and when the view worker has answered its last job."""
         if self.is_idle():
             self.status.show_busy(False)
             self.idle.emit()

@@ -27,6 +27,8 @@ class ViewWorker(QObject):
     """One thread for view work, shared by a window's panels (see the module docstring)."""
 
     _answered = Signal(object)   # emitted in the worker thread, received on the GUI thread
+    #: On the GUI thread, when the last job waiting has been answered or dropped.
+    drained = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -92,8 +94,9 @@ class ViewWorker(QObject):
     def _deliver(self, message: tuple) -> None:
         owner, key, ticket, deliver, answer, ok = message
         self._waiting -= 1
-        if not (ok and self._open and self._current(key, ticket) and isValid(owner)):
-            return
-        with self._lock:
-            self._newest.pop(key, None)
-        deliver(answer)
+        if ok and self._open and self._current(key, ticket) and isValid(owner):
+            with self._lock:
+                self._newest.pop(key, None)
+            deliver(answer)
+        if self._waiting == 0 and self._open:
+            self.drained.emit()

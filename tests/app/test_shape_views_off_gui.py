@@ -189,3 +189,17 @@ def test_a_wheel_zoom_and_a_resize_are_pooled_in_the_view_worker(make_window, qt
     _settle(win, qtbot)
     assert _on(calls, "gui") == {} and _on(calls, "views") == {}
     _prepared_is_drawn(win)
+
+
+def test_the_window_says_it_is_idle_once_the_view_worker_has_drawn_too(make_window, qtbot,
+                                                                       calls):
+    """The first result comes before the panels are laid out, so their pictures are made
+    again in the view worker after the session went idle: "running…" leaves the status
+    bar, and ``idle`` is emitted, only when that last picture is in."""
+    win = make_window(["demo:lm", "--capture", "embed,blocks.0.mlp.1,ln_f",
+                       "--intervene", "blocks.0.mlp.1=clamp:-0.5:0.5"])
+    with qtbot.waitSignal(win.idle, timeout=60_000):
+        qtbot.waitUntil(lambda: win.last_result is not None, timeout=60_000)
+    qtbot.waitUntil(win.is_idle, timeout=60_000)
+    assert calls[("shape_display", "views")] + calls[("whole_picture", "views")] >= 1, dict(calls)
+    assert win.statusBar().currentMessage() != "running…"
