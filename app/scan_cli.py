@@ -28,6 +28,7 @@ from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 
 from .arg_parser import OneLineParser
 from .options import parse_intervene
+from .ray_pool_args import check_ray_options, open_ray_pool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,8 +108,7 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
         reads = files_read(ns.spec, ns.weights, [ns.inputs, ns.source_input], ns.labels)
         refuse_overwrite([("--csv", ns.csv)], reads)
     inputs = open_inputs(ns.inputs)
-    if ns.ray_workers is not None and not ns.ray:
-        raise PlanError("--ray-workers sizes the pool of Ray actors, so it needs --ray ADDRESS")
+    check_ray_options(ns)
     if ns.ray:
         req = ScanRequest(inputs, tuple(capture), intervene, ns.metric, top_k=ns.top_k,
                           device=ns.device, budget_bytes=budget, limit=ns.limit)
@@ -134,13 +134,9 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
 
 def _scan_on_ray(ns: argparse.Namespace, req: ScanRequest, err: TextIO):
     """The input shards spread over a pool of Ray actors; the model is loaded there only."""
-    from hookscope.core.remote import PoolModel, RayPool, pool_scan
+    from hookscope.core.remote import pool_scan
 
-    workers = 2 if ns.ray_workers is None else ns.ray_workers
-    if workers < 1:
-        raise PlanError(f"--ray-workers {workers}: give at least one worker")
-    model = PoolModel(ns.spec, ns.weights, ns.trust_code, labels=ns.labels)
-    with RayPool(ns.ray, model, workers, device=ns.device) as pool:
+    with open_ray_pool(ns) as pool:
         print(f"hookscope: scan of {req.size()} inputs from {req.inputs.name} over {pool.size} "
               f"Ray workers at {ns.ray} (started in {pool.startup_s:.1f} s)", file=err, flush=True)
         return pool_scan(pool, req, progress=_progress(err))

@@ -31,6 +31,7 @@ from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
+from .ray_pool_args import check_ray_options, open_ray_pool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,8 +152,7 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         if not is_dir(Path(ns.csv).expanduser().parent):
             raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
         refuse_overwrite([("--csv", ns.csv)], reads)
-    if ns.ray_workers is not None and not ns.ray:
-        raise PlanError("--ray-workers sizes the pool of Ray actors, so it needs --ray ADDRESS")
+    check_ray_options(ns)
     if ns.ray and ns.normalise:
         raise PlanError("--normalise runs here only: drop --ray, or drop --normalise and "
                         "normalise the --json values yourself")
@@ -211,15 +211,9 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
 
 def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
     """The cells spread over a pool of Ray actors; the model is loaded there only."""
-    from hookscope.core.remote import PoolModel, RayPool
-
     if ns.train:
         raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
-    workers = 2 if ns.ray_workers is None else ns.ray_workers
-    if workers < 1:
-        raise PlanError(f"--ray-workers {workers}: give at least one worker")
-    model = PoolModel(ns.spec, ns.weights, ns.trust_code, labels=ns.labels)
-    with RayPool(ns.ray, model, workers, device=ns.device) as pool:
+    with open_ray_pool(ns) as pool:
         print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
               f"{pool.startup_s:.1f} s)", file=err, flush=True)
         return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
