@@ -87,16 +87,27 @@ def _fast(ta: torch.Tensor, tb: torch.Tensor,
     return True, _exact_largest(ta, tb, d), dsq, asq
 
 
+def _sq64(t: torch.Tensor) -> float:
+    """``||t||²`` in float64, NaN counted as 0 (the reference sum)."""
+    return float(t.double().nan_to_num(nan=0.0).square().sum())
+
+
 def _squares64(ta: torch.Tensor, tb: torch.Tensor) -> tuple[float, float]:
-    """``(||b - a||², ||a||²)`` in float64, NaN counted as 0 (the reference sums)."""
-    d = (tb.double() - ta.double()).nan_to_num(nan=0.0)
-    return float(d.square().sum()), float(ta.double().nan_to_num(nan=0.0).square().sum())
+    """``(||b - a||², ||a||²)`` by the reference sums."""
+    return _sq64(tb.double() - ta.double()), _sq64(ta)
 
 
 def _norm_sq(t: torch.Tensor) -> float:
     """``||t||²`` (NaN counted as 0), in ``t``'s dtype where that stays finite."""
     n = float(torch.linalg.vector_norm(t))
-    return n * n if math.isfinite(n) else float(t.double().nan_to_num(nan=0.0).square().sum())
+    return n * n if math.isfinite(n) else _sq64(t)
+
+
+def _ratio(num: float, den: float) -> float:
+    """``sqrt(num / den)``: 0 when nothing changed, ``inf`` when the base is all zeros."""
+    if num == 0:
+        return 0.0
+    return math.sqrt(num / den) if den > 0 else math.inf
 
 
 def output_change(a: Any, b: Any, relative: bool = True) -> tuple[bool, float, float]:
@@ -129,9 +140,7 @@ def output_change(a: Any, b: Any, relative: bool = True) -> tuple[bool, float, f
         differ = differ or d
         worst = max(worst, w)
         num, den = num + dsq, den + asq
-    if not differ or num == 0:
-        return differ, worst, 0.0
-    return differ, worst, math.sqrt(num / den) if den > 0 else math.inf
+    return differ, worst, _ratio(num, den) if differ else 0.0
 
 
 def _relative(a: Any, b: Any) -> float:
@@ -144,9 +153,7 @@ def _relative(a: Any, b: Any) -> float:
             continue
         dsq, asq = _squares64(ta, tb)
         num, den = num + dsq, den + asq
-    if num == 0:
-        return 0.0
-    return math.sqrt(num / den) if den > 0 else math.inf
+    return _ratio(num, den)
 
 
 def output_difference(a: Any, b: Any) -> tuple[bool, float]:
