@@ -8,7 +8,6 @@ The dialog is answered with real clicks and keys.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -84,8 +83,9 @@ def test_the_question_shows_the_file_and_hash_and_cancel_runs_nothing(window, qt
     assert window.open_session(str(path)) is None     # asked, not loaded
     dlg = wait_question(qtbot, window)
     text = dlg.findChild(QLabel, "trustCodeText").text()
-    digest = hashlib.sha256((tmp_path / "evil.py").read_bytes()).hexdigest()
+    digest = code_to_run(f"{tmp_path}/evil.py:build").sha256   # evil.py, alone in its folder
     assert str((tmp_path / "evil.py").resolve()) in text and digest in text
+    assert "1 file in all" in text
     click(qtbot, dlg.cancel)
     qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
     assert not marker.exists()
