@@ -88,14 +88,15 @@ def test_a_parent_init_edited_after_the_yes_is_asked_about_again(tmp_path, monke
     monkeypatch.syspath_prepend(str(tmp_path))
     forget(monkeypatch, "trustpkg_parent")
     code = code_to_run(spec)
-    assert code.kind == MODULE and code.count == 3 and code.folder == str((tmp_path / "trustpkg_parent").resolve())
     yes = trusted(spec)
     marker = tmp_path / "PARENT_INIT_RAN"
     (tmp_path / "trustpkg_parent" / "__init__.py").write_text(MARK.format(marker=str(marker)))
     with pytest.raises(CodeTrustError, match="changed after you said yes") as info:
         load_model(spec, trust=yes)
-    assert info.value.code.sha256 != code.sha256 and not marker.exists()
-    assert "trustpkg_parent" not in sys.modules
+    assert not marker.exists() and "trustpkg_parent" not in sys.modules
+    assert info.value.code.sha256 != code.sha256
+    assert code.kind == MODULE and code.count == 3   # both __init__.py files and model.py
+    assert code.folder == str((tmp_path / "trustpkg_parent").resolve())
     assert load_model(spec, trust=trusted(spec)).module.out_features == 2   # asked again: runs
     assert marker.exists()
 
@@ -104,20 +105,22 @@ def test_a_sibling_module_edited_after_the_yes_is_asked_about_again(tmp_path, mo
     spec = factory_with_helper(tmp_path / "m", "trust_helper_sibling")
     monkeypatch.syspath_prepend(str(tmp_path / "m"))
     forget(monkeypatch, "trust_helper_sibling")
-    code = code_to_run(spec)
-    assert code.kind == PYTHON_FILE and code.count == 2
     yes = trusted(spec)
     marker = tmp_path / "SIBLING_RAN"
     (tmp_path / "m" / "trust_helper_sibling.py").write_text(MARK.format(marker=str(marker)) + "WIDTH = 5\n")
     with pytest.raises(CodeTrustError, match="changed after you said yes"):
         load_model(spec, trust=yes)
     assert not marker.exists() and "trust_helper_sibling" not in sys.modules
+    code = code_to_run(spec)
+    assert code.kind == PYTHON_FILE and code.count == 2
     assert load_model(spec, trust=trusted(spec)).module.out_features == 5
     assert marker.exists()
 
 
-def test_a_module_added_beside_the_factory_after_the_yes_is_asked_about(tmp_path):
+def test_a_module_added_beside_the_factory_after_the_yes_is_asked_about(tmp_path, monkeypatch):
     spec = factory_with_helper(tmp_path / "m", "trust_helper_added")
+    monkeypatch.syspath_prepend(str(tmp_path / "m"))
+    forget(monkeypatch, "trust_helper_added")
     yes = trusted(spec)
     (tmp_path / "m" / "sub").mkdir()
     (tmp_path / "m" / "sub" / "planted.py").write_text("x = 1\n")   # importable as sub.planted
