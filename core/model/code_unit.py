@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..base.errors import SpecError
-from ..base.regular_file import open_regular
+from ..base.regular_file import kind_of, open_regular
 from ..base.user_text import shown
 
 #: at most this many importable files in one unit
@@ -57,9 +57,9 @@ def _suffixes() -> tuple[str, ...]:
 
 
 def _refuse(root: Path, what: str) -> SpecError:
-    return SpecError(f"the code beside {shown(str(root))} is too much to check: {what}. A yes "
-                     "covers every file that could be imported from there, so nothing was run: "
-                     "move the model's files into a folder of their own")
+    return SpecError(f"the code in {shown(str(root))} cannot be checked: {what}. A yes covers "
+                     "every file that could be imported from there, so nothing was run: move the "
+                     "model's files into a folder of their own")
 
 
 def unit_files(root: Path, prefix: str = "") -> list[tuple[str, Path, int]]:
@@ -85,7 +85,7 @@ def unit_files(root: Path, prefix: str = "") -> list[tuple[str, Path, int]]:
         for entry in listing:
             entries += 1
             if entries > MAX_ENTRIES:
-                raise _refuse(root, f"more than {MAX_ENTRIES:,} entries in its folders")
+                raise _refuse(root, f"it has more than {MAX_ENTRIES:,} entries to look through")
             try:
                 st = entry.stat()  # follows a symlink, as the import system does
             except OSError:
@@ -94,13 +94,16 @@ def unit_files(root: Path, prefix: str = "") -> list[tuple[str, Path, int]]:
             if stat.S_ISDIR(st.st_mode):
                 if name.isidentifier() and name not in _SKIP_DIRS:
                     todo.append((Path(entry.path), rel + name + "/"))
-            elif stat.S_ISREG(st.st_mode) and name.endswith(suffixes):
+            elif name.endswith(suffixes) and not stat.S_ISREG(st.st_mode):
+                raise _refuse(root, f"{shown(rel + name)} is {kind_of(st.st_mode)}, which an "
+                              "import would read from")
+            elif name.endswith(suffixes):
                 found.append((rel + name, Path(entry.path), st.st_size))
                 total += st.st_size
                 if len(found) > MAX_FILES:
-                    raise _refuse(root, f"more than {MAX_FILES:,} Python files")
+                    raise _refuse(root, f"it holds more than {MAX_FILES:,} Python files")
                 if total > MAX_BYTES:
-                    raise _refuse(root, f"more than {MAX_BYTES >> 20} MiB of Python files")
+                    raise _refuse(root, f"it holds more than {MAX_BYTES >> 20} MiB of Python files")
     found.sort(key=lambda f: f[0])
     return found
 
@@ -129,8 +132,10 @@ def unit_digest(root: Path, files: list[tuple[str, Path, int]]) -> str:
 @contextlib.contextmanager
 def source_only() -> Iterator[None]:
     """Imports in the body compile from the source and write no bytecode: a planted or
-    stale ``__pycache__/*.pyc`` is never read. ``sys.pycache_prefix`` and
-    ``sys.dont_write_bytecode`` are restored afterwards, whatever happens."""
+    stale ``__pycache__/*.pyc`` is never read. The two settings are the process's, so
+    an import on another thread meanwhile also compiles from source (slower, never
+    wrong); ``sys.pycache_prefix`` and ``sys.dont_write_bytecode`` are restored
+    afterwards, whatever happens."""
     saved_prefix, saved_dont = sys.pycache_prefix, sys.dont_write_bytecode
     with tempfile.TemporaryDirectory(prefix="hookscope-no-bytecode-") as empty:
         sys.pycache_prefix = empty
