@@ -59,7 +59,8 @@ def _suffixes() -> tuple[str, ...]:
 def _refuse(root: Path, what: str) -> SpecError:
     return SpecError(f"the code in {shown(str(root))} cannot be checked: {what}. A yes covers "
                      "every file that could be imported from there, so nothing was run: move the "
-                     "model's files into a folder of their own")
+                     "model's files into a folder of their own (on the command line, "
+                     "--trust-code runs it without this check)")
 
 
 def unit_files(root: Path, prefix: str = "") -> list[tuple[str, Path, int]]:
