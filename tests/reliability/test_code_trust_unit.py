@@ -187,7 +187,11 @@ def test_a_planted_pyc_of_a_package_module_does_not_run(tmp_path, monkeypatch, m
     assert not marker.exists()
 
 
-def test_source_only_imports_restore_the_bytecode_settings(tmp_path, monkeypatch):
+@pytest.mark.parametrize("prefix", [None, "own-cache"])
+def test_source_only_imports_restore_the_bytecode_settings(tmp_path, monkeypatch, prefix):
+    if prefix is not None:   # the process's own settings, whatever they are, come back
+        monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / prefix))
+        monkeypatch.setattr(sys, "dont_write_bytecode", False)
     before = (sys.pycache_prefix, sys.dont_write_bytecode)
     spec = factory_with_helper(tmp_path / "m", "trust_helper_restore")
     monkeypatch.syspath_prepend(str(tmp_path / "m"))
@@ -200,6 +204,7 @@ def test_source_only_imports_restore_the_bytecode_settings(tmp_path, monkeypatch
         load_model(spec)
     assert (sys.pycache_prefix, sys.dont_write_bytecode) == before
     assert not (tmp_path / "m" / "__pycache__").exists()   # nothing written beside the source
+    assert not (tmp_path / "own-cache").exists()            # nor in the process's own cache
 
 
 # -- a folder too big to hash ----------------------------------------------------------------
