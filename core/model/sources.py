@@ -17,10 +17,12 @@ A factory returns a module or ``(module, example_input)``. ``weights=`` loads
 a state_dict into the factory's module (:mod:`.weights`).
 
 Specs that run code are checked by :mod:`.code_trust` before anything is
-imported: a ``module:callable`` must be a public function or class of a module
-that is not built-in or the standard library, and a spec read from a file (a
-session, a recent entry, a dropped file) runs only under a
-:class:`~.code_trust.CodeTrust` that names its file and hash.
+imported: a ``module:callable`` must be a public function or class written in
+the named module's own package, which is not built-in or the standard library,
+and a spec read from a file (a session, a recent entry, a dropped file) runs
+only under a :class:`~.code_trust.CodeTrust` that names its files and their
+combined hash. Factory code is imported from source, never from a bytecode
+cache (:func:`~.code_unit.source_only`).
 """
 
 from __future__ import annotations
