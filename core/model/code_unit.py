@@ -65,8 +65,8 @@ def _refuse(root: Path, what: str) -> SpecError:
 
 def unit_files(root: Path, prefix: str = "") -> list[tuple[str, Path, int]]:
     """``(relative path, path, size)`` of every importable file under ``root``, sorted by
-    relative path (each starting with ``prefix``); only folders whose names are importable are entered (``__pycache__``
-    never). Raises :class:`SpecError` past :data:`MAX_FILES`, :data:`MAX_BYTES` or
+    relative path (each starting with ``prefix``); only folders whose names are
+    importable are entered (``__pycache__`` never). Raises :class:`SpecError` past :data:`MAX_FILES`, :data:`MAX_BYTES` or
     :data:`MAX_ENTRIES`; a symlinked folder is followed once."""
     suffixes = _suffixes()
     found: list[tuple[str, Path, int]] = []
@@ -80,31 +80,33 @@ def unit_files(root: Path, prefix: str = "") -> list[tuple[str, Path, int]]:
             if (st.st_dev, st.st_ino) in seen:
                 continue
             seen.add((st.st_dev, st.st_ino))
-            listing = list(os.scandir(folder))
+            listing = os.scandir(folder)  # read entry by entry: a huge folder is never held whole
         except OSError:
             continue  # unreadable: the import system cannot load from it either
-        for entry in listing:
-            entries += 1
-            if entries > MAX_ENTRIES:
-                raise _refuse(root, f"it has more than {MAX_ENTRIES:,} entries to look through")
-            try:
-                st = entry.stat()  # follows a symlink, as the import system does
-            except OSError:
-                continue
-            name = entry.name
-            if stat.S_ISDIR(st.st_mode):
-                if name.isidentifier() and name not in _SKIP_DIRS:
-                    todo.append((Path(entry.path), rel + name + "/"))
-            elif name.endswith(suffixes) and not stat.S_ISREG(st.st_mode):
-                raise _refuse(root, f"{shown(rel + name)} is {kind_of(st.st_mode)}, which an "
-                              "import would read from")
-            elif name.endswith(suffixes):
-                found.append((rel + name, Path(entry.path), st.st_size))
-                total += st.st_size
-                if len(found) > MAX_FILES:
-                    raise _refuse(root, f"it holds more than {MAX_FILES:,} Python files")
-                if total > MAX_BYTES:
-                    raise _refuse(root, f"it holds more than {MAX_BYTES >> 20} MiB of Python files")
+        with listing:
+            for entry in listing:
+                entries += 1
+                if entries > MAX_ENTRIES:
+                    raise _refuse(root, f"it has more than {MAX_ENTRIES:,} entries to look through")
+                try:
+                    st = entry.stat()  # follows a symlink, as the import system does
+                except OSError:
+                    continue
+                name = entry.name
+                if stat.S_ISDIR(st.st_mode):
+                    if name.isidentifier() and name not in _SKIP_DIRS:
+                        todo.append((Path(entry.path), rel + name + "/"))
+                elif name.endswith(suffixes) and not stat.S_ISREG(st.st_mode):
+                    raise _refuse(root, f"{shown(rel + name)} is {kind_of(st.st_mode)}, which an "
+                                  "import would read from")
+                elif name.endswith(suffixes):
+                    found.append((rel + name, Path(entry.path), st.st_size))
+                    total += st.st_size
+                    if len(found) > MAX_FILES:
+                        raise _refuse(root, f"it holds more than {MAX_FILES:,} Python files")
+                    if total > MAX_BYTES:
+                        raise _refuse(root, f"it holds more than {MAX_BYTES >> 20} MiB of "
+                                      "Python files")
     found.sort(key=lambda f: f[0])
     return found
 
