@@ -16,7 +16,7 @@ from hookscope.core.base import (ForwardError, escape_controls, files_read, is_d
                                  refuse_overwrite, write_text as write_whole)
 from hookscope.core.plan import expand_plan
 from hookscope.core.remote import is_text_input
-from hookscope.core.capture import flat_floats, output_verdict
+from hookscope.core.engine import flat_floats, output_verdict
 from hookscope.core.model import user_code
 
 from .arg_parser import OneLineParser
@@ -126,7 +126,7 @@ def bind_vectors_of(plan, opts, lm, x):
     from dataclasses import replace
 
     from hookscope.core.plan import named_vectors
-    from hookscope.core.capture import resolve_vectors
+    from hookscope.core.analyses import resolve_vectors
 
     if not named_vectors(plan.interventions):
         return plan
@@ -140,7 +140,7 @@ def bind_vectors_of(plan, opts, lm, x):
 
 def vector_files(opts) -> list[str]:
     """The ``--vector`` specs that name files (read by this command: never overwritten)."""
-    from hookscope.core.capture import is_file_spec
+    from hookscope.core.analyses import is_file_spec
 
     return [s for s in opts.vectors.values() if is_file_spec(s)]
 

@@ -14,7 +14,7 @@ from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
 from hookscope.core.model import set_max_input_bytes
 from hookscope.core.demos import DEMOS
 from hookscope.core.plan import parse_intervention, syntax_help
-from hookscope.core.capture import parse_vector_option
+from hookscope.core.analyses import parse_vector_option
 
 from .scale_options import add_scale_options
 

@@ -22,8 +22,9 @@ from hookscope.core import HookscopeError, PlanError, load_model
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
                                  refuse_overwrite, write_text)
 from hookscope.core.base import json_safe
-from hookscope.core.capture import METRICS
-from hookscope.core.dataset import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, open_inputs, scan
+from hookscope.core.analyses import METRICS
+from hookscope.core.analyses import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, scan
+from hookscope.core.dataset import open_inputs
 from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 
 from .arg_parser import OneLineParser

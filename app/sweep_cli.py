@@ -24,8 +24,8 @@ from hookscope.core import HookscopeError, PlanError, load_model, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_safe
-from hookscope.core.capture import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option,
-                                    resolve_vectors, sweep, sweep_size)
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option, resolve_vectors,
+                                     sweep, sweep_size)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources

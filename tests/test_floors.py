@@ -78,11 +78,11 @@ def test_widgets_and_app_import_only_the_faces(folder):
 
 def test_the_face_check_sees_a_deep_import(tmp_path, monkeypatch):
     (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "bad.py").write_text("def f():\n    from hookscope.core.capture.run import run\n")
+    (tmp_path / "app" / "bad.py").write_text("def f():\n    from hookscope.core.engine.run import run\n")
     real = core_modules()
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     monkeypatch.setattr(__import__(__name__), "core_modules", lambda: real)
-    assert face_violations("app") == ["app/bad.py:2 imports hookscope.core.capture.run"]
+    assert face_violations("app") == ["app/bad.py:2 imports hookscope.core.engine.run"]
 
 
 def module_graph() -> dict[str, set[str]]:

@@ -22,7 +22,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core import CaptureRecord, Session, TensorStats
 from hookscope.core.views import (RecordDisplay, common_bins, count_ticks, histogram_in,  # noqa: F401
                                   log_counts, log_histogram, log_ticks, signed_exp, signed_log)

@@ -27,7 +27,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, Session
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core.views import (TOP_K, RecordDisplay, ShapeDisplay, ShapeWanted, ValueSpread,
                                   largest_finite, shape_display, wide_views)
 

@@ -110,7 +110,7 @@ class Intervention:
     leaf_kinds: ClassVar[str] = "numeric"
     #: Whether a sweep may apply it to one row of a batched forward, handing it that row's
     #: slice (a batch of one, as a single run would); ``False`` for a kind whose change
-    #: depends on anything but the values it is given (see core/capture/sweep_batch.py).
+    #: depends on anything but the values it is given (see core/analyses/sweep_batch.py).
     batch_rows: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

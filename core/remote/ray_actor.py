@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ..base.errors import Cancelled
-from ..capture.capture_record import CaptureRecord
+from ..engine.capture_record import CaptureRecord
 from ..base.meaning import OutputMeaning
 from ..session.runner import error_message, leaf_count, same_values
 
@@ -191,11 +191,11 @@ class ModelHost:
 
     def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget):
         from ..base.devices import resolve_device
-        from ..capture.capture_record import resolve_records
-        from ..capture.run import compare, place_module, stop_points
-        from ..capture.forward_state import to_device
-        from ..capture.steer_diff import has_pending_vectors, resolve_pending
-        from ..capture.observe import observe as observe_tree
+        from ..engine.capture_record import resolve_records
+        from ..engine.run import compare, place_module, stop_points
+        from ..engine.forward_state import to_device
+        from ..analyses.steer_diff import has_pending_vectors, resolve_pending
+        from ..analyses.observe import observe as observe_tree
 
         if self._lm is None or serial != self._serial:
             return ("failed", "the remote model was replaced or is gone: open the model again")

@@ -3,7 +3,7 @@
 :class:`RayRunner` implements the runner interface of :mod:`.runner`
 (``submit``/``cancel``/``close``, answers to one listener, newest request
 wins) with a Ray actor (:class:`~.ray_actor.ModelHost`) that loads the
-model from its spec and runs :func:`~hookscope.core.capture.run.compare` there. A
+model from its spec and runs :func:`~hookscope.core.engine.run.compare` there. A
 front end cannot tell it from :class:`~.runner.LocalRunner`: its
 :class:`~.runner.Loaded` answer carries a :class:`RemoteModel` stand-in
 (the real module stays remote) with the model's tree and example input.

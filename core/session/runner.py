@@ -70,11 +70,11 @@ from .runner_messages import (FINAL, Cancelled, Counts, Failed, Finished, Listen
                               RunnerEvent, RunRequest, Started, ViewFailed)
 from ..model.sources import load_model
 from ..model.tree import module_tree
-from ..capture.observe import observe
+from ..analyses.observe import observe
 from ..base.devices import resolve_device
-from ..capture.capture_record import resolve_records
-from ..capture.run import compare, place_module, stop_points
-from ..capture.forward_state import to_device
+from ..engine.capture_record import resolve_records
+from ..engine.run import compare, place_module, stop_points
+from ..engine.forward_state import to_device
 
 
 from .queue_runner import (RESTART_WINDOW_S, Job, QueueRunner, attach_display, error_message,
@@ -123,7 +123,7 @@ class LocalRunner(QueueRunner):
                 module.train(was_training)  # the caller's module: its mode as they left it
 
     def _compare(self, job: Job, req: RunRequest, module: torch.nn.Module, inputs: Any) -> RunnerEvent:
-        from ..capture.steer_diff import has_pending_vectors, resolve_pending
+        from ..analyses.steer_diff import has_pending_vectors, resolve_pending
 
         live = req.model.kind == "live"  # a caller's module may be trained between runs
         key = (weakref.ref(module), req.device, weights_version(module) if live else None)

@@ -395,13 +395,13 @@ class Session:
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
              timeout_s: float | None = None) -> Any:
         """Run now with the logit lens and wait: a
-        :class:`~hookscope.core.capture.logit_lens.LensResult` (without and with the plan)."""
+        :class:`~hookscope.core.analyses.logit_lens.LensResult` (without and with the plan)."""
         return self._run_derived(DerivedViews.lens(target, head, top_k), timeout_s)
 
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
                  timeout_s: float | None = None) -> Any:
         """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
-        :class:`~hookscope.core.capture.generation.Generation` (greedy unless ``temperature > 0``;
+        :class:`~hookscope.core.analyses.generation.Generation` (greedy unless ``temperature > 0``;
         both continuations sample with the same seed)."""
         return self._run_derived(DerivedViews.generation(n, temperature, seed), timeout_s)
 
@@ -410,8 +410,8 @@ class Session:
               timeout_s: float | None = None, batch: bool | int = True,
               normalise: bool = False, pool: Any = None) -> Any:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
-        :class:`~hookscope.core.capture.SweepResult` (see
-        :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
+        :class:`~hookscope.core.analyses.SweepResult` (see
+        :func:`~hookscope.core.analyses.sweep`). The session's own plan is not applied in
         the cells: each cell is the baseline plus that cell's interventions.
 
         ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
@@ -429,9 +429,9 @@ class Session:
              progress: Callable[[int, int, float | None], None] | None = None,
              timeout_s: float | None = None) -> Any:
         """Run the model over an input set (in the runner) and wait: a
-        :class:`~hookscope.core.dataset.ScanResult` with per-layer statistics and top inputs
+        :class:`~hookscope.core.analyses.ScanResult` with per-layer statistics and top inputs
         per unit of ``capture`` and, per input, the effect of ``intervene`` (see
-        :func:`~hookscope.core.dataset.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
+        :func:`~hookscope.core.analyses.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
         job = DerivedViews.scan(inputs, capture, intervene, metric, self.current_plan(),

@@ -56,13 +56,13 @@ class DerivedViews:
     # -- the one-off views: a request, and its answer read out of the result -------------
     @staticmethod
     def lens(target: str | int | None, head: str | None, top_k: int) -> Any:
-        from ..capture.logit_lens import LensRequest
+        from ..analyses.logit_lens import LensRequest
 
         return LensRequest(head, target, top_k)
 
     @staticmethod
     def generation(n: int, temperature: float, seed: int) -> Any:
-        from ..capture.generation import GenerateRequest
+        from ..analyses.generation import GenerateRequest
 
         return GenerateRequest(n, temperature, seed)
 
@@ -70,14 +70,14 @@ class DerivedViews:
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
               progress: Callable[[int, int], None] | None, batch: bool | int = True,
               normalise: bool = False) -> Any:
-        from ..capture.sweep import SweepRequest
-        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+        from ..analyses.sweep import SweepRequest
+        from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
 
         return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress,
                             batch=batch, normalise=normalise)
 
     def sae_report(self, layers: tuple[str, ...], top_k: int) -> Any:
-        from ..capture.sae_features import SaeRequest
+        from ..analyses.sae_features import SaeRequest
 
         return SaeRequest(tuple(layers or self.saes), top_k)
 
@@ -85,7 +85,8 @@ class DerivedViews:
     def scan(inputs: Any, capture: Any, intervene: Any, metric: Any, plan: Any, device: str,
              top_k: int, limit: int | None, budget_bytes: int | None, progress: Any) -> Any:
         """The job of :meth:`Session.scan`: ``capture``/``intervene`` default to ``plan``'s."""
-        from ..dataset import DEFAULT_BUDGET, ScanJob, ScanRequest, open_inputs
+        from ..analyses import DEFAULT_BUDGET, ScanJob, ScanRequest
+        from ..dataset import open_inputs
 
         iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
         req = ScanRequest(iset, tuple(plan.capture if capture is None else capture),
@@ -100,7 +101,7 @@ class DerivedViews:
                       progress: Any, batch: bool | int, normalise: bool) -> Any:
         """:meth:`Session.sweep` over a pool of workers holding the session's model."""
         from ..base.errors import HookscopeError
-        from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+        from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
 
         if model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")

@@ -36,12 +36,12 @@ from ..base.devices import resolve_device
 from ..base.errors import Cancelled, InputError, PlanError
 from ..base.meaning import CLASSES, TOKENS, OutputMeaning
 from ..base.nested import map_tensors, tensor_leaves
-from ..capture.forward_state import to_device
-from ..capture.run import place_module, run
-from ..capture.sweep_metrics import Metric, make_metric, scores
+from ..engine.forward_state import to_device
+from ..engine.run import place_module, run
+from .sweep_metrics import Metric, make_metric, scores
 from ..plan.intervention_registry import parse_intervention
 from ..plan.plan import Plan
-from .input_sets import InputSet
+from ..dataset.input_sets import InputSet
 from .layer_accumulator import LayerAccumulator
 from .scan_parts import EffectRow, ScanPartial, finite
 
