@@ -12,7 +12,7 @@ from typing import TextIO
 
 from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
-from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir, json_safe,
+from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir, json_dumps,
                                  refuse_overwrite, write_text as write_whole)
 from hookscope.core.plan import expand_plan
 from hookscope.core.remote import is_text_input
@@ -108,7 +108,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:
         session = session_dict(result, spec, plan, opts.input or "", opts.weights)
-        write_text(ns.save_json, json_safe.dumps(output_report.json_dict(  # compact, as --json
+        write_text(ns.save_json, json_dumps(output_report.json_dict(  # compact, as --json
             result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
@@ -171,7 +171,7 @@ def write_text(path: str, text: str) -> None:
 
 
 def print_json(result, out: TextIO) -> None:
-    out.write(json_safe.dumps(result.to_json_dict()))  # NaN/Inf as null: see core/base/json_safe.py
+    out.write(json_dumps(result.to_json_dict()))  # NaN/Inf as null: see core/base/json_safe.py
     out.write("\n")
 
 

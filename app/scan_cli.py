@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from hookscope.core import HookscopeError, PlanError, load_model
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
                                  refuse_overwrite, write_text)
-from hookscope.core.base import json_safe
+from hookscope.core.base import json_dumps
 from hookscope.core.analyses import METRICS
 from hookscope.core.analyses import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, scan
 from hookscope.core.dataset import open_inputs
@@ -150,7 +150,7 @@ def _report(res: Any, ns: argparse.Namespace, units: dict[str, list[int]], out: 
     if ns.csv:
         write_text(ns.csv, res.to_csv())
     if ns.json:
-        out.write(json_safe.dumps(res.to_json_dict(units)) + "\n")
+        out.write(json_dumps(res.to_json_dict(units)) + "\n")
     else:
         print_summary(res, units, out)
     return 0

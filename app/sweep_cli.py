@@ -23,7 +23,7 @@ from typing import TextIO
 from hookscope.core import HookscopeError, PlanError, load_model, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
-from hookscope.core.base import json_safe
+from hookscope.core.base import json_dumps
 from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option, resolve_vectors,
                                      sweep, sweep_size)
 from hookscope.core.model import set_max_input_bytes, user_code
@@ -168,7 +168,7 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         for path in save_plots(res, ns.save_plots, reads):
             print(f"hookscope: wrote {path}", file=err, flush=True)
     if ns.json:
-        out.write(json_safe.dumps(res.to_json_dict()) + "\n")
+        out.write(json_dumps(res.to_json_dict()) + "\n")
     else:
         print_grid(res, out)
     return 0
