@@ -23,6 +23,8 @@ from .plan.intervention_registry import get_kind, kinds, parse_intervention, reg
 from .plan.interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from . import fast as _fast  # plugs the speed-ups into capture (HOOKSCOPE_FAST=0: off)
 from .fast.memory import freed_memory_kept, keep_freed_memory, release_freed_memory
+from .analyses.analysis import Analysis, AnalysisResult
+from .analyses.analysis_registry import get_analysis, register_analysis, registered_analyses
 from .analyses.generation import Continuation, GenerateRequest, Generation, generate
 from .analyses.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan.plan import Plan
@@ -49,6 +51,7 @@ __all__ = [
     "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
     "At", "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
+    "Analysis", "AnalysisResult", "get_analysis", "register_analysis", "registered_analyses",
     "Continuation", "GenerateRequest", "Generation", "generate",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",

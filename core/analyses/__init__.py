@@ -3,6 +3,10 @@ steering vectors computed from inputs, scans over input sets, and observing a mo
 shapes. Each one prepares its runs with :mod:`hookscope.core.engine` and reads their
 records; none of them is needed by a single run.
 
+Each analysis is a request following :class:`~.analysis.Analysis` (a frozen dataclass with
+a ``name``, its parameters and ``compute(...)``) answered by a result with its JSON form,
+registered by name (:func:`register_analysis`); ``Session.analyse(request)`` runs any of them.
+
 A scan streams many inputs through one model in batches, giving per-layer statistics,
 exact top-k inputs per unit and an intervention's effect per input (accuracy, changed
 predictions, a metric without and with).
@@ -11,6 +15,9 @@ This file is the floor's face: widgets/ and app/ import these names from
 here, never from a module inside (tests/test_floors.py checks it).
 """
 
+from .analysis import Analysis, AnalysisResult
+from .analysis_registry import (analysis_from_text, get_analysis, register_analysis,
+                                registered_analyses, unregister_analysis)
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
 from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
@@ -26,7 +33,8 @@ from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
 from .sweep_metrics import METRICS
 
-__all__ = ["AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+__all__ = ["Analysis", "AnalysisResult", "analysis_from_text", "get_analysis", "register_analysis",
+           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "EffectRow", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",

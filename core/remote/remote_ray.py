@@ -393,7 +393,7 @@ class RayRunner(QueueRunner):
         plan_bytes = len(pickle.dumps(req.plan))
         answer = self._call(job, self._actor.run.remote(
             job.rid, self._serial, input_id, ref, req.plan, req.device, req.observe_tree,
-            req.train, self.tensor_layers, self.byte_budget))
+            req.train, self.tensor_layers, self.byte_budget, req.derived))
         if blob is not None:
             self._input = (input_id, inputs, len(blob))
         sent = plan_bytes + (len(blob) if blob is not None else 0)
