@@ -29,7 +29,7 @@ from ..model.dispatch import is_dispatched
 from ..model.learned import ModelMemory, memory_for
 from ..base.errors import Cancelled, ForwardError, HookscopeError
 from .forward_state import ForwardState, forward, own_copy, restore, snapshot, to_device
-from .capture_record import CaptureRecord, resolve_records
+from .capture_record import CaptureRecord
 from . import fast_slot
 from .hooks import HookSession
 from ..base.call_args import CallArgs, call_model
@@ -53,10 +53,6 @@ class _Captures:
     def captured_bytes(self) -> int:
         """Bytes held by the kept tensors (after and before interventions, and the baseline's)."""
         return sum(r.nbytes for recs in self.captures.values() for r in recs)
-
-    def resolve_stats(self) -> None:
-        """Compute every capture's statistics now (they are otherwise computed on first read)."""
-        resolve_records(self.captures)
 
 
 @dataclass

@@ -61,16 +61,6 @@ def numeric(t: torch.Tensor) -> bool:
     return t.dtype != torch.bool and not t.is_complex()
 
 
-def as_output_dtype(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``value`` in ``like``'s dtype; rounded first when ``like`` is an integer tensor,
-    so an integer output (token ids, counts) stays integer."""
-    if value.dtype == like.dtype:
-        return value
-    if not like.is_floating_point():
-        value = value.round()
-    return value.to(like.dtype)
-
-
 def _aimed_describe(own: Any) -> Any:
     """A kind's own ``describe`` with the ``at`` suffix added (``scale(0.5) @pos=-1``)."""
     def describe(self: "Intervention") -> str:

@@ -53,7 +53,6 @@ from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
                               Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, Job,
                               same_values)
-from ..base.meaning import remember_meaning
 from .ray_actor import TextInput, dumps, is_text_input
 from ..model.loaded_model import LoadedModel
 
@@ -361,7 +360,6 @@ class RayRunner(QueueRunner):
         self._serial = serial
         self.transfers[job.rid] = self.last_transfer = Transfer(job.rid, 0, len(blob))
         stand_in = RemoteModel(self._host_key, serial)
-        remember_meaning(stand_in, meaning)  # for views that hold only the module
         lm = LoadedModel(stand_in, example, req.spec, kind,
                          f"{description} (on Ray at {self.address})", req.weights, meaning)
         with self._cv:
