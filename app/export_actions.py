@@ -21,7 +21,7 @@ from hookscope.core import HookscopeError, Session
 from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.export import save_captures, standalone_script
 from hookscope.core.session import LiveModelNotSaved, SUFFIX, SessionSetup, read_session_file
-from hookscope.core.capture import with_built_vectors
+from hookscope.core.analyses import with_built_vectors
 from hookscope.widgets.last_folder import pick_file
 
 SESSION_FILTER = f"Hookscope session (*{SUFFIX})"

@@ -12,11 +12,11 @@ from typing import TextIO
 
 from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
-from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir, json_safe,
+from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir, json_dumps,
                                  refuse_overwrite, write_text as write_whole)
 from hookscope.core.plan import expand_plan
 from hookscope.core.remote import is_text_input
-from hookscope.core.capture import flat_floats, output_verdict
+from hookscope.core.engine import flat_floats, output_verdict
 from hookscope.core.model import user_code
 
 from .arg_parser import OneLineParser
@@ -108,7 +108,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
         save_captures(result.captures, ns.save_captures)
     if ns.save_json:
         session = session_dict(result, spec, plan, opts.input or "", opts.weights)
-        write_text(ns.save_json, json_safe.dumps(output_report.json_dict(  # compact, as --json
+        write_text(ns.save_json, json_dumps(output_report.json_dict(  # compact, as --json
             result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:
         write_text(ns.export_script, script)
@@ -126,7 +126,7 @@ def bind_vectors_of(plan, opts, lm, x):
     from dataclasses import replace
 
     from hookscope.core.plan import named_vectors
-    from hookscope.core.capture import resolve_vectors
+    from hookscope.core.analyses import resolve_vectors
 
     if not named_vectors(plan.interventions):
         return plan
@@ -140,7 +140,7 @@ def bind_vectors_of(plan, opts, lm, x):
 
 def vector_files(opts) -> list[str]:
     """The ``--vector`` specs that name files (read by this command: never overwritten)."""
-    from hookscope.core.capture import is_file_spec
+    from hookscope.core.analyses import is_file_spec
 
     return [s for s in opts.vectors.values() if is_file_spec(s)]
 
@@ -171,7 +171,7 @@ def write_text(path: str, text: str) -> None:
 
 
 def print_json(result, out: TextIO) -> None:
-    out.write(json_safe.dumps(result.to_json_dict()))  # NaN/Inf as null: see core/base/json_safe.py
+    out.write(json_dumps(result.to_json_dict()))  # NaN/Inf as null: see core/base/json_safe.py
     out.write("\n")
 
 

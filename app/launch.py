@@ -103,7 +103,7 @@ def create_window(argv: list[str]):
         wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
         plan: Plan | None = opts.plan() if wants_plan else None
         if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
-            from hookscope.core.capture import resolve_vectors
+            from hookscope.core.analyses import resolve_vectors
 
             plan = replace(plan, interventions=resolve_vectors(
                 None, plan.interventions, opts.vectors))

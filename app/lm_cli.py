@@ -9,8 +9,8 @@ import argparse
 from typing import Any, Callable
 
 from hookscope.core import HookscopeError, attach_sae
-from hookscope.core.capture import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
-                                    SaeRequest)
+from hookscope.core.analyses import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
+                                     SaeRequest)
 
 
 def add_lm_options(p: argparse.ArgumentParser) -> None:

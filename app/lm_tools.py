@@ -17,8 +17,8 @@ from PySide6.QtGui import QAction
 
 from hookscope.core import HookscopeError, RunResult
 from hookscope.core.session import ViewFailed
-from hookscope.core.capture import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
-                                    SaeRequest, find_lens_head, target_id)
+from hookscope.core.analyses import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
+                                     SaeRequest, find_lens_head, target_id)
 from hookscope.widgets.generation_view import GenerationView
 from hookscope.widgets.lens_view import LensView
 from hookscope.widgets.sae_view import SaeView

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from hookscope.core import Intervention, MeanAblate, Patch, Plan, PlanError
+from hookscope.core import Intervention, Plan, PlanError
 from hookscope.core.model import set_max_input_bytes
 from hookscope.core.demos import DEMOS
-from hookscope.core.plan import parse_intervention, syntax_help
-from hookscope.core.capture import parse_vector_option
+from hookscope.core.plan import parse_intervention, syntax_help, with_bare_sources
+from hookscope.core.analyses import parse_vector_option
 
 from .scale_options import add_scale_options
 
@@ -103,14 +103,10 @@ def parse_intervene(text: str, source_input: str | None = None,
         iv = parse_intervention(spec)
     except PlanError as exc:
         raise PlanError(f"--intervene {text!r}: {exc}") from None
-    if isinstance(iv, Patch) and iv.source_input is None:
-        if source_input is None:
-            raise PlanError(f"--intervene {text!r}: patch needs a source input: add "
-                            "--source-input X, or write patch:X")
-        iv = Patch(source_input, at=iv.at)
-    if isinstance(iv, MeanAblate) and iv.reference is None and reference_input is not None:
-        iv = MeanAblate(reference_input, at=iv.at)
-    return path, iv
+    filled = with_bare_sources({path: iv}, source_input, reference_input,
+                               f"--intervene {text!r}: patch needs a source input: add "
+                               "--source-input X, or write patch:X")
+    return path, filled[path]
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from hookscope.core.base import OutputMeaning, escape_controls, json_safe, tensor_leaves
+from hookscope.core.base import OutputMeaning, escape_controls, json_dumps, tensor_leaves
 from hookscope.core.views import describe_outputs, summary_lines
 
 FULL_OUTPUT_LIMIT = 1000
@@ -42,7 +42,7 @@ def json_dict(result: Any, meaning: OutputMeaning, inputs: Any, full: bool,
 
 
 def print_json(result: Any, out: TextIO, meaning: OutputMeaning, inputs: Any, full: bool) -> None:
-    out.write(json_safe.dumps(json_dict(result, meaning, inputs, full)))  # NaN/Inf as null
+    out.write(json_dumps(json_dict(result, meaning, inputs, full)))  # NaN/Inf as null
     out.write("\n")
 
 

@@ -119,10 +119,6 @@ class RunBar(QWidget):
                 return True
         return False
 
-    def device_enabled(self, index: int) -> bool:
-        flags = self.device_combo.model().flags(self.device_combo.model().index(index, 0))
-        return bool(flags & Qt.ItemFlag.ItemIsEnabled)
-
     def input_text(self) -> str:
         text = self.input_edit.text()
         if text.lstrip().startswith("text:"):  # a prompt's trailing spaces are tokens

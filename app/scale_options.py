@@ -2,7 +2,7 @@
 
 ``--device-map``/``--max-memory``/``--offload`` hand the model to accelerate
 (:mod:`hookscope.core.model.dispatch`); ``--memory-budget`` bounds the captured
-tensors kept (:mod:`hookscope.core.capture.capture_budget`); ``--ray`` runs the model
+tensors kept (:mod:`hookscope.core.engine.capture_budget`); ``--ray`` runs the model
 in a Ray actor (:mod:`hookscope.core.remote.remote_ray`). No Qt here.
 """
 
@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from hookscope.core import HookscopeError, LoadedModel, Plan, compare, load_model
+from hookscope.core import HookscopeError, LoadedModel, Plan, Session, compare
 from hookscope.core.base import DeviceError, one_line
 from hookscope.core.model import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
 
@@ -104,7 +104,19 @@ def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
         from hookscope.core.model import load_dispatched
 
         return load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
-    return load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+    return open_model(opts.spec, opts.weights, opts.trust_pickle)
+
+
+def open_model(spec: str, weights: str | None, trust_pickle: bool) -> LoadedModel:
+    """The model as a :class:`Session` opens it (its load request: the same loading, trust
+    checks and errors as the window and a script), for a command that runs it here next;
+    the session's runner ends once the model has arrived."""
+    session = Session.load(spec, weights, trust_pickle=trust_pickle)
+    try:
+        assert session.model is not None  # Session.load raises what a failed load raised
+        return session.model
+    finally:
+        session.close()
 
 
 def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,
@@ -126,7 +138,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
         finally:
             session.close()
     if scale.dispatch.active or scale.memory_budget is not None:
-        from hookscope.core.capture import fit_plan_to_budget
+        from hookscope.core.engine import fit_plan_to_budget
 
         decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
         if decision.note:

@@ -18,17 +18,19 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hookscope.core import HookscopeError, PlanError, load_model
+from hookscope.core import HookscopeError, PlanError
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
                                  refuse_overwrite, write_text)
-from hookscope.core.base import json_safe
-from hookscope.core.capture import METRICS
-from hookscope.core.dataset import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, open_inputs, scan
+from hookscope.core.base import json_dumps
+from hookscope.core.analyses import METRICS
+from hookscope.core.analyses import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, scan
+from hookscope.core.dataset import open_inputs
 from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 
 from .arg_parser import OneLineParser
 from .options import parse_intervene
 from .ray_pool_args import check_ray_options, open_ray_pool
+from .scale_options import open_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,7 +116,7 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
                           device=ns.device, budget_bytes=budget, limit=ns.limit)
         res = _scan_on_ray(ns, req, err)
         return _report(res, ns, units, out)
-    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
+    lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.eval()
     if ns.labels:
         from hookscope.core.model import name_classes
@@ -149,7 +151,7 @@ def _report(res: Any, ns: argparse.Namespace, units: dict[str, list[int]], out: 
     if ns.csv:
         write_text(ns.csv, res.to_csv())
     if ns.json:
-        out.write(json_safe.dumps(res.to_json_dict(units)) + "\n")
+        out.write(json_dumps(res.to_json_dict(units)) + "\n")
     else:
         print_summary(res, units, out)
     return 0

@@ -18,7 +18,8 @@ from PySide6.QtWidgets import QFileDialog
 
 from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.base import files_read, refuse_overwrite, write_text
-from hookscope.core.dataset import InputSet, ScanJob, ScanRequest, ScanResult, open_inputs
+from hookscope.core.analyses import ScanJob, ScanRequest, ScanResult
+from hookscope.core.dataset import InputSet, open_inputs
 from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 

@@ -20,18 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, PlanError, load_model, parse_input
+from hookscope.core import HookscopeError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
-from hookscope.core.base import json_safe
-from hookscope.core.capture import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option,
-                                    resolve_vectors, sweep, sweep_size)
+from hookscope.core.base import json_dumps
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option, resolve_vectors,
+                                     sweep, sweep_size)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
 from .ray_pool_args import check_ray_options, open_ray_pool
+from .scale_options import open_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,7 +169,7 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         for path in save_plots(res, ns.save_plots, reads):
             print(f"hookscope: wrote {path}", file=err, flush=True)
     if ns.json:
-        out.write(json_safe.dumps(res.to_json_dict()) + "\n")
+        out.write(json_dumps(res.to_json_dict()) + "\n")
     else:
         print_grid(res, out)
     return 0
@@ -188,7 +189,7 @@ def _batch(ns: argparse.Namespace) -> bool | int:
 
 
 def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
-    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
+    lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.train(ns.train)
     if ns.labels:
         from hookscope.core.model import name_classes

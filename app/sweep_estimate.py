@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from hookscope.core import HookscopeError
-from hookscope.core.capture import sweep_size
+from hookscope.core.analyses import sweep_size
 from hookscope.core.plan import matches
 from hookscope.core.views import inputs_for_display
 from hookscope.widgets.sweep_view import seconds

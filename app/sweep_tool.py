@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from hookscope.core import HookscopeError, PlanError, RunResult
-from hookscope.core.capture import SweepRequest, SweepResult
+from hookscope.core.analyses import SweepRequest, SweepResult
 from hookscope.core.session import ViewFailed
 from hookscope.core.views import describe_outputs, input_token_strings
 from hookscope.widgets.sweep_fields import axis_pairs

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from hookscope.core.capture import fast_slot
+from hookscope.core.engine import fast_slot
 from hookscope.core.fast import onepass
 from hookscope.core.fast.memory import apply_default, freed_memory_kept, release_freed_memory
 

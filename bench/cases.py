@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, compare, run
-from hookscope.core.capture.run import hook_session
+from hookscope.core.engine.run import hook_session
 from hookscope.core.base.nested import tensor_leaves
 from hookscope.core.base.call_args import call_model
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 
 def _dicts() -> None:
-    from hookscope.core.capture.hook_handles import HandleStack
+    from hookscope.core.engine.hook_handles import HandleStack
     from hookscope.core.fast import guard_pauses, session
 
     session.FastSession._arming = lambda self: HandleStack()  # type: ignore[method-assign]

@@ -84,7 +84,7 @@ LIVE_SLACK_MS = 30.0
 # -- 5a and 5b: redraws of big activations --------------------------------------
 def bench_big(app: ClockedApp, reps: int) -> list[dict]:
     from hookscope.core import CaptureRecord
-    from hookscope.core.capture.stats import summarize
+    from hookscope.core.engine.stats import summarize
 
     win = open_window([write_factory(BIG_FACTORY, "big_shapes"),
                        "--capture", "conv,tokens,vector,head"])

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from hookscope.core import load_model, parse_input
-from hookscope.core.capture.sweep import prepare_sweep, sweep
+from hookscope.core.analyses.sweep import prepare_sweep, sweep
 from hookscope.core.remote import RayPool
 from hookscope.core.remote.ray_actor import dumps
 from hookscope.core.remote.remote_ray import connect

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import torch
 
 from hookscope.core import At, Patch
-from hookscope.core.capture import sweep
+from hookscope.core.analyses import sweep
 
 SEED = 0
 DIFFER_AT = (1, 3, 5)  # the positions where the clean and corrupted prompts differ

@@ -12,10 +12,10 @@ from .plan.directions import Add, Project
 from .base.devices import available_devices, resolve_device
 from .base.errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError,
                           PlanError, SpecError)
-from .capture.exercises import feature_extraction_test, modify_hook_test
+from .analyses.exercises import feature_extraction_test, modify_hook_test
 from .plan.at import At
-from .capture.capture_record import CaptureRecord
-from .capture.hooks import HookSession
+from .engine.capture_record import CaptureRecord
+from .engine.hooks import HookSession
 from .model.inputs import parse_input
 from .plan.intervention_base import InterventionContext
 from .plan.param_values import Param, param
@@ -23,23 +23,25 @@ from .plan.intervention_registry import get_kind, kinds, parse_intervention, reg
 from .plan.interventions import Clamp, Intervention, MeanAblate, Noise, Patch, Scale, Zero
 from . import fast as _fast  # plugs the speed-ups into capture (HOOKSCOPE_FAST=0: off)
 from .fast.memory import freed_memory_kept, keep_freed_memory, release_freed_memory
-from .capture.generation import Continuation, GenerateRequest, Generation, generate
-from .capture.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
+from .analyses.analysis import Analysis, AnalysisResult
+from .analyses.analysis_registry import get_analysis, register_analysis, registered_analyses
+from .analyses.generation import Continuation, GenerateRequest, Generation, generate
+from .analyses.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan.plan import Plan
-from .capture.receipts import Receipt
+from .engine.receipts import Receipt
 from .model.sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
-from .capture.sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
+from .analyses.sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
 from .plan.sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
-from .capture.run import Baseline, ForwardResult, RunResult, compare, run
+from .engine.run import Baseline, ForwardResult, RunResult, compare, run
 from .session.session import Options, Session, SessionEvent
 from .session.session_file import SessionFileError
 from .model.learned import ModelMemory
 from .model.loaded_model import LoadedModel
 from .model.sources import demo_names, load_model
 from .plan.steer_vector import SteeringVector, load_vector_file
-from .capture.stats import HIST_BINS, TensorStats, summarize
+from .engine.stats import HIST_BINS, TensorStats, summarize
 from .model.tree import TreeNode, module_tree
-from .capture.observe import observe
+from .analyses.observe import observe
 
 __all__ = [
     "available_devices", "resolve_device",
@@ -49,6 +51,7 @@ __all__ = [
     "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
     "At", "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
+    "Analysis", "AnalysisResult", "get_analysis", "register_analysis", "registered_analyses",
     "Continuation", "GenerateRequest", "Generation", "generate",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",

@@ -57,14 +57,36 @@ def core_modules() -> dict[str, Path]:
     return mods
 
 
+def face_names(module: str) -> set[str]:
+    """The names a face's ``__init__.py`` binds itself (a function may share its module's
+    name: ``views.wide_views``); any other name imported from it is a submodule's."""
+    init = core_modules().get(module)
+    if init is None or init.name != "__init__.py":
+        return set()
+    names = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
 def face_violations(folder: str) -> list[str]:
     deep = {m for m in core_modules() if m.count(".") >= 3}  # hookscope.core.FLOOR.module
     bad = []
     for f in sorted((ROOT / folder).rglob("*.py")):
         tree = ast.parse(f.read_text(), filename=str(f))
         for node in ast.walk(tree):
+            # "from FACE import name": name may be a module inside the floor, reached
+            # through its face (the face's package attribute is the submodule)
             mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                    else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                    else [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names
+                                                if node.module not in deep
+                                                and a.name not in face_names(node.module)]
+                    if isinstance(node, ast.ImportFrom) and not node.level
                     else [])
             bad += [f"{f.relative_to(ROOT)}:{node.lineno} imports {m}" for m in mods
                     if any(m == d or m.startswith(d + ".") for d in deep)]
@@ -78,11 +100,21 @@ def test_widgets_and_app_import_only_the_faces(folder):
 
 def test_the_face_check_sees_a_deep_import(tmp_path, monkeypatch):
     (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "bad.py").write_text("def f():\n    from hookscope.core.capture.run import run\n")
+    (tmp_path / "app" / "bad.py").write_text("def f():\n    from hookscope.core.engine.run import run\n")
     real = core_modules()
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     monkeypatch.setattr(__import__(__name__), "core_modules", lambda: real)
-    assert face_violations("app") == ["app/bad.py:2 imports hookscope.core.capture.run"]
+    assert face_violations("app") == ["app/bad.py:2 imports hookscope.core.engine.run"]
+
+
+def test_the_face_check_sees_a_module_reached_through_a_face(tmp_path, monkeypatch):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "bad.py").write_text(
+        "from hookscope.core.base import json_safe, write_text\n")
+    real = core_modules()
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(__import__(__name__), "core_modules", lambda: real)
+    assert face_violations("app") == ["app/bad.py:1 imports hookscope.core.base.json_safe"]
 
 
 def module_graph() -> dict[str, set[str]]:

@@ -11,7 +11,7 @@ from .layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_LAYER, COL_LO
                                COL_SHAPE, COL_TYPE, PATH_ROLE, LayerTreeModel)
 from .layer_tree_view import LayerTreeWidget
 from .output_comparison import OutputComparison
-from .views_by_shape import VIEW_KINDS, view_kind
+from hookscope.core.views import VIEW_KINDS, view_kind
 
 __all__ = [
     "ActivationPanel", "LayerPlot", "OutputComparison", "VIEW_KINDS", "view_kind",

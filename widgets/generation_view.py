@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QDoubleSpinBox, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser,
                                QVBoxLayout, QWidget)
 
-from hookscope.core.capture import Continuation, Generation
+from hookscope.core.analyses import Continuation, Generation
 from hookscope.widgets.named import named
 
 FIRST, AFTER = "#ffb347", "#ffe6c2"

@@ -22,10 +22,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core import CaptureRecord, Session, TensorStats
-from hookscope.core.views import (RecordDisplay, common_bins, count_ticks, histogram_in,  # noqa: F401
-                                  log_counts, log_histogram, log_ticks, signed_exp, signed_log)
+from hookscope.core.views import (RecordDisplay, common_bins, count_ticks, log_counts, log_histogram,
+                                  log_ticks, signed_exp, signed_log)
 
 from .bound_lines import BOUND_COLOUR, OPEN_BOUND_COLOUR, BoundLines, snap  # noqa: F401 - importable here
 from .plot_style import index_axes, plain_axes, set_label, set_ticks, title_never_widens

@@ -27,12 +27,12 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, Session
-from hookscope.core.capture import reference_of
-from hookscope.core.views import (TOP_K, RecordDisplay, ShapeDisplay, ShapeWanted, ValueSpread,
-                                  largest_finite, shape_display, wide_views)
+from hookscope.core.engine import reference_of
+from hookscope.core.views import (MAX_CHANNELS, TOP_K, RecordDisplay, ShapeDisplay, ShapeWanted,
+                                  ValueSpread, largest_finite, shape_display, view_kind, wide_views)
 
 from .histogram_view import (BOUND_COLOUR, OPEN_BOUND_COLOUR, PLOT_HEIGHT, POST_COLOUR, PRE_COLOUR,
-                             HistogramView, histogram_in)
+                             HistogramView)
 from .value_format import format_shape
 from .plot_readouts import bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
@@ -40,12 +40,11 @@ from .plot_tools import PlotTools, save_png
 from .stats_text import stats_text
 from .view_chooser import ViewChooser
 from .view_worker import ViewWorker
-from .views_by_shape import MAX_CHANNELS, view_kind
 from .wide_drawing import WideDrawing
 
 # Still importable from here, where they were before the histogram moved out.
 __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "LayerPlot",
-           "histogram_in", "stats_text"]
+           "stats_text"]
 
 _BARS_TITLE = "light: before · dark: after"
 #: Narrower than this, a panel stacks its histogram above its view: side by side
@@ -267,17 +266,6 @@ class LayerPlot(QFrame):
         for w in (self.hist_widget, self.view_widget, self.none_label):
             if w.minimumHeight() != height:
                 w.setMinimumHeight(height)
-
-    def chrome_height(self) -> int:
-        """The panel's height beyond its plots: title, statistics, margins."""
-        head = max(self.title.sizeHint().height(), self.chooser.sizeHint().height())
-        return (head + self.stats_label.sizeHint().height()
-                + self._layout_spacing() * 2 + 10)
-
-    def _layout_spacing(self) -> int:
-        layout = self.layout()
-        assert layout is not None  # __init__ gives the panel its layout
-        return layout.spacing()
 
     def set_highlighted(self, on: bool) -> None:
         self._highlighted = on

@@ -181,12 +181,6 @@ class LayerTreeModel(QAbstractItemModel):
         """Capture (or stop capturing) one layer; emits ``planChanged``."""
         self.session.set_capture([path], on)
 
-    def set_clamp(self, path: str, lo: float, hi: float, merge: str | None = None) -> bool:
-        """Clamp one layer to ``[lo, hi]``; emits ``planChanged``, or
-        ``errorOccurred`` (and returns ``False``) when the bounds are refused.
-        ``merge``: see :meth:`Session.set_plan` (the steps of one drag)."""
-        return self._apply_clamp(path, float(lo), float(hi), merge)
-
     def clear_clamp(self, path: str) -> None:
         """Remove one layer's clamp; emits ``planChanged``."""
         if path in self.session.plan.clamp:
@@ -433,7 +427,7 @@ class LayerTreeModel(QAbstractItemModel):
             return True
         return self._apply_clamp(path, lo, hi)
 
-    def _apply_clamp(self, path: str, lo: float, hi: float, merge: str | None = None) -> bool:
+    def _apply_clamp(self, path: str, lo: float, hi: float) -> bool:
         if math.isnan(lo) or math.isnan(hi):
             self.errorOccurred.emit(f"clamp bounds for layer {path} must be numbers, not NaN")
             return False
@@ -447,7 +441,7 @@ class LayerTreeModel(QAbstractItemModel):
         except PlanError as exc:
             self.errorOccurred.emit(str(exc))
             return False
-        self.session.intervene(path, clamp, merge=merge)
+        self.session.intervene(path, clamp)
         return True
 
     def _emit_row_changed(self, path: str, first: int, last: int) -> None:

@@ -4,7 +4,7 @@ top-k tokens. A chooser shows the run without or with the interventions (a cell
 whose top token the interventions changed is framed in bold), and a token field
 asks for one token's probability instead of the top token's.
 
-Draws a :class:`~hookscope.core.capture.logit_lens.LensResult`; holds no state of its
+Draws a :class:`~hookscope.core.analyses.logit_lens.LensResult`; holds no state of its
 own beyond what it shows, and writes the chosen token through ``tokenChanged``.
 """
 
@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QTableView, QVBoxLayout, QWidget)
 
-from hookscope.core.capture import LensResult
+from hookscope.core.analyses import LensResult
 from hookscope.widgets.named import named
 
 WITHOUT, WITH = "without", "with"

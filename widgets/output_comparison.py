@@ -22,7 +22,7 @@ from hookscope.core import RunResult
 from hookscope.core.views import (OUTPUT_BARS, ResultDisplay, describe_outputs, flat_array,
                                   image_boxes, image_size, input_image)
 from hookscope.core.base import DETECTIONS, GENERIC, OutputMeaning
-from hookscope.core.capture import output_verdict
+from hookscope.core.engine import output_verdict
 
 from .plot_readouts import bar_cell
 from .output_meaning import OutputMeaningView
@@ -38,7 +38,7 @@ _NB, _WJ = "\u00a0", "\u2060"   # no-break space, word joiner
 
 def verdict(result: RunResult, without: np.ndarray, with_: np.ndarray) -> str:
     """One sentence a learner understands: did the plan change the output? (core's
-    :func:`~hookscope.core.capture.verdict.output_verdict`, the CLI's words, for every kind)."""
+    :func:`~hookscope.core.engine.verdict.output_verdict`, the CLI's words, for every kind)."""
     # "|Δ| = 0.46" is one unit: word joiners and no-break spaces keep Qt from
     # breaking the line after a "|" (a break opportunity in Unicode's rules).
     return output_verdict(result).replace(

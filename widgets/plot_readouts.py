@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .views_by_shape import MAX_CHANNELS, as_float_array
+from hookscope.core.views import MAX_CHANNELS, as_float_array
 
 #: Above this many values a CSV export lists the drawn (pooled) picture instead.
 MAX_CSV_VALUES = 1_000_000
@@ -50,7 +50,7 @@ class DrawnImage:
 
 
 def _grid(channels: int) -> tuple[int, int]:
-    """(rows, columns) of tiles of :func:`~.views_by_shape.feature_grid`."""
+    """(rows, columns) of tiles of :func:`~hookscope.core.views.feature_grid`."""
     c = min(channels, MAX_CHANNELS)
     cols = max(1, math.ceil(math.sqrt(c)))
     return math.ceil(c / cols), cols

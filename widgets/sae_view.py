@@ -11,7 +11,7 @@ from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from hookscope.core.capture import SaeFeatures, SaeReport
+from hookscope.core.analyses import SaeFeatures, SaeReport
 from hookscope.widgets.named import named
 
 HEADERS = ["pos", "token", "features without", "features with", "error without", "error with"]

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QLis
                                QProgressBar, QPushButton, QTableView, QTabWidget, QVBoxLayout,
                                QWidget)
 
-from hookscope.core.dataset import ScanResult, TopInput
+from hookscope.core.analyses import ScanResult, TopInput
 from hookscope.widgets.named import named
 from hookscope.widgets.scan_effect_model import SORT_ROLE, EffectModel
 

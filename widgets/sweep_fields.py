@@ -118,7 +118,7 @@ class MetricChooser(QWidget):
         return _spelled(text)
 
     def text(self) -> str:
-        """The metric as :func:`~hookscope.core.capture.sweep` reads it."""
+        """The metric as :func:`~hookscope.core.analyses.sweep` reads it."""
         kind = self.kind.currentText()
         n = METRIC_KINDS.get(kind, 0)
         if n == 0:

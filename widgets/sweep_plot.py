@@ -20,7 +20,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from hookscope.core.capture import SweepResult
+from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
 from hookscope.widgets.plot_style import plain_axes
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEd
                                QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
                                QWidget)
 
-from hookscope.core.capture import SweepResult
+from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
 from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
 from hookscope.widgets.sweep_plot import SweepPlot

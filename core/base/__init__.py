@@ -9,6 +9,7 @@ here, never from a module inside (tests/test_floors.py checks it).
 from .atomic_write import atomic_write, write_bytes, write_text
 from .devices import DeviceInfo, available_devices
 from .errors import DeviceError, ForwardError
+from .json_safe import dumps as json_dumps
 from .meaning import CLASSES, DETECTIONS, GENERIC, OutputMeaning, TOKENS
 from .nested import tensor_leaves
 from .own_inputs import files_read, refuse_overwrite
@@ -16,5 +17,5 @@ from .user_text import escape_controls, is_dir, one_line
 
 __all__ = ["CLASSES", "DETECTIONS", "DeviceError", "DeviceInfo", "ForwardError", "GENERIC",
            "OutputMeaning", "TOKENS", "atomic_write", "available_devices", "escape_controls",
-           "files_read", "is_dir", "one_line", "refuse_overwrite", "tensor_leaves", "write_bytes",
+           "files_read", "is_dir", "json_dumps", "one_line", "refuse_overwrite", "tensor_leaves", "write_bytes",
            "write_text"]

@@ -10,7 +10,6 @@ show them that way. Pure data, no Qt.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from typing import Any, Protocol, Sequence
 
 # Kinds of output an adapter can declare.
@@ -72,20 +71,3 @@ def score_leaf(output: Any, meaning: OutputMeaning | None) -> Any:
         return output[meaning.field]
     value = getattr(output, meaning.field, None)
     return output if value is None else value
-
-
-# What each loaded module's outputs mean, for code that holds only the module
-# (the window's worker, the output views). Weak: a closed model is forgotten.
-_MEANINGS: "weakref.WeakKeyDictionary[Any, OutputMeaning]" = weakref.WeakKeyDictionary()
-
-
-def remember_meaning(module: Any, meaning: OutputMeaning) -> None:
-    _MEANINGS[module] = meaning
-
-
-def meaning_of(module: Any) -> OutputMeaning:
-    """The meaning its adapter gave ``module`` when it was loaded; generic when unknown."""
-    try:
-        return _MEANINGS.get(module) or OutputMeaning()
-    except TypeError:  # not weak-referenceable
-        return OutputMeaning()

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..base.atomic_write import atomic_write
 from ..base.errors import HookscopeError, PlanError
-from ..capture.capture_record import CaptureRecord
+from ..engine.capture_record import CaptureRecord
 from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
 from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites

@@ -94,7 +94,7 @@ def head_sites(module: Any, plan: Any) -> dict[str, tuple[str, int]]:
 
             raise HookscopeError(f"the script export cannot write heads of layer {path!r}: an "
                                  "nn.MultiheadAttention's heads are computed again by Hookscope "
-                                 "(core/capture/heads_mha.py), which the plain-torch script does not repeat; "
+                                 "(core/plan/heads_mha.py), which the plain-torch script does not repeat; "
                                  "act on its whole output or export another layer")
         if site is not None and site.projection is not None:
             out[path] = (names[id(site.projection)], site.n_heads)

@@ -35,7 +35,7 @@ from torch import nn
 from ..base.errors import HookscopeError
 from ..base.nested import tensor_leaves
 from ..base.call_args import call_model
-from ..capture.forward_state import to_device
+from ..engine.forward_state import to_device
 from .script_hf import hf_section
 from .script_template import comment_text
 from ..base.user_text import user_path

@@ -4,8 +4,8 @@
 :data:`SCRIPT` (a :class:`string.Template`, so the code's own braces need no
 escaping). Everything here is torch and the standard library only: the script
 must run where Hookscope is not installed. :data:`STATS` repeats, in plain
-torch, the definitions of :mod:`hookscope.core.capture.stats` and
-:mod:`hookscope.core.capture.record_stats` that the window and the CLI show: min, max,
+torch, the definitions of :mod:`hookscope.core.engine.stats` and
+:mod:`hookscope.core.engine.record_stats` that the window and the CLI show: min, max,
 mean and population std over the finite values, NaN/Inf counts (complex
 tensors by magnitude), and the fraction of values an intervention changed
 (``before != after``, NaN equal to NaN).

@@ -1,5 +1,5 @@
 """Speed-ups the reference path does not need, plugged into capture's door
-(:mod:`hookscope.core.capture.fast_slot`) when this package is imported, which
+(:mod:`hookscope.core.engine.fast_slot`) when this package is imported, which
 ``import hookscope.core`` does: the compiled one-pass statistics kernel, hooks
 armed by writing torch's hook dicts, raw captures laid out after the forward,
 in-place victims learned under a dispatch guard in the first run's own forward,
@@ -11,7 +11,7 @@ This file is the floor's face: widgets/ and app/ import these names from
 here, never from a module inside (tests/test_floors.py checks it).
 """
 
-from ..capture import fast_slot as _fast_slot
+from ..engine import fast_slot as _fast_slot
 from .memory import apply_default
 from .plug import SPEEDUPS as _SPEEDUPS
 

@@ -1,5 +1,5 @@
 """Forward hooks added and removed at the cost of a dict entry (the reference path's
-:class:`~hookscope.core.capture.hook_handles.HandleStack`, made cheaper).
+:class:`~hookscope.core.engine.hook_handles.HandleStack`, made cheaper).
 
 Why torch's private ``_forward_hooks`` dicts are written here, and nowhere else:
 ``nn.Module.register_forward_hook`` builds a ``RemovableHandle`` holding weak
@@ -23,7 +23,7 @@ from typing import Any, Callable
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from ..capture.hook_handles import Handle
+from ..engine.hook_handles import Handle
 
 
 class _DictEntry:
@@ -79,7 +79,7 @@ def _add(module: nn.Module, table: str, hook: Callable, always: bool = False) ->
 
 class HookSet:
     """Forward hooks on many modules, removed together by :meth:`remove` (an
-    :class:`~hookscope.core.capture.hook_handles.Arming`).
+    :class:`~hookscope.core.engine.hook_handles.Arming`).
 
     What :func:`add_forward_hook` does for one hook, without an object per hook:
     a run arms every planned layer and disarms it again, so that is paid per

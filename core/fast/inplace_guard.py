@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..capture.hooks import _LayerHook, version_of
+from ..engine.hooks import _LayerHook, version_of
 from .guard_pauses import GuardPauses
 from .session import FastPending, FastSession
 from .victim_remake import Where

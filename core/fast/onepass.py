@@ -2,7 +2,7 @@
 
 ``_onepass.c`` reads each value once for min, max, sum and sum of squares and
 copies the histogram sample in the same call, where the pure-torch path
-(:func:`hookscope.core.capture.stats._moments`) needs ``aminmax``, ``sum`` and ``dot``
+(:func:`hookscope.core.engine.stats._moments`) needs ``aminmax``, ``sum`` and ``dot``
 plus a NumPy gather. The extension is optional: an install without a C
 compiler still works, on the torch path, and gives the same numbers (the
 tests run both).
@@ -19,7 +19,7 @@ import os
 import numpy as np
 import torch
 
-from ..capture.hist_sample import HIST_SAMPLE, SAMPLE_RUN, sample_runs
+from ..views.hist_sample import HIST_SAMPLE, SAMPLE_RUN, sample_runs
 
 try:
     from . import _onepass as _ext  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""What ``hookscope.core.fast`` plugs into capture's door (:mod:`hookscope.core.capture.fast_slot`).
+"""What ``hookscope.core.fast`` plugs into capture's door (:mod:`hookscope.core.engine.fast_slot`).
 
 :data:`SPEEDUPS` gives capture the compiled statistics kernel (:mod:`.onepass`)
 and the hook session of each forward: a :class:`~.session.FastSession`, or on
@@ -12,15 +12,15 @@ from typing import Any
 
 from torch import nn
 
-from ..capture.fast_slot import Kernel
-from ..capture.hooks import HookSession
+from ..engine.fast_slot import Kernel
+from ..engine.hooks import HookSession
 from . import onepass
 from .inplace_guard import GuardedSession, worth_guarding
 from .session import FastSession
 
 
 class _Speedups:
-    """The :class:`~hookscope.core.capture.fast_slot.Speedups` of this floor."""
+    """The :class:`~hookscope.core.engine.fast_slot.Speedups` of this floor."""
 
     @property
     def kernel(self) -> Kernel:

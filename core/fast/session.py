@@ -1,5 +1,5 @@
 """The speed-ups' hook session: :class:`FastSession`, the reference
-:class:`~hookscope.core.capture.hooks.HookSession` with shorter routes.
+:class:`~hookscope.core.engine.hooks.HookSession` with shorter routes.
 
 What it changes, each giving the records the reference path gives:
 
@@ -8,7 +8,7 @@ What it changes, each giving the records the reference path gives:
   tuple, and a statistics-only one is summarised by the compiled kernel inside
   the hook (:mod:`.stats_plain`); records are built from them straight after
   the forward (``CaptureRecord.of_kept``/``of_stats``), not through the general
-  :class:`~hookscope.core.capture.pending_capture._Pending` walk. On ResNet-50's
+  :class:`~hookscope.core.engine.pending_capture._Pending` walk. On ResNet-50's
   158 layers, building a ``_Pending`` in each hook and a record from it took
   ~0.5 ms a run, ~1% of its forward; with every layer summarised, each line of
   Python a hook runs inside the forward costs several times what it costs after it;
@@ -24,10 +24,10 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from ..capture.capture_record import CaptureRecord
-from ..capture.hook_handles import Arming
-from ..capture.hooks import HookSession, _LayerHook, version_of
-from ..capture.pending_capture import _Pending
+from ..engine.capture_record import CaptureRecord
+from ..engine.hook_handles import Arming
+from ..engine.hooks import HookSession, _LayerHook, version_of
+from ..engine.pending_capture import _Pending
 from ..plan.plan import LayerPlan
 from .hook_dicts import HookSet
 from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain

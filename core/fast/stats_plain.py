@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from . import onepass
-from ..capture.hist_sample import SAMPLE_RUN
-from ..capture.stats import _N_SCALARS, HIST_BINS, PendingStats, _hist_range, _Unbinned
+from ..views.hist_sample import SAMPLE_RUN
+from ..engine.stats import _N_SCALARS, HIST_BINS, PendingStats, _hist_range, _Unbinned
 
 
 #: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):

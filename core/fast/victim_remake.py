@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base.errors import HookscopeError
-from ..capture.hooks import version_of as _version
+from ..engine.hooks import version_of as _version
 
 _BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import InputError
-from ..base.meaning import CLASSES, DETECTIONS, GENERIC, OutputMeaning, remember_meaning
+from ..base.meaning import CLASSES, DETECTIONS, GENERIC, OutputMeaning
 from ..base.regular_file import read_regular
 from ..base.user_text import shown
 
@@ -83,4 +83,3 @@ def name_classes(lm: Any, path: str) -> None:
     """Give the loaded model ``lm`` the class names in ``path`` (its meaning, everywhere it is read)."""
     meaning = with_labels(lm.meaning, read_labels(path))
     lm.meaning = meaning
-    remember_meaning(lm.module, meaning)

@@ -8,7 +8,7 @@ cannot be computed again from their input. Each is learned once and used by
 every later run of the same model, e.g. each step of a Live drag.
 
 They live in one object per model: a :class:`~.loaded_model.LoadedModel`
-holds one, :func:`~hookscope.core.capture.run.compare` and ``run`` take one
+holds one, :func:`~hookscope.core.engine.run.compare` and ``run`` take one
 (``memory=``), and a module run without one gets its own default
 (:func:`memory_for`). :meth:`ModelMemory.reset` forgets everything, e.g.
 after a model's code changed in place.

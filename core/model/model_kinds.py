@@ -20,7 +20,6 @@ from torch import nn
 
 from ..base.errors import SpecError
 from ..base.nested import map_tensors
-from ..base.meaning import remember_meaning
 from ..base.call_args import call_model
 
 COMPILED_NOTE = ("torch.compile'd model: Hookscope hooks the original module (_orig_mod), "
@@ -78,7 +77,6 @@ def prepare_loaded(lm: Any) -> None:
     if has_lazy(lm.module):
         materialise(lm.module, lm.example_input, lm.spec)
     lm.meaning.notes = list(dict.fromkeys(lm.meaning.notes + lm.notes))
-    remember_meaning(lm.module, lm.meaning)
 
 
 def refuse_torchscript_file(spec: str) -> None:

@@ -61,16 +61,6 @@ def numeric(t: torch.Tensor) -> bool:
     return t.dtype != torch.bool and not t.is_complex()
 
 
-def as_output_dtype(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """``value`` in ``like``'s dtype; rounded first when ``like`` is an integer tensor,
-    so an integer output (token ids, counts) stays integer."""
-    if value.dtype == like.dtype:
-        return value
-    if not like.is_floating_point():
-        value = value.round()
-    return value.to(like.dtype)
-
-
 def _aimed_describe(own: Any) -> Any:
     """A kind's own ``describe`` with the ``at`` suffix added (``scale(0.5) @pos=-1``)."""
     def describe(self: "Intervention") -> str:
@@ -110,7 +100,7 @@ class Intervention:
     leaf_kinds: ClassVar[str] = "numeric"
     #: Whether a sweep may apply it to one row of a batched forward, handing it that row's
     #: slice (a batch of one, as a single run would); ``False`` for a kind whose change
-    #: depends on anything but the values it is given (see core/capture/sweep_batch.py).
+    #: depends on anything but the values it is given (see core/analyses/sweep_batch.py).
     batch_rows: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

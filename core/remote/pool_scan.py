@@ -1,9 +1,9 @@
 """A dataset scan whose shards are spread over a :class:`~.ray_pool.RayPool`.
 
-Each worker runs :func:`~hookscope.core.dataset.scan_shard` unchanged on its own copy of
+Each worker runs :func:`~hookscope.core.analyses.scan_shard` unchanged on its own copy of
 the model; the shards' partials come back here in order and are merged as one local
 scan merges its own (exact top-k with ties to the lower input number, moments merged in
-float64, histograms on power-of-two bins), so the result equals :func:`~hookscope.core.dataset.scan`
+float64, histograms on power-of-two bins), so the result equals :func:`~hookscope.core.analyses.scan`
 where both run the same batches. An image folder or a text file is read by the workers
 from the same path (a cluster needs it on a shared file system); a ``.pt`` or
 ``.safetensors`` set travels inside the request.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ..dataset import ScanRequest, finish, merge, scan_shard, shards
+from ..analyses import ScanRequest, finish, merge, scan_shard, shards
 
 
 def _meaning(loaded: Any, _item: Any) -> Any:
@@ -24,7 +24,7 @@ def _meaning(loaded: Any, _item: Any) -> Any:
 
 def pool_scan(pool: Any, request: ScanRequest, *, shard_size: int = 64,
               progress: Callable[[int, int, float | None], None] | None = None) -> Any:
-    """:func:`~hookscope.core.dataset.scan` on ``pool``'s model, ``shard_size`` inputs a
+    """:func:`~hookscope.core.analyses.scan` on ``pool``'s model, ``shard_size`` inputs a
     shard; ``progress(done, total, eta_s)`` here as shards arrive. A shard no live worker
     could compute raises :class:`~.pool_errors.PoolError` naming its inputs."""
     t0 = time.perf_counter()

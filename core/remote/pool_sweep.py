@@ -6,8 +6,8 @@ baseline and source forwards, one forward each per worker and sweep, run in para
 (shipping one baseline from a first worker would cost the same forward, serially, plus
 the transfer). The cells are cut into contiguous parts, a few per worker, that go to
 whichever worker is free; a part whose worker dies runs again on another (see
-:meth:`~.ray_pool.RayPool.map`). Every cell is the same :func:`~hookscope.core.capture.run.compare`
-with the same baseline as in :func:`~hookscope.core.capture.sweep.sweep`, so the values,
+:meth:`~.ray_pool.RayPool.map`). Every cell is the same :func:`~hookscope.core.engine.run.compare`
+with the same baseline as in :func:`~hookscope.core.analyses.sweep.sweep`, so the values,
 their order and the receipts are the local ones; only ``forwards`` differ (each worker
 pays its own baseline).
 """
@@ -24,10 +24,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..base.errors import HookscopeError
-from ..capture.sweep import SweepResult, _labels
-from ..capture.sweep_cells import (CellValue, SweepContext, prepare_sweep, sweep_cells,
+from ..analyses.sweep import SweepResult, _labels
+from ..analyses.sweep_cells import (CellValue, SweepContext, prepare_sweep, sweep_cells,
                                    values_array)
-from ..capture.sweep_axes import DEFAULT_MAX_CELLS
+from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
 from ..model.inputs import parse_input
 from ..session.runner import error_message
 from .pool_errors import PoolTaskError
@@ -39,7 +39,7 @@ PARTS_PER_WORKER = 4
 
 @dataclass(frozen=True)
 class SweepJob:
-    """A sweep as every worker rebuilds it (the fields of :func:`~hookscope.core.capture.sweep.sweep`).
+    """A sweep as every worker rebuilds it (the fields of :func:`~hookscope.core.analyses.sweep.sweep`).
 
     ``input_text`` is parsed in the worker against the model's example input and
     tokenizer. ``bind``: a picklable ``bind(loaded, x) -> cell binder or None``, called in
@@ -55,7 +55,7 @@ class SweepJob:
     max_cells: int = DEFAULT_MAX_CELLS
     bind: Callable[[Any, Any], Any] | None = None
     key: str = ""
-    #: as :func:`~hookscope.core.capture.sweep.sweep`'s: a worker batches within its own parts
+    #: as :func:`~hookscope.core.analyses.sweep.sweep`'s: a worker batches within its own parts
     batch: bool | int = True
 
 
@@ -150,8 +150,8 @@ def _unwrapped(call: Callable[[], Any]) -> Any:
 
 
 def sweep_cell_run(loaded: Any, coords: Mapping[str, Any], job: SweepJob) -> Any:
-    """Task: one cell's comparison in full (a :class:`~hookscope.core.capture.run.RunResult`)."""
-    from ..capture.run import compare
+    """Task: one cell's comparison in full (a :class:`~hookscope.core.engine.run.RunResult`)."""
+    from ..engine.run import compare
 
     ctx, _ = _context(loaded, job)
     return compare(ctx.module, ctx.inputs, ctx.cells.plan(coords), ctx.device, codec=ctx.codec)
@@ -174,7 +174,7 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
                progress: Callable[[int, int], None] | None = None, batch: bool | int = True,
                parts_per_worker: int = PARTS_PER_WORKER,
                outline: Callable[[Outline], None] | None = None) -> SweepResult:
-    """:func:`~hookscope.core.capture.sweep.sweep` on ``pool``'s model, its cells spread over
+    """:func:`~hookscope.core.analyses.sweep.sweep` on ``pool``'s model, its cells spread over
     the workers (see the module docstring). ``input_text`` as ``--input`` (``None``: the
     model's example input); ``bind`` as :class:`SweepJob`'s; ``progress(done, total)`` in
     cells, here, as parts arrive; ``outline(o)`` once the grid is known, before any cell runs.

@@ -35,9 +35,9 @@ from typing import Any
 import torch
 
 from ..base.errors import Cancelled
-from ..capture.capture_record import CaptureRecord
+from ..engine.capture_record import CaptureRecord
 from ..base.meaning import OutputMeaning
-from ..session.runner import error_message, leaf_count, same_values
+from ..session.runner import compute_views, error_message, leaf_count, same_values
 
 
 @dataclass(frozen=True)
@@ -173,14 +173,16 @@ class ModelHost:
     # -- running -----------------------------------------------------------------
     def run(self, rid: int, serial: int, input_id: int, input_blob: bytes | None, plan: Any,
             device: str, observe: bool, train: bool, wanted: list[str] | None,
-            budget: int) -> tuple:
-        """One comparison; ``('finished', blob)``, ``('failed', message)`` or ``('cancelled',)``.
+            budget: int, derived: tuple = ()) -> tuple:
+        """One comparison, and the analyses of ``derived`` after it (their answers in the
+        result's ``extras``); ``('finished', blob)``, ``('failed', message)`` or
+        ``('cancelled',)``.
 
         ``input_blob`` is ``None`` when this host already holds input ``input_id``.
         """
         try:
             return self._run(rid, serial, input_id, input_blob, plan, device, observe, train,
-                             wanted, budget)
+                             wanted, budget, derived)
         except Cancelled:
             return ("cancelled",)
         except BaseException as exc:  # noqa: BLE001 - whatever a model throws is a message
@@ -189,13 +191,14 @@ class ModelHost:
             with self._lock:
                 self._cancelled.discard(rid)
 
-    def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget):
+    def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget,
+             derived):
         from ..base.devices import resolve_device
-        from ..capture.capture_record import resolve_records
-        from ..capture.run import compare, place_module, stop_points
-        from ..capture.forward_state import to_device
-        from ..capture.steer_diff import has_pending_vectors, resolve_pending
-        from ..capture.observe import observe as observe_tree
+        from ..engine.capture_record import resolve_records
+        from ..engine.run import compare, place_module, stop_points
+        from ..engine.forward_state import to_device
+        from ..analyses.steer_diff import has_pending_vectors, resolve_pending
+        from ..analyses.observe import observe as observe_tree
 
         if self._lm is None or serial != self._serial:
             return ("failed", "the remote model was replaced or is gone: open the model again")
@@ -244,6 +247,7 @@ class ModelHost:
                          codec=self._lm.meaning.codec)
         self._baseline = (key, inputs, result.baseline) if result.baseline is not None else None
         resolve_records(result.captures)
+        compute_views(result, derived, module, inputs, plan, device, self._lm.meaning, stop)
         if input_id in self._text_inputs:  # the client has only the prompt: send its tokens
             result.inputs = inputs
         withheld, kept = strip_tensors(result.captures, wanted, budget)

@@ -3,7 +3,7 @@
 :class:`RayRunner` implements the runner interface of :mod:`.runner`
 (``submit``/``cancel``/``close``, answers to one listener, newest request
 wins) with a Ray actor (:class:`~.ray_actor.ModelHost`) that loads the
-model from its spec and runs :func:`~hookscope.core.capture.run.compare` there. A
+model from its spec and runs :func:`~hookscope.core.engine.run.compare` there. A
 front end cannot tell it from :class:`~.runner.LocalRunner`: its
 :class:`~.runner.Loaded` answer carries a :class:`RemoteModel` stand-in
 (the real module stays remote) with the model's tree and example input.
@@ -52,8 +52,7 @@ from ..base.extras import require
 from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
                               Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, Job,
-                              same_values)
-from ..base.meaning import remember_meaning
+                              ViewFailed, same_values)
 from .ray_actor import TextInput, dumps, is_text_input
 from ..model.loaded_model import LoadedModel
 
@@ -361,12 +360,18 @@ class RayRunner(QueueRunner):
         self._serial = serial
         self.transfers[job.rid] = self.last_transfer = Transfer(job.rid, 0, len(blob))
         stand_in = RemoteModel(self._host_key, serial)
-        remember_meaning(stand_in, meaning)  # for views that hold only the module
         lm = LoadedModel(stand_in, example, req.spec, kind,
                          f"{description} (on Ray at {self.address})", req.weights, meaning)
         with self._cv:
             self.counts.loads_done += 1
         return [Loaded(job.rid, lm, tree)]
+
+    def _sendable(self, views: tuple) -> tuple[tuple, dict[str, ViewFailed]]:
+        """The analyses that can go to the actor, and a :class:`ViewFailed` answer for each one
+        that cannot (one holding a window's callback): the comparison runs all the same."""
+        refused = {v.name: ViewFailed(why) for v in views
+                   if (why := _cannot_travel(v, self._ray)) is not None}
+        return tuple(v for v in views if v.name not in refused), refused
 
     def _run(self, job: Job, req: RunRequest) -> list[RunnerEvent]:
         stand_in = req.model.module
@@ -391,9 +396,10 @@ class RayRunner(QueueRunner):
             input_id = next(self._input_ids)
             ref = self._ray.put(blob)
         plan_bytes = len(pickle.dumps(req.plan))
+        derived, refused = self._sendable(req.derived)
         answer = self._call(job, self._actor.run.remote(
             job.rid, self._serial, input_id, ref, req.plan, req.device, req.observe_tree,
-            req.train, self.tensor_layers, self.byte_budget))
+            req.train, self.tensor_layers, self.byte_budget, derived))
         if blob is not None:
             self._input = (input_id, inputs, len(blob))
         sent = plan_bytes + (len(blob) if blob is not None else 0)
@@ -412,10 +418,20 @@ class RayRunner(QueueRunner):
         transfer = Transfer(job.rid, sent, len(answer[1]), tensor_bytes, tuple(withheld))
         self.transfers[job.rid] = self.last_transfer = transfer
         result.transfer = transfer
+        result.extras.update(refused)
         with self._cv:
             self.counts.runs_done += 1
         events: list[RunnerEvent] = [Observed(job.rid, tree)] if tree is not None else []
         return events + [Finished(job.rid, result)]
+
+
+def _cannot_travel(view: Any, ray: Any) -> str | None:
+    """Why the analysis ``view`` cannot be sent to the actor (``None``: it can)."""
+    try:
+        ray.cloudpickle.dumps(view)
+    except Exception as exc:  # noqa: BLE001 - whatever pickling raises is the reason
+        return f"{view.name} cannot be sent to the Ray actor ({type(exc).__name__}: {exc})"
+    return None
 
 
 def make_runner(address: str, **options: Any) -> Callable[[Listener], RayRunner]:

@@ -24,7 +24,7 @@ from ..base.nested import tensor_leaves
 from .runner_messages import (Cancelled, Counts, Failed, Finished, Listener, Loaded, LoadRequest,
                               Request, RequestFuture, RunnerEvent, RunRequest, Started)
 from ..base.user_text import safe_str
-from ..capture.record_stats import reference_of
+from ..engine.record_stats import reference_of
 from ..views.display import prepare_display
 
 

@@ -70,15 +70,31 @@ from .runner_messages import (FINAL, Cancelled, Counts, Failed, Finished, Listen
                               RunnerEvent, RunRequest, Started, ViewFailed)
 from ..model.sources import load_model
 from ..model.tree import module_tree
-from ..capture.observe import observe
+from ..analyses.observe import observe
 from ..base.devices import resolve_device
-from ..capture.capture_record import resolve_records
-from ..capture.run import compare, place_module, stop_points
-from ..capture.forward_state import to_device
+from ..engine.capture_record import resolve_records
+from ..engine.run import compare, place_module, stop_points
+from ..engine.forward_state import to_device
 
 
 from .queue_runner import (RESTART_WINDOW_S, Job, QueueRunner, attach_display, error_message,
                            finish_in_flight, leaf_count, same_values, weights_version)
+
+
+def compute_views(result: Any, views: tuple, module: torch.nn.Module, inputs: Any, plan: Any,
+                  device: str, meaning: Any, stop: Any) -> None:
+    """Each analysis of ``views`` on the run's model, input and plan (the lens, a generation, a
+    sweep...), its answer in ``result.extras[name]``: one that fails with a project error
+    answers :class:`ViewFailed` (the comparison stands); a cancel stops them all."""
+    for view in views:
+        try:
+            result.extras[view.name] = view.compute(module, inputs, plan, device, meaning,
+                                                    should_stop=stop)
+        except CancelledError:
+            raise
+        except HookscopeError as exc:  # the comparison stands; the view says what failed
+            result.extras[view.name] = ViewFailed(str(exc))
+
 
 class LocalRunner(QueueRunner):
     """The in-process runner: one daemon thread, newest request wins.
@@ -123,7 +139,7 @@ class LocalRunner(QueueRunner):
                 module.train(was_training)  # the caller's module: its mode as they left it
 
     def _compare(self, job: Job, req: RunRequest, module: torch.nn.Module, inputs: Any) -> RunnerEvent:
-        from ..capture.steer_diff import has_pending_vectors, resolve_pending
+        from ..analyses.steer_diff import has_pending_vectors, resolve_pending
 
         live = req.model.kind == "live"  # a caller's module may be trained between runs
         key = (weakref.ref(module), req.device, weights_version(module) if live else None)
@@ -160,14 +176,7 @@ class LocalRunner(QueueRunner):
         result.meaning = req.model.meaning  # what the output means, for a notebook's display
         if result.inputs is None:
             result.inputs = inputs
-        for view in req.derived:  # the lens, a generation: same model, input and plan
-            try:
-                result.extras[view.name] = view.compute(module, inputs, plan, req.device,
-                                                        req.model.meaning, should_stop=stop)
-            except CancelledError:
-                raise
-            except HookscopeError as exc:  # the comparison stands; the view says what failed
-                result.extras[view.name] = ViewFailed(str(exc))
+        compute_views(result, req.derived, module, inputs, plan, req.device, req.model.meaning, stop)
         with self._cv:
             self.counts.runs_done += 1
         return Finished(job.rid, result)
@@ -185,7 +194,7 @@ class LocalRunner(QueueRunner):
         return job.stop or self._closing
 
 
-__all__ = ["LoadRequest", "RunRequest", "Request", "Started", "Progress", "Loaded", "Observed",
+__all__ = ["compute_views", "LoadRequest", "RunRequest", "Request", "Started", "Progress", "Loaded", "Observed",
            "Finished", "Failed", "Cancelled", "RunnerEvent", "Listener", "Counts", "Runner",
            "RequestFuture", "QueueRunner", "LocalRunner", "same_values", "error_message", "FINAL",
            "RESTART_WINDOW_S", "Job", "attach_display", "finish_in_flight", "leaf_count",

@@ -2,7 +2,7 @@
 
 Saving a session that holds a scan (:attr:`Session.saved_scan`) writes
 ``NAME.hookscope.scan.json`` next to ``NAME.hookscope.json`` (JSON only, see
-:mod:`hookscope.core.dataset.scan_saved`) and names it in the session file by its
+:mod:`hookscope.core.analyses.scan_saved`) and names it in the session file by its
 file name and SHA-256::
 
     "scan": {"file": "NAME.hookscope.scan.json", "sha256": "..."}
@@ -28,8 +28,8 @@ from ..base.json_safe import nesting_depth
 from ..base.atomic_write import write_bytes
 from ..base.errors import HookscopeError
 from ..base.regular_file import read_regular
-from ..dataset.scan_result import ScanResult
-from ..dataset.scan_saved import FORMAT, ScanDataError, scan_from_data, scan_to_data
+from ..analyses.scan_result import ScanResult
+from ..analyses.scan_saved import FORMAT, ScanDataError, scan_from_data, scan_to_data
 
 SIDECAR_SUFFIX = ".hookscope.scan.json"
 #: the largest sidecar read back (a scan of many units and inputs stays far below)

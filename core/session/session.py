@@ -43,8 +43,10 @@ import dataclasses
 import threading
 import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
+from ..analyses import Generation, LensResult, SaeReport, ScanResult, SweepResult
+from ..analyses.analysis import Analysis
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
 from ..base.errors import HookscopeError
@@ -64,6 +66,8 @@ from ..model.tree import TreeNode
 from .scan_sidecar import SavedScan
 from .session_file import read_session_file, write_session_file
 from ..model.class_labels import name_classes
+
+R = TypeVar("R")
 
 
 class Session:
@@ -392,26 +396,35 @@ class Session:
             self._emit(DerivedChanged(dict(self.derived)))
             self._changed()
 
+    def analyse(self, request: Analysis[R], timeout_s: float | None = None) -> R:
+        """Run now with the analysis ``request`` and wait: its result (a request of type
+        ``Analysis[R]`` gives an ``R``). It runs in the session's runner after the comparison,
+        on the session's model, input, plan and device, with its progress, cancel and
+        newest-wins (a newer run cancels it); for Live mode, :meth:`set_derived` has every run
+        compute it. Any analysis of :mod:`hookscope.core.analyses` or a registered one
+        (:func:`~hookscope.core.analyses.register_analysis`)."""
+        return self._run_derived(request, timeout_s)
+
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
-             timeout_s: float | None = None) -> Any:
+             timeout_s: float | None = None) -> LensResult:
         """Run now with the logit lens and wait: a
-        :class:`~hookscope.core.capture.logit_lens.LensResult` (without and with the plan)."""
-        return self._run_derived(DerivedViews.lens(target, head, top_k), timeout_s)
+        :class:`~hookscope.core.analyses.logit_lens.LensResult` (without and with the plan)."""
+        return self.analyse(DerivedViews.lens(target, head, top_k), timeout_s)
 
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
-                 timeout_s: float | None = None) -> Any:
+                 timeout_s: float | None = None) -> Generation:
         """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
-        :class:`~hookscope.core.capture.generation.Generation` (greedy unless ``temperature > 0``;
+        :class:`~hookscope.core.analyses.generation.Generation` (greedy unless ``temperature > 0``;
         both continuations sample with the same seed)."""
-        return self._run_derived(DerivedViews.generation(n, temperature, seed), timeout_s)
+        return self.analyse(DerivedViews.generation(n, temperature, seed), timeout_s)
 
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
               timeout_s: float | None = None, batch: bool | int = True,
-              normalise: bool = False, pool: Any = None) -> Any:
+              normalise: bool = False, pool: Any = None) -> SweepResult:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
-        :class:`~hookscope.core.capture.SweepResult` (see
-        :func:`~hookscope.core.capture.sweep`). The session's own plan is not applied in
+        :class:`~hookscope.core.analyses.SweepResult` (see
+        :func:`~hookscope.core.analyses.sweep`). The session's own plan is not applied in
         the cells: each cell is the baseline plus that cell's interventions.
 
         ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
@@ -421,22 +434,22 @@ class Session:
             return DerivedViews.sweep_on_pool(pool, self.model, self.input_text, self.device,
                                               over, intervene, metric, max_cells, progress,
                                               batch, normalise)
-        return self._run_derived(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
-                                                    batch, normalise), timeout_s)
+        return self.analyse(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
+                                               batch, normalise), timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,
              progress: Callable[[int, int, float | None], None] | None = None,
-             timeout_s: float | None = None) -> Any:
+             timeout_s: float | None = None) -> ScanResult:
         """Run the model over an input set (in the runner) and wait: a
-        :class:`~hookscope.core.dataset.ScanResult` with per-layer statistics and top inputs
+        :class:`~hookscope.core.analyses.ScanResult` with per-layer statistics and top inputs
         per unit of ``capture`` and, per input, the effect of ``intervene`` (see
-        :func:`~hookscope.core.dataset.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
+        :func:`~hookscope.core.analyses.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
         job = DerivedViews.scan(inputs, capture, intervene, metric, self.current_plan(),
                                 self.device, top_k, limit, budget_bytes, progress)
-        result = self._run_derived(job, timeout_s)
+        result = self.analyse(job, timeout_s)
         self.saved_scan = SavedScan(result)
         return result
 
@@ -450,10 +463,10 @@ class Session:
         self._emit(SaesChanged(dict(self.saes)))
         return sae
 
-    def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> Any:
+    def sae_features(self, *layers: str, top_k: int = 5, timeout_s: float | None = None) -> SaeReport:
         """Run now and wait: the top SAE features and reconstruction error at ``layers``
         (default: every layer with an SAE), a :class:`~hookscope.core.SaeReport`."""
-        return self._run_derived(self._views.sae_report(layers, top_k), timeout_s)
+        return self.analyse(self._views.sae_report(layers, top_k), timeout_s)
 
     def _run_derived(self, view: Any, timeout_s: float | None) -> Any:
         if self.model is None:

@@ -5,7 +5,6 @@ This file is the floor's face: widgets/ and app/ import these names from
 here, never from a module inside (tests/test_floors.py checks it).
 """
 
-from .binning import histogram_in
 from .display import (OUTPUT_BARS, RecordDisplay, ResultDisplay, common_bins, flat_array,
                       prepare_display)
 from .detections import image_boxes, image_size
@@ -30,7 +29,7 @@ __all__ = ["MAX_BARS", "MAX_CHANNELS", "MAX_PIXELS", "OUTPUT_BARS", "TOP_K", "VI
            "whole_picture", "window_picture",
            "RecordDisplay", "ResultDisplay", "ValueSpread", "Window",
            "as_float_array", "bars_values", "common_bins", "count_ticks", "describe_outputs",
-           "feature_grid", "flat_array", "fold_vector", "full_size", "histogram_in", "image_boxes", "image_size", "input_image",
+           "feature_grid", "flat_array", "fold_vector", "full_size", "image_boxes", "image_size", "input_image",
            "input_token_strings", "inputs_for_display", "largest_finite", "log_counts",
            "log_histogram", "log_ticks", "picture", "pool_window", "prepare_display", "reduce_2d", "row_norms",
            "side_by_side", "signed_exp", "signed_log", "summary_lines", "symmetric_level",

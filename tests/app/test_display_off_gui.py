@@ -12,7 +12,7 @@ import pytest
 from support.mouse_events import drag_line
 from support.thread_calls import count_calls
 
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core.views import ResultDisplay, ValueSpread, common_bins, flat_array, largest_finite
 
 WATCHED = ("parse_input", "load_image", "input_image", "describe_outputs")

@@ -25,7 +25,7 @@ def drive():
     def on_result(result):
         if not seen[1:]:  # the first result: edit in the window, run again
             seen.append("first")
-            win.tree.model.set_clamp("0", -0.25, 0.25)
+            win.session.intervene("0", Clamp(-0.25, 0.25))
             win.request_run()
         else:
             seen.append("second")

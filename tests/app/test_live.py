@@ -8,6 +8,7 @@ import pytest
 from support.mouse_events import drag_line
 from PySide6.QtWidgets import QApplication
 
+from hookscope.core import Clamp
 from hookscope.widgets.layer_tree_model import COL_HI, COL_LO
 
 # A factory whose forward waits at a gate the test opens (see gated_model.py).
@@ -36,7 +37,7 @@ def test_burst_of_50_changes_runs_far_fewer_and_ends_on_the_last(gated, qtbot):
     model.entered.clear()
     his = [0.1 + 0.01 * i for i in range(50)]
     for i, hi in enumerate(his):
-        win.tree.model.set_clamp("lin", -1.0, hi)
+        win.session.intervene("lin", Clamp(-1.0, hi))
         QApplication.processEvents()  # the live timer fires; a request goes to the worker
         if i == 0:
             assert model.entered.wait(30)  # the first run is now held in flight

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QComboBox, QLineEdit, QPushButton, QTreeView, QWid
 from hookscope.app.demo_setup import DEFAULT_PLANS
 from hookscope.app.recent import RecentModels
 from hookscope.core import Plan, available_devices, compare, load_model
-from hookscope.core.capture.output_diff import flat_floats
+from hookscope.core.engine.output_diff import flat_floats
 from hookscope.widgets.layer_tree_model import COL_CAPTURE, COL_HI, COL_LO, COL_SHAPE
 
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from hookscope.app.cli import main
 from hookscope.core import load_model
-from hookscope.core.dataset import ScanRequest, open_inputs, scan
+from hookscope.core.analyses import ScanRequest, scan
+from hookscope.core.dataset import open_inputs
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
 

@@ -13,7 +13,8 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel
 
 from hookscope.core import Zero, parse_input
-from hookscope.core.dataset import ScanRequest, open_inputs, scan
+from hookscope.core.analyses import ScanRequest, scan
+from hookscope.core.dataset import open_inputs
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
 

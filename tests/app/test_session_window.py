@@ -15,7 +15,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QDoubleSpinBox, QStyle, QStyleOptionSpinBox
 
 from hookscope.app.cli import main
-from hookscope.core import Noise, Plan, Scale, Zero, load_model
+from hookscope.core import Clamp, Noise, Plan, Scale, Zero, load_model
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION
 
@@ -38,7 +38,7 @@ def test_saved_from_the_window_reopens_in_the_cli_with_the_same_numbers(make_win
     win = make_window(["demo:cnn", "--capture", "conv1,fc"])
     wait_result(qtbot, win)
     win.session.intervene("conv2", Zero())
-    win.tree.model.set_clamp("conv1", -0.3, 0.4)
+    win.session.intervene("conv1", Clamp(-0.3, 0.4))
     with qtbot.waitSignal(win.resultShown, timeout=30_000):
         win.request_run()
     r = win.last_result

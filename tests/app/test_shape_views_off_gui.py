@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from support.mouse_events import drag_line, pick_view, view_to_viewport, wheel
 from support.thread_calls import count_calls
 
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core.views import shape_display, visible_window, window_picture
 
 #: core's numeric view functions, watched wherever a module calls them by name.

@@ -1,6 +1,7 @@
 """Status-bar figures a learner can trust, counts per model, and a model with no example."""
 
 from hookscope.app.status import overhead_text
+from hookscope.core import Clamp
 
 
 def test_overhead_is_noise_below_three_percent():
@@ -40,7 +41,7 @@ def test_model_without_example_input_says_what_to_type(make_window, qtbot, tmp_p
 
 def test_stale_plots_are_called_stale(window, qtbot):
     window.set_live(False)
-    window.tree.model.set_clamp("0", -0.1, 0.1)  # Live off: nothing runs
+    window.session.intervene("0", Clamp(-0.1, 0.1))  # Live off: nothing runs
     assert "plots show the last run" in window.statusBar().currentMessage()
     window.run_bar.set_input_text("[[1.0, 2")
     window.request_run()

@@ -6,8 +6,8 @@ import torch
 
 from hookscope.app.cli import main
 from hookscope.core import Add, Plan, compare, load_model, parse_input
-from hookscope.core.capture.receipts import CHANGED_NOTHING
-from hookscope.core.capture.steer_diff import diff_vector
+from hookscope.core.engine.receipts import CHANGED_NOTHING
+from hookscope.core.analyses.steer_diff import diff_vector
 
 PROMPT = "text:the cat sat on the "
 DIFF = "diff:text:the cat sat|text:the dog sat"

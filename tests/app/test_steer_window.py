@@ -8,8 +8,8 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialog, QDoubleSpinBox
 
 from hookscope.core import Add, Plan, SteeringVector, compare, load_model, parse_input
-from hookscope.core.capture.receipts import CHANGED_NOTHING
-from hookscope.core.capture.steer_diff import diff_vector
+from hookscope.core.engine.receipts import CHANGED_NOTHING
+from hookscope.core.analyses.steer_diff import diff_vector
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION, COL_LAYER
 

@@ -11,8 +11,8 @@ import torch
 
 from hookscope.app.cli import main
 from hookscope.core import Add, compare, load_model, parse_input, Plan
-from hookscope.core.capture import sweep
-from hookscope.core.capture.sweep_metrics import make_metric
+from hookscope.core.analyses import sweep
+from hookscope.core.analyses.sweep_metrics import make_metric
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "

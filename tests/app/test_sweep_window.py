@@ -14,7 +14,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from hookscope.core import At, Plan, Zero, parse_input
-from hookscope.core.capture import sweep
+from hookscope.core.analyses import sweep
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.mouse_events import hover
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
+from hookscope.core import Clamp
 from hookscope.widgets.histogram_view import PLOT_HEIGHT
 
 
@@ -108,7 +109,7 @@ def test_the_fill_follows_a_panel_whose_statistics_grow(make_window, qtbot):
     conv1 = win.panel.panels()[("conv1", 0)]
     lines = conv1.stats_label.sizeHint().height()
     runs = win.last_result
-    win.tree.model.set_clamp("conv1", -0.5, 0.5)
+    win.session.intervene("conv1", Clamp(-0.5, 0.5))
     qtbot.mouseClick(win.run_bar.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.last_result is not runs and win.is_idle(), timeout=60_000)
     assert conv1.stats_label.sizeHint().height() > lines

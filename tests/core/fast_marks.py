@@ -3,7 +3,7 @@ twice, with them on (the default) and off (``HOOKSCOPE_FAST=0``, the reference p
 
 import pytest
 
-from hookscope.core.capture import fast_slot
+from hookscope.core.engine import fast_slot
 
 #: The test checks something only the speed-ups do (their internals, their own cost).
 fast_only = pytest.mark.skipif(fast_slot.active() is None,

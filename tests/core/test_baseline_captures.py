@@ -88,7 +88,7 @@ def test_capture_only_plan_baseline_equals_the_run():
 def test_accelerator_path_bins_the_baseline_like_the_run(monkeypatch):
     # Off the CPU, kept captures are summarised in finish() on the device and the
     # host copy of the baseline is binned on first read; forced here on the CPU.
-    import hookscope.core.capture.hooks as hooks
+    import hookscope.core.engine.hooks as hooks
 
     monkeypatch.setattr(hooks, "summarized_on_read", lambda t: False)
     m = model()

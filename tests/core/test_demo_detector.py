@@ -11,7 +11,7 @@ from hookscope.core.demos.demo_detector import (LABELS, SHAPES, connected_region
 from hookscope.core.views.detections import detr_to_torchvision, image_boxes
 from hookscope.core.plan.interventions import Scale, Zero
 from hookscope.core.views.outputs import describe_outputs
-from hookscope.core.capture.verdict import output_verdict
+from hookscope.core.engine.verdict import output_verdict
 
 
 def _hooked(model, x, layer, fn):

@@ -10,7 +10,7 @@ import torch
 from hookscope.core import (Add, Intervention, Plan, PlanError, Project, SteeringVector, compare,
                             load_model, load_vector_file, parse_input, parse_intervention)
 from hookscope.core.plan.directions import bind_vectors
-from hookscope.core.capture.steer_diff import diff_vector, resolve_vectors
+from hookscope.core.analyses.steer_diff import diff_vector, resolve_vectors
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +187,7 @@ def test_add_and_project_on_a_hf_gpt2_equal_hand_hooks(gpt2):
 
 def test_a_diff_spec_is_built_where_the_model_runs_and_reaches_the_export(lm):
     from hookscope.core.export.export import standalone_script
-    from hookscope.core.capture.steer_diff import resolve_pending, with_built_vectors
+    from hookscope.core.analyses.steer_diff import resolve_pending, with_built_vectors
 
     spec = "diffmean:text:the cat sat|text:the dog sat"
     plan = Plan(interventions={"blocks.1": Add(spec, 2.0)})

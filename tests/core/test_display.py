@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from hookscope.core import Clamp, Plan, Scale, compare, load_model, parse_input
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core.session.runner import Finished, LocalRunner, RunRequest
 from hookscope.core.views import (ResultDisplay, ValueSpread, common_bins, describe_outputs, flat_array,
                                   input_token_strings, largest_finite, log_histogram,

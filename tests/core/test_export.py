@@ -134,7 +134,7 @@ def test_script_reproduces_nested_outputs(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    from hookscope.core.capture.output_diff import flat_array
+    from hookscope.core.engine.output_diff import flat_array
 
     assert got["output_with"] == [round(v, 6) for v in flat_array(r.output_with).tolist()]
     assert got["output_without"] == [round(v, 6) for v in flat_array(r.output_without).tolist()]

@@ -12,7 +12,7 @@ import pytest
 from hookscope.core import Add, At, MeanAblate, Noise, Patch, Plan, Scale, Zero, compare, load_model
 from hookscope.core.export.export import standalone_script
 from hookscope.core.model.inputs import parse_input
-from hookscope.core.capture.output_diff import flat_array
+from hookscope.core.engine.output_diff import flat_array
 from test_export_torch_only import run_torch_only
 
 PROMPT, OTHER = "text:the cat sat on the ", "text:the dog sat on the "
@@ -21,7 +21,7 @@ PROMPT, OTHER = "text:the cat sat on the ", "text:the dog sat on the "
 
 def _built(plan, text):
     """``plan`` with its ``diff:`` vector computed on demo:lm, as the window does before export."""
-    from hookscope.core.capture.steer_diff import resolve_pending
+    from hookscope.core.analyses.steer_diff import resolve_pending
 
     lm = load_model("demo:lm")
     x = parse_input(text, lm.example_input, lm.meaning.codec)

@@ -10,8 +10,8 @@ import pytest
 
 from hookscope.core import (Add, At, HookscopeError, Patch, Plan, Scale, Zero, compare,
                             load_model)
-from hookscope.core.capture.output_diff import flat_array
-from hookscope.core.capture.steer_diff import resolve_pending
+from hookscope.core.engine.output_diff import flat_array
+from hookscope.core.analyses.steer_diff import resolve_pending
 from hookscope.core.export.export import standalone_script
 from hookscope.core.model.inputs import parse_input
 from test_export_torch_only import run_torch_only

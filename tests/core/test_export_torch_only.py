@@ -4,7 +4,7 @@ Each script runs in a subprocess where ``import hookscope`` fails: a meta path
 finder placed first raises ImportError for it (the editable install maps
 ``hookscope`` through its own finder, so leaving the repo off ``sys.path``
 would not be enough). Its printed numbers are checked against
-:func:`hookscope.core.compare` and :func:`hookscope.core.capture.run.record_json`.
+:func:`hookscope.core.compare` and :func:`hookscope.core.engine.run.record_json`.
 """
 
 import json
@@ -18,10 +18,10 @@ import pytest
 from hookscope.app.cli import main
 from hookscope.core import (Add, Clamp, MeanAblate, Patch, Plan, Project, SteeringVector, compare,
                             load_model)
-from hookscope.core.capture.exercises import CLAMP_LAYER, CLAMP_RANGE
+from hookscope.core.analyses.exercises import CLAMP_LAYER, CLAMP_RANGE
 from hookscope.core.export.export import standalone_script
-from hookscope.core.capture.output_diff import flat_array
-from hookscope.core.capture.run import record_json
+from hookscope.core.engine.output_diff import flat_array
+from hookscope.core.engine.run import record_json
 
 BLOCKER = '''
 import importlib.abc, runpy, sys

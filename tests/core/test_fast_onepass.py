@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from hookscope.core import Plan, run
 from hookscope.core.fast import onepass
-from hookscope.core.capture import stats as S
-from hookscope.core.capture.hist_sample import HIST_SAMPLE, SAMPLE_RUN, hist_sample, sample_runs
-from hookscope.core.capture.stats import summarize
+from hookscope.core.engine import stats as S
+from hookscope.core.views.hist_sample import HIST_SAMPLE, SAMPLE_RUN, hist_sample, sample_runs
+from hookscope.core.engine.stats import summarize
 from hookscope.core.fast.stats_plain import summarize_plain
 
 from fast_marks import fast_only  # tests/core is on sys.path

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, compare
-from hookscope.core.capture.forward_state import restore, snapshot
+from hookscope.core.engine.forward_state import restore, snapshot
 
 
 class RandomNet(nn.Module):

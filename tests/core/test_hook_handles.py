@@ -1,4 +1,4 @@
-"""The reference path's hooks (core/capture/hook_handles.py, HookSession): registered
+"""The reference path's hooks (core/engine/hook_handles.py, HookSession): registered
 with torch's public API, every one removed on every path, errors included."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from hookscope.core import HookSession, Plan
-from hookscope.core.capture.hook_handles import HandleStack
+from hookscope.core.engine.hook_handles import HandleStack
 
 
 def test_a_stack_removes_exactly_its_own_hooks_newest_first():

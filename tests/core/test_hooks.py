@@ -208,7 +208,7 @@ def test_kernel_summaries_become_the_records_init_would_build():
     """Statistics only, every capture summarised by the kernel in the forward: finish()
     builds each record with CaptureRecord.of_stats, which must equal __init__'s."""
     from hookscope.core.fast import onepass
-    from hookscope.core.capture.capture_record import CaptureRecord
+    from hookscope.core.engine.capture_record import CaptureRecord
     from hookscope.core.fast.stats_plain import plain_moments, plain_pending
 
     if onepass.KERNEL is None:
@@ -247,7 +247,7 @@ def test_kept_bare_tensors_become_the_records_init_would_build(guarded, monkeypa
     builds each record with CaptureRecord.of_kept, which must equal __init__'s,
     copies of in-place victims and their statistics included."""
     import hookscope.core.fast.inplace_guard as iv
-    from hookscope.core.capture.capture_record import CaptureRecord
+    from hookscope.core.engine.capture_record import CaptureRecord
 
     if guarded:
         monkeypatch.setattr(iv, "GUARD_FROM_PARAMS", 0)
@@ -308,7 +308,7 @@ def test_baseline_carries_only_inert_hooks():
 def test_accelerator_path_summarises_before_the_copy(monkeypatch):
     # Off the CPU, kept captures are summarised in finish() on their device; the
     # same code runs here on the CPU when the check says "not on read".
-    import hookscope.core.capture.hooks as hooks
+    import hookscope.core.engine.hooks as hooks
 
     monkeypatch.setattr(hooks, "summarized_on_read", lambda t: False)
     torch.manual_seed(6)

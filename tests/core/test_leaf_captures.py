@@ -15,7 +15,7 @@ from torch import nn
 from hookscope.core import Clamp, Plan, compare
 from hookscope.core.export.export import save_captures
 from hookscope.core.plan.interventions import Scale
-from hookscope.core.capture.verdict import output_verdict
+from hookscope.core.engine.verdict import output_verdict
 
 from nested_models import DataclassNet, DictNet, LSTMNet, make, run_hand  # tests/core is on sys.path
 

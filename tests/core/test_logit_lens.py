@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hookscope.core import Plan, PlanError, Scale, Session, Zero, load_model
-from hookscope.core.capture.logit_lens import find_lens_head, logit_lens
+from hookscope.core.analyses.logit_lens import find_lens_head, logit_lens
 
 
 def first(out):

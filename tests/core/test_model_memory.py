@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from hookscope.core import LoadedModel, ModelMemory, Plan, compare, run
-from hookscope.core.capture import fast_slot
+from hookscope.core.engine import fast_slot
 from hookscope.core.model.learned import memory_for
 
 from hand_hooks import clone_reference

@@ -5,10 +5,10 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from hookscope.core.capture.forward_state import snapshot
+from hookscope.core.engine.forward_state import snapshot
 from hookscope.core.model.module_walk import module_walk, unique_modules
 from hookscope.core.plan.plan import Plan
-from hookscope.core.capture.run import run
+from hookscope.core.engine.run import run
 
 
 def _pairs(walk):

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hookscope.core.capture.output_diff import _exact, output_change, output_difference
+from hookscope.core.engine.output_diff import _exact, output_change, output_difference
 
 
 def reference(a, b):

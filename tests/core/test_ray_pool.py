@@ -21,7 +21,7 @@ import torch
 
 from hookscope.core import load_model, parse_input
 from hookscope.core.base.errors import ForwardError, PlanError
-from hookscope.core.capture.sweep import sweep
+from hookscope.core.analyses.sweep import sweep
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'hookscope[ray]')")
 # Each test may start Ray or workers: processes that take long to start on a loaded machine.
@@ -159,7 +159,8 @@ def test_a_dataset_scan_runs_unchanged_and_merges_to_the_whole(cnn_pool):
     import math
     from pathlib import Path
 
-    from hookscope.core.dataset import ScanRequest, finish, merge, open_inputs, scan, scan_shard, shards
+    from hookscope.core.analyses import ScanRequest, finish, merge, scan, scan_shard, shards
+    from hookscope.core.dataset import open_inputs
 
     cnn = load_model("demo:cnn")
     digits = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from hookscope.core import At, Clamp, Plan, Scale, Zero, compare, load_model, parse_input, run
-from hookscope.core.capture.receipts import ABSORBED, CHANGED_NOTHING, FIRED_ZERO
+from hookscope.core.engine.receipts import ABSORBED, CHANGED_NOTHING, FIRED_ZERO
 
 
 class Overwritten(nn.Module):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from hookscope.core.capture.record_stats import changed_count, summarize_shared
+from hookscope.core.engine.record_stats import changed_count, summarize_shared
 
 
 @pytest.mark.parametrize("deferred", [False, True])
@@ -46,7 +46,7 @@ def test_changed_count_treats_nan_as_equal_and_works_for_every_dtype():
 
 
 def test_matches_baseline_compares_the_tensors_it_holds_now():
-    from hookscope.core.capture.capture_record import CaptureRecord
+    from hookscope.core.engine.capture_record import CaptureRecord
 
     t = torch.arange(6.0).reshape(2, 3)
     rec = CaptureRecord("a", 0, tensor=t, baseline_tensor=t.clone())

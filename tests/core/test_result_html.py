@@ -16,7 +16,7 @@ from live_models import TinyNet
 
 from hookscope.core import Clamp, HookscopeError, Session
 from hookscope.core.views.output_thumbnail import HEIGHT, WIDTH, shown_values
-from hookscope.core.capture.verdict import output_verdict
+from hookscope.core.engine.verdict import output_verdict
 
 X = torch.tensor([[1.0, 2.0, 3.0]])
 

@@ -11,8 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookscope.core.dataset import AlignedHistogram, Moments
-from hookscope.core.dataset.running_stats import finest_exp
+from hookscope.core.analyses import AlignedHistogram, Moments
+from hookscope.core.analyses.running_stats import finest_exp
 
 
 def _batches(seed: int, n: int = 7) -> list[torch.Tensor]:

@@ -16,8 +16,8 @@ import torch
 
 from hookscope.core import Cancelled, Plan, Zero, compare, load_model
 from hookscope.core.base.call_args import call_model
-from hookscope.core.dataset import (ScanRequest, merge, open_inputs, scan, scan_shard, shards,
-                                    finish)
+from hookscope.core.analyses import ScanRequest, merge, scan, scan_shard, shards, finish
+from hookscope.core.dataset import open_inputs
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
 
@@ -231,7 +231,7 @@ def test_hf_gpt2_from_a_config(tmp_path):
         assert res.rows[i].pred_without == int(logits[0, -1].argmax())
     r = compare(lm.module, inputs.item(3, lm.example_input, lm.meaning.codec),
                 Plan(interventions={"transformer.h.1.mlp": Zero()}))
-    from hookscope.core.capture.sweep_metrics import make_metric
+    from hookscope.core.analyses.sweep_metrics import make_metric
 
     kl = make_metric("kl", lm.meaning).cell(r.output_without, r.output_with)
     assert math.isclose(res.rows[3].metric_with, kl, rel_tol=1e-4, abs_tol=1e-9)

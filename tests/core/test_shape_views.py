@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hookscope.core import Session
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core.views import (ShapeViews, ShapeWanted, bars_values, effective_view, heat_map,
                                   image_pixels, picture, prepare_display, reduce_2d, row_norms,
                                   side_by_side, symmetric_level, top_k_picture, top_units,

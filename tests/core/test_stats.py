@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from hookscope.core.capture.stats import HIST_BINS, summarize
+from hookscope.core.engine.stats import HIST_BINS, summarize
 
 
 def numpy_reference(x: np.ndarray, bins=HIST_BINS):
@@ -65,7 +65,7 @@ def test_paths_agree_exactly_on_counts():
 
 @pytest.mark.parametrize("deferred", [False, True])
 def test_large_tensor_histogram_is_a_sample_but_moments_exact(deferred):
-    from hookscope.core.capture.stats import HIST_SAMPLE
+    from hookscope.core.engine.stats import HIST_SAMPLE
 
     x = torch.randn(4 * HIST_SAMPLE + 3, generator=torch.Generator().manual_seed(2)) + 3.0
     s = summarize(x, deferred=deferred).resolve()

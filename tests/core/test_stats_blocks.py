@@ -12,8 +12,8 @@ from torch import nn
 
 from hookscope.core import Plan, run
 from hookscope.core.fast import onepass
-from hookscope.core.capture import stats as S
-from hookscope.core.capture.stats import TensorStats, summarize
+from hookscope.core.engine import stats as S
+from hookscope.core.engine.stats import TensorStats, summarize
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_histogram_sample_is_a_copy_an_in_place_op_cannot_change(n):
 
 @pytest.mark.parametrize("n", [100, S.HIST_SAMPLE + 5, 3 * S.HIST_SAMPLE + 7, 1 << 20])
 def test_cpu_sample_holds_the_values_the_device_path_samples(n):
-    from hookscope.core.capture.hist_sample import hist_sample
+    from hookscope.core.views.hist_sample import hist_sample
 
     x = torch.randn(n, generator=torch.Generator().manual_seed(n))
     got = S._host_sample(x)

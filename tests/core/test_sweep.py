@@ -8,8 +8,8 @@ import torch
 
 from hookscope.core import Add, At, Patch, Plan, compare, load_model, parse_input
 from hookscope.core.base.errors import PlanError
-from hookscope.core.capture.sweep import sweep
-from hookscope.core.capture.sweep_metrics import make_metric
+from hookscope.core.analyses.sweep import sweep
+from hookscope.core.analyses.sweep_metrics import make_metric
 from hookscope.core.plan import parse_intervention
 
 PROMPT = "text:the cat sat on the "

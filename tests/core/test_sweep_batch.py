@@ -9,9 +9,9 @@ from torch import nn
 
 from hookscope.core import At, Patch, Plan, compare, load_model, parse_input
 from hookscope.core.base.errors import PlanError
-from hookscope.core.capture.sweep import sweep, sweep_result
-from hookscope.core.capture.sweep_cells import prepare_sweep, sweep_cells
-from hookscope.core.capture.sweep_metrics import make_metric
+from hookscope.core.analyses.sweep import sweep, sweep_result
+from hookscope.core.analyses.sweep_cells import prepare_sweep, sweep_cells
+from hookscope.core.analyses.sweep_metrics import make_metric
 from hookscope.core.plan import parse_intervention
 
 PROMPT = "text:the cat sat on the "

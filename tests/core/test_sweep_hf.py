@@ -4,8 +4,8 @@ every cell equals its single compare(), with one shared baseline and source forw
 import pytest
 
 from hookscope.core import Plan, compare, load_model, parse_input
-from hookscope.core.capture.sweep import sweep
-from hookscope.core.capture.sweep_metrics import make_metric
+from hookscope.core.analyses.sweep import sweep
+from hookscope.core.analyses.sweep_metrics import make_metric
 from hookscope.core.plan import parse_intervention
 
 pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")

@@ -7,8 +7,8 @@ import torch
 
 from hookscope.core import Plan, compare, load_model, parse_input
 from hookscope.core.base.errors import PlanError
-from hookscope.core.capture.sweep import sweep
-from hookscope.core.capture.sweep_metrics import METRICS, make_metric, normalised
+from hookscope.core.analyses.sweep import sweep
+from hookscope.core.analyses.sweep_metrics import METRICS, make_metric, normalised
 from hookscope.core.plan import parse_intervention
 from hookscope.core.views.detections import image_boxes
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hookscope.core import load_model
-from hookscope.core.capture.sweep import sweep
+from hookscope.core.analyses.sweep import sweep
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.capture.verdict import output_verdict
+from hookscope.core.engine.verdict import output_verdict
 
 LAYERS = ("conv1", "bn1", "conv2", "bn2", "fc", "relu1")
 

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Plan, compare
-from hookscope.core.capture.verdict import output_verdict
+from hookscope.core.engine.verdict import output_verdict
 
 
 class SelfChanging(nn.Module):

@@ -154,7 +154,7 @@ def test_pool_window_is_the_block_mean_of_the_crop():
 def test_the_spread_from_statistics_is_the_spread_from_every_value():
     # A panel passes its records' exact finite min/max instead of reading every
     # value again: the verdict and the log scale's knee must not change.
-    from hookscope.core.capture.stats import summarize
+    from hookscope.core.engine.stats import summarize
     from hookscope.core.views.wide_views import ValueSpread, largest_finite
 
     torch.manual_seed(8)

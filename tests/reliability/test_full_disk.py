@@ -62,7 +62,7 @@ def test_full_disk_leaves_no_partial_file_and_keeps_the_old_one(tmp_path):
 
 def test_exported_script_with_an_open_bound_runs_and_matches(tmp_path, capsys):
     from hookscope.core import Plan, compare, load_model, parse_input
-    from hookscope.core.capture.output_diff import flat_floats
+    from hookscope.core.engine.output_diff import flat_floats
 
     script = tmp_path / "repro.py"
     from hookscope.app.cli import main

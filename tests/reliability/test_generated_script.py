@@ -21,7 +21,7 @@ import pytest
 
 from hookscope.app.cli import main
 from hookscope.core import MeanAblate, Patch, Plan, compare, load_model, parse_input
-from hookscope.core.capture.output_diff import flat_floats
+from hookscope.core.engine.output_diff import flat_floats
 
 # Each breaks out of a '#' comment or a quoted string in its own way; short enough (with
 # ".npy") that an intervention's description quotes the whole name.

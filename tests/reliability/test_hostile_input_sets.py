@@ -24,7 +24,8 @@ from catalogue_files import png_header
 from hostile_files import torch_save_payload
 from hookscope.app.cli import main
 from hookscope.core import InputError, load_model
-from hookscope.core.dataset import ScanRequest, open_inputs, scan
+from hookscope.core.analyses import ScanRequest, scan
+from hookscope.core.dataset import open_inputs
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
 

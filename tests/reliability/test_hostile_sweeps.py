@@ -15,7 +15,7 @@ import pytest
 
 from hookscope.app.cli import main
 from hookscope.core import load_model
-from hookscope.core.capture import SweepResult, sweep
+from hookscope.core.analyses import SweepResult, sweep
 
 CNN = ["sweep", "demo:cnn"]
 LM = ["sweep", "demo:lm", "--input", "text:the cat sat on the "]

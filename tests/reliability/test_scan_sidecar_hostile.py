@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from hookscope.core import HookscopeError, Session, load_model
-from hookscope.core.dataset import ScanRequest, open_inputs, scan
+from hookscope.core.analyses import ScanRequest, scan
+from hookscope.core.dataset import open_inputs
 from hookscope.core.session import SIDECAR_SUFFIX, SavedScan, read_session_file
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"

@@ -12,7 +12,7 @@ from support.mouse_events import drag_line
 
 from hookscope.core import Plan, compare, load_model
 from hookscope.widgets.activation_panel import ActivationPanel
-from hookscope.widgets.views_by_shape import MAX_PIXELS, feature_grid, view_image, view_kind
+from hookscope.core.views import MAX_PIXELS, feature_grid, view_image, view_kind
 
 
 def _run(spec: str, capture, clamp=None, keep_tensors=True):

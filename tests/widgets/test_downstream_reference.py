@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from hookscope.core import Plan, Zero, compare, load_model
-from hookscope.core.capture.record_stats import reference_of
+from hookscope.core.engine.record_stats import reference_of
 from hookscope.widgets.activation_panel import ActivationPanel
 
 

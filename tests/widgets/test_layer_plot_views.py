@@ -9,7 +9,7 @@ import torch
 from PySide6.QtCore import QPointF
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
-from hookscope.core.capture.stats import summarize
+from hookscope.core.engine.stats import summarize
 from hookscope.widgets.layer_plot import LayerPlot
 
 

@@ -13,7 +13,7 @@ from support.mouse_events import hover, pick_view, view_to_viewport, wheel
 from PySide6.QtCore import Qt
 
 from hookscope.core import CaptureRecord, Plan, compare, load_model
-from hookscope.core.capture.stats import summarize
+from hookscope.core.engine.stats import summarize
 from hookscope.core.views.wide_views import signed_exp, signed_log, value_decades
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_plot import LayerPlot

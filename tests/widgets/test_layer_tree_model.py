@@ -7,7 +7,7 @@ import math
 import pytest
 from PySide6.QtCore import Qt
 
-from hookscope.core import Plan, load_model, module_tree, observe
+from hookscope.core import Clamp, Plan, load_model, module_tree, observe
 from hookscope.widgets.layer_tree_model import (COL_CALLS, COL_CAPTURE, COL_HI, COL_LAYER, COL_LO,
                                                 COL_PARAMS, COL_SHAPE, LayerTreeModel)
 
@@ -115,7 +115,7 @@ def test_editing_clamp_cells_sets_clamp(qtbot):
                                              (COL_HI, "nan", "must be a number")])
 def test_invalid_bound_is_refused(qtbot, col, value, words):
     model = LayerTreeModel(_tree("demo:cnn"))
-    model.set_clamp("conv1", 0, 1)
+    model.session.intervene("conv1", Clamp(0.0, 1.0))
     before = model.plan()
     with qtbot.waitSignal(model.errorOccurred) as sig, \
             qtbot.assertNotEmitted(model.planChanged):
@@ -142,7 +142,7 @@ def test_set_plan_is_silent_and_plan_round_trips(qtbot):
 def test_set_tree_keeps_state_for_known_paths():
     model = LayerTreeModel(_tree("demo:cnn"))
     model.set_capture("conv1", True)
-    model.set_clamp("fc", -1, 1)
+    model.session.intervene("fc", Clamp(-1.0, 1.0))
     model.set_tree(_tree("demo:cnn"))
     assert model.plan().capture == ("conv1",)
     model.set_tree(_tree("demo:features"))

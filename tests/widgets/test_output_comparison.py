@@ -8,7 +8,7 @@ import pytest
 from support.mouse_events import hover, view_to_viewport
 
 from hookscope.core import Plan, compare, load_model
-from hookscope.core.capture.output_diff import flat_floats
+from hookscope.core.engine.output_diff import flat_floats
 from hookscope.widgets.output_comparison import OutputComparison
 
 
@@ -62,7 +62,7 @@ def test_transformer_output_uses_lines(view):
 def test_identical_outputs_explained_from_the_captures():
     from hookscope.core import Plan, compare, load_model
     from hookscope.widgets.output_comparison import verdict
-    from hookscope.core.capture.output_diff import flat_array
+    from hookscope.core.engine.output_diff import flat_array
 
     lm = load_model("demo:cnn")
     m, x = lm.module, lm.example_input

@@ -17,7 +17,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from hookscope.core import CaptureRecord, HookscopeError, Plan, compare, load_model
-from hookscope.core.capture.stats import HIST_SAMPLE, summarize
+from hookscope.core.engine.stats import HIST_SAMPLE, summarize
 from hookscope.widgets.activation_panel import ActivationPanel
 from hookscope.widgets.layer_plot import LayerPlot
 

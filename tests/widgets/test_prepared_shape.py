@@ -12,7 +12,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from hookscope.core import Clamp, Session
-from hookscope.core.capture import reference_of
+from hookscope.core.engine import reference_of
 from hookscope.core.views.display import record_display
 from hookscope.widgets.layer_plot import LayerPlot
 from hookscope.widgets.view_worker import ViewWorker

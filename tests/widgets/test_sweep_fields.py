@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from hookscope.core import load_model
-from hookscope.core.capture.sweep_metrics import make_metric
+from hookscope.core.analyses.sweep_metrics import make_metric
 from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
 
 

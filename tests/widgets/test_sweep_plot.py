@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QFontMetrics
 from PySide6.QtTest import QTest
 
 from hookscope.core import load_model
-from hookscope.core.capture import SweepResult, sweep
+from hookscope.core.analyses import SweepResult, sweep
 from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot, short
 from support.mouse_events import hover
 

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from . import fast_slot
-from .hist_sample import HIST_SAMPLE, hist_sample, histogram_np
+from ..views.hist_sample import HIST_SAMPLE, hist_sample, histogram_np
 
 __all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
            "summarize"]

@@ -29,11 +29,11 @@ from ..base.errors import Cancelled, HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
 from ..model.module_walk import module_walk
 from ..plan.plan import LayerPlan, Plan
-from .forward_state import forward, restore, snapshot, to_device
-from .output_diff import output_change
-from .receipts import Receipt, Tally, receipts_for
-from .run import Baseline, compare, place_module, stop_points
-from .source_pass import source_groups, source_outputs
+from ..engine.forward_state import forward, restore, snapshot, to_device
+from ..engine.output_diff import output_change
+from ..engine.receipts import Receipt, Tally, receipts_for
+from ..engine.run import Baseline, compare, place_module, stop_points
+from ..engine.source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
                           leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget,
@@ -365,7 +365,7 @@ def _cell_sources(ctx: SweepContext, k: int) -> dict[str, list[Any]]:
 
 def _sources_cached(layers: dict[str, LayerPlan], base: Baseline) -> bool:
     """Whether ``base``'s source cache already holds every output these layers patch in."""
-    from .source_pass import _slot
+    from ..engine.source_pass import _slot
 
     for path, lp in layers.items():
         iv = lp.intervention

@@ -106,7 +106,7 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
             for path, lp in layers.items():
                 site = lp.head_site
                 if path in recorders and site is not None and site.recompute:
-                    from .heads_mha import MhaHeadsRecorder
+                    from ..plan.heads_mha import MhaHeadsRecorder
 
                     recorders[path] = MhaHeadsRecorder()  # its heads, computed again
                     handles.append(lp.module.register_forward_hook(recorders[path], with_kwargs=True))

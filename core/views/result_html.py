@@ -80,14 +80,14 @@ def captures_html(result: Any) -> str:
             + more)
 
 
-def result_html(result: Any) -> str:
-    """The whole view of ``result`` (a RunResult), see the module docstring."""
+def result_html(result: Any, verdict: str) -> str:
+    """The whole view of ``result`` (a RunResult) with its ``verdict`` in words, see the
+    module docstring."""
     from ..views.output_thumbnail import comparison_png
     from ..views.outputs import describe_outputs
-    from .verdict import output_verdict
 
     parts = [f"<p><b>Hookscope comparison</b> on {escape(str(result.device))}: "
-             f"{escape(output_verdict(result))}</p>"]
+             f"{escape(verdict)}</p>"]
     png = comparison_png(result.output_without, result.output_with, result.meaning)
     if png is not None:
         data = base64.b64encode(png).decode("ascii")

@@ -16,8 +16,8 @@ from torch import nn
 
 from ..base.nested import tensor_leaves
 from ..plan.plan import LayerPlan
-from .forward_state import restore, snapshot
-from .run import Baseline, _run_resolved, stop_points
+from ..engine.forward_state import restore, snapshot
+from ..engine.run import Baseline, _run_resolved, stop_points
 from .sweep_batch import leaf_bytes, row_target
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..demos.demo_models import clamp_demo, features_demo
 from ..plan.plan import Plan
-from .run import compare, run
-from .output_diff import flat_floats
+from ..engine.run import compare, run
+from ..engine.output_diff import flat_floats
 
 #: Exercise 1's layer and range.
 CLAMP_LAYER = "0"

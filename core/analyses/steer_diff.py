@@ -48,7 +48,7 @@ def parse_vector_option(text: str) -> tuple[str, str]:
 
 def layer_output(module: nn.Module, path: str, inputs: Any) -> torch.Tensor:
     """The first floating tensor leaf of layer ``path``'s first output on ``inputs``."""
-    from .forward_state import forward, own_copy
+    from ..engine.forward_state import forward, own_copy
 
     mods = dict(module.named_modules())
     if path not in mods:
@@ -100,7 +100,7 @@ def _prompts(path: Path) -> list[str]:
 def _side_mean(module: nn.Module, path: str, side: str, how: str, example: Any,
                codec: Any, device: torch.device | None) -> torch.Tensor:
     from ..model.inputs import parse_input
-    from .forward_state import to_device
+    from ..engine.forward_state import to_device
 
     side_path = Path(side.strip()).expanduser()
     specs = _prompts(side_path) if side_path.suffix == ".txt" else [side]

@@ -33,8 +33,8 @@ from ..base.user_text import spreadsheet_cell as _cell_text
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
-from .receipts import Receipt
-from .run import RunResult, compare
+from ..engine.receipts import Receipt
+from ..engine.run import RunResult, compare
 from .sweep_axes import DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_size
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,

@@ -98,7 +98,7 @@ def sae_features(module: nn.Module, inputs: Any, plan: Plan | None, layers: Any,
                  codec: Any = None) -> SaeReport:
     """Top features and reconstruction error of the SAE attached to each of ``layers``
     (one comparison for all of them)."""
-    from .run import compare
+    from ..engine.run import compare
 
     layers = (layers,) if isinstance(layers, str) else tuple(layers)
     saes = {}

@@ -18,7 +18,7 @@ import numpy as np
 from ..base.user_text import spreadsheet_cell as _cell_text
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
-from .input_sets import InputSet
+from ..dataset.input_sets import InputSet
 from .layer_accumulator import LayerAccumulator
 from .scan_parts import EffectRow, ScanPartial
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from .forward_state import forward, restore, snapshot
+from ..engine.forward_state import forward, restore, snapshot
 from ..base.nested import tensor_leaves
 from ..model.tree import TreeNode, module_tree
 

@@ -29,7 +29,7 @@ from ..model.dispatch import is_dispatched
 from ..model.learned import ModelMemory, memory_for
 from ..base.errors import Cancelled, ForwardError, HookscopeError
 from .forward_state import ForwardState, forward, own_copy, restore, snapshot, to_device
-from .capture_record import CaptureRecord, resolve_records
+from .capture_record import CaptureRecord
 from . import fast_slot
 from .hooks import HookSession
 from ..base.call_args import CallArgs, call_model
@@ -54,10 +54,6 @@ class _Captures:
         """Bytes held by the kept tensors (after and before interventions, and the baseline's)."""
         return sum(r.nbytes for recs in self.captures.values() for r in recs)
 
-    def resolve_stats(self) -> None:
-        """Compute every capture's statistics now (they are otherwise computed on first read)."""
-        resolve_records(self.captures)
-
 
 @dataclass
 class ForwardResult(_Captures):
@@ -70,7 +66,7 @@ class ForwardResult(_Captures):
     total_ms: float
     device: str
     recaptured: tuple[str, ...] = ()
-    #: The intervened layers' receipt counts (core/capture/receipts.py), by path.
+    #: The intervened layers' receipt counts (core/engine/receipts.py), by path.
     tallies: dict[str, Tally] = field(default_factory=dict, repr=False)
 
 
@@ -83,7 +79,7 @@ class Baseline:
     the ``captured`` layers, ``keep_tensors`` and whether stop points were in
     place are checked by :func:`compare`. ``captures`` are the baseline's own
     records of the captured layers; ``sources`` caches pre-pass outputs
-    (:mod:`~hookscope.core.capture.source_pass`) by source input, so a reused baseline
+    (:mod:`~hookscope.core.engine.source_pass`) by source input, so a reused baseline
     does not repeat a patch's source forward either.
     """
 
@@ -131,9 +127,9 @@ class RunResult(_Captures):
 
     def _repr_html_(self) -> str:
         """A notebook's view: verdict, captures without/with, top classes or next tokens."""
-        from .result_html import result_html
+        from ..views.result_html import result_html
 
-        return result_html(self)
+        return result_html(self, output_verdict(self))
 
     def to_dataframe(self) -> Any:
         """One row per captured layer call (pandas, which this needs, is optional)."""
@@ -141,7 +137,7 @@ class RunResult(_Captures):
 
         return result_dataframe(self)
 
-    #: ``{path: Receipt}``: what each intervention did in this run (core/capture/receipts.py).
+    #: ``{path: Receipt}``: what each intervention did in this run (core/engine/receipts.py).
     receipts: dict[str, Receipt] = field(default_factory=dict)
 
     @property
@@ -150,7 +146,7 @@ class RunResult(_Captures):
         return alarms(self.receipts)
 
     #: Views derived from the same model, input and plan, by name: ``"lens"``
-    #: (:class:`~hookscope.core.capture.logit_lens.LensResult`), ``"generation"``.
+    #: (:class:`~hookscope.core.analyses.logit_lens.LensResult`), ``"generation"``.
     extras: dict[str, Any] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict:

@@ -68,11 +68,11 @@ class _LayerHook:
         self.clone = clone
         self.calls = 0
         self.sources = sources  # this layer's outputs on the pre-pass input, per call
-        # The intervention's receipt counts (core/capture/receipts.py); capture-only hooks have none.
+        # The intervention's receipt counts (core/engine/receipts.py); capture-only hooks have none.
         self.tally = session.tallies.get(lp.path) if lp.intervention is not None else None
         site = lp.head_site
         # Heads picked at the output projection's input: a pre-hook there applies it
-        # (core/capture/head_hooks.py); this hook only captures.
+        # (core/engine/head_hooks.py); this hook only captures.
         self.here = site is None or (site.projection is None and not site.recompute)
         self.n_heads = None if site is None else site.n_heads
 
@@ -126,7 +126,7 @@ class HookSession:
         self.baseline = baseline or {}
         self._handles = self._arming()
         self._hooks: dict[str, _LayerHook] = {}
-        #: Receipt counts of every intervened layer (core/capture/receipts.py), filled by the hooks.
+        #: Receipt counts of every intervened layer (core/engine/receipts.py), filled by the hooks.
         self.tallies = {p: Tally() for p, lp in layers.items() if lp.intervention is not None}
         self._pending: list[Any] = []  # one _Pending per captured call (a subclass adds its own kinds)
         self._nested = False  # some capture has more than one tensor leaf

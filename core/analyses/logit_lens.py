@@ -230,7 +230,7 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     One comparison (:func:`~hookscope.core.compare`) keeps each block's output
     in both forwards; the final norm and unembedding are then applied to each.
     """
-    from .run import compare
+    from ..engine.run import compare
 
     lh = head if isinstance(head, LensHead) else find_lens_head(module, head)
     result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,

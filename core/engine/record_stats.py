@@ -9,7 +9,7 @@ change against its baseline. What fraction of the values an intervention
 changed is counted here for every kind (``pre != post``, NaN equal to NaN),
 so nothing depends on which kind it was.
 
-Like :mod:`hookscope.core.capture.stats`, work on an accelerator stays on the device
+Like :mod:`hookscope.core.engine.stats`, work on an accelerator stays on the device
 (0-d tensors) until the forward's one transfer; on the CPU it reads back at once.
 """
 

@@ -28,8 +28,8 @@ from ..base.errors import HookscopeError
 from ..base.nested import map_tensors, map_tensors_keyed, tensor_leaves
 from ..plan.intervention_base import Intervention, InterventionContext
 from ..plan.plan import LayerPlan
-from .hook_handles import HandleStack
-from .receipts import Tally
+from ..engine.hook_handles import HandleStack
+from ..engine.receipts import Tally
 
 #: Rows one batched forward holds at most, unless the caller says otherwise.
 DEFAULT_MAX_ROWS = 32

@@ -31,7 +31,7 @@ class _HeadHook:
         self.n_heads = lp.head_site.n_heads
         self.sources = sources
         self.calls = 0
-        self.tally = tally  # the layer's receipt counts (core/capture/receipts.py)
+        self.tally = tally  # the layer's receipt counts (core/engine/receipts.py)
 
     def __call__(self, module: nn.Module, args: Any) -> Any:
         if not args:
@@ -52,7 +52,7 @@ def add_head_hook(hooks: Arming, lp: Any, sources: list[Any] | None, tally: Any 
     layer's capture hook). ``tally`` counts what the heads' change did, for the receipt."""
     site = lp.head_site
     if site.recompute:
-        from .heads_mha import MhaHeadHook
+        from ..plan.heads_mha import MhaHeadHook
 
         hooks.keep(lp.module.register_forward_hook(
             MhaHeadHook(lp.path, lp.intervention, site.n_heads, sources, tally),

@@ -67,7 +67,7 @@ class MhaHeadHook:
         self.path, self.intervention, self.n_heads = path, intervention, n_heads
         self.sources = sources
         self.calls = 0
-        self.tally = tally  # the layer's receipt counts (core/capture/receipts.py)
+        self.tally = tally  # the layer's receipt counts (core/engine/receipts.py)
 
     def __call__(self, module: nn.Module, args: Any, kwargs: dict, output: Any) -> Any:
         call = self.calls

@@ -144,8 +144,8 @@ def generate(module: nn.Module, inputs: Any, plan: Plan | None, meaning: OutputM
              device: str = "cpu", temperature: float = 0.0, seed: int = 0, top_k: int = 5,
              should_stop: Callable[[], bool] | None = None) -> Generation:
     """``n`` tokens after the prompt in ``inputs``, without and with ``plan``'s interventions."""
-    from .forward_state import forward, to_device
-    from .run import place_module, run
+    from ..engine.forward_state import forward, to_device
+    from ..engine.run import place_module, run
     from ..base.devices import resolve_device
 
     GenerateRequest(n, temperature, seed, top_k)  # the same checks as a request

@@ -27,7 +27,7 @@ from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning, score_leaf
 from ..base.nested import tensor_leaves
 from ..views.detections import as_torchvision
-from .output_diff import output_difference
+from ..engine.output_diff import output_difference
 
 METRICS = ("logit-diff:A,B", "logit:T", "prob:T", "kl", "top-changed", "max-abs-diff",
            "box-count[:MIN_SCORE]", "top-score[:LABEL]")

@@ -36,14 +36,15 @@ from ..base.devices import resolve_device
 from ..base.errors import Cancelled, InputError, PlanError
 from ..base.meaning import CLASSES, TOKENS, OutputMeaning
 from ..base.nested import map_tensors, tensor_leaves
-from ..capture.forward_state import to_device
-from ..capture.run import place_module, run
-from ..capture.sweep_metrics import Metric, make_metric, scores
+from ..engine.forward_state import to_device
+from ..engine.run import place_module, run
+from .sweep_metrics import Metric, make_metric, scores
 from ..plan.intervention_registry import parse_intervention
 from ..plan.plan import Plan
-from .input_sets import InputSet
+from ..dataset.input_sets import InputSet
 from .layer_accumulator import LayerAccumulator
 from .scan_parts import EffectRow, ScanPartial, finite
+from .scan_result import ScanResult, finish
 
 DEFAULT_BUDGET = 256 << 20
 LABEL_METRICS = ("prob:label", "logit:label")
@@ -342,11 +343,10 @@ def shards(n: int, shard_size: int) -> list[list[int]]:
 
 def scan(model: Any, request: ScanRequest, *,
          progress: Callable[[int, int, float | None], None] | None = None,
-         should_stop: Callable[[], bool] | None = None, shard_size: int = 1024) -> Any:
+         should_stop: Callable[[], bool] | None = None, shard_size: int = 1024) -> ScanResult:
     """Scan every input of ``request`` on ``model`` here: a
     :class:`~.scan_result.ScanResult`. ``progress(done, total, eta_s)`` after each batch
     (``eta_s`` ``None`` until one batch has run)."""
-    from .scan_result import finish
 
     lm = _loaded(model)
     total = request.size()
@@ -389,7 +389,7 @@ class ScanJob:
     name = "scan"
 
     def compute(self, module: nn.Module, inputs: Any, plan: Any, device: str,
-                meaning: OutputMeaning, should_stop: Any = None) -> Any:
+                meaning: OutputMeaning, should_stop: Any = None) -> ScanResult:
         import dataclasses
 
         req = dataclasses.replace(self.request, device=device)

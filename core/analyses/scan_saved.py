@@ -19,7 +19,7 @@ import numpy as np
 
 from ..base.errors import HookscopeError, InputError
 from ..base.meaning import OutputMeaning
-from .input_sets import InputSet
+from ..dataset.input_sets import InputSet
 from .scan_parts import EffectRow
 from .scan_result import LayerSummary, ScanResult
 

@@ -1,0 +1,20 @@
+"""The engine: what one run needs. Hooks and their handles, CaptureRecord, statistics,
+run/compare, output difference, receipts, verdict, capture budget, forward state and
+the source pass of a patch. It is complete and correct on its own (the reference path);
+the speed-ups of hookscope.core.fast plug in through :mod:`.fast_slot`, and
+``HOOKSCOPE_FAST=0`` switches them off. The analyses built on runs (sweep, lens,
+generation, SAE features, steering vectors, scans) live a floor above, in
+:mod:`hookscope.core.analyses`.
+
+This file is the floor's face: widgets/ and app/ import these names from
+here, never from a module inside (tests/test_floors.py checks it).
+"""
+
+from .capture_budget import fit_plan_to_budget
+from .fast_slot import FAST_ENV
+from .output_diff import flat_array, flat_floats
+from .record_stats import reference_of
+from .verdict import output_verdict
+
+__all__ = ["FAST_ENV", "fit_plan_to_budget", "flat_array", "flat_floats", "output_verdict",
+           "reference_of"]
