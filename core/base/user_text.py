@@ -29,6 +29,18 @@ def escape_controls(text: str) -> str:
     return "".join(out)
 
 
+#: typed text starting so ends in a prompt, whose trailing spaces are tokens
+PROMPT_PREFIXES = ("text:", "diff:", "diffmean:")
+
+
+def typed_text(text: str) -> str:
+    """A value a person typed (a field, an option, a session entry) as they meant it: the
+    spaces before it removed, and those after it unless it ends in a prompt (``text:...``,
+    or a ``diff:A|B`` vector spec): a prompt's trailing spaces are tokens."""
+    t = text.lstrip()
+    return t if t.startswith(PROMPT_PREFIXES) else t.rstrip()
+
+
 def shorten(text: str, limit: int = 160) -> str:
     """``text`` cut in the middle to about ``limit`` characters, saying how long it was."""
     if len(text) <= limit:

@@ -38,12 +38,20 @@ MAX_PROMPTS = 1000
 
 
 def parse_vector_option(text: str) -> tuple[str, str]:
-    """``'NAME=SPEC'`` (``--vector``) -> ``(name, spec)``."""
+    """``'NAME=SPEC'`` (``--vector``) -> ``(name, spec)``. A ``diff:`` spec keeps its
+    trailing spaces: they belong to input B's prompt and are tokens."""
     name, sep, spec = text.partition("=")
     if not sep or not name.strip() or not spec.strip():
         raise PlanError(f"--vector {text!r}: write NAME=diff:INPUT_A|INPUT_B or NAME=FILE "
                         "(.pt, .safetensors, .npy)")
-    return name.strip(), spec.strip()
+    return name.strip(), vector_spec_text(spec)
+
+
+def vector_spec_text(spec: str) -> str:
+    """A vector spec as typed, with only what cannot be part of it removed: the spaces
+    before it, and after it unless it is a ``diff:`` spec (whose last prompt they end)."""
+    spec = spec.lstrip()
+    return spec if is_diff_spec(spec) else spec.rstrip()
 
 
 def layer_output(module: nn.Module, path: str, inputs: Any) -> torch.Tensor:

@@ -39,7 +39,8 @@ def _as_vector(kind: str, v: Any) -> SteeringVector | str:
         if not v.strip():
             raise PlanError(f"{kind} needs a vector: {kind}:NAME with --vector NAME=..., or a "
                             "SteeringVector in Python")
-        return v.strip()
+        v = v.lstrip()  # a diff: spec's trailing spaces end its last prompt: they are tokens
+        return v if v.startswith(("diff:", "diffmean:")) else v.rstrip()
     if isinstance(v, dict):
         return SteeringVector.from_dict(v)
     if isinstance(v, torch.Tensor):
