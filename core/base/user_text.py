@@ -29,16 +29,13 @@ def escape_controls(text: str) -> str:
     return "".join(out)
 
 
-#: typed text starting so ends in a prompt, whose trailing spaces are tokens
-PROMPT_PREFIXES = ("text:", "diff:", "diffmean:")
-
-
 def typed_text(text: str) -> str:
     """A value a person typed (a field, an option, a session entry) as they meant it: the
-    spaces before it removed, and those after it unless it ends in a prompt (``text:...``,
-    or a ``diff:A|B`` vector spec): a prompt's trailing spaces are tokens."""
+    spaces before it removed, and those after it unless it holds a prompt. A ``text:``
+    prompt is always the last thing in what holds it (``text:...``, ``patch:text:...``,
+    ``diff:text:A|text:B``), and its trailing spaces are tokens."""
     t = text.lstrip()
-    return t if t.startswith(PROMPT_PREFIXES) else t.rstrip()
+    return t if "text:" in t else t.rstrip()
 
 
 def shorten(text: str, limit: int = 160) -> str:

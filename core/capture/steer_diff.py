@@ -29,7 +29,7 @@ from ..base.nested import tensor_leaves
 from ..plan.plan import Plan
 from ..base.regular_file import read_regular
 from ..plan.steer_vector import VECTOR_SUFFIXES, SteeringVector, load_vector_file
-from ..base.user_text import shown
+from ..base.user_text import shown, typed_text
 
 DIFF_PREFIXES = {"diff:": "last", "diffmean:": "mean"}
 #: A prompt-set file: at most this many bytes and prompts.
@@ -44,14 +44,7 @@ def parse_vector_option(text: str) -> tuple[str, str]:
     if not sep or not name.strip() or not spec.strip():
         raise PlanError(f"--vector {text!r}: write NAME=diff:INPUT_A|INPUT_B or NAME=FILE "
                         "(.pt, .safetensors, .npy)")
-    return name.strip(), vector_spec_text(spec)
-
-
-def vector_spec_text(spec: str) -> str:
-    """A vector spec as typed, with only what cannot be part of it removed: the spaces
-    before it, and after it unless it is a ``diff:`` spec (whose last prompt they end)."""
-    spec = spec.lstrip()
-    return spec if is_diff_spec(spec) else spec.rstrip()
+    return name.strip(), typed_text(spec)
 
 
 def layer_output(module: nn.Module, path: str, inputs: Any) -> torch.Tensor:
@@ -111,7 +104,8 @@ def _side_mean(module: nn.Module, path: str, side: str, how: str, example: Any,
     from .forward_state import to_device
 
     side_path = Path(side.strip()).expanduser()
-    specs = _prompts(side_path) if side_path.suffix == ".txt" else [side]
+    prompt = side.lstrip().startswith("text:")  # "text:see notes.txt" is a prompt, not a file
+    specs = _prompts(side_path) if side_path.suffix == ".txt" and not prompt else [side]
     vectors = []
     for spec in specs:
         x = parse_input(spec, example, codec)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Mapping
 import torch
 
 from ..base.errors import PlanError
+from ..base.user_text import typed_text
 from .intervention_base import Intervention, InterventionContext
 from .param_values import check_number, param, py_literal
 from .leaf_functions import add_leaf, project_leaf
@@ -39,8 +40,7 @@ def _as_vector(kind: str, v: Any) -> SteeringVector | str:
         if not v.strip():
             raise PlanError(f"{kind} needs a vector: {kind}:NAME with --vector NAME=..., or a "
                             "SteeringVector in Python")
-        v = v.lstrip()  # a diff: spec's trailing spaces end its last prompt: they are tokens
-        return v if v.startswith(("diff:", "diffmean:")) else v.rstrip()
+        return typed_text(v)  # a diff: spec's trailing spaces end its last prompt: tokens
     if isinstance(v, dict):
         return SteeringVector.from_dict(v)
     if isinstance(v, torch.Tensor):
