@@ -2,7 +2,7 @@
 the SAE attached to the layer (:func:`~hookscope.core.model.sae.attach_sae`).
 
 The layer's output ``x`` is encoded to features ``f``; the edit gives ``f'``;
-the output becomes ``x + (f' - f) @ W_dec``, which is ``decode(f') + (x -
+the output becomes ``x + decode(f') - decode(f)`` (``decode_change``), which is ``decode(f') + (x -
 decode(f))``: the edited reconstruction with the SAE's reconstruction error
 added back. Written as a difference, an edit that changes no feature leaves the
 output exactly as it was (bit for bit), and only what the edit changed moves.
@@ -73,8 +73,7 @@ class SaeEdit(Intervention):
         if not self.features:
             return t
         f = sae.encode(t)
-        delta = (self.edit(f) - f) @ sae.W_dec.to(device=t.device, dtype=torch.float32)
-        return (t.float() + delta).to(t.dtype)
+        return (t.float() + sae.decode_change(f, self.edit(f), t)).to(t.dtype)
 
     @classmethod
     def parse(cls, args: str) -> "Intervention":
