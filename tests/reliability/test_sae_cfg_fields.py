@@ -207,13 +207,22 @@ def test_a_scaling_factor_tensor_is_refused(tmp_path, capsys):
     assert err.count("\n") == 1 and "scaling_factor" in err, err
 
 
-def test_a_folder_saved_by_saelens_itself_reads_as_saelens_reads_it(tmp_path):
+@pytest.mark.parametrize("name", list(READ))
+def test_a_folder_saved_by_saelens_itself_reads_as_saelens_reads_it(tmp_path, name):
+    """The same fields, the folder written by SAELens's own ``save_model`` and read back by
+    its ``load_from_disk``: encode and decode agree (skipped where sae_lens is not installed)."""
     sae_lens = pytest.importorskip("sae_lens")
+    from sae_lens.saes.jumprelu_sae import JumpReLUSAE, JumpReLUSAEConfig
+    from sae_lens.saes.standard_sae import StandardSAE, StandardSAEConfig
     from sae_lens.saes.topk_sae import TopKSAE, TopKSAEConfig
 
-    made = TopKSAE(TopKSAEConfig(d_in=D_IN, d_sae=D_SAE, k=5, rescale_acts_by_decoder_norm=True))
+    cfg = {k: v for k, v in READ[name].items() if k != "sae_lens_version"}
+    arch = cfg.pop("architecture")
+    cls, cfg_cls = {"topk": (TopKSAE, TopKSAEConfig), "standard": (StandardSAE, StandardSAEConfig),
+                    "jumprelu": (JumpReLUSAE, JumpReLUSAEConfig)}[arch]
+    made = cls(cfg_cls(d_in=D_IN, d_sae=D_SAE, **cfg))
     with torch.no_grad():
-        for n, t in state_dict("topk").items():
+        for n, t in state_dict(arch).items():
             getattr(made, n).copy_(t)
     made.save_model(tmp_path / "made")
     theirs = sae_lens.SAE.load_from_disk(tmp_path / "made")
