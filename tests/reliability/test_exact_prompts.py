@@ -175,3 +175,46 @@ def test_sweep_dock_template_keeps_its_prompt(make_window, qtbot):
     source = output_of(lm.module, ids(A))
     want = (with_hook(lm.module, x, lambda o: source.clone()) - with_hook(lm.module, x, lambda o: o))
     assert got.values.reshape(-1)[0] == pytest.approx(want.abs().max().item(), rel=1e-4)
+
+
+def test_cell_editor_patch_source_keeps_its_trailing_space(make_window, qtbot, capsys):
+    """The tree's Intervention cell: ``@pos=-1`` puts the source's last token (its trailing
+    space) into the target's last token, as ``--intervene 'blocks.0=patch:text:...@pos=-1'``
+    does."""
+    from hookscope.widgets.intervention_editor import InterventionEditor
+    from hookscope.widgets.layer_tree_model import COL_INTERVENTION
+
+    win = make_window(["demo:lm", "--input", PROMPT, "--live"])
+    _wait_idle(qtbot, win)
+    view, model = win.tree.view, win.tree.model
+    idx = win.tree.proxy.mapFromSource(model.index_for_path(LAYER, COL_INTERVENTION))
+    view.scrollTo(idx)
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(idx).center())
+    qtbot.keyClick(view, Qt.Key.Key_F2)
+    qtbot.waitUntil(lambda: view.findChild(InterventionEditor) is not None)
+    editor = view.findChild(InterventionEditor)
+    qtbot.keyClicks(editor.kind_combo, "patch")
+    source = editor.findChild(QLineEdit, "param_source_input")
+    at = editor.findChild(QLineEdit, "param_at")
+    qtbot.mouseClick(at, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(at, "@pos=-1")
+    qtbot.mouseClick(source, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(source, f"text:{A}")
+    qtbot.keyClick(source, Qt.Key.Key_Return)
+    r = _wait_idle(qtbot, win, lambda r: isinstance(r.plan.intervention_for(LAYER), Patch))
+    assert r.plan.intervention_for(LAYER).source_input == f"text:{A}"
+    lm = load_model("demo:lm")
+    src = output_of(lm.module, ids(A))
+
+    def patch_last(o):
+        o = o.clone()
+        o[:, -1] = src[:, -1]  # the source's last token is its trailing space
+        return o
+
+    want = with_hook(lm.module, ids(PROMPT.removeprefix("text:")), patch_last)
+    assert torch.allclose(r.output_with, want, **TOL)
+    capsys.readouterr()
+    assert main(["run", "demo:lm", "--input", PROMPT, "--intervene",
+                 f"{LAYER}=patch:text:{A}@pos=-1", "--json"]) == 0  # the CLI patches the same
+    assert json.loads(capsys.readouterr().out)["max_abs_diff"] == pytest.approx(
+        (r.output_with - r.output_without).abs().max().item(), rel=1e-5)
