@@ -265,6 +265,17 @@ def _old_topk(cfg: dict) -> str | None:
     return None
 
 
+def _before_6(cfg: dict) -> bool:
+    """Whether ``cfg`` was written by SAELens before 6.0 (or says no version)."""
+    meta = cfg.get("metadata")
+    version = cfg.get("sae_lens_version") or (meta.get("sae_lens_version")
+                                              if isinstance(meta, dict) else None)
+    try:
+        return int(str(version).split(".")[0]) < 6
+    except ValueError:
+        return True
+
+
 def _flag(cfg: dict, key: str, default: bool, folder: Path) -> bool:
     v = cfg.get(key, default)
     if not isinstance(v, bool):
@@ -297,7 +308,10 @@ def _arithmetic(cfg: dict, arch: str, folder: Path) -> tuple[str, int | None, di
                        "the folder does not hold; fold them into the weights (SAELens's "
                        "fold_activation_norm_scaling_factor or fold_activation_whitening) and "
                        f"save again, or use one of {', '.join(NORMALISATIONS)}")
-    reshape = cfg.get("reshape_activations", "none")
+    reshape = cfg.get("reshape_activations")
+    hook = str(cfg.get("hook_name", cfg.get("hook_point", "")))
+    if reshape is None and "hook_z" in hook and _before_6(cfg):
+        reshape = "hook_z"  # SAELens reads a pre-6.0 hook_z SAE's heads flattened
     if reshape not in (None, "none"):
         raise SaeError(f"{where}: reshape_activations {shown(repr(reshape))} (heads flattened "
                        "into one axis) is not supported; attach an SAE that reads the layer's "

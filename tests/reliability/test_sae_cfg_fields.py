@@ -181,6 +181,7 @@ REFUSED = {
                              "normalize_activations"),
     "hook_z": ({**V6, "architecture": "standard", "reshape_activations": "hook_z"},
                "reshape_activations"),
+    "pre-6 hook_z by its hook name": ({"hook_name": "blocks.0.attn.hook_z"}, "reshape_activations"),
     "finetuning scale": ({"finetuning_scaling_factor": True}, "finetuning_scaling_factor"),
     "another activation": ({"activation_fn_str": "tanh"}, "activation_fn"),
     "b_dec flag as text": ({**V6, "architecture": "standard", "apply_b_dec_to_input": "false"},
