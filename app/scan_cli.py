@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hookscope.core import HookscopeError, PlanError, load_model
+from hookscope.core import HookscopeError, Plan, PlanError, load_model
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
                                  refuse_overwrite, write_text)
 from hookscope.core.base import json_safe
@@ -105,7 +105,8 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     if ns.csv:
         if not is_dir(Path(ns.csv).expanduser().parent):
             raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
-        reads = files_read(ns.spec, ns.weights, [ns.inputs, ns.source_input], ns.labels)
+        reads = files_read(ns.spec, ns.weights, [ns.inputs, ns.source_input], ns.labels,
+                           plan=Plan(interventions=intervene))
         refuse_overwrite([("--csv", ns.csv)], reads)
     inputs = open_inputs(ns.inputs)
     check_ray_options(ns)

@@ -18,6 +18,8 @@ from PySide6.QtWidgets import QFileDialog
 
 from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.base import files_read, refuse_overwrite, write_text
+
+from .export_actions import files_the_session_reads
 from hookscope.core.dataset import InputSet, ScanJob, ScanRequest, ScanResult, open_inputs
 from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
@@ -137,8 +139,8 @@ class ScanTool:
             return False
         s = self.win.session
         try:
-            reads = files_read(s.model.spec if s.model is not None else None, None,
-                               [self.result.inputs.source, s.input_text], s.labels)
+            reads = files_read(inputs=[self.result.inputs.source],
+                               into=files_the_session_reads(s))
             refuse_overwrite([("the CSV", str(path))], reads, "the window")
             write_text(path, self.result.to_csv())
         except HookscopeError as exc:

@@ -14,15 +14,17 @@ from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
 from .output_diff import flat_array, flat_floats
 from .record_stats import reference_of
 from .sae_features import SaeFeatures, SaeReport, SaeRequest
-from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size
+from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size, template_plan
 from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
 from .sweep_metrics import METRICS
-from .steer_diff import is_file_spec, parse_vector_option, resolve_vectors, with_built_vectors
+from .steer_diff import (is_file_spec, parse_vector_option, resolve_vectors, vector_spec_files,
+                         with_built_vectors)
 from .verdict import output_verdict
 
 __all__ = ["FAST_ENV", "DEFAULT_MAX_CELLS", "METRICS", "SweepRequest", "SweepResult", "sweep", "sweep_size",
+           "template_plan",
            "CellValue", "SweepContext", "prepare_sweep", "sweep_cells", "sweep_result", "Continuation", "GenerateRequest", "Generation", "LensRequest", "LensResult",
            "SaeFeatures", "SaeReport", "SaeRequest", "find_lens_head", "fit_plan_to_budget",
            "flat_array", "flat_floats", "is_file_spec", "output_verdict", "parse_vector_option",
-           "reference_of", "resolve_vectors", "target_id", "with_built_vectors"]
+           "reference_of", "resolve_vectors", "vector_spec_files", "target_id", "with_built_vectors"]
