@@ -20,7 +20,7 @@ from hookscope.core import HookscopeError, Plan, resolve_device
 
 from hookscope.core.model import CodeTrust, CodeTrustError
 from hookscope.core.session import read_session_file
-from hookscope.core.base import one_line
+from hookscope.core.base import ReadFiles, one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
@@ -98,6 +98,7 @@ def create_window(argv: list[str]):
 
     ns = build_parser().parse_args(list(argv))
     errors: list[str] = []
+    reads = ReadFiles("the open model")  # the vector files read here, before the session is
     try:
         opts = model_options(ns)
         wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
@@ -105,8 +106,9 @@ def create_window(argv: list[str]):
         if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
             from hookscope.core.capture import resolve_vectors
 
-            plan = replace(plan, interventions=resolve_vectors(
-                None, plan.interventions, opts.vectors))
+            with reads.recording():
+                plan = replace(plan, interventions=resolve_vectors(
+                    None, plan.interventions, opts.vectors))
         stats_only = opts.stats_only
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan
         errors.append(str(exc))
@@ -119,6 +121,7 @@ def create_window(argv: list[str]):
     except HookscopeError as exc:  # Ray missing or not answering: the local runner, and say so
         errors.append(f"{exc}; running locally instead")
     win = MainWindow(stats_only=stats_only, runner_factory=factory)
+    win.session.read_files.update(reads)
     spec = ns.spec or DEFAULT_SPEC
     if plan is None:
         plan = default_plan(spec)

@@ -65,7 +65,10 @@ class ReadFiles:
         st = st or _stat(p)
         if st is None:
             return
-        table = self._folders if stat.S_ISDIR(st.st_mode) else self._files
+        table = self._files
+        if stat.S_ISDIR(st.st_mode):  # a folder read as a whole: an input set, a model folder
+            table, what = self._folders, what.removesuffix(" file") + (
+                " folder" if what.endswith(" file") else "")
         key = (st.st_dev, st.st_ino)
         if replace or key not in table:
             table[key] = (what, p)
