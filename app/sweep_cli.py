@@ -218,7 +218,7 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
         name_classes(lm, ns.labels)
     x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
     try:  # the templates' own sources (patch:src.npy), declared before anything runs
-        first = template_plan(lm.module, x, over, intervene)
+        first = template_plan(lm.module, x, over, intervene, ns.max_cells)
     except HookscopeError:
         first = None  # refused with its reason by sweep_size below
     _refuse_outputs(ns, over, files_read(plan=first, more=_vector_files(ns)))

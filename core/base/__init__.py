@@ -13,9 +13,9 @@ from .meaning import CLASSES, DETECTIONS, GENERIC, OutputMeaning, TOKENS
 from .nested import tensor_leaves
 from .own_inputs import files_read, refuse_overwrite
 from .read_files import ReadFiles
-from .user_text import escape_controls, is_dir, one_line
+from .user_text import escape_controls, is_digits, is_dir, one_line
 
 __all__ = ["CLASSES", "DETECTIONS", "DeviceError", "DeviceInfo", "ForwardError", "GENERIC",
            "OutputMeaning", "ReadFiles", "TOKENS", "atomic_write", "available_devices", "escape_controls",
-           "files_read", "is_dir", "one_line", "refuse_overwrite", "tensor_leaves", "write_bytes",
+           "files_read", "is_digits", "is_dir", "one_line", "refuse_overwrite", "tensor_leaves", "write_bytes",
            "write_text"]
