@@ -197,7 +197,8 @@ def wait_idle(win, timeout_s: float = 300.0) -> bool:
 
 def save_screenshot(win, path: str, timeout_s: float = 300.0,
                     size: tuple[int, int] = SCREENSHOT_SIZE) -> int:
-    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error)."""
+    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error). An
+    intervention alarm is drawn in the picture's banner and said as a note on stderr (0)."""
     from PySide6.QtWidgets import QApplication
 
     from .layout import arrange_docks
@@ -224,6 +225,8 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
     print(one_line(path))
+    if win.alarm_text():  # news about the plan, drawn in the picture's banner: not a failure
+        print(f"hookscope: note: {one_line(win.alarm_text())}", file=sys.stderr)
     return 0
 
 
