@@ -82,6 +82,7 @@ class ScanTool:
         """Open the input set at ``path`` (shown in the Scan dock); whether it opened."""
         try:
             self.inputs = open_inputs(str(path))
+            self.win.session.read_files.add("the input file", path)  # no export replaces it
         except HookscopeError as exc:
             self.win.show_error(str(exc))
             return False

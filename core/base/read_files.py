@@ -47,6 +47,9 @@ class ReadFiles:
         self.reader = reader
         self._files: dict[Identity, tuple[str, Path]] = {}
         self._folders: dict[Identity, tuple[str, Path]] = {}
+        #: parent folder -> whether a recorded folder holds it (a scan of a million images
+        #: in a recorded input folder stores the folder once, not each image)
+        self._covered: dict[str, bool] = {}
 
     # -- filling ---------------------------------------------------------------------------
     def add(self, what: str, path: Any) -> None:
@@ -55,8 +58,20 @@ class ReadFiles:
         self._put(what, path, replace=True)
 
     def opened(self, what: str, path: Any, st: os.stat_result | None = None) -> None:
-        """Record a file an opener opened (``st``: its ``fstat``), unless already named."""
+        """Record a file an opener opened (``st``: its ``fstat``), unless already named or
+        inside a recorded folder (which counts it already)."""
+        if isinstance(path, (str, Path)) and self._folders and self._in_folder(user_path(path)):
+            return
         self._put(what, path, replace=False, st=st)
+
+    def _in_folder(self, path: Path) -> bool:
+        parent = os.path.dirname(os.path.abspath(path))
+        hit = self._covered.get(parent)
+        if hit is None:
+            ids = (_stat(Path(q)) for q in (parent, *map(str, Path(parent).parents)))
+            hit = any(st is not None and (st.st_dev, st.st_ino) in self._folders for st in ids)
+            self._covered[parent] = hit
+        return hit
 
     def _put(self, what: str, path: Any, replace: bool, st: os.stat_result | None = None) -> None:
         if not isinstance(path, (str, Path)) or not str(path).strip():
@@ -69,6 +84,7 @@ class ReadFiles:
         if stat.S_ISDIR(st.st_mode):  # a folder read as a whole: an input set, a model folder
             table, what = self._folders, what.removesuffix(" file") + (
                 " folder" if what.endswith(" file") else "")
+            self._covered.clear()  # a new folder may hold parents looked up before
         key = (st.st_dev, st.st_ino)
         if replace or key not in table:
             table[key] = (what, p)
@@ -79,6 +95,7 @@ class ReadFiles:
             self._files.setdefault(key, value)
         for key, value in other._folders.items():
             self._folders.setdefault(key, value)
+        self._covered.clear()
 
     @contextmanager
     def recording(self) -> Iterator["ReadFiles"]:

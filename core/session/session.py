@@ -440,6 +440,11 @@ class Session:
         :func:`~hookscope.core.dataset.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
+        from ..dataset.input_sets import InputSet
+
+        # the input set counted as read once (a folder: not each of its files as it is read)
+        self.read_files.add("the input file", inputs.source if isinstance(inputs, InputSet)
+                            else inputs)
         job = DerivedViews.scan(inputs, capture, intervene, metric, self.current_plan(),
                                 self.device, top_k, limit, budget_bytes, progress)
         result = self._run_derived(job, timeout_s)
