@@ -231,6 +231,11 @@ class MainWindow(QMainWindow):
     def cancel_pending(self) -> bool:
         return self.session.cancel()
 
+    def refuse_output(self, what: str, path: str | Path) -> None:
+        """Refuse (a HookscopeError) writing ``path`` over a file the open session reads: a
+        plot's own export asks here (:mod:`hookscope.widgets.output_guard`)."""
+        files.files_the_session_reads(self.session).refuse([(what, path)])
+
     def error_text(self) -> str:
         """The error the banner shows ("" when it shows none, or an alarm)."""
         return self.banner.text() if self.banner.kind() == ERROR else ""

@@ -158,6 +158,14 @@ def test_the_window_never_exports_over_a_file_its_session_read(make_window, qtbo
     assert "would overwrite the vector file the open model reads" in win.error_text()
     assert export_captures(win.session, win.ui, "sae/sae_weights.safetensors") is None
     assert "would overwrite the SAE" in win.error_text()
+    # a plot's own export (its context menu) asks the window that holds it
+    from hookscope.core import HookscopeError
+    from hookscope.widgets.output_guard import refuse_output
+
+    plot = next(iter(win.panel.panels().values())).view_tools.widget
+    with pytest.raises(HookscopeError, match="the plot 'vec.npy' would overwrite the vector file"):
+        refuse_output(plot, "the plot", "vec.npy")
+    refuse_output(plot, "the plot", "view.png")  # a new file: fine
     assert {name: Path(name).read_bytes() for name in before} == before
     assert export_captures(win.session, win.ui, "caps.npz") is not None  # still usable
 
