@@ -72,9 +72,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     # before the model loads or anything runs: an output that would replace an input named
     # on the command line (a diff: vector runs forwards as it is built)
     check_output_paths(ns)
-    refuse_overwriting_inputs(ns, files_read(opts.spec, opts.weights, [opts.input], opts.labels,
-                                             plan=opts.plan(), more=[*vector_files(opts),
-                                                                     *sae_folders(ns)]))
+    refuse_overwriting_inputs(ns, files_of_run(ns, opts, opts.plan()))
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
@@ -90,8 +88,7 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     plan = bind_vectors_of(plan, opts, None if scale.ray else lm, x)
     # again with what loading opened (the model's module, SAE files) and the expanded plan
-    reads = files_read(opts.spec, opts.weights, [opts.input], opts.labels, plan=plan,
-                       more=[*vector_files(opts), *sae_folders(ns)])
+    reads = files_of_run(ns, opts, plan)
     refuse_overwriting_inputs(ns, reads)
     if ns.save_plots:
         from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
@@ -143,6 +140,13 @@ def bind_vectors_of(plan, opts, lm, x):
     bound = resolve_vectors(module, plan.interventions, opts.vectors, example if x is None else x,
                             codec)
     return replace(plan, interventions=bound)
+
+
+def files_of_run(ns: argparse.Namespace, opts, plan) -> ReadFiles:
+    """The files this run reads, declared beside those its openers recorded: the model,
+    weights, input, labels, the plan's sources, vector files and prompt sets, SAE folders."""
+    return files_read(opts.spec, opts.weights, [opts.input], opts.labels, plan=plan,
+                      more=[*vector_files(opts), *sae_folders(ns)])
 
 
 def vector_files(opts) -> list[tuple[str, str]]:
