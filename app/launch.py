@@ -220,6 +220,7 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     from hookscope.widgets.plot_tools import save_png
 
     try:
+        win.refuse_output("--screenshot", path)  # never over a file the window read
         save_png(win, path)  # whole or not at all
     except HookscopeError as exc:
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)

@@ -170,6 +170,19 @@ def test_the_window_never_exports_over_a_file_its_session_read(make_window, qtbo
     assert export_captures(win.session, win.ui, "caps.npz") is not None  # still usable
 
 
+def test_a_screenshot_never_replaces_the_image_it_shows(qapp, files, capsys):
+    from PIL import Image
+
+    from hookscope.app.launch import gui_main
+
+    Image.new("L", (8, 8), 200).save("digit.png")
+    before = Path("digit.png").read_bytes()
+    assert gui_main(["demo:cnn", "--input", "digit.png", "--screenshot", "digit.png"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--screenshot 'digit.png' would overwrite the input file" in err
+    assert Path("digit.png").read_bytes() == before
+
+
 # -- a live session's files: the three land together or not at all -------------------------
 
 def _tiny_session():
