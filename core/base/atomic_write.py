@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 from .errors import HookscopeError
 from .read_files import refuse_replacing_reads
+from .user_text import is_dir
 
 
 #: the (temporary, target) pairs of the :func:`all_or_none` group open in this thread
@@ -67,14 +68,14 @@ def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
     """
     path = Path(path).expanduser()
     refuse_replacing_reads(path)
-    if path.is_dir():  # the rename would fail only after the data was written
+    if is_dir(path):  # the rename would fail only after the data was written
         raise HookscopeError(f"cannot write {path}: a folder has that name; nothing was written")
     folder = path.parent
     try:
         fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{path.stem[:60]}.",
                                         suffix=path.suffix or ".tmp")
         os.close(fd)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         raise HookscopeError(f"cannot write {path}: {_reason(exc)} (in folder {folder})") from exc
     tmp = Path(tmp_name)
     try:
