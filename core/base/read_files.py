@@ -65,7 +65,8 @@ class ReadFiles:
         self._put(what, path, replace=False, st=st)
 
     def _in_folder(self, path: Path) -> bool:
-        parent = os.path.dirname(os.path.abspath(path))
+        # the real path: a symlink in the folder to a file elsewhere leaves that file unheld
+        parent = os.path.dirname(os.path.realpath(path))
         hit = self._covered.get(parent)
         if hit is None:
             ids = (_stat(Path(q)) for q in (parent, *map(str, Path(parent).parents)))

@@ -72,3 +72,16 @@ def test_the_files_of_a_recorded_folder_are_counted_by_the_folder(tmp_path):
     assert reads.clash(d / "7.txt") == ("the input folder", tmp_path / "inputs")
     assert reads.clash(d / "new.txt") is None  # a new file in it is no input
     assert reads.clash(Path(tmp_path / "inputs")) is not None
+
+
+def test_a_symlink_in_a_recorded_folder_to_a_file_elsewhere_records_that_file(tmp_path):
+    (tmp_path / "inputs").mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("x")
+    os.symlink(outside, tmp_path / "inputs" / "link.txt")
+    reads = ReadFiles()
+    reads.add("the input file", tmp_path / "inputs")
+    with reads.recording():
+        read_regular(tmp_path / "inputs" / "link.txt", 100, "input file")
+    assert reads.clash(outside) is not None
+
