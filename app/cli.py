@@ -14,7 +14,7 @@ import sys
 
 from hookscope.core import HookscopeError
 from hookscope.core.model import set_max_input_bytes
-from hookscope.core.base import one_line
+from hookscope.core.base import ReadFiles, one_line
 from hookscope.core.fast import apply_default as apply_memory_default
 
 EXIT_USER_ERROR = 2
@@ -26,14 +26,18 @@ def main(argv: list[str] | None = None) -> int:
     # HOOKSCOPE_KEEP_FREED_MEMORY=0 opts out); importing hookscope.core does not.
     apply_memory_default()
     try:
+        # Every file a command opens is recorded in its own registry as it is read; no
+        # output of the command may replace one (core/base/read_files.py).
         if argv[:1] == ["run"]:
             from .headless import run_command
 
-            return run_command(argv[1:])
+            with ReadFiles().recording():
+                return run_command(argv[1:])
         if argv[:1] == ["sweep"]:
             from .sweep_cli import sweep_command
 
-            return sweep_command(argv[1:])
+            with ReadFiles().recording():
+                return sweep_command(argv[1:])
         if argv[:1] == ["analyse"] or argv[:1] == ["analyze"]:
             from .analyse_cli import analyse_command
 
@@ -41,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["scan"]:
             from .scan_cli import scan_command
 
-            return scan_command(argv[1:])
+            with ReadFiles().recording():
+                return scan_command(argv[1:])
         from .launch import gui_main
 
         return gui_main(argv)

@@ -20,7 +20,7 @@ from hookscope.core import HookscopeError, Plan, resolve_device
 
 from hookscope.core.model import CodeTrust, CodeTrustError
 from hookscope.core.session import read_session_file
-from hookscope.core.base import one_line
+from hookscope.core.base import ReadFiles, one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
@@ -98,6 +98,7 @@ def create_window(argv: list[str]):
 
     ns = build_parser().parse_args(list(argv))
     errors: list[str] = []
+    reads = ReadFiles("the open model")  # the vector files read here, before the session is
     try:
         opts = model_options(ns)
         wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
@@ -105,8 +106,9 @@ def create_window(argv: list[str]):
         if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
             from hookscope.core.analyses import resolve_vectors
 
-            plan = replace(plan, interventions=resolve_vectors(
-                None, plan.interventions, opts.vectors))
+            with reads.recording():
+                plan = replace(plan, interventions=resolve_vectors(
+                    None, plan.interventions, opts.vectors))
         stats_only = opts.stats_only
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan
         errors.append(str(exc))
@@ -119,6 +121,7 @@ def create_window(argv: list[str]):
     except HookscopeError as exc:  # Ray missing or not answering: the local runner, and say so
         errors.append(f"{exc}; running locally instead")
     win = MainWindow(stats_only=stats_only, runner_factory=factory)
+    win.session.read_files.update(reads)
     spec = ns.spec or DEFAULT_SPEC
     if plan is None:
         plan = default_plan(spec)
@@ -194,7 +197,8 @@ def wait_idle(win, timeout_s: float = 300.0) -> bool:
 
 def save_screenshot(win, path: str, timeout_s: float = 300.0,
                     size: tuple[int, int] = SCREENSHOT_SIZE) -> int:
-    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error)."""
+    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error). An
+    intervention alarm is drawn in the picture's banner and said as a note on stderr (0)."""
     from PySide6.QtWidgets import QApplication
 
     from .layout import arrange_docks
@@ -216,11 +220,14 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     from hookscope.widgets.plot_tools import save_png
 
     try:
+        win.refuse_output("--screenshot", path)  # never over a file the window read
         save_png(win, path)  # whole or not at all
     except HookscopeError as exc:
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
     print(one_line(path))
+    if win.alarm_text():  # news about the plan, drawn in the picture's banner: not a failure
+        print(f"hookscope: note: {one_line(win.alarm_text())}", file=sys.stderr)
     return 0
 
 

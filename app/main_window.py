@@ -24,6 +24,7 @@ from hookscope.widgets.view_worker import ViewWorker
 from . import export_actions as files
 from . import window_chrome as chrome
 from .demo_setup import default_plan
+from .error_banner import ALARM, ERROR
 from .menus import Handlers, build_menus
 from .open_dialog import OpenModelDialog
 from .recent import RecentModels
@@ -231,8 +232,27 @@ class MainWindow(QMainWindow):
     def cancel_pending(self) -> bool:
         return self.session.cancel()
 
+    def refuse_output(self, what: str, path: str | Path) -> None:
+        """Refuse (a HookscopeError) writing ``path`` over a file the open session reads: a
+        plot's own export asks here (:mod:`hookscope.widgets.output_guard`)."""
+        files.files_the_session_reads(self.session).refuse([(what, path)])
+
     def error_text(self) -> str:
-        return self.banner.text()
+        """The error the banner shows ("" when it shows none, or an alarm)."""
+        return self.banner.text() if self.banner.kind() == ERROR else ""
+
+    def alarm_text(self) -> str:
+        """The alarm the banner shows: an intervention that may have done nothing."""
+        return self.banner.text() if self.banner.kind() == ALARM else ""
+
+    def show_alarm(self, message: str) -> None:
+        """Show news about the plan in the banner (amber); it goes at the next result, as a
+        non-sticky error does. A sticky error (a command-line mistake) stays, the alarm
+        under it."""
+        if self._sticky_error and not self.banner.isHidden():
+            self.banner.show_error(f"{self.banner.text()}\n{message}")
+            return
+        self.banner.show_alarm(message)
 
     def show_error(self, message: str, sticky: bool = False) -> None:
         """Show ``message`` in the banner. A non-sticky one goes at the next good

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hookscope.core import HookscopeError, PlanError
+from hookscope.core import HookscopeError, Plan, PlanError
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
                                  refuse_overwrite, write_text)
 from hookscope.core.base import json_dumps
@@ -104,10 +104,12 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     capture = [c.strip() for text in ns.capture for c in text.split(",") if c.strip()]
     units = _units(ns.unit, capture)
     intervene = dict(parse_intervene(t, ns.source_input) for t in ns.intervene)
+    # declared before anything runs (an input folder once, not each of its files)
+    reads = files_read(ns.spec, ns.weights, [ns.inputs, ns.source_input], ns.labels,
+                       plan=Plan(interventions=intervene))
     if ns.csv:
         if not is_dir(Path(ns.csv).expanduser().parent):
             raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
-        reads = files_read(ns.spec, ns.weights, [ns.inputs, ns.source_input], ns.labels)
         refuse_overwrite([("--csv", ns.csv)], reads)
     inputs = open_inputs(ns.inputs)
     check_ray_options(ns)

@@ -20,6 +20,8 @@ from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.analyses import ScanJob, ScanRequest, ScanResult
 from hookscope.core.dataset import InputSet, open_inputs
+
+from .export_actions import files_the_session_reads
 from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 
@@ -81,6 +83,7 @@ class ScanTool:
         """Open the input set at ``path`` (shown in the Scan dock); whether it opened."""
         try:
             self.inputs = open_inputs(str(path))
+            self.win.session.read_files.add("the input file", path)  # no export replaces it
         except HookscopeError as exc:
             self.win.show_error(str(exc))
             return False
@@ -138,8 +141,8 @@ class ScanTool:
             return False
         s = self.win.session
         try:
-            reads = files_read(s.model.spec if s.model is not None else None, None,
-                               [self.result.inputs.source, s.input_text], s.labels)
+            reads = files_read(inputs=[self.result.inputs.source],
+                               into=files_the_session_reads(s))
             refuse_overwrite([("the CSV", str(path))], reads, "the window")
             write_text(path, self.result.to_csv())
         except HookscopeError as exc:

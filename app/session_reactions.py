@@ -48,6 +48,7 @@ class SessionReactions:
         self.modelLoaded, self.resultShown, self.idle = win.modelLoaded, win.resultShown, win.idle
         self.setWindowTitle, self.statusBar = win.setWindowTitle, win.statusBar
         self.show_error, self.is_live, self.is_idle = win.show_error, win.is_live, win.is_idle
+        self.show_alarm = win.show_alarm
         self._clear_transient_error = win.clear_transient_error
         self._win = win
         self._cancelled = False   # the last run was cancelled: the progress bar says so
@@ -127,7 +128,7 @@ class SessionReactions:
         self.status.show_result(result)
         self._clear_transient_error()
         if result.alarms:  # an intervention that may have done nothing must not pass unseen
-            self.show_error("intervention alarm: " + "; ".join(result.alarms))
+            self.show_alarm("intervention alarm: " + "; ".join(result.alarms))
         self.resultShown.emit(result)
 
     def _on_error(self, ev: RunFailed) -> None:

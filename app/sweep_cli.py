@@ -25,7 +25,7 @@ from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_ove
                                  write_text)
 from hookscope.core.base import json_dumps
 from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option, resolve_vectors,
-                                     sweep, sweep_size)
+                                     sweep, sweep_size, template_plan)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
@@ -135,7 +135,7 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     if ns.batch is not None and ns.batch < 1:
         raise PlanError(f"--batch {ns.batch}: give a number of rows, at least 1")
     reads = files_read(ns.spec, ns.weights, [ns.input, ns.source_input, ns.reference_input],
-                       ns.labels)
+                       ns.labels, more=_vector_files(ns))
     over = _pairs(ns.over, "--over", "AXIS=VALUES, e.g. --over layer=blocks.* or --over pos=all")
     intervene = _pairs(ns.intervene, "--intervene",
                        "LAYER=KIND with {AXIS} placeholders, e.g. '{layer}=patch@pos={pos}'")
@@ -144,15 +144,13 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     if not intervene:
         raise PlanError("no template: add --intervene, e.g. --intervene '{layer}=zero'")
     if ns.save_plots is not None:
-        from .sweep_plots import check_plot_axes, check_plot_dir, plot_name
+        from .sweep_plots import check_plot_axes, check_plot_dir
 
         check_plot_axes(len(over))
-        folder = check_plot_dir(ns.save_plots)
-        refuse_overwrite([("--save-plots", str(folder / plot_name(over)))], reads)
-    if ns.csv:
-        if not is_dir(Path(ns.csv).expanduser().parent):
-            raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
-        refuse_overwrite([("--csv", ns.csv)], reads)
+        check_plot_dir(ns.save_plots)
+    if ns.csv and not is_dir(Path(ns.csv).expanduser().parent):
+        raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
+    _refuse_outputs(ns, over, reads)
     check_ray_options(ns)
     if ns.ray and ns.normalise:
         raise PlanError("--normalise runs here only: drop --ray, or drop --normalise and "
@@ -173,6 +171,30 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     else:
         print_grid(res, out)
     return 0
+
+
+def _vector_files(ns: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(what, path)`` of the files the ``--vector`` specs name (refused as they are built
+    when malformed)."""
+    from hookscope.core.analyses import vector_spec_files
+
+    out = []
+    for text in ns.vector:
+        try:
+            out.extend(vector_spec_files(parse_vector_option(text)[1]))
+        except HookscopeError:
+            pass
+    return out
+
+
+def _refuse_outputs(ns: argparse.Namespace, over: dict, reads) -> None:
+    """No --csv or plot may replace a file the sweep reads: one line, nothing run or written."""
+    outputs = [("--csv", ns.csv)]
+    if ns.save_plots is not None:
+        from .sweep_plots import check_plot_dir, plot_name
+
+        outputs.append(("--save-plots", str(check_plot_dir(ns.save_plots) / plot_name(over))))
+    refuse_overwrite(outputs, reads)
 
 
 def _announce(sizes: dict[str, int], ns: argparse.Namespace, err: TextIO, where: str = "") -> None:
@@ -196,6 +218,11 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
 
         name_classes(lm, ns.labels)
     x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
+    try:  # the templates' own sources (patch:src.npy), declared before anything runs
+        first = template_plan(lm.module, x, over, intervene, ns.max_cells)
+    except HookscopeError:
+        first = None  # refused with its reason by sweep_size below
+    _refuse_outputs(ns, over, files_read(plan=first, more=_vector_files(ns)))
     bind = _binding(ns)(lm, x)
     # axes, templates, the first cell's plan and the metric: refused here, before any forward
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)

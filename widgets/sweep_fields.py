@@ -8,6 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
+from hookscope.core.base import is_digits
 from hookscope.widgets.named import named
 
 #: metric kind -> how many tokens or classes it names
@@ -52,7 +53,7 @@ def _spelled(text: str) -> str:
     """A token as a metric names it: ``#N`` as is, anything else quoted (spaces are part
     of a token: ``' Paris'``)."""
     t = text
-    if t.startswith("#") and t[1:].isdigit():
+    if t.startswith("#") and is_digits(t[1:]):
         return t
     if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
         return t

@@ -158,6 +158,16 @@ def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     return {n: len(v) for n, v in axes.items()}
 
 
+def template_plan(module: nn.Module, inputs: Any, over: Mapping[str, Any],
+                  intervene: Mapping[Any, Any], max_cells: int = DEFAULT_MAX_CELLS) -> Plan:
+    """The first cell's plan as its templates write it, before any binding: its sources
+    (``patch:src.npy``) are files a sweep reads, to declare before anything runs (nothing
+    runs here; a grid over ``max_cells`` is refused first, as :func:`sweep_size` does)."""
+    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
+    check_size(axes, max_cells)
+    return Cells(intervene, None).plan({n: v[0] for n, v in axes.items()})
+
+
 @dataclass(frozen=True, eq=False)
 class SweepRequest:
     """A sweep as a view the session's runner computes after a run (off the GUI thread),
