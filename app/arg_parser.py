@@ -10,7 +10,7 @@ stderr: :mod:`.std_streams`).
 from __future__ import annotations
 
 import argparse
-from typing import IO, NoReturn
+from typing import Any, NoReturn
 
 from hookscope.core import HookscopeError
 
@@ -25,8 +25,8 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
-    def print_help(self, file: IO[str] | None = None) -> None:
+    def print_help(self, file: Any = None) -> None:
         super().print_help(file or data_stream())
 
-    def print_usage(self, file: IO[str] | None = None) -> None:
+    def print_usage(self, file: Any = None) -> None:
         super().print_usage(file or data_stream())
