@@ -28,6 +28,7 @@ from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 from .arg_parser import OneLineParser
 from .options import parse_intervene
 from .progress import add_quiet_option, command_progress, talk_stream
+from .std_streams import csv_to_stdout
 from .ray_pool_args import check_ray_options, open_ray_pool
 
 
@@ -60,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--csv", metavar="FILE",
-                   help="write one row per input to FILE (whole or not at all)")
+                   help="write one row per input to FILE (whole or not at all); -: to "
+                        "stdout, instead of the summary")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
@@ -94,6 +96,7 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     err = err or sys.stderr
     ns = build_parser().parse_args(argv)
     err = talk_stream(err, ns.quiet)
+    ns.csv_stdout = csv_to_stdout(ns)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
     if ns.top_k < 1:
@@ -152,7 +155,9 @@ def _report(res: Any, ns: argparse.Namespace, units: dict[str, list[int]], out: 
             res.top_inputs(layer, u)  # an out-of-range unit: one line, before any output
     if ns.csv:
         write_text(ns.csv, res.to_csv())
-    if ns.json:
+    if ns.csv_stdout:
+        out.write(res.to_csv())
+    elif ns.json:
         out.write(json_safe.dumps(res.to_json_dict(units)) + "\n")
     else:
         print_summary(res, units, out)

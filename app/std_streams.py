@@ -10,9 +10,12 @@ are data too: asked for, they go to stdout.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from typing import Iterator, TextIO
+
+from hookscope.core import PlanError
 
 _data: list[TextIO] = []
 
@@ -32,3 +35,16 @@ def talk_on_stderr() -> Iterator[TextIO]:
             yield data
     finally:
         _data.pop()
+
+
+def csv_to_stdout(ns: argparse.Namespace) -> bool:
+    """Whether ``--csv -`` asks for the CSV on stdout (instead of the table); if so,
+    ``ns.csv`` is cleared, as no file is written. ``--json`` with it is refused: one
+    stdout cannot carry two documents."""
+    if ns.csv != "-":
+        return False
+    if ns.json:
+        raise PlanError("--csv - and --json both write to stdout: give --csv a file name, "
+                        "or drop one of them")
+    ns.csv = None
+    return True

@@ -33,6 +33,7 @@ from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
 from .progress import add_quiet_option, command_progress, talk_stream
+from .std_streams import csv_to_stdout
 from .ray_pool_args import check_ray_options, open_ray_pool
 
 
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"refuse a grid of more cells (default {DEFAULT_MAX_CELLS})")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not at all)")
+    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not "
+                                                 "at all); -: to stdout, instead of the table")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
@@ -131,6 +133,7 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     err = err or sys.stderr
     ns = build_parser().parse_args(argv)
     err = talk_stream(err, ns.quiet)
+    csv_out = csv_to_stdout(ns)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
     if ns.max_cells < 1:
@@ -171,7 +174,9 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
 
         for path in save_plots(res, ns.save_plots, reads):
             print(f"hookscope: wrote {path}", file=err, flush=True)
-    if ns.json:
+    if csv_out:
+        out.write(res.to_csv())
+    elif ns.json:
         out.write(json_safe.dumps(res.to_json_dict()) + "\n")
     else:
         print_grid(res, out)

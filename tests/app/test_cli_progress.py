@@ -163,3 +163,20 @@ def test_a_screenshot_prints_only_its_path_whatever_the_model_prints(tmp_path):
     assert ran.stdout.decode() == "shot.png\n"
     assert "building the model..." in ran.stderr
     assert (tmp_path / "shot.png").is_file()
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "demo:lm", "--input", PROMPT, "--over", "layer=blocks.*", "--intervene",
+     "{layer}=zero"],
+    ["scan", "demo:cnn", "--inputs", str(DIGITS), "--limit", "20", "--intervene", "conv2=zero:3"],
+], ids=["sweep", "scan"])
+def test_csv_dash_is_the_csv_file_on_stdout(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)  # where a file named "-" would land
+    assert main([*argv, "--csv", str(tmp_path / "rows.csv")]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--csv", "-"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == (tmp_path / "rows.csv").read_text()
+    assert not (tmp_path / "-").exists()
+    assert main([*argv, "--csv", "-", "--json"]) == 2  # one stdout, one document
+    assert "--csv - and --json both write to stdout" in capsys.readouterr().err
