@@ -229,9 +229,9 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
         with command_progress("hookscope sweep", "cell", None, err) as bar:
             def outline(o) -> None:  # the grid, known once a worker has read the templates
                 sizes = {n: len(v) for n, v in o.coords.items()}
+                bar.advance_to(0, math.prod(sizes.values()))
                 bar.note(_announcement(sizes, ns, f", over {pool.size} Ray workers (the "
                                                   "baseline once in each)"))
-                bar.advance_to(0, math.prod(sizes.values()))
             return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
                               max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
                               outline=outline, progress=bar.advance_to)
