@@ -4,7 +4,9 @@ time left on a terminal, a line every few seconds at most on a pipe, nothing wit
 run, which differ between any two runs). ``--version`` and ``--help``.
 
 Each case runs ``hookscope`` in a child process with its stderr on a pseudo-terminal
-or a pipe (tests/support/cli_process.py), as a person's shell or a CI job would.
+or a pipe (tests/support/cli_process.py), as a person's shell or a CI job would. The
+bars are watched on models that take 20 ms a forward, so that a run lasts as long on a
+fast machine as on a busy one; ``--quiet`` and the byte-identical stdout on demo:lm.
 """
 
 from __future__ import annotations
@@ -26,12 +28,18 @@ from support.cli_process import (ETA, SLOW_MODEL, counts, frames, run_on_pipe,
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
 PROMPT = "text:the cat sat on the "
-# 2 layers x 22 positions x 3 factors: 132 cells, each its own forward (--batch 1)
+# demo:lm, 2 layers x 22 positions: 44 cells, each its own forward (--batch 1)
 SWEEP = ["sweep", "demo:lm", "--input", "text:the cat sat on the mat", "--over", "layer=blocks.*",
-         "--over", "pos=all", "--over", "f=linspace(0,2,3)", "--intervene",
-         "{layer}=scale:{f}@pos={pos}", "--batch", "1", "--json"]
-SCAN = ["scan", "demo:cnn", "--inputs", str(DIGITS), "--capture", "conv1", "--intervene",
-        "conv2=zero:3", "--budget", "64KiB", "--json"]  # a small budget: many batches
+         "--over", "pos=all", "--intervene", "{layer}=scale:0.5@pos={pos}", "--batch", "1",
+         "--json"]
+# The slow models (20 ms a forward): each command below runs for about 1.6 s anywhere.
+SLOW_SWEEP = ["sweep", "slow.py:build", "--over", "f=linspace(0,1,80)", "--intervene",
+              "0=scale:{f}", "--batch", "1", "--json"]
+SLOW_SCAN = ["scan", "slow.py:build_classifier", "--inputs", "inputs.pt", "--capture", "0",
+             "--intervene", "0=scale:0.5", "--budget", "1", "--json"]  # one input a batch
+SLOW_GENERATE = ["run", "slow.py:build_lm", "--intervene", "emb=scale:0.5", "--generate", "40",
+                 "--json"]  # 40 tokens without, 40 with
+
 # A model whose code talks on stdout, and warns, as models found online do.
 TALKY_MODEL = '''
 import sys
@@ -58,8 +66,6 @@ def build():
     torch.manual_seed(0)
     return nn.Sequential(Talky()), torch.ones(1, 3)
 '''
-GENERATE = ["run", "demo:lm", "--input", PROMPT, "--intervene", "blocks.0=scale:0.5",
-            "--generate", "40", "--json"]  # 40 tokens without, 40 with
 
 
 def _shows_progress(stderr: str, what: str, total: int) -> None:
@@ -75,11 +81,14 @@ def _shows_progress(stderr: str, what: str, total: int) -> None:
 
 
 @pytest.mark.parametrize("argv,what,total", [
-    (SWEEP, "hookscope sweep", 132),
-    (SCAN, "hookscope scan", 200),
-    (GENERATE, "hookscope run --generate", 80),
+    (SLOW_SWEEP, "hookscope sweep", 80),
+    (SLOW_SCAN, "hookscope scan", 40),
+    (SLOW_GENERATE, "hookscope run --generate", 80),
 ], ids=["sweep", "scan", "generate"])
 def test_a_terminal_sees_a_bar_and_stdout_is_the_same_bytes(tmp_path, argv, what, total):
+    (tmp_path / "slow.py").write_text(SLOW_MODEL)
+    torch.save(torch.randn(40, 4, generator=torch.Generator().manual_seed(0)),
+               tmp_path / "inputs.pt")
     tty = run_on_terminal(tmp_path, argv)
     assert tty.returncode == 0, tty.stderr
     _shows_progress(tty.stderr, what, total)

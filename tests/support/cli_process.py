@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-#: A factory whose model takes 20 ms a forward whatever the machine: a sweep of N cells
-#: runs for about N/50 seconds, long enough to watch and to interrupt.
+#: Factories whose models take 20 ms a forward whatever the machine, so that a command
+#: runs for as long as its count says (the demo models run 400 sweep cells a second on
+#: an idle core, and ten times fewer on a busy one): ``build`` (4 -> 2 floats),
+#: ``build_classifier`` (4 floats -> 3 classes), ``build_lm`` (token ids -> logits).
 SLOW_MODEL = '''
 import time
 
@@ -31,9 +33,30 @@ class Slow(nn.Module):
         return x
 
 
+class TinyLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.slow = Slow()
+        self.head = nn.Linear(8, 16)
+
+    def forward(self, ids):
+        return self.head(self.slow(self.emb(ids)))
+
+
 def build():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(4, 8), Slow(), nn.Linear(8, 2)), torch.ones(1, 4)
+
+
+def build_classifier():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), Slow(), nn.Linear(8, 3)), torch.ones(1, 4)
+
+
+def build_lm():
+    torch.manual_seed(0)
+    return TinyLM(), torch.tensor([[1, 2, 3]])
 '''
 
 
