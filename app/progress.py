@@ -9,10 +9,11 @@ so ``--json``/``--csv -`` output is the same with or without progress, and the s
 computation runs either way (the counting below never changes what core computes).
 
 The helper is fed by core's own progress callbacks, never the other way round (core
-stays free of tqdm): ``progress(done, total)`` of a sweep or a Ray pool's sweep,
-``progress(done, total, eta_s)`` of a scan (tqdm's own ETA is shown),
-``should_stop()`` of a generation or a comparison (one call a token, or a layer call:
-:meth:`CommandProgress.stop_point` counts it and never asks to stop). A new long
+stays free of tqdm): ``progress(done, total)`` of a sweep (here, or its cells over a
+Ray pool), ``progress(done, total, eta_s)`` of a scan (here, or its shards over a Ray
+pool; tqdm's own ETA is shown), ``should_stop()`` of a generation or a comparison (one
+call a token, or a layer call: :meth:`CommandProgress.stop_point` counts it and never
+asks to stop); :meth:`CommandProgress.step` for anything else (the bench's rounds). A new long
 command (an estimate, a verification, a diff of two models) needs one ``with`` and
 the callback it already has::
 
@@ -28,6 +29,7 @@ command writes its files after its long step, each whole or not at all.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 from types import TracebackType
@@ -106,7 +108,10 @@ class _Lines:
         self._stream.flush()
 
 
+@functools.lru_cache(maxsize=1)
 def _bar_class() -> Any:
+    """tqdm's bar (imported on the first long step: ``hookscope run`` without one never
+    loads it)."""
     from tqdm import tqdm
 
     class Bar(tqdm):  # type: ignore[misc, type-arg]
