@@ -75,10 +75,11 @@ def test_ctrl_c_in_a_forward_leaves_no_hook_and_no_file(tmp_path, monkeypatch, c
 
     rc = main(["sweep", "interrupted_model:build", "--over", "f=linspace(0,1,100)",
                "--intervene", "0=scale:{f}", "--batch", "1", "--json", "--csv",
-               str(tmp_path / "grid.csv")])
+               str(tmp_path / "grid.csv"), "--quiet"])
     cap = capsys.readouterr()
     assert rc == 130
     assert 0 < _interrupt_line(cap.err, 100) < 30
+    assert cap.err.count("\n") == 1  # --quiet: no notes, but the interruption is said
     assert cap.out == ""
     assert not (tmp_path / "grid.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["interrupted_model.py"]
