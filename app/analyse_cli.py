@@ -68,7 +68,8 @@ def use_module(name: str) -> None:
                         "PYTHONPATH or run from there") from exc
 
 
-def analyse_command(argv: list[str], out: TextIO | None = None) -> int:
+def analyse_command(argv: list[str], out: TextIO | None = None,
+                    err: TextIO | None = None) -> int:
     out = out or sys.stdout
     ns = build_parser().parse_args(argv)
     for name in ns.use:

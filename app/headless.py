@@ -24,6 +24,7 @@ from .lm_cli import (add_lm_options, attach_saes, compute_views, lm_views, print
                      sae_args)
 from . import output_report
 from .options import add_model_options, model_options
+from .progress import add_quiet_option, talk_stream
 from .session_cli import add_session_options, run_session_command, save_session_of
 
 
@@ -45,16 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the window's plots into DIR: a PNG and an SVG per captured layer "
                         "call, CSVs of its data, output.png/.svg (the output panel), output.csv "
                         "and activations.png/.svg (every panel and the output; uses Qt, offscreen)")
+    add_quiet_option(p)
     return p
 
 
-def run_command(argv: list[str], out: TextIO | None = None) -> int:
+def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Parse ``argv`` (without the leading 'run'), compare, print; returns the exit status.
 
     A :class:`HookscopeError` propagates to the caller, which prints it as one line.
     """
     out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
+    err = talk_stream(err or sys.stderr, ns.quiet)
     if ns.session:
         if lm_views(ns):  # not applied to a session's run: refused rather than ignored
             raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
@@ -101,7 +104,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
         x = result.inputs
     with user_code("the model's forward", spec, ForwardError):
-        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray)))
+        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray),
+                                           err))
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:

@@ -13,6 +13,7 @@ import argparse
 import gc
 import os
 import sys
+import textwrap
 import time
 from dataclasses import replace
 
@@ -24,7 +25,10 @@ from hookscope.core.base import ReadFiles, one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
+from .commands import commands_help
 from .options import add_model_options, model_options
+from .std_streams import data_stream
+from .version import VersionAction
 
 DEFAULT_SPEC = "demo:clamp"
 SCREENSHOT_SIZE = (1400, 900)
@@ -53,7 +57,6 @@ sessions:
   FILE.hookscope.json    a saved session (File > Save session): opens its model, input,
                          device, plan and view
 
-Run without a window: hookscope run SPEC ... (hookscope run --help).
 """
 
 
@@ -73,11 +76,12 @@ def parse_size(text: str) -> tuple[int, int]:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="hookscope",
-        description="Open the Hookscope window on a model (SPEC) or a saved session "
-                    "(FILE.hookscope.json). With no model, opens demo:clamp set up as "
-                    "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
-                    "without a window.",
+        description=textwrap.fill(
+            "Open the Hookscope window on a model (SPEC) or a saved session "
+            "(FILE.hookscope.json). With no model, opens demo:clamp set up as exercise 1 "
+            "(layer 0 clamped to [-0.5, 0.5]).", 78) + "\n\n" + commands_help(),
         epilog=INPUT_FORMS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=VersionAction)
     add_model_options(p, spec_required=False)
     p.add_argument("--live", action="store_true", help="start with Live mode on")
     p.add_argument("--screenshot", metavar="FILE",
@@ -225,7 +229,7 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     except HookscopeError as exc:
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    print(one_line(path))
+    print(one_line(path), file=data_stream())  # the data; talk goes to stderr
     if win.alarm_text():  # news about the plan, drawn in the picture's banner: not a failure
         print(f"hookscope: note: {one_line(win.alarm_text())}", file=sys.stderr)
     return 0

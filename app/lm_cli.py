@@ -6,11 +6,13 @@ printed as a table or put into ``--json`` by name. Never imports Qt.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
 from hookscope.core import HookscopeError, attach_sae
 from hookscope.core.analyses import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
                                      SaeRequest)
+
+from .progress import command_progress
 
 
 def add_lm_options(p: argparse.ArgumentParser) -> None:
@@ -77,12 +79,30 @@ def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
         attach_sae(lm.module, layer, folder)
 
 
+#: Each view's flag, as its progress names it.
+VIEW_FLAGS = {"lens": "--lens", "sae": "--sae", "generation": "--generate"}
+
+
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
-                  remote: bool) -> dict[str, Any]:
+                  remote: bool, err: TextIO) -> dict[str, Any]:
+    """Each view computed, its progress on ``err`` (:mod:`.progress`): a generation's in
+    tokens (both continuations), the others' in layer calls (two forwards' worth of leaf
+    modules, as the session runner estimates it; more where a layer runs twice)."""
     if views and remote:
         raise HookscopeError("--lens, --sae and --generate run on a local model; drop --ray "
                              "for them")
-    return {v.name: v.compute(lm.module, inputs, plan, device, lm.meaning) for v in views}
+    out: dict[str, Any] = {}
+    for v in views:
+        if isinstance(v, GenerateRequest):
+            unit, total = "token", 2 * v.n
+        else:
+            unit, total = "layer call", 2 * sum(1 for m in lm.module.modules()
+                                                if next(m.children(), None) is None)
+        with command_progress(f"hookscope run {VIEW_FLAGS.get(v.name, v.name)}", unit, total,
+                              err) as bar:
+            out[v.name] = v.compute(lm.module, inputs, plan, device, lm.meaning,
+                                    should_stop=bar.stop_point)
+    return out
 
 
 def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:

@@ -6,15 +6,14 @@
 Per captured layer: min, max, mean, std over the whole set; per ``--unit LAYER:IDX``
 its top inputs; with ``--intervene``: accuracy without and with (labelled sets),
 per class, and the fraction of inputs whose top prediction changed. The number of
-inputs is stated on stderr before the first forward; progress with an ETA follows on a
-terminal; Ctrl+C stops between batches.
+inputs is stated on stderr before the first forward, then the inputs done (:mod:`.progress`);
+Ctrl+C stops between batches, before any file is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,6 +28,8 @@ from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 
 from .arg_parser import OneLineParser
 from .options import parse_intervene
+from .progress import add_quiet_option, command_progress, talk_stream
+from .std_streams import csv_to_stdout
 from .ray_pool_args import check_ray_options, open_ray_pool
 from .scale_options import open_model
 
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--csv", metavar="FILE",
-                   help="write one row per input to FILE (whole or not at all)")
+                   help="write one row per input to FILE (whole or not at all); -: to "
+                        "stdout, instead of the summary")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="spread the input shards over Ray actors: local, auto or ray://HOST:PORT")
     p.add_argument("--ray-workers", metavar="N", type=int,
                    help="how many Ray actors hold the model (default 2; needs --ray)")
+    add_quiet_option(p)
     return p
 
 
@@ -94,6 +97,8 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     out = out or sys.stdout
     err = err or sys.stderr
     ns = build_parser().parse_args(argv)
+    err = talk_stream(err, ns.quiet)
+    ns.csv_stdout = csv_to_stdout(ns)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
     if ns.top_k < 1:
@@ -131,8 +136,9 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     print(f"hookscope: scan of {total} inputs from {inputs.name}, each run without"
           f"{' and with the interventions' if intervene else ' interventions'}, in batches",
           file=err, flush=True)
-    with user_code("the model's forward", ns.spec, ForwardError):
-        res = scan(lm, req, progress=_progress(err))
+    with user_code("the model's forward", ns.spec, ForwardError), \
+            command_progress("hookscope scan", "input", total, err) as bar:
+        res = scan(lm, req, progress=bar.advance_to)
     return _report(res, ns, units, out)
 
 
@@ -143,7 +149,8 @@ def _scan_on_ray(ns: argparse.Namespace, req: ScanRequest, err: TextIO):
     with open_ray_pool(ns) as pool:
         print(f"hookscope: scan of {req.size()} inputs from {req.inputs.name} over {pool.size} "
               f"Ray workers at {ns.ray} (started in {pool.startup_s:.1f} s)", file=err, flush=True)
-        return pool_scan(pool, req, progress=_progress(err))
+        with command_progress("hookscope scan", "input", req.size(), err) as bar:
+            return pool_scan(pool, req, progress=bar.advance_to)
 
 
 def _report(res: Any, ns: argparse.Namespace, units: dict[str, list[int]], out: TextIO) -> int:
@@ -152,28 +159,13 @@ def _report(res: Any, ns: argparse.Namespace, units: dict[str, list[int]], out: 
             res.top_inputs(layer, u)  # an out-of-range unit: one line, before any output
     if ns.csv:
         write_text(ns.csv, res.to_csv())
-    if ns.json:
+    if ns.csv_stdout:
+        out.write(res.to_csv())
+    elif ns.json:
         out.write(json_dumps(res.to_json_dict(units)) + "\n")
     else:
         print_summary(res, units, out)
     return 0
-
-
-def _progress(err: TextIO):
-    """On a terminal: done/total and an ETA, rewritten in place at most 4 times a second."""
-    if not getattr(err, "isatty", lambda: False)():
-        return None
-    last = [0.0]
-
-    def show(done: int, total: int, eta: float | None) -> None:
-        now = time.monotonic()
-        if now - last[0] < 0.25 and done < total:
-            return
-        last[0] = now
-        left = "" if eta is None else f", about {eta:.0f} s left"
-        end = "\n" if done >= total else ""
-        print(f"\rhookscope: {done}/{total} inputs{left}   ", end=end, file=err, flush=True)
-    return show
 
 
 def _pct(v: float | None) -> str:

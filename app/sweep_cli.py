@@ -5,8 +5,9 @@ window (no Qt imported).
         --over pos=all --intervene '{layer}=patch@pos={pos}' \\
         --source-input 'text:the dog sat on the ' --metric kl --csv grid.csv
 
-The number of runs is stated on stderr before the first forward; Ctrl+C stops between
-layer calls with every hook removed (the forwards' own ``finally``). With ``--ray ADDRESS``
+The number of runs is stated on stderr before the first forward, then the cells done
+(:mod:`.progress`); Ctrl+C stops between layer calls with every hook removed (the
+forwards' own ``finally``), before any file is written. With ``--ray ADDRESS``
 the model is loaded only in a pool of Ray actors (``--ray-workers N``), which share the
 cells (:mod:`hookscope.core.remote.pool_sweep`); the numbers are the same.
 """
@@ -31,6 +32,8 @@ from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
+from .progress import add_quiet_option, command_progress, talk_stream
+from .std_streams import csv_to_stdout
 from .ray_pool_args import check_ray_options, open_ray_pool
 from .scale_options import open_model
 
@@ -68,11 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"refuse a grid of more cells (default {DEFAULT_MAX_CELLS})")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not at all)")
+    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not "
+                                                 "at all); -: to stdout, instead of the table")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
     p.add_argument("--train", action="store_true", help="run the model in train mode")
+    add_quiet_option(p)
     g = p.add_argument_group("beyond one machine")
     g.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="spread the cells over a pool of Ray actors, each holding the model: "
@@ -128,6 +133,8 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     out = out or sys.stdout
     err = err or sys.stderr
     ns = build_parser().parse_args(argv)
+    err = talk_stream(err, ns.quiet)
+    csv_out = csv_to_stdout(ns)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
     if ns.max_cells < 1:
@@ -166,7 +173,9 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
 
         for path in save_plots(res, ns.save_plots, reads):
             print(f"hookscope: wrote {path}", file=err, flush=True)
-    if ns.json:
+    if csv_out:
+        out.write(res.to_csv())
+    elif ns.json:
         out.write(json_dumps(res.to_json_dict()) + "\n")
     else:
         print_grid(res, out)
@@ -197,13 +206,13 @@ def _refuse_outputs(ns: argparse.Namespace, over: dict, reads) -> None:
     refuse_overwrite(outputs, reads)
 
 
-def _announce(sizes: dict[str, int], ns: argparse.Namespace, err: TextIO, where: str = "") -> None:
+def _announcement(sizes: dict[str, int], ns: argparse.Namespace, where: str = "") -> str:
     cells = math.prod(sizes.values())
     shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
     batching = ("one forward a cell" if ns.batch == 1 else
                 "up to one forward a cell, fewer where cells batch")
-    print(f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
-          f"(and one source forward per patch input){where}", file=err, flush=True)
+    return (f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
+            f"(and one source forward per patch input){where}")
 
 
 def _batch(ns: argparse.Namespace) -> bool | int:
@@ -226,11 +235,12 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
     bind = _binding(ns)(lm, x)
     # axes, templates, the first cell's plan and the metric: refused here, before any forward
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
-    _announce(sizes, ns, err)
-    with user_code("the model's forward", ns.spec, ForwardError):
+    print(_announcement(sizes, ns), file=err, flush=True)
+    with user_code("the model's forward", ns.spec, ForwardError), \
+            command_progress("hookscope sweep", "cell", math.prod(sizes.values()), err) as bar:
         res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
                     device=ns.device, max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
-                    normalise=ns.normalise)
+                    normalise=ns.normalise, progress=bar.advance_to)
     if res.batch.get("note"):
         print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
               file=err, flush=True)
@@ -244,11 +254,15 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     with open_ray_pool(ns) as pool:
         print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
               f"{pool.startup_s:.1f} s)", file=err, flush=True)
-        return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
-                          max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
-                          outline=lambda o: _announce(
-                              {n: len(v) for n, v in o.coords.items()}, ns, err,
-                              f", over {pool.size} Ray workers (the baseline once in each)"))
+        with command_progress("hookscope sweep", "cell", None, err) as bar:
+            def outline(o) -> None:  # the grid, known once a worker has read the templates
+                sizes = {n: len(v) for n, v in o.coords.items()}
+                bar.advance_to(0, math.prod(sizes.values()))
+                bar.note(_announcement(sizes, ns, f", over {pool.size} Ray workers (the "
+                                                  "baseline once in each)"))
+            return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
+                              max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
+                              outline=outline, progress=bar.advance_to)
 
 
 def print_grid(res, out: TextIO) -> None:
