@@ -25,6 +25,7 @@ from hookscope.core.model import user_code
 from hookscope.core.plan import syntax_help
 
 from .arg_parser import OneLineParser
+from .progress import add_quiet_option
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
+    add_quiet_option(p)  # as every subcommand has it (this one says nothing but errors)
     return p
 
 
