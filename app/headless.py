@@ -6,11 +6,12 @@ Never imports Qt, so it starts fast and works on machines with no display.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, parse_input
+from hookscope.core import HookscopeError, Session, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
 from hookscope.core.base import (ForwardError, ReadFiles, escape_controls, files_read, is_dir,
                                  json_dumps, refuse_overwrite, write_text as write_whole)
@@ -25,7 +26,7 @@ from .lm_cli import (add_lm_options, attach_saes, compute_views, lm_views, print
 from . import output_report
 from .options import add_model_options, model_options
 from .progress import add_quiet_option, talk_stream
-from .session_cli import add_session_options, run_session_command, save_session_of
+from .session_cli import add_session_options, save_session_of
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +126,48 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
                         opts.labels)
     if ns.save_plots:
         save_plots(result, ns.save_plots, lm.meaning, x, reads=reads)
+    return 0
+
+
+def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
+    """The rest of ``hookscope run --session FILE ...``; returns the exit status."""
+    clash = [flag for flag, given in (("SPEC", ns.spec), ("--weights", ns.weights),
+                                      ("--capture", ns.capture), ("--clamp", ns.clamp)) if given]
+    if clash:
+        raise HookscopeError(f"--session gives the model and the plan; drop {', '.join(clash)} "
+                             "(or open the session in the window, change it and save it again)")
+    check_output_paths(ns)
+    s = Session.open_file(ns.session, trust_code=ns.trust_code)
+    try:
+        if s.plan_problem:  # a script must not run a different plan than the file's
+            raise HookscopeError(f"{s.plan_problem}. Fix the layer names in {ns.session} (or open "
+                                 "it in the window, tick the layers and save it again)")
+        if s.load_warnings:
+            raise HookscopeError(f"{ns.session}: {s.load_warnings[0]}")
+        if ns.input:
+            s.set_input(ns.input)
+        plan, lm = s.current_plan(), s.model
+        assert lm is not None
+        reads = files_read(lm.spec, lm.weights, [s.input_text], s.labels, ns.session, plan)
+        reads.update(s.read_files)  # what the session's runner opened as it loaded
+        refuse_overwriting_inputs(ns, reads)
+        if ns.export_script:
+            script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
+                                       trust=s.code_trust)
+        result = s.run()
+        reads.update(s.read_files)  # and as it ran: no write below may replace those either
+        (print_json if ns.json else print_table)(result, out)
+        if ns.save_captures:
+            save_captures(result.captures, ns.save_captures)
+        if ns.save_json:
+            write_text(ns.save_json, json.dumps(session_dict(result, lm.spec, plan, s.input_text,
+                                                             lm.weights), indent=1))
+        if ns.export_script:
+            write_text(ns.export_script, script)
+        if ns.save_session:
+            s.save(ns.save_session)
+    finally:
+        s.close()
     return 0
 
 
