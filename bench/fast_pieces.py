@@ -6,7 +6,7 @@ nothing off). Compare a case's ratio with the default run's, each against its ow
 plain forward of the same run. The pieces:
 
 * ``dicts``: hooks armed through ``register_forward_hook`` (hook_dicts.py);
-* ``raw``: no raw captures laid out after the forward, the general ``_Pending`` walk (session.py);
+* ``raw``: no raw captures laid out after the forward, the general ``PendingCapture`` walk (session.py);
 * ``kernel``: torch reductions instead of the compiled one-pass kernel (onepass.py);
 * ``guard``: a first run learns in-place victims by version counters and a second
   forward, not under the dispatch guard (inplace_guard.py);

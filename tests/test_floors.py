@@ -173,3 +173,42 @@ def test_no_import_cycle_between_floors():
 def test_the_cycle_check_sees_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def private_engine_imports(folder: Path) -> list[str]:
+    """``file:line imports NAME`` for every ``_``-prefixed name a module under ``folder``
+    (a floor of core) imports from the engine."""
+    bad = []
+    for f in sorted(folder.rglob("*.py")):
+        rel = f.relative_to(CORE).with_suffix("")
+        package = ".".join(["hookscope.core", *rel.parts[:-1]])  # a module's or an __init__'s
+        nodes = _runtime_nodes(ast.parse(f.read_text(), filename=str(f)))
+        for node in sorted((n for n in nodes if isinstance(n, ast.ImportFrom)),
+                           key=lambda n: n.lineno):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod == "hookscope.core.engine" or mod.startswith("hookscope.core.engine."):
+                bad += [f"{f.relative_to(ROOT)}:{node.lineno} imports {mod}.{a.name}"
+                        for a in node.names if a.name.startswith("_")]
+    return bad
+
+
+def test_fast_plugs_in_through_public_names_only():
+    # The speed-ups use the engine's documented interfaces (fast_slot, HookSession and
+    # its hooks, the stats layout), never a name the engine keeps to itself.
+    assert private_engine_imports(CORE / "fast") == []
+
+
+def test_the_private_import_check_sees_one(tmp_path, monkeypatch):
+    fast = tmp_path / "core" / "fast"
+    fast.mkdir(parents=True)
+    (fast / "bad.py").write_text("from ..engine.stats import HIST_BINS, _secret\n"
+                                 "def f():\n    from hookscope.core.engine.hooks import _hook\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(__import__(__name__), "CORE", tmp_path / "core")
+    assert private_engine_imports(fast) == [
+        "core/fast/bad.py:1 imports hookscope.core.engine.stats._secret",
+        "core/fast/bad.py:3 imports hookscope.core.engine.hooks._hook"]

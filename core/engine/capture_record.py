@@ -143,8 +143,13 @@ class CaptureRecord:
         (see :class:`Recipe`); otherwise as :meth:`of_kept` with ``copied=True``: its
         values are the layer's output, whatever overwrote it later."""
         rec = cls.of_kept(path, call, remake.x, True)
-        rec._tensor, rec._remake = None, remake
+        rec.remade_by(remake)
         return rec
+
+    def remade_by(self, remake: Recipe) -> None:
+        """Compute this record's tensor from ``remake`` when first read, instead of
+        holding it (a speed-up dropped the kept copy of an in-place victim for it)."""
+        self._tensor, self._remake = None, remake
 
     @property
     def leaf_shapes(self) -> dict[str, tuple[int, ...]]:

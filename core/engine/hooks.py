@@ -31,7 +31,7 @@ from .head_hooks import add_head_hook
 from .hook_handles import Arming, HandleStack
 from ..plan.intervention_base import Intervention, InterventionContext
 from ..base.nested import tensor_leaves
-from .pending_capture import _Pending
+from .pending_capture import PendingCapture
 from ..plan.plan import LayerPlan
 from .receipts import Tally
 from .record_stats import changed_count, stats_range, summarize_shared
@@ -52,7 +52,7 @@ def version_of(t: torch.Tensor) -> int | None:
         return None
 
 
-class _LayerHook:
+class LayerHook:
     """The forward hook of one layer; knows its own path (no late binding)."""
 
     __slots__ = ("session", "path", "module", "capture", "intervention", "clone", "calls", "sources",
@@ -125,10 +125,10 @@ class HookSession:
         self.sources = sources or {}
         self.baseline = baseline or {}
         self._handles = self._arming()
-        self._hooks: dict[str, _LayerHook] = {}
+        self._hooks: dict[str, LayerHook] = {}
         #: Receipt counts of every intervened layer (core/engine/receipts.py), filled by the hooks.
         self.tallies = {p: Tally() for p, lp in layers.items() if lp.intervention is not None}
-        self._pending: list[Any] = []  # one _Pending per captured call (a subclass adds its own kinds)
+        self._pending: list[Any] = []  # one PendingCapture per captured call (a subclass adds its own kinds)
         self._nested = False  # some capture has more than one tensor leaf
 
     # -- lifetime --------------------------------------------------------------
@@ -136,9 +136,9 @@ class HookSession:
         """What registers and removes the hooks (a speed-up overrides it)."""
         return HandleStack()
 
-    def _hook_for(self, path: str, lp: LayerPlan) -> _LayerHook:
+    def _hook_for(self, path: str, lp: LayerPlan) -> LayerHook:
         """The forward hook of one layer (a speed-up overrides it)."""
-        return _LayerHook(self, lp, clone=path in self.clone_paths, sources=self.sources.get(path))
+        return LayerHook(self, lp, clone=path in self.clone_paths, sources=self.sources.get(path))
 
     def __enter__(self) -> "HookSession":
         try:
@@ -195,7 +195,7 @@ class HookSession:
         recs = self.baseline.get(path)
         return recs[call] if recs is not None and call < len(recs) else None
 
-    def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
+    def _record(self, hook: LayerHook, call: int, pre: Any, post: Any) -> None:
         """Take one call's capture: every tensor leaf of ``post`` (``pre``: the output
         before the layer's intervention). A speed-up overrides it for its short cases."""
         leaves = tensor_leaves(post)
@@ -218,8 +218,8 @@ class HookSession:
         in the forward where a speed-up can (None: :func:`summarize_shared` does it)."""
         return None
 
-    def _leaf(self, hook: _LayerHook, call: int, leaf: str, shapes: dict, tensor: torch.Tensor | None,
-              pre_t: torch.Tensor | None, base: CaptureRecord | None) -> _Pending:
+    def _leaf(self, hook: LayerHook, call: int, leaf: str, shapes: dict, tensor: torch.Tensor | None,
+              pre_t: torch.Tensor | None, base: CaptureRecord | None) -> PendingCapture:
         """The pending capture of one tensor leaf (``tensor``; ``pre_t`` before the intervention)."""
         # Kept tensors are summarised after the forward, not inside it: on the CPU
         # on first read (see CaptureRecord), on an accelerator in finish(), on the
@@ -245,7 +245,7 @@ class HookSession:
         return rec
 
     #: The pending capture's class (a speed-up's carries more).
-    _new_pending = _Pending
+    _new_pending = PendingCapture
 
     @staticmethod
     def _keep(t: torch.Tensor, clone: bool) -> tuple[torch.Tensor, int | None]:
@@ -258,11 +258,11 @@ class HookSession:
         return d, version_of(d)
 
     # -- after the forward -----------------------------------------------------
-    def _laid_out(self) -> list[_Pending]:
-        """``_pending`` as :class:`_Pending` only (a speed-up lays out its own entries)."""
+    def _laid_out(self) -> list[PendingCapture]:
+        """``_pending`` as :class:`PendingCapture` only (a speed-up lays out its own entries)."""
         return self._pending
 
-    def _all_pending(self) -> list[_Pending]:
+    def _all_pending(self) -> list[PendingCapture]:
         """Every leaf's pending capture: a record's first leaf, then its other leaves."""
         pending = self._laid_out()
         if not self._nested:
@@ -271,15 +271,21 @@ class HookSession:
 
     def stale_paths(self) -> set[str]:
         """Layers whose kept tensor was changed in place after it was captured."""
-        stale = set()
-        for entry in self._laid_out():
+        stale: set[str] = set()
+        for entry in self._checked_pending(stale):
             for rec in (entry, *entry.extra):
                 for kept in (rec.kept, rec.pre_kept):
                     if kept is not None and kept[1] is not None and version_of(kept[0]) != kept[1]:
                         stale.add(rec.path)
         return stale
 
-    def _finished(self, rec: _Pending, record: CaptureRecord) -> None:
+    def _checked_pending(self, stale: set[str]) -> list[PendingCapture]:
+        """The pending captures whose kept tensors :meth:`stale_paths` checks by their
+        version counters. A speed-up overrides it: it checks the entries it keeps its own
+        way itself, adds their stale paths to ``stale``, and returns the rest."""
+        return self._laid_out()
+
+    def _finished(self, rec: PendingCapture, record: CaptureRecord) -> None:
         """``record`` was built from ``rec`` (a speed-up completes its own kinds)."""
 
     def finish(self) -> dict[str, list[CaptureRecord]]:
@@ -303,7 +309,7 @@ class HookSession:
         host = dict(zip(map(id, tensors), to_host(tensors)))
         out: dict[str, list[CaptureRecord]] = {p: [] for p, lp in self.layers.items() if lp.capture}
 
-        def built(rec: _Pending) -> CaptureRecord:
+        def built(rec: PendingCapture) -> CaptureRecord:
             changed = next(host_counts) if rec.changed is not None else None
             stats: TensorStats | PendingStats | None
             pre: TensorStats | PendingStats | None

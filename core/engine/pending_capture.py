@@ -1,4 +1,4 @@
-"""A capture between its hook and its record: :class:`_Pending`.
+"""A capture between its hook and its record: :class:`PendingCapture`.
 
 A hook of :class:`~.hooks.HookSession` appends one per layer call: the
 tensors kept (with their version counters, so :meth:`HookSession.stale_paths`
@@ -18,7 +18,7 @@ from ..plan.intervention_base import Intervention
 from .stats import PendingStats
 
 
-class _Pending:
+class PendingCapture:
     """A capture whose stats may still be on the device."""
 
     __slots__ = ("path", "call", "leaf", "leaf_shapes", "intervention", "stats", "pre_stats",
@@ -41,7 +41,7 @@ class _Pending:
         self.lazy = lazy
         self.changed: torch.Tensor | None = None
         self.baseline: CaptureRecord | None = baseline
-        self.extra: tuple[_Pending, ...] = ()  # the other tensor leaves of a nested output
+        self.extra: tuple[PendingCapture, ...] = ()  # the other tensor leaves of a nested output
 
     @classmethod
     def of_kept(cls, path: str, call: int, tensor: torch.Tensor, version: int | None,

@@ -29,15 +29,17 @@ import torch
 from . import fast_slot
 from ..views.hist_sample import HIST_SAMPLE, hist_sample, histogram_np
 
-__all__ = ["HIST_BINS", "HIST_SAMPLE", "PendingStats", "TensorStats", "hist_sample", "resolve_all",
-           "summarize"]
+__all__ = ["HIST_BINS", "HIST_SAMPLE", "N_SCALARS", "PendingStats", "TensorStats", "Unbinned",
+           "hist_range", "hist_sample", "resolve_all", "summarize"]
 
 #: Histogram bins used everywhere (plots, JSON, CLI).
 HIST_BINS = 64
 
 # Layout of the summary vector: scalars first, then the histogram counts.
 _MIN, _MAX, _MEAN, _STD, _NAN, _INF, _FMIN, _FMAX = range(8)
-_N_SCALARS = 8
+#: How many scalars open a summary vector (min, max, mean, std, NaN and Inf counts,
+#: the histogram's range); a speed-up's kernel lays its summaries out the same way.
+N_SCALARS = 8
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,12 @@ class PendingStats:
     __slots__ = ("shape", "dtype", "count", "vector", "_resolved")
 
     def __init__(self, shape: tuple[int, ...], dtype: str, count: int,
-                 vector: "torch.Tensor | np.ndarray | _Unbinned"):
+                 vector: "torch.Tensor | np.ndarray | Unbinned"):
         self.shape = shape
         self.dtype = dtype
         self.count = count
-        # float64, _N_SCALARS + HIST_BINS long: a device tensor, or on the CPU a NumPy
-        # array or an _Unbinned one (the scalars ready, the histogram binned on resolve)
+        # float64, N_SCALARS + HIST_BINS long: a device tensor, or on the CPU a NumPy
+        # array or an Unbinned one (the scalars ready, the histogram binned on resolve)
         self.vector = vector
         self._resolved: TensorStats | None = None
 
@@ -140,7 +142,7 @@ def resolve_all(pending: Iterable[PendingStats], bin_histograms: bool = True) ->
         if isinstance(p.vector, np.ndarray):  # computed on the CPU: already on the host
             p._finish(p.vector)
             continue
-        if isinstance(p.vector, _Unbinned):  # on the CPU, histogram still to bin
+        if isinstance(p.vector, Unbinned):  # on the CPU, histogram still to bin
             if bin_histograms:
                 p._finish(p.vector.binned())
             continue
@@ -179,10 +181,10 @@ def summarize(
     count = x.numel()
     if deferred is None:
         deferred = x.device.type != "cpu"
-    vec: torch.Tensor | np.ndarray | _Unbinned
+    vec: torch.Tensor | np.ndarray | Unbinned
     if count == 0:
-        vec = torch.full((_N_SCALARS + bins,), 0.0, dtype=torch.float64, device=x.device)
-        vec[: _N_SCALARS] = float("nan")
+        vec = torch.full((N_SCALARS + bins,), 0.0, dtype=torch.float64, device=x.device)
+        vec[: N_SCALARS] = float("nan")
         vec[_NAN] = vec[_INF] = 0.0
         return PendingStats(shape, dtype, count, vec)
     flat = x.reshape(-1)
@@ -274,7 +276,7 @@ def _moments_to_mean_std(values: torch.Tensor, total: float, sumsq: float) -> tu
     return mean, math.sqrt(max(var, 0.0))
 
 
-def _summary_eager(flat: torch.Tensor, bins: int, rng=None) -> "np.ndarray | _Unbinned":
+def _summary_eager(flat: torch.Tensor, bins: int, rng=None) -> "np.ndarray | Unbinned":
     """The CPU summary: the scalars now, the histogram when first read.
 
     Where a kernel is plugged in (:mod:`.fast_slot`), it may read the tensor once
@@ -296,8 +298,8 @@ def _summary_eager(flat: torch.Tensor, bins: int, rng=None) -> "np.ndarray | _Un
         inf = int(torch.isinf(flat).sum())
         values = flat[torch.isfinite(flat)]
         if values.numel() == 0:
-            out = np.zeros(_N_SCALARS + bins, dtype=np.float64)
-            out[:_N_SCALARS] = [math.nan, math.nan, math.nan, math.nan, nan, inf, math.nan, math.nan]
+            out = np.zeros(N_SCALARS + bins, dtype=np.float64)
+            out[:N_SCALARS] = [math.nan, math.nan, math.nan, math.nan, nan, inf, math.nan, math.nan]
             return out
         got = _moments(values)
         assert got is not None  # only finite values are left
@@ -306,13 +308,13 @@ def _summary_eager(flat: torch.Tensor, bins: int, rng=None) -> "np.ndarray | _Un
     if rng is not None and all(map(math.isfinite, rng)):
         lo_e, hi_e = rng
     else:
-        lo_e, hi_e = _hist_range(mn, mx)
-    out = np.empty(_N_SCALARS + bins, dtype=np.float64)
-    out[:_N_SCALARS] = (mn, mx, mean, std, nan, inf, lo_e, hi_e)
+        lo_e, hi_e = hist_range(mn, mx)
+    out = np.empty(N_SCALARS + bins, dtype=np.float64)
+    out[:N_SCALARS] = (mn, mx, mean, std, nan, inf, lo_e, hi_e)
     # A copy (the tensor may be overwritten in place after this call) in the tensor's
     # own dtype: 64 KiB a layer at most while it waits to be binned.
     sample = fast[1] if fast is not None else _host_sample(values)
-    return _Unbinned(out, sample)
+    return Unbinned(out, sample)
 
 
 def _host_sample(values: torch.Tensor) -> np.ndarray:
@@ -321,8 +323,9 @@ def _host_sample(values: torch.Tensor) -> np.ndarray:
     return (picked.clone() if picked is values else picked).numpy()
 
 
-class _Unbinned:
-    """A CPU summary vector whose histogram counts are binned when first needed."""
+class Unbinned:
+    """A CPU summary vector whose histogram counts are binned when first needed (a
+    speed-up's kernel summary subclasses it)."""
 
     __slots__ = ("vector", "sample")
 
@@ -336,12 +339,13 @@ class _Unbinned:
     def binned(self) -> np.ndarray:
         v = self.vector
         # float64: (x - lo) of float32 values near ±3e38 overflows
-        v[_N_SCALARS:] = histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
-                                      v.shape[0] - _N_SCALARS)
+        v[N_SCALARS:] = histogram_np(self.sample.astype(np.float64), float(v[_FMIN]), float(v[_FMAX]),
+                                      v.shape[0] - N_SCALARS)
         return v
 
 
-def _hist_range(mn: float, mx: float) -> tuple[float, float]:
+def hist_range(mn: float, mx: float) -> tuple[float, float]:
+    """The histogram's range over finite values from ``mn`` to ``mx``."""
     if mx > mn:
         return mn, mx
     # A constant tensor still gets a visible bar, centred on its value; the pad
@@ -372,7 +376,7 @@ def _summary_deferred(flat: torch.Tensor, bins: int, rng=None) -> torch.Tensor:
     var = norm * norm / denom
     std = var.sqrt()
     # Same bin rule as torch.histc: width = (hi - lo) / bins, the top edge falls in the last bin.
-    # Bin arithmetic in float64, as on the eager path (see _hist_range, _histogram).
+    # Bin arithmetic in float64, as on the eager path (see hist_range, _histogram).
     r_lo, r_hi = mn.to(torch.float64), mx.to(torch.float64)
     const = r_hi <= r_lo
     pad = torch.clamp(r_lo.abs() * 1e-6, min=0.5)
@@ -399,7 +403,7 @@ def _summary_deferred(flat: torch.Tensor, bins: int, rng=None) -> torch.Tensor:
 
 
 def _from_vector(shape, dtype, count, v: np.ndarray) -> TensorStats:
-    bins = v.shape[0] - _N_SCALARS
+    bins = v.shape[0] - N_SCALARS
     lo_e, hi_e = float(v[_FMIN]), float(v[_FMAX])
     if math.isfinite(lo_e) and math.isfinite(hi_e):
         edges = np.arange(bins + 1, dtype=np.float64)  # np.linspace's formula, cheaper
@@ -418,6 +422,6 @@ def _from_vector(shape, dtype, count, v: np.ndarray) -> TensorStats:
         std=float(v[_STD]),
         nan_count=int(v[_NAN]),
         inf_count=int(v[_INF]),
-        hist_counts=v[_N_SCALARS:].astype(np.int64),
+        hist_counts=v[N_SCALARS:].astype(np.int64),
         hist_edges=edges,
     )

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..engine.hooks import _LayerHook, version_of
+from ..engine.hooks import LayerHook, version_of
 from .guard_pauses import GuardPauses
 from .session import FastPending, FastSession
 from .victim_remake import Where
@@ -119,7 +119,7 @@ class InplaceGuard(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-class _InputHook(_LayerHook):
+class _InputHook(LayerHook):
     """A first run's hook of a BatchNorm whose capture can be remade: it keeps the
     layer's input for :meth:`GuardedSession._record` (see victim_remake.py)."""
 
@@ -146,7 +146,7 @@ class GuardedSession(FastSession):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.guard = InplaceGuard()
-        self._raw_keep = False  # the guard watches and replaces a _Pending's kept slot
+        self._raw_keep = False  # the guard watches and replaces a PendingCapture's kept slot
 
     def watching(self, module: nn.Module, modules: list[nn.Module] | None) -> ContextManager[Any]:
         # The forward runs under the guard, which steps off the dispatch stack inside
@@ -160,7 +160,7 @@ class GuardedSession(FastSession):
         memory.victims |= self.guard.victims
         memory.watched |= set(self.layers)
 
-    def _hook_for(self, path: str, lp: Any) -> _LayerHook:
+    def _hook_for(self, path: str, lp: Any) -> LayerHook:
         """A captured BatchNorm whose capture can be computed again from its input
         (victim_remake.py) gets a hook that hands that input over: if an in-place
         op is about to overwrite the capture, the guard drops it instead of copying it.
@@ -171,7 +171,7 @@ class GuardedSession(FastSession):
     def _record(self, hook: Any, call: int, pre: Any, post: Any) -> None:
         if pre is None and type(post) is torch.Tensor and self._plain_keep:
             # A bare output kept, no intervention, no baseline (every layer of an every-leaf
-            # first run): the _Pending made directly, without the general leaf walk.
+            # first run): the PendingCapture made directly, without the general leaf walk.
             last = FastPending.of_kept(hook.path, call, *self._keep(post, hook.clone), hook.clone)
             self._pending.append(last)
         else:

@@ -8,8 +8,8 @@ What it changes, each giving the records the reference path gives:
   tuple, and a statistics-only one is summarised by the compiled kernel inside
   the hook (:mod:`.stats_plain`); records are built from them straight after
   the forward (``CaptureRecord.of_kept``/``of_stats``), not through the general
-  :class:`~hookscope.core.engine.pending_capture._Pending` walk. On ResNet-50's
-  158 layers, building a ``_Pending`` in each hook and a record from it took
+  :class:`~hookscope.core.engine.pending_capture.PendingCapture` walk. On ResNet-50's
+  158 layers, building a ``PendingCapture`` in each hook and a record from it took
   ~0.5 ms a run, ~1% of its forward; with every layer summarised, each line of
   Python a hook runs inside the forward costs several times what it costs after it;
 * a known in-place victim that is an eval-mode BatchNorm keeps its input, not a
@@ -26,16 +26,16 @@ from torch import nn
 
 from ..engine.capture_record import CaptureRecord
 from ..engine.hook_handles import Arming
-from ..engine.hooks import HookSession, _LayerHook, version_of
-from ..engine.pending_capture import _Pending
+from ..engine.hooks import HookSession, LayerHook, version_of
+from ..engine.pending_capture import PendingCapture
 from ..plan.plan import LayerPlan
 from .hook_dicts import HookSet
 from .stats_plain import PlainMoments, plain_moments, plain_pending, summarize_plain
 from .victim_remake import NormStore, Remake, Where, norm_tensors
 
 
-class FastPending(_Pending):
-    """A :class:`_Pending` that may be computed again from its input instead of kept."""
+class FastPending(PendingCapture):
+    """A :class:`PendingCapture` that may be computed again from its input instead of kept."""
 
     __slots__ = ("remake",)
 
@@ -82,7 +82,7 @@ def kept_on_cpu(entry: Any) -> bool:
             and (entry.kept[0].is_cpu if entry.kept is not None else entry.remake is not None))
 
 
-class _RemakeHook(_LayerHook):
+class _RemakeHook(LayerHook):
     """The hook of a captured in-place victim whose capture is computed again from its
     intact input on first read instead of copied in the forward (victim_remake.py).
     Appends ``(hook, call, input, input version)``; anything else takes the copy."""
@@ -125,15 +125,15 @@ class FastSession(HookSession):
                  no_remake: Iterable[str] = ()):
         super().__init__(layers, keep_tensors, clone_paths, sources, baseline)
         self.no_remake = frozenset(no_remake)
-        # Hooks append, besides _Pending: statistics-only kernel summaries (path, call,
+        # Hooks append, besides PendingCapture: statistics-only kernel summaries (path, call,
         # PlainMoments), kept bare tensors (path, call, tensor, version, copied), remade
-        # victims (hook, call, input, version); _laid_out makes them _Pending if needed.
+        # victims (hook, call, input, version); _laid_out makes them PendingCapture if needed.
         # No baseline to join: a layer's bare tensor output takes a short path in
         # _record (statistics only: the kernel's; kept: the reference alone).
         self._plain_stats = not keep_tensors and not self.baseline
         self._plain_keep = keep_tensors and not self.baseline
         # Kept bare tensors as raw tuples (off for the in-place guard, which watches and
-        # replaces a _Pending's kept slot).
+        # replaces a PendingCapture's kept slot).
         self._raw_keep = self._plain_keep
         self._norms = NormStore()  # the statistics of victims remade on first read
         # Remade victims whose input or statistics changed in the forward (see stale_paths):
@@ -143,7 +143,7 @@ class FastSession(HookSession):
     def _arming(self) -> Arming:
         return HookSet()
 
-    def _hook_for(self, path: str, lp: LayerPlan) -> _LayerHook:
+    def _hook_for(self, path: str, lp: LayerPlan) -> LayerHook:
         at = self._remake_at(path, lp) if self._raw_keep and path in self.clone_paths else None
         return _RemakeHook(self, lp, at) if at is not None else super()._hook_for(path, lp)
 
@@ -167,7 +167,7 @@ class FastSession(HookSession):
         return self._norms.add(lp.module, norm) if norm is not None else None
 
     # -- recording ---------------------------------------------------------------
-    def _record(self, hook: _LayerHook, call: int, pre: Any, post: Any) -> None:
+    def _record(self, hook: LayerHook, call: int, pre: Any, post: Any) -> None:
         if pre is None and type(post) is torch.Tensor:
             # The common cases, in as few Python steps as they take: every layer pays
             # them inside the forward, where they run cold. A bare tensor with no
@@ -180,7 +180,7 @@ class FastSession(HookSession):
                 self._pending.append(self._leaf(hook, call, "", {"": tuple(post.shape)}, post, None, None))
                 return
             got = plain_moments(post) if self._plain_stats else None
-            if got is not None:  # laid out as a _Pending after the forward (_laid_out)
+            if got is not None:  # laid out as a PendingCapture after the forward (_laid_out)
                 self._pending.append((hook.path, call, got))
                 return
         super()._record(hook, call, pre, post)
@@ -190,7 +190,7 @@ class FastSession(HookSession):
         return summarize_plain(tensor)
 
     # -- after the forward -------------------------------------------------------
-    def _laid_out(self) -> list[_Pending]:
+    def _laid_out(self) -> list[PendingCapture]:
         if self._plain_stats:
             self._pending = [FastPending.of_plain(*r) if type(r) is tuple else r for r in self._pending]
         elif self._raw_keep:
@@ -211,8 +211,9 @@ class FastSession(HookSession):
         hook, x, version = rec.remake  # type: ignore[misc]
         return self._remade((hook, rec.call, x, version))
 
-    def stale_paths(self) -> set[str]:
-        stale = set()
+    def _checked_pending(self, stale: set[str]) -> list[PendingCapture]:
+        # Its raw entries and remade victims here, without laying them out (a remade
+        # victim laid out would be computed now); HookSession.stale_paths checks the rest.
         norms_changed = self._norms.changed()  # then no remade victim's capture is right
         rest = []
         for entry in self._pending:
@@ -229,16 +230,11 @@ class FastSession(HookSession):
                 stale.add(entry.path)  # as above, for the first run's remade victims
                 self.remade_stale.add(entry.path)
             rest.append(entry)
-        for entry in rest:
-            for rec in (entry, *entry.extra):
-                for kept in (rec.kept, rec.pre_kept):
-                    if kept is not None and kept[1] is not None and version_of(kept[0]) != kept[1]:
-                        stale.add(rec.path)
-        return stale
+        return rest
 
-    def _finished(self, rec: _Pending, record: CaptureRecord) -> None:
+    def _finished(self, rec: PendingCapture, record: CaptureRecord) -> None:
         if type(rec) is FastPending and rec.remake is not None and rec.kept is None:
-            record._remake = self._remade_pending(rec)  # dropped for a remake (see FastPending)
+            record.remade_by(self._remade_pending(rec))  # dropped for a remake (see FastPending)
 
     def finish(self) -> dict[str, list[CaptureRecord]]:
         if self._plain_stats and all(type(r) is tuple for r in self._pending):

@@ -19,7 +19,7 @@ import torch
 
 from . import onepass
 from ..views.hist_sample import SAMPLE_RUN
-from ..engine.stats import _N_SCALARS, HIST_BINS, PendingStats, _hist_range, _Unbinned
+from ..engine.stats import N_SCALARS, HIST_BINS, PendingStats, hist_range, Unbinned
 
 
 #: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):
@@ -70,7 +70,7 @@ def summarize_plain(tensor: torch.Tensor) -> PendingStats | None:
 _NO_SAMPLE = np.empty(0, dtype=np.float32)  # the kernel binned it: nothing to keep
 
 
-class _KernelBinned(_Unbinned):
+class _KernelBinned(Unbinned):
     """A summary the kernel finished in the forward (:func:`summarize_plain`): four
     numbers and the histogram's counts, laid out as the vector when first read."""
 
@@ -84,8 +84,8 @@ class _KernelBinned(_Unbinned):
     def _laid_out(self) -> np.ndarray:
         if self.vector is None:
             mn, mx, mean, std = self.raw
-            out = np.empty(_N_SCALARS + HIST_BINS, dtype=np.float64)
-            out[:_N_SCALARS] = (mn, mx, mean, std, 0, 0, *_hist_range(mn, mx))
+            out = np.empty(N_SCALARS + HIST_BINS, dtype=np.float64)
+            out[:N_SCALARS] = (mn, mx, mean, std, 0, 0, *hist_range(mn, mx))
             self.vector = out
         return self.vector
 
@@ -94,5 +94,5 @@ class _KernelBinned(_Unbinned):
 
     def binned(self) -> np.ndarray:
         v = self._laid_out()
-        v[_N_SCALARS:] = np.frombuffer(self.counts, dtype=np.int32)
+        v[N_SCALARS:] = np.frombuffer(self.counts, dtype=np.int32)
         return v

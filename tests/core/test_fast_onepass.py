@@ -210,7 +210,7 @@ def test_nested_output_leaves_are_binned_in_the_forward_too(monkeypatch):
     rec = r.captures["0"][0]
     assert [lf.leaf for lf in rec.leaves] == ["[0]", "[1][0]", "[1][1]"]
     kinds = [type(lf._stats.vector).__name__ for lf in rec.leaves]
-    assert kinds == ["_Unbinned", "_KernelBinned", "_KernelBinned"]
+    assert kinds == ["Unbinned", "_KernelBinned", "_KernelBinned"]
     assert rec.leaves[0]._stats.vector.sample.size > 0  # the view's sample, binned on read
     with monkeypatch.context() as mp:
         mp.setattr(onepass, "KERNEL", None)
