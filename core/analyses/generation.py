@@ -28,6 +28,9 @@ from torch import nn
 from ..base.errors import Cancelled, ForwardError, PlanError
 from ..base.meaning import OutputMeaning, score_leaf
 from ..plan.plan import Plan
+from ..engine.forward_state import forward, to_device
+from ..engine.run import place_module, run
+from ..base.devices import resolve_device
 
 MAX_STEPS = 4096
 #: the seeds torch.Generator.manual_seed takes
@@ -162,10 +165,6 @@ def generate(module: nn.Module, inputs: Any, plan: Plan | None, meaning: OutputM
              device: str = "cpu", temperature: float = 0.0, seed: int = 0, top_k: int = 5,
              should_stop: Callable[[], bool] | None = None) -> Generation:
     """``n`` tokens after the prompt in ``inputs``, without and with ``plan``'s interventions."""
-    from ..engine.forward_state import forward, to_device
-    from ..engine.run import place_module, run
-    from ..base.devices import resolve_device
-
     GenerateRequest(n, temperature, seed, top_k)  # the same checks as a request
     ids, make = _ids_of(inputs)
     plan = dataclasses.replace(plan or Plan(), capture=(), keep_tensors=False)

@@ -31,6 +31,7 @@ from ..base.meaning import OutputMeaning
 from ..base.nested import tensor_leaves
 from ..base.user_text import is_digits, safe_str
 from ..plan.plan import Plan
+from ..engine.run import compare
 
 #: (norm, unembedding, the ModuleList holding the blocks), in the order tried.
 KNOWN_HEADS = (("transformer.ln_f", "lm_head", "transformer.h"),   # GPT-2, GPT-J, GPT-Neo
@@ -257,8 +258,6 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     One comparison (:func:`~hookscope.core.compare`) keeps each block's output
     in both forwards; the final norm and unembedding are then applied to each.
     """
-    from ..engine.run import compare
-
     lh = head if isinstance(head, LensHead) else find_lens_head(module, head)
     result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
                      should_stop=should_stop, codec=meaning.codec)

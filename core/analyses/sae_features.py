@@ -20,6 +20,9 @@ from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
 from ..model.sae import SparseAutoencoder, attached_sae
+from .logit_lens import first_row_ids, token_strings
+from ..engine.run import compare
+from ..plan.sae_interventions import SaeEdit
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,6 @@ class SaeRequest:
                 meaning: OutputMeaning, should_stop: Any = None) -> "SaeReport":
         report = sae_features(module, inputs, plan, self.layers, device, self.top_k, should_stop,
                               meaning.codec)
-        from .logit_lens import first_row_ids, token_strings
-
         ids = first_row_ids(inputs)
         strings = token_strings(meaning, ids)
         report.tokens = [strings.get(i, str(i)) for i in ids]
@@ -98,8 +99,6 @@ def sae_features(module: nn.Module, inputs: Any, plan: Plan | None, layers: Any,
                  codec: Any = None) -> SaeReport:
     """Top features and reconstruction error of the SAE attached to each of ``layers``
     (one comparison for all of them)."""
-    from ..engine.run import compare
-
     layers = (layers,) if isinstance(layers, str) else tuple(layers)
     saes = {}
     for layer in layers:
@@ -122,8 +121,6 @@ def sae_features(module: nn.Module, inputs: Any, plan: Plan | None, layers: Any,
 
 
 def _features(sae: SparseAutoencoder, rec: Any, edit: Any, layer: str, top_k: int) -> SaeFeatures:
-    from ..plan.sae_interventions import SaeEdit
-
     with_x = _rows(rec.tensor)
     without_x = _rows(rec.baseline_tensor if rec.baseline_tensor is not None else rec.tensor)
     sae.check_width(with_x.shape[-1], layer)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -398,8 +399,6 @@ class ScanJob:
 
     def compute(self, module: nn.Module, inputs: Any, plan: Any, device: str,
                 meaning: OutputMeaning, should_stop: Any = None) -> ScanResult:
-        import dataclasses
-
         req = dataclasses.replace(self.request, device=device)
         return scan(_OnModule(module, inputs, meaning), req, progress=self.progress,
                     should_stop=should_stop)

@@ -16,20 +16,23 @@ A ``--vector NAME=FILE`` spec reads a ``.pt``/``.safetensors``/``.npy`` file
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 from torch import nn
 
-from ..plan.directions import named_vectors
+from ..plan.directions import _Directional, bind_vectors, named_vectors
 from ..base.errors import InputError, PlanError
 from ..plan.intervention_base import Intervention
 from ..base.nested import tensor_leaves
-from ..plan.plan import Plan
+from ..plan.plan import Plan, unknown_layer_message
 from ..base.regular_file import read_regular
 from ..plan.steer_vector import VECTOR_SUFFIXES, SteeringVector, load_vector_file
 from ..base.user_text import shown, typed_text
+from ..engine.forward_state import forward, own_copy, to_device
+from ..model.inputs import parse_input
 
 DIFF_PREFIXES = {"diff:": "last", "diffmean:": "mean"}
 #: A prompt-set file: at most this many bytes and prompts.
@@ -49,12 +52,8 @@ def parse_vector_option(text: str) -> tuple[str, str]:
 
 def layer_output(module: nn.Module, path: str, inputs: Any) -> torch.Tensor:
     """The first floating tensor leaf of layer ``path``'s first output on ``inputs``."""
-    from ..engine.forward_state import forward, own_copy
-
     mods = dict(module.named_modules())
     if path not in mods:
-        from ..plan.plan import unknown_layer_message
-
         raise PlanError(unknown_layer_message(path, list(mods)))
     got: list[Any] = []
 
@@ -100,9 +99,6 @@ def _prompts(path: Path) -> list[str]:
 
 def _side_mean(module: nn.Module, path: str, side: str, how: str, example: Any,
                codec: Any, device: torch.device | None) -> torch.Tensor:
-    from ..model.inputs import parse_input
-    from ..engine.forward_state import to_device
-
     side_path = Path(side.strip()).expanduser()
     prompt = side.lstrip().startswith("text:")  # "text:see notes.txt" is a prompt, not a file
     specs = _prompts(side_path) if side_path.suffix == ".txt" and not prompt else [side]
@@ -155,8 +151,6 @@ def resolve_vectors(module: nn.Module | None, interventions: Mapping[str, Interv
                     device: torch.device | None = None) -> dict[str, Intervention]:
     """``interventions`` with every vector named by a ``--vector`` spec given its values: a file
     is read once; a ``diff:`` is computed at each layer that uses it."""
-    from ..plan.directions import bind_vectors
-
     wanted = named_vectors(interventions)
     missing = sorted(set(wanted) - set(specs))
     if missing:
@@ -200,9 +194,6 @@ def resolve_pending(plan: Plan, module: nn.Module, example: Any = None, codec: A
     """``plan`` with every vector given as a ``diff:`` spec computed at its layer, where the
     model runs (the window's runner, a Ray actor). ``cache``: ``{(path, spec): vector}``
     kept by the caller for the same model, so a Live drag does not repeat the two forwards."""
-    from dataclasses import replace
-
-    from ..plan.directions import _Directional
 
     changed: dict[str, Intervention] = {}
     for path, iv in plan.interventions.items():
@@ -229,8 +220,6 @@ def short_name(spec: str) -> str:
 
 def has_pending_vectors(plan: Plan) -> bool:
     """Whether some intervention of ``plan`` has a ``diff:`` vector still to compute."""
-    from ..plan.directions import _Directional
-
     return any(isinstance(iv, _Directional) and is_diff_spec(iv.vector)
                for iv in plan.interventions.values())
 
@@ -238,9 +227,6 @@ def has_pending_vectors(plan: Plan) -> bool:
 def with_built_vectors(plan: Plan, built: Plan | None) -> Plan:
     """``plan`` with each ``diff:`` vector taken from ``built`` (a finished run's plan, where the
     runner computed it) when that layer has the same kind and spec there; for an export."""
-    from dataclasses import replace
-
-    from ..plan.directions import _Directional
 
     if built is None or not has_pending_vectors(plan):
         return plan

@@ -40,6 +40,7 @@ from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,
                           values_array)
 from .sweep_metrics import finite_or_none, make_metric, normalised
+from .sweep_axes import positions_of
 
 @dataclass
 class SweepResult:
@@ -197,8 +198,6 @@ class SweepRequest:
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
     if name in POSITION_AXES and codec is not None:
         try:
-            from .sweep_axes import positions_of
-
             ids = _token_ids(inputs)
             n = positions_of(inputs)
             strings = codec.token_strings(ids)

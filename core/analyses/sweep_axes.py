@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import torch
 from torch import nn
 
 from ..base.errors import PlanError
@@ -77,8 +78,6 @@ def _number(text: str) -> int | float | str:
 
 def positions_of(inputs: Any) -> int:
     """How many token positions ``inputs`` has (token ids: the last axis)."""
-    import torch
-
     x = inputs
     if isinstance(x, dict):
         x = x.get("input_ids", next(iter(x.values()), None))

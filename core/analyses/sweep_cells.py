@@ -40,6 +40,7 @@ from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, Row
                           rows_match, why_not_batched)
 from .sweep_baseline import make_baseline
 from .sweep_metrics import Metric, make_metric
+from ..engine.source_pass import _slot
 
 #: Modules that pick their kernels by whether a submodule carries a hook.
 HOOK_SENSITIVE = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.MultiheadAttention)
@@ -365,8 +366,6 @@ def _cell_sources(ctx: SweepContext, k: int) -> dict[str, list[Any]]:
 
 def _sources_cached(layers: dict[str, LayerPlan], base: Baseline) -> bool:
     """Whether ``base``'s source cache already holds every output these layers patch in."""
-    from ..engine.source_pass import _slot
-
     for path, lp in layers.items():
         iv = lp.intervention
         if iv is None or iv.pre_pass_input() is None:

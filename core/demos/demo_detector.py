@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
+from safetensors.torch import load
 
 from ..base.meaning import DETECTIONS, OutputMeaning
 
@@ -162,7 +163,7 @@ def _resource(name: str) -> Any:
 
 def sample_image() -> torch.Tensor:
     """The shipped sample picture as ``1 x 3 x H x W`` floats in [0, 1]."""
-    from PIL import Image
+    from PIL import Image  # lazy: Pillow takes ~20 ms to import
 
     with _resource(DETECTOR_SAMPLE).open("rb") as fh, Image.open(fh) as img:
         arr = np.asarray(img.convert("RGB"), dtype=np.float32) / 255.0
@@ -171,8 +172,6 @@ def sample_image() -> torch.Tensor:
 
 def detector_demo() -> tuple[nn.Module, torch.Tensor]:
     """:class:`TinyDetector` with its shipped weights (eval mode) and the sample picture."""
-    from safetensors.torch import load
-
     model = TinyDetector()
     model.load_state_dict(load(_resource(DETECTOR_WEIGHTS).read_bytes()))
     model.eval()

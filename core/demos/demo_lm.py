@@ -20,9 +20,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from safetensors.torch import load
 
 from ..base.meaning import CLASSES, TOKENS, OutputMeaning
 from ..base.text_codec import CharCodec
+from .demo_detector import detector_meaning
 
 ALPHABET = "?\n .,'abcdefghijklmnopqrstuvwxyz"
 CODEC = CharCodec(ALPHABET, lower=True)
@@ -105,8 +107,6 @@ def lm_sample() -> dict[str, Any]:
 
 def lm_demo() -> tuple[nn.Module, torch.Tensor]:
     """Trained :class:`TinyLM` (eval mode) and its sample prompt as ids, shape (1, n)."""
-    from safetensors.torch import load
-
     model = TinyLM()
     model.load_state_dict(load(_resource(LM_WEIGHTS).read_bytes()))
     model.eval()
@@ -118,8 +118,6 @@ def demo_meaning(name: str) -> OutputMeaning:
     if name == "lm":
         return OutputMeaning(kind=TOKENS, codec=CODEC)
     if name == "detector":
-        from .demo_detector import detector_meaning
-
         return detector_meaning()
     if name == "cnn":
         return OutputMeaning(kind=CLASSES, labels=[str(d) for d in range(10)])

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 from torch import nn
+from safetensors.torch import load
 
 from .demo_detector import DETECTOR_DESCRIPTION, detector_demo
 from .demo_lm import LM_DESCRIPTION, lm_demo
@@ -62,8 +63,6 @@ def resource_path(name: str) -> Any:
 
 
 def _load_state_dict(module: nn.Module, name: str) -> None:
-    from safetensors.torch import load
-
     state = load(resource_path(name).read_bytes())
     module.load_state_dict(state)
 

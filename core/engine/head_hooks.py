@@ -17,6 +17,7 @@ from torch import nn
 from .hook_handles import Arming
 from ..plan.intervention_base import InterventionContext
 from ..base.nested import map_tensors
+from ..plan.heads_mha import MhaHeadHook
 
 
 class _HeadHook:
@@ -52,8 +53,6 @@ def add_head_hook(hooks: Arming, lp: Any, sources: list[Any] | None, tally: Any 
     layer's capture hook). ``tally`` counts what the heads' change did, for the receipt."""
     site = lp.head_site
     if site.recompute:
-        from ..plan.heads_mha import MhaHeadHook
-
         hooks.keep(lp.module.register_forward_hook(
             MhaHeadHook(lp.path, lp.intervention, site.n_heads, sources, tally),
             with_kwargs=True, prepend=True))

@@ -43,6 +43,8 @@ from ..base.user_text import safe_str
 from .output_diff import flat_floats
 from .output_diff import output_change, output_difference as diff
 from .verdict import output_verdict
+from ..views.result_html import result_html
+from ..views.result_table import result_dataframe
 
 class _Captures:
     """What every result with ``captures`` offers."""
@@ -127,14 +129,10 @@ class RunResult(_Captures):
 
     def _repr_html_(self) -> str:
         """A notebook's view: verdict, captures without/with, top classes or next tokens."""
-        from ..views.result_html import result_html
-
         return result_html(self, output_verdict(self))
 
     def to_dataframe(self) -> Any:
         """One row per captured layer call (pandas, which this needs, is optional)."""
-        from ..views.result_table import result_dataframe
-
         return result_dataframe(self)
 
     #: ``{path: Receipt}``: what each intervention did in this run (core/engine/receipts.py).

@@ -27,6 +27,7 @@ from ..model.inputs import parse_input
 from ..base.nested import map_tensors
 from ..plan.plan import LayerPlan
 from .forward_state import forward, own_copy, to_device
+from ..plan.heads_mha import MhaHeadsRecorder
 
 
 @dataclass
@@ -106,8 +107,6 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
             for path, lp in layers.items():
                 site = lp.head_site
                 if path in recorders and site is not None and site.recompute:
-                    from ..plan.heads_mha import MhaHeadsRecorder
-
                     recorders[path] = MhaHeadsRecorder()  # its heads, computed again
                     handles.append(lp.module.register_forward_hook(recorders[path], with_kwargs=True))
                     continue

@@ -15,11 +15,15 @@
 
 from __future__ import annotations
 
+import base64
 import inspect
+import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from safetensors.torch import save_file  # keeps every dtype as it is, bfloat16 included
 
 from ..base.atomic_write import atomic_write
 from ..base.errors import HookscopeError, PlanError
@@ -54,8 +58,6 @@ def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
 
 def capture_arrays(captures: dict[str, list[CaptureRecord]]) -> dict[str, np.ndarray]:
     """The same as NumPy arrays; bfloat16, which NumPy lacks, becomes float32."""
-    import torch
-
     return {k: (t.float() if t.dtype == torch.bfloat16 else t).numpy()
             for k, t in capture_tensors(captures).items()}
 
@@ -77,8 +79,6 @@ def save_captures(captures: dict[str, list[CaptureRecord]], path: str | Path) ->
     if path.suffix == ".npz":
         arrays = capture_arrays(captures)
         return atomic_write(path, lambda tmp: np.savez_compressed(tmp, **arrays))  # type: ignore[arg-type]  # numpy stubs: **kwds arrays read as allow_pickle
-    from safetensors.torch import save_file  # keeps every dtype as it is, bfloat16 included
-
     return atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
 
 
@@ -200,11 +200,6 @@ def _cpu(value: Any) -> Any:
 def _payload_load(payload: dict[str, Any], sidecar: str | Path | None) -> str:
     """The script's expression that loads ``payload``: from a base64 literal of short lines,
     or, when it is large and a ``sidecar`` script path is given, from a ``.pt`` beside it."""
-    import base64
-    import io
-
-    import torch
-
     buf = io.BytesIO()
     torch.save(payload, buf)
     data = buf.getvalue()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..plan.leaf_functions import feature_dim
+from ..base.errors import HookscopeError
 
 #: The plain-torch functions :data:`AIM_HELPERS` calls, copied into the script before it.
 AIM_NEEDS: tuple[Callable[..., Any], ...] = (feature_dim,)
@@ -90,8 +91,6 @@ def head_sites(module: Any, plan: Any) -> dict[str, tuple[str, int]]:
     for path, lp in plan.resolve(module).items():
         site = lp.head_site
         if site is not None and site.recompute:
-            from ..base.errors import HookscopeError
-
             raise HookscopeError(f"the script export cannot write heads of layer {path!r}: an "
                                  "nn.MultiheadAttention's heads are computed again by Hookscope "
                                  "(core/plan/heads_mha.py), which the plain-torch script does not repeat; "

@@ -67,7 +67,7 @@ def hf_section(spec: str, loaded: Any) -> str:
 def _is_transformers_class(arch: str, loaded: Any) -> bool:
     """Whether ``arch`` is the transformers class the model was loaded as (looked up by name)."""
     try:
-        import transformers
+        import transformers  # lazy: optional (the hf extra)
     except ImportError:
         return False
     return bool(arch) and arch.isidentifier() and loaded is not None \

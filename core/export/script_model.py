@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import math
+import re
+import sys
 import textwrap
 from collections import OrderedDict
 from typing import Any
@@ -148,9 +151,6 @@ def demo_section(spec: str, module: nn.Module, probe: Any = None) -> str:
 def _constants(classes: list[type], sources: list[str]) -> str:
     """Module-level constants the classes' source names (``ALPHABET`` in a default argument),
     written as literals: plain strings, numbers and tuples of them only."""
-    import re
-    import sys
-
     out: dict[str, str] = {}
     for cls, text in zip(classes, sources):
         glob = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
@@ -179,8 +179,6 @@ def _construct(m: nn.Module, indent: str = "") -> str:
 
 def _check_rebuilds(spec: str, src: str, module: nn.Module, probe: Any) -> None:
     """Run the written source and compare the rebuilt model with the demo on ``probe``."""
-    import math
-
     ns: dict[str, Any] = {"torch": torch, "nn": nn, "OrderedDict": OrderedDict, "math": math,
                           "__name__": "hookscope_script_check"}
     try:

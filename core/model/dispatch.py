@@ -25,6 +25,7 @@ accelerate is imported only here and only when a device map is asked for.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import shutil
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from torch import nn
+from safetensors import SafetensorError, safe_open
 
 from ..base.devices import cuda_unavailable_reason
 from .budget import scaled_size
@@ -43,6 +45,7 @@ from ..base.extras import require
 from ..base.user_text import is_digits, shown
 from .sources import load_model
 from .weights import read_state_dict
+from .source_hf import load_hf
 
 DEVICE_MAPS = ("auto", "balanced", "sequential")
 
@@ -145,7 +148,7 @@ def device_label(value: Any) -> str:
 def plan_device_map(module: nn.Module, opts: DeviceMapOptions) -> dict[str, int | str]:
     """Where each part of ``module`` goes under ``opts`` (accelerate's device map)."""
     acc = require("accelerate", "scale", "--device-map")
-    from accelerate.utils import get_balanced_memory, get_max_memory
+    from accelerate.utils import get_balanced_memory, get_max_memory  # lazy: optional (the scale extra)
 
     no_split = list(getattr(module, "_no_split_modules", None) or [])
     mm = get_max_memory(dict(opts.max_memory) or None)
@@ -186,7 +189,7 @@ def dispatch(module: nn.Module, opts: DeviceMapOptions, weights: str | None = No
             if dm.get("") == "disk" and folder is not None:
                 # The whole model on disk: accelerate would pick the weights of module "" by
                 # the prefix ".", find none and write no index.json; write them all here.
-                from accelerate.utils import offload_state_dict
+                from accelerate.utils import offload_state_dict  # lazy: optional
 
                 offload_state_dict(folder, module.state_dict())
             acc.dispatch_model(module, device_map=dm, offload_dir=folder)
@@ -233,12 +236,6 @@ def _load_hf_dispatched(spec: str, weights: str | None, opts: DeviceMapOptions):
     """An ``hf:`` spec placed by ``from_pretrained(device_map=...)`` itself, never whole in
     memory, where the ``hf:`` adapter takes ``from_pretrained`` keywords; else ``None``
     (the model is then loaded whole and dispatched like any other)."""
-    import inspect
-
-    try:
-        from .source_hf import load_hf  # the hf: adapter, where this build has it
-    except ImportError:
-        return None
     params = inspect.signature(load_hf).parameters.values()
     if not any(p.kind is p.VAR_KEYWORD for p in params):
         return None
@@ -316,8 +313,6 @@ def _fresh_offload_folder(module: nn.Module, root: str) -> str:
 
 
 def _safetensors_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    from safetensors import SafetensorError, safe_open
-
     p = Path(path).expanduser()
     if not p.is_file():
         raise SpecError(f"weights file {path!r} does not exist")
@@ -344,7 +339,7 @@ def _check_file_fits(module: nn.Module, shapes: dict[str, tuple[int, ...]], path
 
 def _load_in_place(module: nn.Module, path: str) -> None:
     """Put a ``.pt`` state_dict's tensors into a (possibly empty) module, strictly."""
-    from accelerate.utils import set_module_tensor_to_device
+    from accelerate.utils import set_module_tensor_to_device  # lazy: optional (the scale extra)
 
 
     state = read_state_dict(path)  # weights_only=True

@@ -156,7 +156,7 @@ def _weights_only_everywhere() -> Iterator[None]:
     tensors and plain containers only (torch's own TORCH_FORCE_WEIGHTS_ONLY_LOAD switch), and
     the archive reader's ``pickle.loads`` and torchbind loader refuse: a second line of
     defence behind :func:`check_archive`, should a reader see an entry it did not."""
-    from torch.export.pt2_archive import _package
+    from torch.export.pt2_archive import _package  # lazy: torch.export takes ~2 s to import
 
     key = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
     with _env_lock:

@@ -32,7 +32,7 @@ def model_folder(name: str, local_dir: str | None) -> Path | None:
     if local_dir is not None:
         return Path(local_dir)
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # lazy: optional (with transformers)
 
         found = try_to_load_from_cache(name, "config.json")
     except Exception:  # not a repo id at all ("a/b/c"), or no hub package: nothing to read

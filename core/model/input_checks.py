@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
 import numpy as np
+from numpy.lib import format as npformat
 
 from .budget import check_input_size
 from ..base.errors import InputError
@@ -39,8 +40,6 @@ def check_npy(path: Path, f: BinaryIO | None = None) -> None:
     ``f``: the file already opened (by :func:`~.regular_file.open_regular`); it is
     read from its start and left where the header ends.
     """
-    from numpy.lib import format as npformat
-
     try:
         with contextlib.nullcontext(f) if f is not None else open_regular(path, "input file") as f:
             f.seek(0)
@@ -97,7 +96,7 @@ def check_torch_file(path: Path, f: BinaryIO | None = None) -> None:
 def open_image(path: Path, channels: int) -> Iterator[Image.Image]:
     """The image at ``path``, opened as one of :data:`IMAGE_FORMATS` and checked against the
     pixel budget; every PIL failure is an :class:`InputError`."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # lazy: Pillow takes ~20 ms to import
 
     with warnings.catch_warnings():
         # PIL warns above MAX_IMAGE_PIXELS and raises above twice that: both are refusals here.

@@ -219,7 +219,7 @@ def load_image(path: Path, example: Any = None, invert: bool = False) -> torch.T
     photo of any size fits the model; without one the image keeps its size, RGB.
     """
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: Pillow takes ~20 ms to import
     except ImportError as exc:  # an optional dependency in some installs
         raise InputError("reading images needs Pillow: pip install pillow") from exc
     ex = tensor_leaves(example)[0][1] if example is not None and tensor_leaves(example) else None

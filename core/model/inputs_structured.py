@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load
 
 from .budget import check_input_size
 from ..base.call_args import CallArgs
@@ -155,8 +156,6 @@ def load_safetensors_input(path: Path) -> dict[str, torch.Tensor]:
         check_input_size(os.fstat(f.fileno()).st_size, path.name)
         data = f.read()
     try:
-        from safetensors.torch import load
-
         tensors = load(data)
     except Exception as exc:  # a corrupt or foreign file
         raise InputError(f"cannot read {path} as safetensors: {exc}") from exc

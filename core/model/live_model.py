@@ -30,6 +30,10 @@ from torch import nn
 
 from ..base.errors import InputError, SpecError
 from ..base.meaning import CLASSES, TOKENS, OutputMeaning
+from ..base.text_codec import HFCodec
+from .class_labels import read_labels
+from .source_hf import _head_kind
+from .loaded_model import LoadedModel
 
 #: ``LoadedModel.kind`` of a model handed over in this process.
 LIVE = "live"
@@ -46,8 +50,6 @@ def _codec(tokenizer: Any) -> Any:
     """``tokenizer`` as a :class:`~.meaning.TextCodec`."""
     if all(hasattr(tokenizer, n) for n in ("encode", "decode", "token_strings", "name")):
         return tokenizer  # already one
-    from ..base.text_codec import HFCodec
-
     if callable(tokenizer) and hasattr(tokenizer, "convert_ids_to_tokens"):
         return HFCodec(tokenizer)
     raise InputError(f"tokenizer={type(tokenizer).__name__} is not a tokenizer Hookscope knows: "
@@ -73,8 +75,6 @@ def _prompt_input(module: nn.Module, prompt: str, codec: Any) -> tuple[Any, tupl
 
 def _labels(labels: Sequence[str] | str | Path) -> list[str]:
     if isinstance(labels, (str, Path)):
-        from .class_labels import read_labels
-
         return read_labels(labels)
     names = [str(x) for x in labels]
     if not names:
@@ -87,8 +87,6 @@ def live_meaning(module: nn.Module, codec: Any, labels: list[str] | None) -> Out
     Face model, its head and config (as ``hf:`` would read it)."""
     meaning = OutputMeaning()
     if _is_hf(module):
-        from .source_hf import _head_kind
-
         kind = _head_kind(type(module).__name__)
         cfg_labels = getattr(module.config, "id2label", None)
         if labels is None and kind == CLASSES and cfg_labels:
@@ -123,8 +121,6 @@ def live_model(module: nn.Module, example_input: Any = None, *, tokenizer: Any =
     tokenizer is given. Raises :class:`SpecError` for something that is not a
     module, :class:`InputError` for a tokenizer or labels Hookscope cannot use.
     """
-    from .loaded_model import LoadedModel
-
     if not isinstance(module, nn.Module):
         raise SpecError(f"explore() needs a torch nn.Module; got {type(module).__name__}. Pass "
                         "the model object itself (not its class or its state_dict)")

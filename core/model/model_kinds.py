@@ -13,10 +13,13 @@ Run on every loaded model before its tree is built (:func:`prepare_loaded`):
 
 from __future__ import annotations
 
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.modules.lazy import LazyModuleMixin
 
 from ..base.errors import SpecError
 from ..base.nested import map_tensors
@@ -39,8 +42,6 @@ def uncompiled(module: nn.Module) -> tuple[nn.Module, bool]:
 
 
 def has_lazy(module: nn.Module) -> bool:
-    from torch.nn.modules.lazy import LazyModuleMixin
-
     return any(isinstance(m, LazyModuleMixin) and m.has_uninitialized_params()
                for m in module.modules())
 
@@ -82,9 +83,6 @@ def prepare_loaded(lm: Any) -> None:
 def refuse_torchscript_file(spec: str) -> None:
     """Refuse a ``.pt`` file that is a TorchScript archive (``torch.jit.save``), before any
     unpickling: it holds a compiled graph, which hooks cannot see."""
-    import zipfile
-    from pathlib import Path
-
     path = Path(spec).expanduser()
     if not path.is_file() or not zipfile.is_zipfile(path):
         return

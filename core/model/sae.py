@@ -33,11 +33,14 @@ import json
 import struct
 import weakref
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+from safetensors import SafetensorError
+from safetensors.torch import load
 
 from .budget import check_input_size
 from ..base.errors import HookscopeError, PlanError
@@ -196,8 +199,6 @@ DEMO_SAE = "demo"
 def sae_folder(text: str | Path) -> Path:
     """The folder ``text`` names; ``demo`` is the SAE shipped for ``demo:lm``'s ``blocks.0``."""
     if str(text) == DEMO_SAE:
-        from importlib.resources import files
-
         return Path(str(files("hookscope.resources").joinpath("demo_sae")))
     return Path(text).expanduser()
 
@@ -239,9 +240,6 @@ def load_sae(folder: str | Path) -> SparseAutoencoder:
             raise SaeError(f"{shown(weights)}: {name} is {entry.get('dtype')} "
                            f"{tuple(entry.get('shape') or ())}, but cfg.json (d_in={d_in}, "
                            f"d_sae={d_sae}) asks for a float tensor of shape {shape}")
-    from safetensors import SafetensorError
-    from safetensors.torch import load
-
     try:
         tensors = load(data)
     except (SafetensorError, ValueError, RuntimeError) as exc:

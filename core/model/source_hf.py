@@ -41,7 +41,7 @@ DEFAULT_PROMPT = "The quick brown fox jumps over the lazy dog"
 
 def _transformers(spec: str):
     try:
-        import transformers
+        import transformers  # lazy: optional (the hf extra), and heavy
     except Exception as exc:  # absent, or present but broken
         raise SpecError(missing_package(spec, "transformers", "hf", exc)) from exc
     transformers.utils.logging.disable_progress_bar()  # no bars on a CLI's stderr

@@ -41,7 +41,7 @@ def _split(spec: str, prefix: str) -> tuple[str, bool]:
 def load_torchvision(spec: str) -> Any:
     name, pretrained = _split(spec, "torchvision:")
     try:
-        import torchvision.models as tvm
+        import torchvision.models as tvm  # lazy: optional (the vision extra)
     except Exception as exc:
         raise SpecError(missing_package(spec, "torchvision", "vision", exc)) from exc
     try:
@@ -96,8 +96,8 @@ def load_torchvision(spec: str) -> Any:
 def load_timm(spec: str) -> Any:
     name, pretrained = _split(spec, "timm:")
     try:
-        import timm
-        import timm.data
+        import timm  # lazy: optional (the vision extra)
+        import timm.data  # lazy: optional
     except Exception as exc:
         raise SpecError(missing_package(spec, "timm", "vision", exc)) from exc
     notes = []
@@ -121,7 +121,7 @@ def load_timm(spec: str) -> Any:
                                     list(cfg.get("std", [0.5] * 3)))
     labels = None
     try:
-        from timm.data import ImageNetInfo
+        from timm.data import ImageNetInfo  # lazy: optional, and newer timm only
 
         if getattr(model, "num_classes", 0) == 1000:
             info = ImageNetInfo()

@@ -12,6 +12,8 @@ from typing import Mapping
 
 import torch
 from torch import nn
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
 from ..base.errors import SpecError
 from ..base.regular_file import check_regular
@@ -25,9 +27,6 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     path = user_path(path)
     check_regular(path, "weights file", SpecError)  # never a FIFO or a device
     if path.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
         try:
             return load_file(str(path))
         except (SafetensorError, OSError, ValueError) as exc:

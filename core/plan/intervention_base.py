@@ -25,6 +25,8 @@ from .param_values import (Param, convert_value, input_key, jsonable, py_literal
                            short_value, value_from_text)
 from ..base.errors import PlanError
 from ..base.nested import map_tensors_keyed, tensor_leaves
+from .aim import aimed, fits
+from .at import Span
 
 #: The registry's reader of a saved intervention (:func:`.intervention_registry.from_dict`),
 #: handed over by the registry when it loads: the base cannot import the registry,
@@ -140,8 +142,6 @@ class Intervention:
                 return self.apply_tensor(t, leaf_ctx)
 
             return map_tensors_keyed(leaf, value)
-        from .aim import aimed, fits
-
         where = f" in layer {ctx.path!r}" if ctx.path else ""
         hit: list[str] = []
         shapes: list[tuple[int, ...]] = []
@@ -337,8 +337,6 @@ class Intervention:
 def _sel_literal(sel: Any) -> str:
     """A selector as the exported script's literal: ``None`` or a list of ints and
     ``(start, stop)`` pairs."""
-    from .at import Span
-
     if sel is None:
         return "None"
     return repr([(i.start, i.stop) if isinstance(i, Span) else i for i in sel])

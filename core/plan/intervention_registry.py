@@ -10,6 +10,7 @@ from :meth:`Intervention.params`). A new kind is a class plus one
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .at import At, split_suffix
@@ -70,8 +71,6 @@ def parse_intervention(text: str) -> Intervention:
 
 def with_at(iv: Intervention, at: At | None) -> Intervention:
     """A copy of ``iv`` acting where ``at`` says (``None``: the whole output)."""
-    import dataclasses
-
     try:
         return dataclasses.replace(iv, at=at)  # type: ignore[type-var]
     except PlanError:

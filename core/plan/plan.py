@@ -21,6 +21,8 @@ from ..base.errors import PlanError
 from .interventions import Clamp, Intervention
 from ..model.module_walk import Walk, module_walk
 from .intervention_registry import from_dict
+from .heads import head_site
+from .at import resolve
 
 
 @dataclass(frozen=True, init=False)
@@ -178,11 +180,7 @@ class Plan:
         for key, lp in out.items():
             at = lp.intervention.where() if lp.intervention is not None else None
             if at is not None and at.heads is not None:
-                from .heads import head_site
-
                 lp.head_site = head_site(lp.module, key)
-                from .at import resolve
-
                 resolve(at.heads, lp.head_site.n_heads, "heads", f" in layer {key!r}")
         return out
 

@@ -26,6 +26,7 @@ from .intervention_base import Intervention, InterventionContext
 from .param_values import check_number, param
 from ..base.nested import map_tensors_keyed
 from ..model.sae import SparseAutoencoder, attached_sae
+from .intervention_registry import register
 
 
 class SaeEdit(Intervention):
@@ -158,8 +159,6 @@ def _check_finite(kind: str, name: str, v: Any) -> None:
 
 
 def _register() -> None:
-    from .intervention_registry import register
-
     for cls in (SaeAblate, SaeClamp, SaeScale):
         register(cls)
 

@@ -29,6 +29,8 @@ from ..base.errors import InputError, PlanError
 from ..base.nested import tensor_leaves
 from ..base.regular_file import open_regular
 from ..base.user_text import shown
+from ..model.inputs import _load_open_file
+from ..model.inputs_structured import load_safetensors_input
 
 #: The most features a vector may have (the widest models have ~16-32k).
 MAX_VECTOR_ELEMENTS = 1 << 20
@@ -144,9 +146,6 @@ def _one_d(v: torch.Tensor, what: str) -> torch.Tensor:
 
 def load_vector_file(path: str | Path, name: str | None = None) -> SteeringVector:
     """A vector read from ``.pt``/``.pth`` (weights only), ``.safetensors`` or ``.npy``."""
-    from ..model.inputs import _load_open_file
-    from ..model.inputs_structured import load_safetensors_input
-
     p = Path(os.path.expanduser(str(path)))
     if p.suffix.lower() not in VECTOR_SUFFIXES:
         raise InputError(f"vector file {shown(path)}: use a .pt, .safetensors or .npy file "

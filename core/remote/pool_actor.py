@@ -20,6 +20,8 @@ from typing import Any, Callable
 from ..base.errors import HookscopeError
 from ..session.runner import error_message
 from .ray_actor import dumps
+from ..model.sources import load_model
+from ..model.class_labels import name_classes
 
 
 def failure(exc: BaseException) -> tuple:
@@ -52,13 +54,9 @@ class PoolWorker:
         hashes again just before it imports); ``None`` on a cluster, where the client
         checked it and ``trust_pickle`` carries the yes for a pickle.
         """
-        from ..model.sources import load_model
-
         try:
             lm = load_model(spec, weights, trust_pickle=trust_pickle, trust=trust)
             if labels:
-                from ..model.class_labels import name_classes
-
                 name_classes(lm, labels)
         except BaseException as exc:  # noqa: BLE001 - every failure is a message
             return failure(exc)

@@ -31,6 +31,7 @@ from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
 from ..model.inputs import parse_input
 from ..session.runner import error_message
 from .pool_errors import PoolTaskError
+from ..engine.run import compare
 
 #: Parts of a sweep per worker: enough to even out uneven cells and to move little work
 #: when a worker dies, few enough that a part's round trip costs nothing beside its cells.
@@ -151,8 +152,6 @@ def _unwrapped(call: Callable[[], Any]) -> Any:
 
 def sweep_cell_run(loaded: Any, coords: Mapping[str, Any], job: SweepJob) -> Any:
     """Task: one cell's comparison in full (a :class:`~hookscope.core.engine.run.RunResult`)."""
-    from ..engine.run import compare
-
     ctx, _ = _context(loaded, job)
     return compare(ctx.module, ctx.inputs, ctx.cells.plan(coords), ctx.device, codec=ctx.codec)
 

@@ -35,9 +35,19 @@ from typing import Any
 import torch
 
 from ..base.errors import Cancelled
-from ..engine.capture_record import CaptureRecord
+from ..engine.capture_record import CaptureRecord, resolve_records
 from ..base.meaning import OutputMeaning
 from ..session.runner import compute_views, error_message, leaf_count, same_values
+from ..base.text_codec import TokenTable
+from ..model.sources import load_model
+from ..model.tree import module_tree
+from ..model.dispatch import load_dispatched
+from ..base.devices import resolve_device
+from ..engine.run import compare, place_module, stop_points
+from ..engine.forward_state import to_device
+from ..analyses.steer_diff import has_pending_vectors, resolve_pending
+from ..analyses.observe import observe as observe_tree
+from ..model.inputs import parse_input
 
 
 @dataclass(frozen=True)
@@ -54,8 +64,6 @@ def is_text_input(text: str | None) -> bool:
 
 def client_meaning(meaning: OutputMeaning) -> OutputMeaning:
     """``meaning`` as the client gets it: the tokenizer replaced by its token strings."""
-    from ..base.text_codec import TokenTable
-
     if meaning.codec is None:
         return meaning
     return replace(meaning, codec=TokenTable.of(meaning.codec))
@@ -149,13 +157,8 @@ class ModelHost:
              dispatch: Any = None) -> tuple:
         """``('loaded', serial, blob)`` with the pickled (example input, kind,
         description, tree); or ``('failed', message)``."""
-        from ..model.sources import load_model
-        from ..model.tree import module_tree
-
         try:
             if dispatch is not None and dispatch.active:
-                from ..model.dispatch import load_dispatched
-
                 lm = load_dispatched(spec, weights, dispatch, trust_pickle)
             else:
                 lm = load_model(spec, weights, trust_pickle=trust_pickle)
@@ -193,20 +196,11 @@ class ModelHost:
 
     def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget,
              derived):
-        from ..base.devices import resolve_device
-        from ..engine.capture_record import resolve_records
-        from ..engine.run import compare, place_module, stop_points
-        from ..engine.forward_state import to_device
-        from ..analyses.steer_diff import has_pending_vectors, resolve_pending
-        from ..analyses.observe import observe as observe_tree
-
         if self._lm is None or serial != self._serial:
             return ("failed", "the remote model was replaced or is gone: open the model again")
         if input_blob is not None:
             value = pickle.loads(input_blob)
             if isinstance(value, TextInput):  # tokenized here, where the tokenizer is
-                from ..model.inputs import parse_input
-
                 value = parse_input(value.text, self._lm.example_input, self._lm.meaning.codec)
                 self._text_inputs.add(input_id)
             self._input = (input_id, value)

@@ -50,6 +50,8 @@ from ..base.extras import require
 from ..model.code_trust import PICKLE, CodeTrust, check_trust
 from .pool_errors import PoolError, PoolTaskError
 from .remote_ray import CONNECT_TIMEOUT_S, check_address, connect, remote_spec, spec_folder
+from .pool_actor import PoolWorker
+from .pool_sweep import pool_sweep
 
 #: How long the workers may take to start and load the model before the pool gives up.
 START_TIMEOUT_S = 300.0
@@ -126,8 +128,6 @@ class RayPool:
         return spec, weights, pickles, (m.trust if local else None), m.labels
 
     def _start(self, size: int, num_cpus: float | None, load_args: tuple, timeout_s: float) -> None:
-        from .pool_actor import PoolWorker
-
         ray = self._ray
         if num_cpus is None:
             free = float(ray.available_resources().get("CPU", 0.0)) if self.address == "local" else 0.0
@@ -257,8 +257,6 @@ class RayPool:
               metric: Any = "max-abs-diff", **options: Any) -> Any:
         """A sweep whose cells are split over the workers; see
         :func:`~.pool_sweep.pool_sweep` (equal to the local sweep, cell for cell)."""
-        from .pool_sweep import pool_sweep
-
         return pool_sweep(self, input_text, over, intervene, metric, **options)
 
     def close(self) -> None:

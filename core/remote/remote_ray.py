@@ -54,7 +54,7 @@ from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
                               Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, Job,
                               ViewFailed, same_values)
-from .ray_actor import TextInput, dumps, is_text_input
+from .ray_actor import ModelHost, TextInput, dumps, is_text_input
 from ..model.loaded_model import LoadedModel
 
 #: Bytes of captured tensors one run may send back unless told otherwise.
@@ -288,8 +288,6 @@ class RayRunner(QueueRunner):
         ray = self._ray = connect(self.address, self._connect_timeout, working_dir=folder)
         if self._actor is not None:
             return self._actor
-        from .ray_actor import ModelHost
-
         options: dict[str, Any] = {"max_concurrency": 3}
         if str(self.device).startswith("cuda"):
             options["num_gpus"] = 1

@@ -24,8 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..base.atomic_write import all_or_none
+import torch
+
+from ..base.atomic_write import all_or_none, atomic_write
 from ..base.errors import HookscopeError
+from ..base.nested import map_tensors
+from ..base.own_inputs import files_read, refuse_overwrite
+from ..base.read_files import ReadFiles
 
 
 class LiveModelNotSaved(UserWarning):
@@ -79,10 +84,6 @@ def beside(session_path: Path, what: str) -> Path:
 
 def write_tensors(value: Any, path: Path) -> Path:
     """Tensors (a state_dict, an input) on the CPU, written whole or not at all."""
-    import torch
-
-    from ..base.atomic_write import atomic_write
-    from ..base.nested import map_tensors
 
     cpu = map_tensors(lambda t: t.detach().cpu(), value)
     return atomic_write(path, lambda tmp: torch.save(cpu, tmp))
@@ -117,9 +118,6 @@ def save_live(session: Any, path: Path, weights: bool, write: Any) -> Path:
     if session.model is None:
         raise HookscopeError("nothing to save: no model is open")
     if weights:  # the files written beside it never replace a file the session reads
-        from ..base.own_inputs import files_read, refuse_overwrite
-        from ..base.read_files import ReadFiles
-
         reads = ReadFiles()
         reads.update(session.read_files)
         refuse_overwrite([("the weights file", beside(path, "weights")),

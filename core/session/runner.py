@@ -79,6 +79,8 @@ from ..engine.forward_state import to_device
 
 from .queue_runner import (RESTART_WINDOW_S, Job, QueueRunner, attach_display, error_message,
                            finish_in_flight, leaf_count, same_values, weights_version)
+from ..model.model_kinds import prepare_loaded
+from ..analyses.steer_diff import has_pending_vectors, resolve_pending
 
 
 def compute_views(result: Any, views: tuple, module: torch.nn.Module, inputs: Any, plan: Any,
@@ -115,8 +117,6 @@ class LocalRunner(QueueRunner):
 
     def _load(self, job: Job, req: LoadRequest) -> RunnerEvent:
         if req.model is not None:  # a module built in this process: used as it is
-            from ..model.model_kinds import prepare_loaded
-
             lm = req.model
             prepare_loaded(lm)
         else:
@@ -139,8 +139,6 @@ class LocalRunner(QueueRunner):
                 module.train(was_training)  # the caller's module: its mode as they left it
 
     def _compare(self, job: Job, req: RunRequest, module: torch.nn.Module, inputs: Any) -> RunnerEvent:
-        from ..analyses.steer_diff import has_pending_vectors, resolve_pending
-
         live = req.model.kind == "live"  # a caller's module may be trained between runs
         key = (weakref.ref(module), req.device, weights_version(module) if live else None)
         baseline = None

@@ -67,6 +67,9 @@ from ..model.tree import TreeNode
 from .scan_sidecar import SavedScan
 from .session_file import read_session_file, write_session_file
 from ..model.class_labels import name_classes
+from ..model.live_model import is_live, live_model, module_device
+from .live_save import save_live
+from ..dataset.input_sets import InputSet
 
 R = TypeVar("R")
 
@@ -200,11 +203,7 @@ class Session:
         ``weights=True`` writes its state_dict beside the file, and the file names
         its class where that reopens it (:mod:`.live_save`, which warns otherwise).
         """
-        from ..model.live_model import is_live
-
         if is_live(self.model):
-            from .live_save import save_live
-
             return save_live(self, Path(path).expanduser(), weights, write_session_file)
         return write_session_file(path, self)
 
@@ -248,8 +247,6 @@ class Session:
                     run_after: bool = True) -> RequestFuture:
         """Queue ``model`` (an ``nn.Module`` of this Python session, used in place) as
         :meth:`open_model` queues a spec; it runs on the device its parameters are on."""
-        from ..model.live_model import live_model, module_device
-
         lm = live_model(model, example_input, tokenizer=tokenizer, labels=labels)
         return self._queue_load(LoadRequest(lm.spec, model=lm),
                                 LoadSetup(plan, None, module_device(model), options, None,
@@ -453,8 +450,6 @@ class Session:
         :func:`~hookscope.core.analyses.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
-        from ..dataset.input_sets import InputSet
-
         # the input set counted as read once (a folder: not each of its files as it is read)
         self.read_files.add("the input file", inputs.source if isinstance(inputs, InputSet)
                             else inputs)

@@ -11,15 +11,16 @@ requests of the session's one-off views (:meth:`Session.lens`, ``generate``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from ..base.errors import PlanError
+from ..analyses import (DEFAULT_BUDGET, DEFAULT_MAX_CELLS, GenerateRequest, LensRequest, SaeRequest,
+                        ScanJob, ScanRequest, SweepRequest)
+from ..base.errors import HookscopeError, PlanError
+from ..dataset import open_inputs
 from ..model.loaded_model import LoadedModel
+from ..model.sae import attach_sae
 from ..model.tree import TreeNode
 from .runner_messages import ViewFailed
-
-if TYPE_CHECKING:
-    from ..analyses import GenerateRequest, LensRequest, SaeRequest, ScanJob, SweepRequest
 
 
 class DerivedViews:
@@ -48,8 +49,6 @@ class DerivedViews:
                    folder: str | Path) -> Any:
         """Attach the SAE in ``folder`` to ``layer`` of ``model``; refused where the width
         differs from the layer's output as a run has shown it."""
-        from ..model.sae import attach_sae
-
         node = tree.find(layer) if tree is not None else None
         shape = node.output_shape if node is not None else None
         sae = attach_sae(model.module, layer, folder, shape[-1] if shape else None)
@@ -59,38 +58,26 @@ class DerivedViews:
     # -- the one-off views: a request, and its answer read out of the result -------------
     @staticmethod
     def lens(target: str | int | None, head: str | None, top_k: int) -> LensRequest:
-        from ..analyses.logit_lens import LensRequest
-
         return LensRequest(head, target, top_k)
 
     @staticmethod
     def generation(n: int, temperature: float, seed: int) -> GenerateRequest:
-        from ..analyses.generation import GenerateRequest
-
         return GenerateRequest(n, temperature, seed)
 
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
               progress: Callable[[int, int], None] | None, batch: bool | int = True,
               normalise: bool = False) -> SweepRequest:
-        from ..analyses.sweep import SweepRequest
-        from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
-
         return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress,
                             batch=batch, normalise=normalise)
 
     def sae_report(self, layers: tuple[str, ...], top_k: int) -> SaeRequest:
-        from ..analyses.sae_features import SaeRequest
-
         return SaeRequest(tuple(layers or self.saes), top_k)
 
     @staticmethod
     def scan(inputs: Any, capture: Any, intervene: Any, metric: Any, plan: Any, device: str,
              top_k: int, limit: int | None, budget_bytes: int | None, progress: Any) -> ScanJob:
         """The job of :meth:`Session.scan`: ``capture``/``intervene`` default to ``plan``'s."""
-        from ..analyses import DEFAULT_BUDGET, ScanJob, ScanRequest
-        from ..dataset import open_inputs
-
         iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
         req = ScanRequest(iset, tuple(plan.capture if capture is None else capture),
                           dict(plan.interventions if intervene is None else intervene), metric,
@@ -103,9 +90,6 @@ class DerivedViews:
                       over: Any, intervene: Any, metric: Any, max_cells: int | None,
                       progress: Any, batch: bool | int, normalise: bool) -> Any:
         """:meth:`Session.sweep` over a pool of workers holding the session's model."""
-        from ..base.errors import HookscopeError
-        from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
-
         if model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
         held = (pool.model.spec, pool.model.weights)

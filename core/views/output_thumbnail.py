@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..base.meaning import CLASSES, TOKENS, score_leaf
+from ..base.nested import tensor_leaves
 
 WIDTH, HEIGHT = 360, 110
 MAX_BARS = 48
@@ -28,8 +29,6 @@ WITH = (230, 120, 20)
 
 def shown_values(output: Any, meaning: Any) -> np.ndarray:
     """The output values the picture draws (see the module docstring), as float64."""
-    from ..base.nested import tensor_leaves
-
     leaf = score_leaf(output, meaning)
     kind = getattr(meaning, "kind", None)
     if isinstance(leaf, torch.Tensor) and leaf.numel():
@@ -73,7 +72,7 @@ def _trace(draw: Any, values: np.ndarray, y: Any, colour: tuple[int, int, int]) 
 def comparison_png(without: Any, with_: Any, meaning: Any = None) -> bytes | None:
     """PNG bytes of the two outputs (see the module docstring); ``None`` when neither has a
     finite value to draw."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # lazy: Pillow takes ~20 ms to import
 
     a, b = shown_values(without, meaning), shown_values(with_, meaning)
     finite = np.concatenate([a[np.isfinite(a)], b[np.isfinite(b)]])

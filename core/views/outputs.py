@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..base.call_args import CallArgs
@@ -258,8 +259,6 @@ def input_image(inputs: Any) -> "Any | None":
     is not an image batch (``N x C x H x W`` with C in 1, 3; ``pixel_values``;
     or a detector's list of ``C x H x W`` images).
     """
-    import numpy as np
-
     if isinstance(inputs, dict):
         inputs = inputs.get("pixel_values")
     if isinstance(inputs, list) and inputs and isinstance(inputs[0], torch.Tensor):

@@ -14,6 +14,9 @@ from __future__ import annotations
 import base64
 from html import escape
 from typing import Any
+from ..views.result_table import capture_rows
+from ..views.output_thumbnail import comparison_png
+from ..views.outputs import describe_outputs
 
 MAX_CAPTURE_ROWS = 40
 MAX_POSITIONS = 8     # next-token rows shown (the last positions: where the prompt ends)
@@ -62,8 +65,6 @@ def meaning_html(desc: dict[str, Any]) -> str:
 
 
 def captures_html(result: Any) -> str:
-    from ..views.result_table import capture_rows
-
     rows = capture_rows(result)
     if not rows:
         return "<p>No layer was captured: tick layers in the window, or s.capture(path).</p>"
@@ -83,9 +84,6 @@ def captures_html(result: Any) -> str:
 def result_html(result: Any, verdict: str) -> str:
     """The whole view of ``result`` (a RunResult) with its ``verdict`` in words, see the
     module docstring."""
-    from ..views.output_thumbnail import comparison_png
-    from ..views.outputs import describe_outputs
-
     parts = [f"<p><b>Hookscope comparison</b> on {escape(str(result.device))}: "
              f"{escape(verdict)}</p>"]
     png = comparison_png(result.output_without, result.output_with, result.meaning)

@@ -51,7 +51,7 @@ def capture_rows(result: Any) -> list[dict[str, Any]]:
 def result_dataframe(result: Any) -> Any:
     """:func:`capture_rows` as a pandas DataFrame (one row per captured call and leaf)."""
     try:
-        import pandas as pd
+        import pandas as pd  # lazy: optional (the notebook extra)
     except ImportError as exc:
         raise HookscopeError("to_dataframe() needs pandas, which is not installed: "
                              "pip install pandas (or read result.captures directly)") from exc
