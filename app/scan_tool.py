@@ -22,7 +22,8 @@ from hookscope.core.dataset import InputSet, ScanJob, ScanRequest, ScanResult, o
 from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 
-from .window_tools import _menu, hidden_bottom_dock
+from .analysis_docks import analysis_dock, show_dock
+from .window_tools import _menu
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -45,7 +46,7 @@ class ScanTool:
         self.result: ScanResult | None = None
         self.unit_text = ""
         self.view = ScanView()
-        self.dock = hidden_bottom_dock(win, "Scan", "scanDock", self.view, "actionViewScan")
+        self.dock = analysis_dock(win, "Scan", "scanDock", self.view, "actionViewScan")
         self.relay = _Relay(win)
         self.relay.progressed.connect(self.view.set_progress)
         self.view.openRequested.connect(self.open_dialog)
@@ -84,7 +85,7 @@ class ScanTool:
             self.win.show_error(str(exc))
             return False
         self.view.set_inputs(self.inputs.name, len(self.inputs))
-        self.dock.show()
+        show_dock(self.win, self.dock)
         self.dock.raise_()
         return True
 
@@ -184,7 +185,7 @@ class ScanTool:
         self.view.unit.setText(saved.unit)
         self.view.set_inputs(saved.result.inputs.name, len(saved.result.inputs))
         self.view.show_result(saved.result, self._tops(saved.result, saved.unit), saved.unit)
-        self.dock.show()
+        show_dock(self.win, self.dock)
         self.dock.raise_()
 
     def _tops(self, result: ScanResult, unit_text: str) -> list[tuple[Any, Any]] | None:

@@ -28,7 +28,7 @@ from hookscope.widgets.token_strip import shown_token
 
 from .sweep_estimate import estimate
 from .sweep_text import pairs, source_binder, template_from
-from .window_tools import hidden_bottom_dock
+from .analysis_docks import analysis_dock, show_dock
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -124,7 +124,7 @@ class SweepTool(QObject):
         self.view.set_axis("layer", layers)
         if "{layer}" not in self.view.template.text():
             self.view.template.setText("{layer}=zero")
-        self.win.sweep_dock.show()
+        show_dock(self.win, self.win.sweep_dock)
         self.win.sweep_dock.raise_()
 
     # -- running -------------------------------------------------------------------
@@ -242,7 +242,8 @@ def install_sweep_tool(win: "MainWindow") -> None:
     """Add View → Sweep and its dock (hidden until asked for) to ``win``."""
     view = SweepView()
     win.sweep_view = view
-    win.sweep_dock = hidden_bottom_dock(win, "Sweep", "sweepDock", view, "actionViewSweep")
+    win.sweep_dock = analysis_dock(win, "Sweep", "sweepDock", view, "actionViewSweep",
+                                   wanted_height=view.wanted_height)
     tool = SweepTool(win, view)
     view.runRequested.connect(tool.start)
     view.cancelRequested.connect(tool.cancel)

@@ -98,13 +98,13 @@ class SweepView(QWidget):
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.progress, 1)
-        top = QWidget()
+        top = self._fields = QWidget()
         top_lay = QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
         top_lay.addLayout(form)
         top_lay.addStretch(1)
         # a short dock scrolls the fields rather than squeezing them over each other
-        scroll = named(QScrollArea(), "sweepFields")
+        scroll = self._fields_scroll = named(QScrollArea(), "sweepFields")
         scroll.setWidget(top)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -156,6 +156,17 @@ class SweepView(QWidget):
             self._split_set = True
 
     _split_set = False
+
+    def wanted_height(self) -> int:
+        """The height that shows every field, the estimate, Run and the note unscrolled."""
+        width = max(self.split.widget(0).width(), 200)
+        labels = sum(label.heightForWidth(width) for label in (self.estimate, self.note)
+                      if label.text())
+        fields = self._fields.layout()
+        assert fields is not None
+        tall = (fields.heightForWidth(self._fields_scroll.viewport().width())
+                if fields.hasHeightForWidth() else fields.sizeHint().height())
+        return max(tall, fields.minimumSize().height()) + labels + self.run_button.sizeHint().height() + 32
 
     @property
     def result(self) -> SweepResult | None:
