@@ -65,7 +65,8 @@ def analysis_dock(win: "MainWindow", title: str, name: str, widget: QWidget, act
     from .window_tools import _menu
 
     keep_side_docks_tall(win)
-    scroll = QScrollArea(objectName=f"{name}Scroll")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
+    scroll = QScrollArea()
+    scroll.setObjectName(f"{name}Scroll")
     scroll.setWidgetResizable(True)
     scroll.setFrameShape(QFrame.Shape.NoFrame)
     scroll.setWidget(widget)

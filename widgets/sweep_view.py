@@ -159,7 +159,7 @@ class SweepView(QWidget):
 
     def wanted_height(self) -> int:
         """The height that shows every field, the estimate, Run and the note unscrolled."""
-        width = max(self.split.widget(0).width(), 200)
+        width = max(self._fields_scroll.width(), 200)
         labels = sum(label.heightForWidth(width) for label in (self.estimate, self.note)
                       if label.text())
         fields = self._fields.layout()
