@@ -20,9 +20,10 @@ from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
 from .sweep_metrics import METRICS
 from .steer_diff import is_file_spec, parse_vector_option, resolve_vectors, with_built_vectors
 from .verdict import output_verdict
+from .receipts import plan_effect
 
 __all__ = ["FAST_ENV", "DEFAULT_MAX_CELLS", "METRICS", "SweepRequest", "SweepResult", "sweep", "sweep_size",
            "CellValue", "SweepContext", "prepare_sweep", "sweep_cells", "sweep_result", "Continuation", "GenerateRequest", "Generation", "LensRequest", "LensResult",
            "SaeFeatures", "SaeReport", "SaeRequest", "find_lens_head", "fit_plan_to_budget",
-           "flat_array", "flat_floats", "is_file_spec", "output_verdict", "parse_vector_option",
+           "flat_array", "flat_floats", "is_file_spec", "output_verdict", "parse_vector_option", "plan_effect",
            "reference_of", "resolve_vectors", "target_id", "with_built_vectors"]
