@@ -71,9 +71,20 @@ class SweepTool(QObject):
         self.win = win
         self.view = view
         self.relay: _Relay | None = None
-        self.pace: dict[str, float] = {}   # model spec -> ms a forward took in its last sweep
+        self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
+        self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
 
     # -- before a run --------------------------------------------------------------
+    def default_axes(self) -> None:
+        """A new model: the axes the dock proposes run over its own blocks
+        (``transformer.h.*`` for a GPT-2), unless the person typed axes of their own."""
+        tree = self.win.session.tree
+        pattern = tree.blocks_pattern() if tree is not None else None
+        if self.view.axes.text() != self._proposed or pattern is None:
+            return
+        self._proposed = f"layer={pattern}; pos=all"
+        self.view.axes.setText(self._proposed)
+
     def refresh_estimate(self) -> None:
         v = self.view
         lm = self.win.session.model
@@ -94,9 +105,10 @@ class SweepTool(QObject):
         if isinstance(got, SweepResult):
             self._finish()
             self.view.show_result(got)
-            forwards = sum(got.forwards.values())
-            if lm is not None and forwards:
-                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / forwards
+            # a cell's share of the whole sweep: batched cells share a forward, so the
+            # pace of one (batched) forward times the cells would be far too slow
+            if lm is not None and got.cells:
+                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / got.cells
         elif isinstance(got, ViewFailed):
             self._finish()
             self.view.show_note(got.message)
@@ -253,3 +265,4 @@ def install_sweep_tool(win: "MainWindow") -> None:
     win.tree.sweepRequested.connect(tool.sweep_layers)
     win.resultShown.connect(tool.on_result)
     win.idle.connect(tool.on_idle)
+    win.modelLoaded.connect(lambda _spec: tool.default_axes())

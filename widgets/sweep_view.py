@@ -80,6 +80,10 @@ class SweepView(QWidget):
         self.cancel_button.setEnabled(False)
         self.progress = named(QProgressBar(), "sweepProgress")
         self.progress.setVisible(False)
+        # hidden, it keeps its place: Run and Cancel do not jump when a sweep starts
+        policy = self.progress.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.progress.setSizePolicy(policy)
         self.note = named(QLabel(""), "sweepNote")
         self.note.setWordWrap(True)
         self.plot = SweepPlot()
@@ -231,6 +235,7 @@ class SweepView(QWidget):
         elapsed = time.monotonic() - self._started
         eta = elapsed / done * (total - done) if done else math.inf
         self.progress.setFormat(f"{done} / {total} · ETA {seconds(eta)}")
+        self.note.setText(f"running: {done} of {total} runs")
 
     def show_partial(self, result: SweepResult) -> None:
         """The grid so far (cells not run yet are NaN)."""
