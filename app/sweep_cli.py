@@ -238,5 +238,6 @@ def print_grid(res, out: TextIO) -> None:
                 f"1 = source ({res.normalised['source']:.6g})")]
     lines.append(" " * 24 + "".join(c[:width].rjust(width + 1) for c in cols))
     for label, row in zip(res.axes[names[0]], values):
-        lines.append(label[:24].ljust(24) + "".join(f"{v:.6g}".rjust(width + 1) for v in row))
+        # + 0.0: -0.0 prints as 0 ("-0" would claim a sign the number has not got)
+        lines.append(label[:24].ljust(24) + "".join(f"{v + 0.0:.6g}".rjust(width + 1) for v in row))
     out.write("\n".join(escape_controls(line) for line in lines) + "\n")

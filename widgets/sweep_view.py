@@ -206,6 +206,7 @@ class SweepView(QWidget):
             self._run()
 
     def _run(self) -> None:
+        self.plot.metric_names[self.metric_box.text().strip()] = self.metric_box.shown_text()
         self.runRequested.emit(self.axes.text(), self.template.text(), self.source.text(),
                                self.metric_box.text())
 

@@ -34,9 +34,29 @@ def test_patching_grid_json_and_csv_equal_the_api(tmp_path, capsys):
                  {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "kl", meaning=lm.meaning)
     assert got["axes"] == want.axes and got["metric"] == "kl" and got["baseline"] is None
     assert np.array_equal(np.array(got["values"]), want.values)
+    # positions: the label ("3 't'") and the integer, in JSON and in the CSV
+    assert got["coords"] == {"pos": list(range(n))}
     rows = list(csv.reader(out_csv.read_text().splitlines()))
-    assert rows[0] == ["layer", "pos", "kl"] and len(rows) == 2 * n + 1
-    assert [float(r[2]) for r in rows[1:]] == want.values.reshape(-1).tolist()
+    assert rows[0] == ["layer", "pos", "pos_index", "kl"] and len(rows) == 2 * n + 1
+    assert [r[1] for r in rows[1:n + 1]] == want.axes["pos"]
+    assert [int(r[2]) for r in rows[1:n + 1]] == list(range(n))
+    assert [float(r[3]) for r in rows[1:]] == want.values.reshape(-1).tolist()
+
+
+def test_a_value_of_minus_zero_is_written_zero(tmp_path, capsys):
+    """A cell whose metric is exactly -0.0 is written 0 in the table, the CSV and JSON."""
+    import io
+
+    from hookscope.app.sweep_cli import print_grid
+    from hookscope.core.capture import SweepResult
+
+    res = SweepResult(np.array([[-0.0, 1.5], [0.25, -0.0]]), {"layer": ["a", "b"], "pos": ["0 'x'", "1 'y'"]},
+                      {"layer": ["a", "b"], "pos": [0, 1]}, "kl", None, {})
+    buf = io.StringIO()
+    print_grid(res, buf)
+    assert "-0" not in buf.getvalue() and buf.getvalue().splitlines()[2].split()[1:] == ["0", "1.5"]
+    assert "-0" not in res.to_csv() and res.to_csv().splitlines()[1] == "a,0 'x',0,0.0"
+    assert json.dumps(res.to_json_dict()["values"]) == "[[0.0, 1.5], [0.25, 0.0]]"
 
 
 def test_add_steering_curve_from_the_command_line(tmp_path, capsys):

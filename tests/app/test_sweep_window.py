@@ -133,8 +133,11 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     assert want.axes["pos"][1:3] == ["15 't'", "16 'h'"]   # labelled by the token strings
     assert view.progress.isHidden() and view.progress.value() == view.progress.maximum() == 10
     # Hover read-out: layer name, token string, value.
+    # the picked token is named by its text, not its id, in the title and the read-out
+    assert plot.plot.titleLabel.text.startswith("logit-diff:'m','r' by layer × pos")
     _hover_reads(qtbot, plot, f"layer blocks.1 · pos {want.axes['pos'][4]}: "
-                              f"{metric} = {want.values[1, 4]:.6g} (baseline {want.baseline:.6g})",
+                              f"logit-diff:'m','r' = {want.values[1, 4]:.6g} "
+                              f"(baseline {want.baseline:.6g})",
                  1, 4)
     # A click on a cell runs it in the main view: its plan, its layer captured.
     before = win.last_result
