@@ -90,34 +90,26 @@ def forget_saes(win: "MainWindow") -> None:
     win.sae_view.show_report(None)
 
 
-def pick_folder(win: "MainWindow") -> str:
-    from PySide6.QtWidgets import QFileDialog
-
-    from hookscope.widgets.last_folder import last_folder, remember
-
-    dlg = QFileDialog(win, "Attach SAE (a folder with cfg.json and sae_weights.safetensors)",
-                      last_folder("sae"))
-    dlg.setObjectName("fileDialog")
-    dlg.setFileMode(QFileDialog.FileMode.Directory)
-    dlg.setOption(QFileDialog.Option.ShowDirsOnly, True)
-    if not dlg.exec() or not dlg.selectedFiles():
-        return ""
-    remember("sae", dlg.selectedFiles()[0])
-    return dlg.selectedFiles()[0]
-
-
 def attach_sae_dialog(win: "MainWindow", folder: str | None = None) -> bool:
-    """File → Attach SAE: the SAE in ``folder`` (asked for when ``None``) on the layer
-    selected in the tree; whether it was attached. Mistakes go to the banner."""
+    """File → Attach SAE: the SAE in ``folder`` on the layer selected in the tree; whether
+    it was attached. ``None``: ask (:class:`~.sae_dialog.AttachSaeDialog`, a folder or
+    ``demo``; it attaches when accepted, so this returns ``False`` at once). Mistakes go to
+    the banner."""
     layer = win.tree.selected_path()
-    if win.session.model is None or not layer:
+    model = win.session.model
+    if model is None or not layer:
         win.show_error("select a layer in the tree first, then File → Attach SAE attaches the "
                        "SAE to it")
         return False
     if folder is None:
-        folder = pick_folder(win)
-        if not folder:
-            return False
+        from .sae_dialog import AttachSaeDialog
+
+        dialog = AttachSaeDialog(win, layer, demo_model=model.spec == "demo:lm")
+        dialog.accepted.connect(lambda: attach_sae_dialog(win, dialog.chosen())
+                                if dialog.chosen() else None)
+        dialog.finished.connect(lambda _r: dialog.deleteLater())
+        dialog.open()
+        return False
     try:
         win.session.attach_sae(layer, folder)
     except HookscopeError as exc:
