@@ -150,7 +150,7 @@ class SweepView(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        wide = self.width() >= 700
+        wide = self.width() >= 600   # the analysis tab of a 1000 px window is ~640 px wide
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if orientation != self.split.orientation() or not self._split_set:
             self.split.setOrientation(orientation)
