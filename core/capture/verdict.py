@@ -84,9 +84,22 @@ def _verdict(result: Any) -> str:
             f"largest change |Δ| = {'∞' if math.isinf(d) else f'{d:.4g}'}.")
     if 1 < without.size <= MAX_ARGMAX and np.isfinite(without).all() and np.isfinite(with_).all():
         a, b = int(np.argmax(without)), int(np.argmax(with_))
-        text += (f" The largest output is still #{a}." if a == b else
-                 f" The largest output moved from #{a} to #{b}.")
+        text += (f" The largest output is still {_named(result, a, without.size)}." if a == b else
+                 f" The largest output moved from {_named(result, a, without.size)} to "
+                 f"{_named(result, b, without.size)}.")
     return text
+
+
+def _named(result: Any, index: int, size: int) -> str:
+    """``#4``, or ``#4 (e)`` where the model's classes are named (``labels=``) and the output
+    is one row of them (a flat index into a batch is no class)."""
+    meaning = result.meaning
+    labels = getattr(meaning, "labels", None)
+    shape = getattr(result.output_with, "shape", None)
+    one_row = shape is not None and (len(shape) == 1 or (len(shape) == 2 and shape[0] == 1))
+    if labels is None or not one_row or len(labels) != size:
+        return f"#{index}"
+    return f"#{index} ({meaning.label(index)})"
 
 
 def identical_despite_intervention(result: Any, intervened: dict) -> str:
