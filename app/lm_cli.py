@@ -34,11 +34,15 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
                    help="with --generate: sample from softmax(logits / T) (default 0: greedy)")
     p.add_argument("--seed", type=int, default=0,
                    help="with --generate --temperature: the seed both continuations sample with")
+    add_sae_option(p, "its top features per position and reconstruction error are shown, and ")
+
+
+def add_sae_option(p: argparse.ArgumentParser, shown: str = "") -> None:
+    """``--sae LAYER=DIR`` (run, sweep, scan: the ``sae-*`` kinds need their SAE attached)."""
     p.add_argument("--sae", metavar="LAYER=DIR", action="append", default=[],
                    help="attach the sparse autoencoder in DIR (SAELens layout: cfg.json + "
                         "sae_weights.safetensors; 'demo' for demo:lm's blocks.0) to LAYER: "
-                        "its top features per position and reconstruction error are shown, "
-                        "and sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
+                        f"{shown}sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
 
 
 def sae_args(ns: argparse.Namespace) -> dict[str, str]:
@@ -67,7 +71,7 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
     return views
 
 
-def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
+def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> None:
     """Attach every ``--sae`` to its layer of the loaded model (before the run: the
     ``sae-*`` interventions need them)."""
     saes = sae_args(ns)

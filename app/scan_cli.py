@@ -27,6 +27,7 @@ from hookscope.core.dataset import DEFAULT_BUDGET, LABEL_METRICS, ScanRequest, o
 from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 
 from .arg_parser import OneLineParser
+from .lm_cli import add_sae_option, attach_saes
 from .options import parse_intervene
 from .ray_pool_args import check_ray_options, open_ray_pool
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--intervene", metavar="P=KIND[:ARGS]", action="append", default=[],
                    help="an intervention whose effect is measured (as hookscope run)")
     p.add_argument("--source-input", metavar="X", help="the input a bare 'patch' takes")
+    add_sae_option(p)
     p.add_argument("--metric", default=None,
                    help=f"per input: {', '.join(LABEL_METRICS + METRICS)} (default prob:label "
                         "for a labelled set, else kl, or max-abs-diff without scores)")
@@ -110,12 +112,14 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     inputs = open_inputs(ns.inputs)
     check_ray_options(ns)
     if ns.ray:
+        attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
         req = ScanRequest(inputs, tuple(capture), intervene, ns.metric, top_k=ns.top_k,
                           device=ns.device, budget_bytes=budget, limit=ns.limit)
         res = _scan_on_ray(ns, req, err)
         return _report(res, ns, units, out)
     lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
     lm.module.eval()
+    attach_saes(ns, lm)   # before the scan: its sae-* kinds need it
     if ns.labels:
         from hookscope.core.model import name_classes
 

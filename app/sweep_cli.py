@@ -31,6 +31,7 @@ from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
+from .lm_cli import add_sae_option, attach_saes
 from .ray_pool_args import check_ray_options, open_ray_pool
 
 
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "e.g. '{layer}=patch@pos={pos}' or 'fc1=scale:{f}'. Kinds: "
                         + syntax_help().replace("%", "%%"))
     p.add_argument("--source-input", metavar="X", help="the input a bare 'patch' takes")
+    add_sae_option(p)
     p.add_argument("--reference-input", metavar="X", help="the input a bare 'mean' takes")
     p.add_argument("--vector", metavar="NAME=SPEC", action="append", default=[],
                    help="a direction for add:NAME / project:NAME (as hookscope run)")
@@ -190,6 +192,7 @@ def _batch(ns: argparse.Namespace) -> bool | int:
 def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
     lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
     lm.module.train(ns.train)
+    attach_saes(ns, lm)   # before the cells: their sae-* kinds need it
     if ns.labels:
         from hookscope.core.model import name_classes
 
@@ -213,6 +216,7 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     """The cells spread over a pool of Ray actors; the model is loaded there only."""
     if ns.train:
         raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
+    attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
     with open_ray_pool(ns) as pool:
         print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
               f"{pool.startup_s:.1f} s)", file=err, flush=True)

@@ -73,3 +73,26 @@ def test_mistakes_are_one_line(tmp_path, capsys):
         last = err.splitlines()[-1]
         assert last.startswith("hookscope: error: ") and words in last, (argv, err)
         assert "Traceback" not in err
+
+
+def test_sae_kinds_scan_with_the_sae_attached_by_sae(tmp_path, capsys):
+    """--sae attaches the SAE before the scan, as hookscope run does: sae-ablate works."""
+    from hookscope.core import attach_sae
+
+    f = tmp_path / "p.txt"
+    f.write_text("the cat sat on the\nthe dog sat on the\n")
+    out_csv = tmp_path / "e.csv"
+    rc = main(["scan", "demo:lm", "--inputs", str(f), "--sae", "blocks.0=demo",
+               "--intervene", "blocks.0=sae-ablate:12,40", "--csv", str(out_csv)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lm = load_model("demo:lm")
+    attach_sae(lm.module, "blocks.0", "demo")
+    want = scan(lm, ScanRequest(open_inputs(f), (), {"blocks.0": "sae-ablate:12,40"}))
+    assert out_csv.read_text() == want.to_csv()
+    rows = list(csv.reader(out_csv.read_text().splitlines()))
+    assert rows[0][6] == "kl_with" and all(float(r[6]) > 0 for r in rows[1:])   # it did something
+    # without it: one line saying what to add
+    rc = main(["scan", "demo:lm", "--inputs", str(f), "--intervene", "blocks.0=sae-ablate:12"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and "--sae" in err.splitlines()[-1]

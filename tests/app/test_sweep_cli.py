@@ -140,3 +140,32 @@ def test_save_plots_writes_a_heat_map_and_a_curve(tmp_path, capsys):
     assert not curve.isNull() and curve.width() > 400
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["sweep_curve.png",
                                                                      "sweep_heatmap.png"]
+
+
+def test_sae_kinds_sweep_with_the_sae_attached_by_sae(capsys):
+    """--sae attaches the SAE before the cells (as hookscope run does): a strength curve of
+    sae-scale equals sweep() on the model with that SAE attached."""
+    from hookscope.core import attach_sae
+
+    rc = main(["sweep", "demo:lm", "--input", PROMPT, "--sae", "blocks.0=demo", "--over",
+               "f=linspace(0,2,5)", "--intervene", "blocks.0=sae-scale:12={f}", "--metric", "kl",
+               "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lm = load_model("demo:lm")
+    attach_sae(lm.module, "blocks.0", "demo")
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    want = sweep(lm.module, x, {"f": "linspace(0,2,5)"}, {"blocks.0": "sae-scale:12={f}"}, "kl",
+                 meaning=lm.meaning)
+    got = json.loads(cap.out)
+    np.testing.assert_allclose(got["values"], want.values, rtol=1e-6, atol=1e-9)
+    assert got["values"][2] == 0   # factor 1 leaves the output as it was
+    assert "--sae LAYER=DIR" in _help(capsys)
+
+
+def _help(capsys) -> str:
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    return capsys.readouterr().out
