@@ -13,10 +13,13 @@ terminal; Ctrl+C stops between batches.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
+
+import numpy as np
 
 from hookscope.core import HookscopeError, PlanError, load_model
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
@@ -180,6 +183,15 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
+def _spot(layer: Any, position: int) -> str:
+    """Where a unit peaked in one input: ``at (y, x)`` on a feature map (the flat index over
+    the layer's other axes, unravelled), else ``position N``."""
+    shape = [d for i, d in enumerate(layer.item_shape) if i != layer.unit_dim]
+    if len(shape) < 2 or not 0 <= position < math.prod(shape):
+        return f"position {position}"
+    return f"at ({', '.join(str(int(i)) for i in np.unravel_index(position, shape))})"
+
+
 def print_summary(res, units: dict[str, list[int]], out: TextIO) -> None:
     lines = [f"{len(res.rows)} inputs from {res.inputs.name}   metric {res.metric}   "
              f"{res.forwards} forwards, batches of up to {res.batch_size}, {res.seconds:.2f} s"]
@@ -200,11 +212,14 @@ def print_summary(res, units: dict[str, list[int]], out: TextIO) -> None:
         lines.append(f"{path}: {s.count} values, min {s.min:.6g} max {s.max:.6g} mean "
                      f"{s.mean:.6g} std {s.std:.6g}, {s.units} units" +
                      (f", {s.nonfinite} NaN/Inf" if s.nonfinite else ""))
+    labels = {r.index: r.label for r in res.rows if r.label}
     for layer, us in units.items():
         for u in us:
             lines.append(f"top inputs of {layer} unit {u}:")
             for rank, t in enumerate(res.top_inputs(layer, u), 1):
                 where = (f"token {t.position} {t.tokens[t.position]!r}" if t.tokens and
-                         0 <= t.position < len(t.tokens) else f"position {t.position}")
-                lines.append(f"  {rank:>2}. #{t.index:<6} {t.value:.6g}  {where}  {t.name}")
+                         0 <= t.position < len(t.tokens) else _spot(res.layer(layer), t.position))
+                label = f"  label {labels[t.index]}" if t.index in labels else ""
+                name = f"  {t.name}" if t.name != f"#{t.index}" else ""   # not the number twice
+                lines.append(f"  {rank:>2}. #{t.index:<6} {t.value:.6g}  {where}{label}{name}")
     out.write("\n".join(escape_controls(line) for line in lines) + "\n")
