@@ -232,11 +232,14 @@ def print_table(result, out: TextIO) -> None:
 
 
 def print_receipts(result, w) -> None:
-    """One line per intervention: calls, elements changed, relative size, the output's change,
-    and an ALARM where it may have done nothing."""
+    """One line per intervention: calls, elements changed, relative size, and an ALARM
+    where it may have done nothing; then the whole plan's change of the output, once."""
+    from hookscope.core.engine import plan_effect
+
     w("\nreceipts\n")
     for r in result.receipts.values():
         w(f"  {r.line()}\n")
+    w(f"  {plan_effect(result.receipts)}\n")
 
 
 def print_captures(result, w) -> None:
