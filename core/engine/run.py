@@ -133,9 +133,9 @@ class RunResult(_Captures):
 
     def __repr__(self) -> str:
         """A few lines (a terminal's view; the dataclass's would print every tensor)."""
-        from .result_html import result_text
+        from ..views.result_html import result_text
 
-        return result_text(self)
+        return result_text(self, output_verdict(self))
 
     def to_dataframe(self) -> Any:
         """One row per captured layer call (pandas, which this needs, is optional)."""

@@ -105,13 +105,11 @@ def _shape(x: Any) -> str:
     return "×".join(map(str, shape)) if shape is not None else type(x).__name__
 
 
-def result_text(result: Any) -> str:
+def result_text(result: Any, verdict: str) -> str:
     """A short plain-text view (``repr``, for a terminal, ``python -i`` or IPython): the
-    verdict, the output's shape, what was captured and intervened, the timings, and where
-    the tensors are, instead of every tensor printed whole."""
-    from .verdict import output_verdict
-
-    lines = [f"<RunResult on {result.device}: {output_verdict(result)}",
+    verdict (given, as the engine words it), the output's shape, what was captured and
+    intervened, the timings, and where the tensors are, instead of every tensor printed whole."""
+    lines = [f"<RunResult on {result.device}: {verdict}",
              f"  output: {_shape(result.output_with)}  (.output_without, .output_with; "
              f"outputs_differ={result.outputs_differ}, max_abs_diff={result.max_abs_diff:.4g})"]
     caps = [f"{p} ({_shape(recs[0])}{f', {len(recs)} calls' if len(recs) > 1 else ''})"
