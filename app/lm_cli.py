@@ -9,8 +9,10 @@ import argparse
 from typing import Any, Callable
 
 from hookscope.core import HookscopeError, attach_sae
-from hookscope.core.analyses import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
-                                     SaeRequest)
+from hookscope.core.analyses import (AttentionResult, GenerateRequest, Generation, LensRequest,
+                                     LensResult, SaeReport, SaeRequest)
+
+from .attention_cli import add_attention_options, attention_view, print_attention
 
 
 def add_lm_options(p: argparse.ArgumentParser) -> None:
@@ -39,6 +41,7 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
                         "sae_weights.safetensors; 'demo' for demo:lm's blocks.0) to LAYER: "
                         "its top features per position and reconstruction error are shown, "
                         "and sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
+    add_attention_options(p)
 
 
 def sae_args(ns: argparse.Namespace) -> dict[str, str]:
@@ -64,6 +67,9 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
         raise HookscopeError("--temperature and --seed go with --generate N")
     if ns.generate is not None:
         views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed))
+    attention = attention_view(ns)
+    if attention is not None:
+        views.append(attention)
     return views
 
 
@@ -80,8 +86,8 @@ def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
                   remote: bool) -> dict[str, Any]:
     if views and remote:
-        raise HookscopeError("--lens, --sae and --generate run on a local model; drop --ray "
-                             "for them")
+        raise HookscopeError("--lens, --sae, --generate and --attention run on a local model; "
+                             "drop --ray for them")
     return {v.name: v.compute(lm.module, inputs, plan, device, lm.meaning) for v in views}
 
 
@@ -95,6 +101,9 @@ def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
     gen = extras.get("generation")
     if isinstance(gen, Generation):
         print_generation(gen, write)
+    attention = extras.get("attention")
+    if isinstance(attention, AttentionResult):
+        print_attention(attention, write)
 
 
 def print_generation(g: Generation, write: Callable[[str], None]) -> None:
