@@ -136,13 +136,13 @@ def _hidden(module: nn.Module, a: dict[str, Any]) -> torch.Tensor:
 
 def _gpt2(m: nn.Module, a: dict[str, Any]):
     h = _hidden(m, a)
+    mask, causal = _hf_mask(m, a)
     q, k, _ = m.c_attn(h).split(m.split_size, dim=2)
     scaling = getattr(m, "scaling", None)
-    if scaling is None:  # transformers before 4.56 computed it in the attention function
-        scaling = m.head_dim ** -0.5 if m.scale_attn_weights else 1.0
-        if m.scale_attn_by_inverse_layer_idx:
+    if scaling is None:  # older transformers computed it in the attention function
+        scaling = m.head_dim ** -0.5 if getattr(m, "scale_attn_weights", True) else 1.0
+        if getattr(m, "scale_attn_by_inverse_layer_idx", False):
             scaling /= float(m.layer_idx + 1)
-    mask, causal = _hf_mask(m, a)
     return _heads(q, m.head_dim), _heads(k, m.head_dim), float(scaling), mask, causal
 
 
