@@ -38,8 +38,8 @@ from ..base.errors import PlanError
 
 #: ``(module, its arguments by name) -> (query, key, scaling, mask, causal)``, query
 #: ``(batch, heads, Tq, d)``, key ``(batch, heads, Tk, d)`` (grouped heads repeated).
-QK = Callable[[nn.Module, dict[str, Any]], tuple[torch.Tensor, torch.Tensor, float,
-                                                  torch.Tensor | None, bool]]
+QKValues = tuple[torch.Tensor, torch.Tensor, float, torch.Tensor | None, bool]
+QK = Callable[[Any, dict[str, Any]], QKValues]
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def _hidden(module: nn.Module, a: dict[str, Any]) -> torch.Tensor:
     return h
 
 
-def _gpt2(m: nn.Module, a: dict[str, Any]):
+def _gpt2(m: Any, a: dict[str, Any]) -> QKValues:
     h = _hidden(m, a)
     mask, causal = _hf_mask(m, a)
     q, k, _ = m.c_attn(h).split(m.split_size, dim=2)
@@ -146,7 +146,7 @@ def _gpt2(m: nn.Module, a: dict[str, Any]):
     return _heads(q, m.head_dim), _heads(k, m.head_dim), float(scaling), mask, causal
 
 
-def _llama(m: nn.Module, a: dict[str, Any]):
+def _llama(m: Any, a: dict[str, Any]) -> QKValues:
     h = _hidden(m, a)
     d = m.head_dim
     q, k = _heads(m.q_proj(h), d), _heads(m.k_proj(h), d)
@@ -168,7 +168,7 @@ def _llama(m: nn.Module, a: dict[str, Any]):
     return q, k, float(getattr(m, "scaling", d ** -0.5)), mask, causal
 
 
-def _bert(m: nn.Module, a: dict[str, Any]):
+def _bert(m: Any, a: dict[str, Any]) -> QKValues:
     h = _hidden(m, a)
     d = m.attention_head_size
     if getattr(m, "position_embedding_type", "absolute") not in ("absolute", None):
@@ -179,7 +179,7 @@ def _bert(m: nn.Module, a: dict[str, Any]):
             float(getattr(m, "scaling", d ** -0.5)), mask, causal)
 
 
-def _demo(m: nn.Module, a: dict[str, Any]):
+def _demo(m: Any, a: dict[str, Any]) -> QKValues:
     x = a.get("x", a.get("#0"))
     if not isinstance(x, torch.Tensor):
         raise PlanError(f"{type(m).__name__} was not called with a tensor")
@@ -190,7 +190,7 @@ def _demo(m: nn.Module, a: dict[str, Any]):
     return _heads(q, hd), _heads(k, hd), 1.0 / math.sqrt(hd), m.mask[:t, :t], False
 
 
-def _mha(m: nn.MultiheadAttention, a: dict[str, Any]):
+def _mha(m: Any, a: dict[str, Any]) -> QKValues:
     query, key = a.get("query"), a.get("key")
     if not isinstance(query, torch.Tensor) or not isinstance(key, torch.Tensor):
         raise PlanError("nn.MultiheadAttention was not called with query and key tensors")
@@ -251,26 +251,32 @@ def _is_linear(m: Any) -> bool:
     return isinstance(m, nn.Module) and isinstance(getattr(m, "weight", None), torch.Tensor)
 
 
-def _reader(m: nn.Module) -> AttentionReader | None:
-    """The reader of ``m`` itself, or ``None`` when it is not a kind recognised here."""
-    if isinstance(m, nn.MultiheadAttention):
-        return AttentionReader(m, "nn.MultiheadAttention", m.num_heads, (), _mha)
+def _rows(m: Any, child: str) -> int:
+    """The output width of ``m``'s projection ``child``."""
+    return int(getattr(m, child).weight.shape[0])
+
+
+def _reader(module: nn.Module) -> AttentionReader | None:
+    """The reader of ``module`` itself, or ``None`` when it is not a kind recognised here."""
+    if isinstance(module, nn.MultiheadAttention):
+        return AttentionReader(module, "nn.MultiheadAttention", module.num_heads, (), _mha)
+    m: Any = module  # attributes read by name below
     if _is_linear(getattr(m, "c_attn", None)) and hasattr(m, "split_size") and hasattr(m, "head_dim"):
         if getattr(m, "is_cross_attention", False):
             raise PlanError(f"{type(m).__name__} is cross-attention: only self-attention "
                             "patterns are recovered")
-        return AttentionReader(m, "GPT-2", m.split_size // m.head_dim, ("c_attn",), _gpt2)
+        return AttentionReader(m, "GPT-2", int(m.split_size // m.head_dim), ("c_attn",), _gpt2)
     if _is_linear(getattr(m, "q_proj", None)) and _is_linear(getattr(m, "k_proj", None)) \
             and isinstance(getattr(m, "head_dim", None), int):
         reads = tuple(n for n in ("q_proj", "k_proj", "q_norm", "k_norm") if hasattr(m, n))
-        return AttentionReader(m, "Llama", m.q_proj.weight.shape[0] // m.head_dim, reads, _llama)
+        return AttentionReader(m, "Llama", _rows(m, "q_proj") // m.head_dim, reads, _llama)
     if _is_linear(getattr(m, "query", None)) and _is_linear(getattr(m, "key", None)) \
             and isinstance(getattr(m, "attention_head_size", None), int):
-        return AttentionReader(m, "BERT", m.query.weight.shape[0] // m.attention_head_size,
+        return AttentionReader(m, "BERT", _rows(m, "query") // m.attention_head_size,
                                ("query", "key"), _bert)
     if _is_linear(getattr(m, "qkv", None)) and isinstance(getattr(m, "n_head", None), int) \
             and isinstance(getattr(m, "mask", None), torch.Tensor) and hasattr(m, "probs"):
-        return AttentionReader(m, "demo:lm", m.n_head, ("qkv", "probs"), _demo)
+        return AttentionReader(m, "demo:lm", int(m.n_head), ("qkv", "probs"), _demo)
     return None
 
 

@@ -39,7 +39,7 @@ class AttentionRequest:
     """The patterns of ``layers`` (attention modules' paths; text is split at commas).
     ``row``: the batch row the JSON form and the token labels show."""
 
-    layers: tuple[str, ...] = ()
+    layers: tuple[str, ...]
     row: int = 0
 
     name = "attention"

@@ -81,6 +81,9 @@ def test_the_analyse_command_gives_the_same(capsys):
     code, out, _ = run_cli(capsys, "demo:lm", "--input", f"text:{PROMPT}", "--attention",
                            "blocks.1.attn", "--intervene", "blocks.0=scale:0.5", "--json")
     assert code == 0 and json.loads(out)["attention"] == by_analyse
+    code = main(["analyse", "attention", "demo:lm"])
+    err = capsys.readouterr().err
+    assert code == 2 and "attention needs layers: give --param layers=VALUE" in err
 
 
 @pytest.mark.parametrize("argv, words", [

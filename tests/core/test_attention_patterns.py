@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from hookscope.core import Clamp, Plan, Session, load_model
+from hookscope.core import Clamp, Plan, Session, load_model, parse_intervention
 from hookscope.core.analyses import AttentionRequest, AttentionResult
 from hookscope.core.analyses.attention_patterns import attention_patterns
 from hookscope.core.demos.demo_lm import CODEC
@@ -269,3 +269,28 @@ def test_the_model_is_left_as_it_was_and_the_request_reads_text():
     assert not any(m._forward_pre_hooks or m._forward_hooks for m in lm.module.modules())
     assert AttentionRequest("blocks.0.attn, blocks.1.attn").layers == ("blocks.0.attn",
                                                                          "blocks.1.attn")
+
+
+def test_a_patch_from_another_prompt_equals_a_hand_patch():
+    """A patch's source forward runs first; the pattern is the patched forward's."""
+    lm = load_model("demo:lm")
+    module = lm.module
+    x = torch.tensor([CODEC.encode("the cat sat on the ")])
+    source = torch.tensor([CODEC.encode("the dog sat on the ")])
+    plan = Plan(interventions={"blocks.0": parse_intervention("patch:text:the dog sat on the ")})
+    got = attention_patterns(module, x, plan, lm.meaning, ["blocks.1.attn"])["blocks.1.attn"]
+
+    kept = []
+    h = module.blocks[0].register_forward_hook(lambda m, i, o: kept.append(o.clone()))
+    with torch.no_grad():
+        module(source)
+    h.remove()
+    probs = []
+    hs = [module.blocks[0].register_forward_hook(lambda m, i, o: kept[0]),
+          module.blocks[1].attn.probs.register_forward_hook(lambda m, i, o: probs.append(o))]
+    with torch.no_grad():
+        module(x)
+    for h in hs:
+        h.remove()
+    torch.testing.assert_close(got.with_, probs[0], **TOL)
+    assert (got.with_ - got.without).abs().max() > 1e-3
