@@ -67,6 +67,7 @@ class AttentionView(QWidget):
         self.plots: list[pg.PlotItem] = []
         self.images: list[pg.ImageItem] = []
         self.marks: list[QGraphicsRectItem] = []   # the hovered cell, one per head
+        self.colour_bar: pg.ColorBarItem | None = None
         self._shape: tuple[int, ...] | None = None
         self.layer.currentTextChanged.connect(lambda _t: self._draw())
         self.which.currentTextChanged.connect(lambda _t: self._draw())
@@ -125,8 +126,12 @@ class AttentionView(QWidget):
             image.setImage(grid[h], autoLevels=False, levels=levels)
             image.setColorMap(cmap)
             image.setRect(QRectF(-0.5, -0.5, tk, tq))
+            plot.setRange(xRange=(-0.5, tk - 0.5), yRange=(-0.5, tq - 0.5), padding=0)
             plot.getAxis("bottom").set_labels(keys)
             plot.getAxis("left").set_labels(queries)
+        if self.colour_bar is not None:
+            self.colour_bar.setColorMap(cmap)
+            self.colour_bar.setLevels(levels)
         self.readout.setText("hover a cell for its tokens and probability; click a head to act "
                              "on it (@heads=)")
 
@@ -143,7 +148,6 @@ class AttentionView(QWidget):
             plot.setMenuEnabled(False)
             plot.hideButtons()
             plot.invertY(True)
-            plot.setAspectLocked(True)
             image = pg.ImageItem(axisOrder="row-major")
             plot.addItem(image)
             mark = QGraphicsRectItem()
@@ -154,6 +158,15 @@ class AttentionView(QWidget):
             self.plots.append(plot)
             self.images.append(image)
             self.marks.append(mark)
+        self.colour_bar = None
+        if heads:
+            self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), interactive=False, width=12,
+                                              colorMap=pg.colormap.get(PROBABILITIES),
+                                              colorMapMenu=False)
+            self.colour_bar.axis.enableAutoSIPrefix(False)
+            self.colour_bar.axis.setSIPrefixEnableRanges(())
+            self.graphics.addItem(self.colour_bar, row=0, col=per_row,
+                                  rowspan=math.ceil(heads / per_row))
 
     # -- the mouse ----------------------------------------------------------------------
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int, int] | None:
