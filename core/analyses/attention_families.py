@@ -7,8 +7,9 @@ module's own projection weights: ``softmax(Q Kᵀ · scaling + mask)`` per head,
 transformers' eager attention computes it. Recognised:
 
 - GPT-2 family (``c_attn`` split into query, key and value; ``scaling`` as the module has it);
-- the Llama family (``q_proj``/``k_proj``, ``q_norm``/``k_norm`` where present, the rotary
-  embedding of the model's own ``apply_rotary_pos_emb``, grouped-query heads repeated);
+- the Llama family (``q_proj``/``k_proj``, ``q_norm``/``k_norm`` where present (Qwen 3),
+  the rotary embedding of the model's own ``apply_rotary_pos_emb``, grouped-query heads
+  repeated, Gemma 2's score soft-capping);
 - BERT family self-attention (``query``/``key``; a ``BertAttention`` is read through its
   ``self``), with its padding mask;
 - ``demo:lm``'s own attention (``qkv``, ``n_head``, its causal ``mask`` buffer);
@@ -61,14 +62,19 @@ class AttentionReader:
         """``(batch, heads, Tq, Tk)`` float32 probabilities of one call with ``arguments``."""
         with torch.inference_mode():
             q, k, scaling, mask, causal = self.qk(self.module, arguments)
-            return pattern(q, k, scaling, mask, causal)
+            softcap = getattr(self.module, "attn_logit_softcapping", None)  # Gemma 2
+            return pattern(q, k, scaling, mask, causal,
+                           float(softcap) if isinstance(softcap, (int, float)) else None)
 
 
 def pattern(q: torch.Tensor, k: torch.Tensor, scaling: float, mask: torch.Tensor | None,
-            causal: bool) -> torch.Tensor:
+            causal: bool, softcap: float | None = None) -> torch.Tensor:
     """``softmax(q kᵀ · scaling + mask)`` in float32 (a boolean mask keeps its ``True``
-    places; the rest get float32's lowest value, as transformers' eager masks do)."""
+    places; the rest get float32's lowest value, as transformers' eager masks do);
+    ``softcap``: scores first become ``softcap · tanh(scores / softcap)``."""
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     low = torch.finfo(scores.dtype).min
     if mask is not None:
         mask = mask.to(scores.device)

@@ -294,3 +294,46 @@ def test_a_patch_from_another_prompt_equals_a_hand_patch():
         h.remove()
     torch.testing.assert_close(got.with_, probs[0], **TOL)
     assert (got.with_ - got.without).abs().max() > 1e-3
+
+
+def llama_relative(kind, folder):
+    """A small Qwen 3 (q_norm/k_norm) or Gemma 2 (score soft-capping, sliding window, its own
+    scaling) saved with the test tokenizer."""
+    import transformers
+
+    tok = hf_models.tokenizer()
+    torch.manual_seed(0)
+    common = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                  max_position_embeddings=64, pad_token_id=1)
+    if kind == "qwen3":
+        cfg = transformers.Qwen3Config(**common)
+        model = transformers.Qwen3ForCausalLM(cfg)
+    else:
+        cfg = transformers.Gemma2Config(**common, attn_logit_softcapping=5.0, sliding_window=4,
+                                        query_pre_attn_scalar=12)
+        model = transformers.Gemma2ForCausalLM(cfg)
+    with torch.no_grad():
+        for m in model.modules():
+            for child in ("q_proj", "k_proj"):
+                if isinstance(getattr(m, child, None), nn.Linear):
+                    getattr(m, child).weight *= 8
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder, type(model)
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "gemma2"])
+def test_llama_family_relatives_equal_eager(tmp_path, kind):
+    folder, cls = llama_relative(kind, tmp_path / kind)
+    x = batch(folder, TEXTS)
+    ref_model = cls.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        ref = ref_model(**x, output_attentions=True).attentions
+    implementations = ["eager"] if kind == "gemma2" else ["sdpa", "eager"]  # Gemma 2: no sdpa
+    for implementation in implementations:
+        model = cls.from_pretrained(folder, attn_implementation=implementation).eval()
+        layers = ["model.layers.0.self_attn", "model.layers.1.self_attn"]
+        got = attention_patterns(model, x, None, None, layers)
+        for i, layer in enumerate(layers):
+            torch.testing.assert_close(got[layer].without, ref[i], **TOL)
