@@ -21,6 +21,7 @@ here, never from a module inside (tests/test_floors.py checks it).
 from .analysis import Analysis, AnalysisResult
 from .analysis_registry import (analysis_from_text, get_analysis, register_analysis,
                                 registered_analyses, unregister_analysis)
+from .attention_families import attention_modules
 from .attention_patterns import AttentionRequest, AttentionResult, LayerAttention
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
@@ -38,6 +39,7 @@ from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
 from .sweep_metrics import METRICS
 
 __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
+           "attention_modules",
            "analysis_from_text", "get_analysis", "register_analysis",
            "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "EffectRow", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",

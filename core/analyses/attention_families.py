@@ -307,4 +307,21 @@ def attention_reader(root: nn.Module, path: str) -> tuple[str, AttentionReader]:
                     "demo:lm and nn.MultiheadAttention are); name one, e.g. transformer.h.1.attn")
 
 
-__all__ = ["AttentionReader", "arguments_of", "attention_reader", "pattern"]
+def attention_modules(root: nn.Module) -> list[str]:
+    """The paths of ``root``'s modules whose patterns can be recovered, in model order
+    (what a view offers when no layer is named). A module reached by two paths is listed once."""
+    seen: set[int] = set()
+    out = []
+    for path, m in root.named_modules():
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        try:
+            if _reader(m) is not None:
+                out.append(path)
+        except PlanError:  # cross-attention: recognised, and refused
+            continue
+    return out
+
+
+__all__ = ["AttentionReader", "arguments_of", "attention_modules", "attention_reader", "pattern"]

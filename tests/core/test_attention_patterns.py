@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from hookscope.core import Clamp, Plan, Session, load_model, parse_intervention
-from hookscope.core.analyses import AttentionRequest, AttentionResult
+from hookscope.core.analyses import AttentionRequest, AttentionResult, attention_modules
 from hookscope.core.analyses.attention_patterns import attention_patterns
 from hookscope.core.demos.demo_lm import CODEC
 
@@ -337,3 +337,12 @@ def test_llama_family_relatives_equal_eager(tmp_path, kind):
         got = attention_patterns(model, x, None, None, layers)
         for i, layer in enumerate(layers):
             torch.testing.assert_close(got[layer].without, ref[i], **TOL)
+
+
+def test_the_attention_modules_of_a_model_are_listed(saved):
+    assert attention_modules(load_model("demo:lm").module) == ["blocks.0.attn", "blocks.1.attn"]
+    assert attention_modules(hf_model(saved["bert"], "bert", "sdpa")) == [
+        "bert.encoder.layer.0.attention.self", "bert.encoder.layer.1.attention.self"]
+    assert attention_modules(hf_model(saved["llama"], "llama", "sdpa")) == [
+        "model.layers.0.self_attn", "model.layers.1.self_attn"]
+    assert attention_modules(MhaModel(batch_first=True)) == ["attn"]
