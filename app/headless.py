@@ -60,8 +60,8 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
     err = talk_stream(err or sys.stderr, ns.quiet)
     if ns.session:
         if lm_views(ns):  # not applied to a session's run: refused rather than ignored
-            raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
-                                 "apply to --session yet (name the model instead)")
+            raise HookscopeError("--lens, --sae, --generate and --attention need a model spec; "
+                                 "they do not apply to --session yet (name the model instead)")
         return run_session_command(ns, out)
     spec: str | None = ns.spec
     if not spec:

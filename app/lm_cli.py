@@ -9,8 +9,10 @@ import argparse
 from typing import Any, Callable, TextIO
 
 from hookscope.core import HookscopeError, attach_sae
-from hookscope.core.analyses import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
-                                     SaeRequest)
+from hookscope.core.analyses import (AttentionResult, GenerateRequest, Generation, LensRequest,
+                                     LensResult, SaeReport, SaeRequest)
+
+from .attention_cli import add_attention_options, attention_view, print_attention
 
 from .progress import command_progress
 
@@ -37,6 +39,7 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="with --generate --temperature: the seed both continuations sample with")
     add_sae_option(p, "its top features per position and reconstruction error are shown, and ")
+    add_attention_options(p)
 
 
 def add_sae_option(p: argparse.ArgumentParser, shown: str = "") -> None:
@@ -70,6 +73,9 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
         raise HookscopeError("--temperature and --seed go with --generate N")
     if ns.generate is not None:
         views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed))
+    attention = attention_view(ns)
+    if attention is not None:
+        views.append(attention)
     return views
 
 
@@ -84,7 +90,8 @@ def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> None:
 
 
 #: Each view's flag, as its progress names it.
-VIEW_FLAGS = {"lens": "--lens", "sae": "--sae", "generation": "--generate"}
+VIEW_FLAGS = {"lens": "--lens", "sae": "--sae", "generation": "--generate",
+              "attention": "--attention"}
 
 
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
@@ -93,8 +100,8 @@ def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str
     tokens (both continuations), the others' in layer calls (two forwards' worth of leaf
     modules, as the session runner estimates it; more where a layer runs twice)."""
     if views and remote:
-        raise HookscopeError("--lens, --sae and --generate run on a local model; drop --ray "
-                             "for them")
+        raise HookscopeError("--lens, --sae, --generate and --attention run on a local model; "
+                             "drop --ray for them")
     out: dict[str, Any] = {}
     for v in views:
         if isinstance(v, GenerateRequest):
@@ -119,6 +126,9 @@ def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
     gen = extras.get("generation")
     if isinstance(gen, Generation):
         print_generation(gen, write)
+    attention = extras.get("attention")
+    if isinstance(attention, AttentionResult):
+        print_attention(attention, write)
 
 
 def print_generation(g: Generation, write: Callable[[str], None]) -> None:
