@@ -61,8 +61,8 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
     err = talk_stream(err or sys.stderr, ns.quiet)
     if ns.session:
         if lm_views(ns):  # not applied to a session's run: refused rather than ignored
-            raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
-                                 "apply to --session yet (name the model instead)")
+            raise HookscopeError("--lens, --sae, --generate and --attention need a model spec; "
+                                 "they do not apply to --session yet (name the model instead)")
         return run_session_command(ns, out)
     spec: str | None = ns.spec
     if not spec:
@@ -275,11 +275,14 @@ def print_table(result, out: TextIO) -> None:
 
 
 def print_receipts(result, w) -> None:
-    """One line per intervention: calls, elements changed, relative size, the output's change,
-    and an ALARM where it may have done nothing."""
+    """One line per intervention: calls, elements changed, relative size, and an ALARM
+    where it may have done nothing; then the whole plan's change of the output, once."""
+    from hookscope.core.engine import plan_effect
+
     w("\nreceipts\n")
     for r in result.receipts.values():
         w(f"  {r.line()}\n")
+    w(f"  {plan_effect(result.receipts)}\n")
 
 
 def print_captures(result, w) -> None:

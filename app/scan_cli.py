@@ -13,9 +13,12 @@ Ctrl+C stops between batches, before any file is written.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any, TextIO
+
+import numpy as np
 
 from hookscope.core import HookscopeError, Plan, PlanError
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
@@ -27,6 +30,7 @@ from hookscope.core.dataset import open_inputs
 from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 
 from .arg_parser import OneLineParser
+from .lm_cli import add_sae_option, attach_saes
 from .options import parse_intervene
 from .progress import add_quiet_option, command_progress, talk_stream
 from .std_streams import csv_to_stdout
@@ -50,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--intervene", metavar="P=KIND[:ARGS]", action="append", default=[],
                    help="an intervention whose effect is measured (as hookscope run)")
     p.add_argument("--source-input", metavar="X", help="the input a bare 'patch' takes")
+    add_sae_option(p)
     p.add_argument("--metric", default=None,
                    help=f"per input: {', '.join(LABEL_METRICS + METRICS)} (default prob:label "
                         "for a labelled set, else kl, or max-abs-diff without scores)")
@@ -119,12 +124,14 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     inputs = open_inputs(ns.inputs)
     check_ray_options(ns)
     if ns.ray:
+        attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
         req = ScanRequest(inputs, tuple(capture), intervene, ns.metric, top_k=ns.top_k,
                           device=ns.device, budget_bytes=budget, limit=ns.limit)
         res = _scan_on_ray(ns, req, err)
         return _report(res, ns, units, out)
     lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.eval()
+    attach_saes(ns, lm)   # before the scan: its sae-* kinds need it
     if ns.labels:
         from hookscope.core.model import name_classes
 
@@ -172,6 +179,15 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
+def _spot(layer: Any, position: int) -> str:
+    """Where a unit peaked in one input: ``at (y, x)`` on a feature map (the flat index over
+    the layer's other axes, unravelled), else ``position N``."""
+    shape = [d for i, d in enumerate(layer.item_shape) if i != layer.unit_dim]
+    if len(shape) < 2 or not 0 <= position < math.prod(shape):
+        return f"position {position}"
+    return f"at ({', '.join(str(int(i)) for i in np.unravel_index(position, shape))})"
+
+
 def print_summary(res, units: dict[str, list[int]], out: TextIO) -> None:
     lines = [f"{len(res.rows)} inputs from {res.inputs.name}   metric {res.metric}   "
              f"{res.forwards} forwards, batches of up to {res.batch_size}, {res.seconds:.2f} s"]
@@ -192,11 +208,14 @@ def print_summary(res, units: dict[str, list[int]], out: TextIO) -> None:
         lines.append(f"{path}: {s.count} values, min {s.min:.6g} max {s.max:.6g} mean "
                      f"{s.mean:.6g} std {s.std:.6g}, {s.units} units" +
                      (f", {s.nonfinite} NaN/Inf" if s.nonfinite else ""))
+    labels = {r.index: r.label for r in res.rows if r.label}
     for layer, us in units.items():
         for u in us:
             lines.append(f"top inputs of {layer} unit {u}:")
             for rank, t in enumerate(res.top_inputs(layer, u), 1):
                 where = (f"token {t.position} {t.tokens[t.position]!r}" if t.tokens and
-                         0 <= t.position < len(t.tokens) else f"position {t.position}")
-                lines.append(f"  {rank:>2}. #{t.index:<6} {t.value:.6g}  {where}  {t.name}")
+                         0 <= t.position < len(t.tokens) else _spot(res.layer(layer), t.position))
+                label = f"  label {labels[t.index]}" if t.index in labels else ""
+                name = f"  {t.name}" if t.name != f"#{t.index}" else ""   # not the number twice
+                lines.append(f"  {rank:>2}. #{t.index:<6} {t.value:.6g}  {where}{label}{name}")
     out.write("\n".join(escape_controls(line) for line in lines) + "\n")

@@ -32,6 +32,7 @@ from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
+from .lm_cli import add_sae_option, attach_saes
 from .progress import add_quiet_option, command_progress, talk_stream
 from .std_streams import csv_to_stdout
 from .ray_pool_args import check_ray_options, open_ray_pool
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "e.g. '{layer}=patch@pos={pos}' or 'fc1=scale:{f}'. Kinds: "
                         + syntax_help().replace("%", "%%"))
     p.add_argument("--source-input", metavar="X", help="the input a bare 'patch' takes")
+    add_sae_option(p)
     p.add_argument("--reference-input", metavar="X", help="the input a bare 'mean' takes")
     p.add_argument("--vector", metavar="NAME=SPEC", action="append", default=[],
                    help="a direction for add:NAME / project:NAME (as hookscope run)")
@@ -222,6 +224,7 @@ def _batch(ns: argparse.Namespace) -> bool | int:
 def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
     lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.train(ns.train)
+    attach_saes(ns, lm)   # before the cells: their sae-* kinds need it
     if ns.labels:
         from hookscope.core.model import name_classes
 
@@ -251,6 +254,7 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     """The cells spread over a pool of Ray actors; the model is loaded there only."""
     if ns.train:
         raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
+    attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
     with open_ray_pool(ns) as pool:
         print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
               f"{pool.startup_s:.1f} s)", file=err, flush=True)
@@ -280,5 +284,6 @@ def print_grid(res, out: TextIO) -> None:
                 f"1 = source ({res.normalised['source']:.6g})")]
     lines.append(" " * 24 + "".join(c[:width].rjust(width + 1) for c in cols))
     for label, row in zip(res.axes[names[0]], values):
-        lines.append(label[:24].ljust(24) + "".join(f"{v:.6g}".rjust(width + 1) for v in row))
+        # + 0.0: -0.0 prints as 0 ("-0" would claim a sign the number has not got)
+        lines.append(label[:24].ljust(24) + "".join(f"{v + 0.0:.6g}".rjust(width + 1) for v in row))
     out.write("\n".join(escape_controls(line) for line in lines) + "\n")

@@ -127,6 +127,19 @@ class MetricChooser(QWidget):
         names = [self._token(b) for b in self.tokens[:n]]
         return f"{kind}:{','.join(names)}"
 
+    def shown_text(self) -> str:
+        """The metric as the person sees it: a picked prediction by its token, not its id."""
+        kind = self.kind.currentText()
+        n = METRIC_KINDS.get(kind, 0)
+        if n == 0:
+            return kind
+        names = []
+        for box in self.tokens[:n]:
+            text = box.currentText()
+            picked = box.findText(text) >= 0 and box.itemData(box.findText(text))
+            names.append(_spelled(text.split("  #", 1)[0]) if picked else _spelled(text))
+        return f"{kind}:{','.join(names)}"
+
     def set_text(self, metric: str) -> None:
         """Show a metric spelled as the command line does (``logit-diff:' Paris',' Rome'``)."""
         kind, _, arg = metric.partition(":")

@@ -7,6 +7,9 @@ Each analysis is a request following :class:`~.analysis.Analysis` (a frozen data
 a ``name``, its parameters and ``compute(...)``) answered by a result with its JSON form,
 registered by name (:func:`register_analysis`); ``Session.analyse(request)`` runs any of them.
 
+Attention patterns (:mod:`.attention_patterns`) are each head's probabilities at an
+attention module, computed from the module's own queries and keys.
+
 A scan streams many inputs through one model in batches, giving per-layer statistics,
 exact top-k inputs per unit and an intervention's effect per input (accuracy, changed
 predictions, a metric without and with).
@@ -18,6 +21,8 @@ here, never from a module inside (tests/test_floors.py checks it).
 from .analysis import Analysis, AnalysisResult
 from .analysis_registry import (analysis_from_text, get_analysis, register_analysis,
                                 registered_analyses, unregister_analysis)
+from .attention_families import attention_modules
+from .attention_patterns import AttentionRequest, AttentionResult, LayerAttention
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
 from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
@@ -34,7 +39,9 @@ from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
 from .sweep_metrics import METRICS
 
-__all__ = ["Analysis", "AnalysisResult", "analysis_from_text", "get_analysis", "register_analysis",
+__all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
+           "attention_modules",
+           "analysis_from_text", "get_analysis", "register_analysis",
            "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "EffectRow", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",

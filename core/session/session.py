@@ -45,7 +45,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..analyses import Generation, LensResult, SaeReport, ScanResult, SweepResult
+from ..analyses import AttentionRequest, AttentionResult, Generation, LensResult, SaeReport, ScanResult, SweepResult
 from ..analyses.analysis import Analysis
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
@@ -413,6 +413,14 @@ class Session:
         """Run now with the logit lens and wait: a
         :class:`~hookscope.core.analyses.logit_lens.LensResult` (without and with the plan)."""
         return self.analyse(DerivedViews.lens(target, head, top_k), timeout_s)
+
+    def attention(self, *layers: str, row: int = 0, timeout_s: float | None = None
+                  ) -> AttentionResult:
+        """Run now and wait: each head's attention probabilities at the attention modules
+        ``layers`` (e.g. ``"transformer.h.1.attn"``), without and with the plan, an
+        :class:`~hookscope.core.analyses.AttentionResult` (``result[layer].with_``:
+        ``(batch, heads, query, key)``)."""
+        return self.analyse(AttentionRequest(tuple(layers), row), timeout_s)
 
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
                  timeout_s: float | None = None) -> Generation:
