@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
-from hookscope.core.model.sae import DEMO_SAE
+from hookscope.core.model import DEMO_SAE
 from hookscope.widgets.last_folder import last_folder, remember
 
 

@@ -43,7 +43,7 @@ from ..base.user_text import safe_str
 from .output_diff import flat_floats
 from .output_diff import output_change, output_difference as diff
 from .verdict import output_verdict
-from ..views.result_html import result_html
+from ..views.result_html import result_html, result_text
 from ..views.result_table import result_dataframe
 
 class _Captures:
@@ -133,8 +133,6 @@ class RunResult(_Captures):
 
     def __repr__(self) -> str:
         """A few lines (a terminal's view; the dataclass's would print every tensor)."""
-        from ..views.result_html import result_text
-
         return result_text(self, output_verdict(self))
 
     def to_dataframe(self) -> Any:

@@ -14,10 +14,11 @@ from .hook_inventory import HookInfo, list_hooks
 from .live_model import is_live
 from .learned import ModelMemory, memory_for
 from .loaded_model import LoadedModel
+from .sae import DEMO_SAE
 from .trust_store import TrustStore
 from .user_code import user_code
 
-__all__ = ["CodeToRun", "CodeTrust", "CodeTrustError", "DEVICE_MAPS", "DeviceMapOptions",
+__all__ = ["CodeToRun", "CodeTrust", "CodeTrustError", "DEMO_SAE", "DEVICE_MAPS", "DeviceMapOptions",
            "HookInfo", "LoadedModel", "MODULE", "ModelMemory", "TrustStore", "device_map_options", "is_live",
            "list_hooks", "load_dispatched", "memory_for", "name_classes", "parse_size", "set_max_input_bytes",
            "user_code"]
