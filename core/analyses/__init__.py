@@ -31,11 +31,11 @@ from .steer_diff import is_file_spec, parse_vector_option, resolve_vectors, with
 from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size
 from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
-from .sweep_estimate import EstimateRefused, spearman
+from .sweep_estimate import EstimateRefused, check_estimable, spearman
 from .sweep_metrics import METRICS
 
 __all__ = ["Analysis", "AnalysisResult", "analysis_from_text", "get_analysis", "register_analysis",
-           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "EffectRow", "EstimateRefused", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",

@@ -39,7 +39,7 @@ from .sweep_axes import DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_siz
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,
                           values_array)
-from .sweep_metrics import finite_or_none, make_metric, normalised
+from .sweep_metrics import NoScores, finite_or_none, make_metric, normalised
 
 @dataclass
 class SweepResult:
@@ -271,10 +271,17 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     if estimate:  # a metric or mode the estimate refuses is said before any forward
         from .sweep_estimate import check_estimable
 
-        check_estimable(module, make_metric(metric, meaning))
-    ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
-                        device=device, max_cells=max_cells, should_stop=should_stop, bind=bind,
-                        batch=batch, batch_bytes=batch_bytes, measure=estimate)
+        check_estimable(module, metric, meaning)
+    try:
+        ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
+                            device=device, max_cells=max_cells, should_stop=should_stop,
+                            bind=bind, batch=batch, batch_bytes=batch_bytes, measure=estimate)
+    except NoScores as exc:
+        if not estimate:
+            raise
+        from .sweep_estimate import NOT_DIFFERENTIABLE, EstimateRefused
+
+        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
     if normalise:
         normal_ends(ctx)  # refused before the cells run
     est = None

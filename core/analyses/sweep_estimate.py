@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from ..base.errors import Cancelled, HookscopeError, PlanError
+from ..base.meaning import OutputMeaning
 from ..base.nested import map_tensors, map_tensors_keyed, tensor_leaves
 from ..engine.capture_budget import default_budget
 from ..engine.forward_state import forward, own_copy, restore, snapshot
@@ -44,7 +45,11 @@ from ..plan.intervention_base import InterventionContext
 from ..plan.plan import LayerPlan
 from .sweep_batch import row_target
 from .sweep_cells import CellValue, SweepContext, sweep_cells
-from .sweep_metrics import Metric
+from .sweep_metrics import Metric, NoScores, make_metric
+
+#: What an output that holds no floating-point scores is told.
+NOT_DIFFERENTIABLE = ("the model's output holds no floating-point scores (integer outputs), so "
+                      "there is nothing to differentiate: drop --estimate and run the cells")
 
 
 class EstimateRefused(PlanError):
@@ -95,9 +100,11 @@ def _refusal_of(module: nn.Module, met: Metric) -> str | None:
     return None
 
 
-def check_estimable(module: nn.Module, met: Metric) -> None:
-    """Refuse, before anything runs, a metric with no first-order signal or a model in
+def check_estimable(module: nn.Module, metric: Any, meaning: OutputMeaning | None = None) -> None:
+    """Refuse, before anything runs, a metric (a :class:`~.sweep_metrics.Metric`, or as
+    :func:`~.sweep_metrics.make_metric` takes it) with no first-order signal, or a model in
     train mode (:class:`EstimateRefused`)."""
+    met = metric if isinstance(metric, Metric) else make_metric(metric, meaning)
     why = _refusal_of(module, met)
     if why is not None:
         raise EstimateRefused(why)
@@ -262,6 +269,8 @@ def _metric_tensor(ctx: SweepContext, base: Any, out: Any) -> torch.Tensor:
     assert ctx.metric.grad is not None
     try:
         m = ctx.metric.grad(base, out)
+    except NoScores as exc:
+        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
     except PlanError:
         raise
     except Exception as exc:  # a user's metric function that autograd cannot follow

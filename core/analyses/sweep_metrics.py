@@ -35,6 +35,10 @@ METRICS = ("logit-diff:A,B", "logit:T", "prob:T", "kl", "top-changed", "max-abs-
 BOX_SCORE = 0.5
 
 
+class NoScores(PlanError):
+    """The model's output holds no floating-point scores for a metric to read."""
+
+
 def scores(output: Any, meaning: OutputMeaning | None, detach: bool = True) -> torch.Tensor:
     """The score vector a metric reads: the first example's, at the last position for a
     sequence of scores (``[batch, positions, vocabulary]``). ``detach=False``: still in the
@@ -42,8 +46,8 @@ def scores(output: Any, meaning: OutputMeaning | None, detach: bool = True) -> t
     leaf = score_leaf(output, meaning)
     leaves = [leaf] if isinstance(leaf, torch.Tensor) else [t for _, t in tensor_leaves(leaf)]
     if not leaves or not leaves[0].is_floating_point():
-        raise PlanError("this metric needs scores (logits) as the output; use max-abs-diff or "
-                        "a function for this model")
+        raise NoScores("this metric needs scores (logits) as the output; use max-abs-diff or "
+                       "a function for this model")
     t = leaves[0].detach() if detach else leaves[0]
     # the one row read, then float64 (a GPT-2's logits are 50257 a position: converting
     # them all first cost more than the rest of a cell's bookkeeping)

@@ -1,0 +1,66 @@
+"""``hookscope sweep --estimate [--verify K]``: the estimates and verified cells as JSON, a
+CSV and a table, equal to sweep(..., estimate=True, verify=K) and, for the verified cells,
+to the exact sweep."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+
+from hookscope.app.cli import main
+from hookscope.core import load_model, parse_input
+from hookscope.core.analyses import sweep
+
+PROMPT = "text:the cat sat on the "
+SOURCE = "text:the dog sat on the "
+METRIC = "logit-diff:' ',t"
+ARGS = ["sweep", "demo:lm", "--input", PROMPT, "--over", "layer=blocks.*", "--over", "pos=all",
+        "--intervene", "{layer}=patch@pos={pos}", "--source-input", SOURCE, "--metric", METRIC]
+
+
+def _api(**kw):
+    lm = load_model("demo:lm")
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    return sweep(lm.module, x, {"layer": "blocks.*", "pos": "all"},
+                 {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, METRIC, meaning=lm.meaning, **kw)
+
+
+def test_estimate_with_verify_json_and_csv(tmp_path, capsys):
+    out_csv = tmp_path / "grid.csv"
+    rc = main(ARGS + ["--estimate", "--verify", "3", "--json", "--csv", str(out_csv)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "estimating" in cap.err and "sweep of" not in cap.err
+    got = json.loads(cap.out)
+    want = _api(estimate=True, verify=3)
+    exact = _api()
+    est = np.array(got["estimates"], dtype=float)
+    np.testing.assert_array_equal(est, want.estimates)
+    ver = got["verified"]
+    assert len(ver["cells"]) == 3 and ver["cells"] == want.verified["cells"]
+    assert ver["values"] == [exact.values[tuple(c)] for c in ver["cells"]]
+    assert ver["estimates"] == [want.estimates[tuple(c)] for c in ver["cells"]]
+    assert ver["spearman"] == want.verified["spearman"]
+    values = np.array(got["values"], dtype=object)
+    assert sum(v is not None for v in values.reshape(-1)) == 3  # null where not verified
+    rows = list(csv.reader(out_csv.read_text().splitlines()))
+    assert rows[0] == ["layer", "pos", METRIC, "estimate"]
+    assert [float(r[3]) for r in rows[1:]] == want.estimates.reshape(-1).tolist()
+    assert sum(1 for r in rows[1:] if r[2]) == 3
+
+
+def test_estimate_table_marks_estimates_and_lists_verified_cells(capsys):
+    rc = main(ARGS + ["--estimate", "--verify", "2"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert cap.out.startswith(f"estimated (first order) metric {METRIC}")
+    assert "verified 2 cells (run for real)" in cap.out
+    assert cap.out.count(" actual ") == 2
+
+
+def test_verify_without_estimate_is_one_line(capsys):
+    rc = main(ARGS + ["--verify", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--estimate" in err
