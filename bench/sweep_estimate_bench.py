@@ -33,10 +33,12 @@ TARGET = 5.0  # plain forwards' time for every cell's estimate
 
 
 def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = print,
-        now: Callable[[], float] = time.perf_counter) -> dict:
-    """Time the two rows; returns ``{"meta": ..., "rows": [...]}`` (see :func:`render`)."""
-    layers, tokens = (4, 8) if quick else (12, 16)
-    model, clean, corrupted = build(layers, tokens)
+        now: Callable[[], float] = time.perf_counter, smoke: bool = False) -> dict:
+    """Time the two rows; returns ``{"meta": ..., "rows": [...]}`` (see :func:`render`).
+    ``smoke``: the sweep case's smoke shape (2 layers, 64 wide), to check the case runs."""
+    layers, tokens = (2, 4) if smoke else (4, 8) if quick else (12, 16)
+    width, vocab = (64, 512) if smoke else (768, 50257)
+    model, clean, corrupted = build(layers, tokens, width, vocab)
     a_tok, b_tok = int(clean[0, -1]), int(corrupted[0, 2])
     metric = f"logit-diff:#{a_tok},#{b_tok}"
     names = ["transformer.drop"] + [f"transformer.h.{i}" for i in range(layers - 1)]
@@ -85,7 +87,8 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
         _row("hookscope sweep (batched, exact)", seconds["exact"], ratios["exact"], None,
              f"{ref.batch['forwards']} batched forwards of up to {ref.batch['rows']} rows"),
     ]
-    meta = {"layers": layers, "tokens": tokens, "cells": cells, "repeats": repeats,
+    meta = {"layers": layers, "tokens": tokens, "width": width, "cells": cells,
+            "repeats": repeats,
             "plain_ms": statistics.median(plains) * 1e3, "spearman": rho,
             "max_abs_error": err, "exact_span": spread, "threads": torch.get_num_threads(),
             "clock": "cpu" if now is time.process_time else "wall"}
@@ -106,7 +109,7 @@ def _row(name: str, seconds: list[float], ratios: list[float], target: float | N
 def render(result: dict) -> str:
     m = result["meta"]
     lines = [f"Sweep estimate: the {m['layers']} x {m['tokens']} resid_pre patching grid "
-             f"({m['cells']} cells, HF GPT-2 shape, random weights) estimated to first order; "
+             f"({m['cells']} cells, HF GPT-2, {m['width']} wide, random weights) estimated to first order; "
              f"plain forward {m['plain_ms']:.1f} ms; {m['threads']} threads, {m['clock']} clock, "
              f"{m['repeats']} rounds",
              f"{'row':<34}{'seconds':>9}{'/ plain forward':>22}{'target':>15}  note"]
@@ -119,9 +122,9 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m bench.sweep_estimate_bench [--quick] [--cpu-clock]
+if __name__ == "__main__":  # python -m bench.sweep_estimate_bench [--quick] [--smoke] [--cpu-clock]
     import sys
 
     clock = time.process_time if "--cpu-clock" in sys.argv else time.perf_counter
     print(render(run(quick="--quick" in sys.argv, log=lambda s: print(s, file=sys.stderr),
-                     now=clock)))
+                     now=clock, smoke="--smoke" in sys.argv)))
