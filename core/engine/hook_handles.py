@@ -61,3 +61,36 @@ class HandleStack:
         """Remove every hook added here, newest first; safe to call twice."""
         self._count = 0
         self._stack.close()
+
+
+class InputHook:
+    """A forward hook ``hook(module, args, value)`` run as a forward pre-hook on the module's
+    first positional input (a ``PATH:input`` layer): it sees that input as the value, and
+    what it returns (``None``: unchanged) replaces it."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Callable[[nn.Module, Any, Any], Any]) -> None:
+        self.hook = hook
+
+    def __call__(self, module: nn.Module, args: Any) -> Any:
+        if not args:
+            return None
+        new = self.hook(module, args, args[0])
+        return None if new is None else (new, *args[1:])
+
+
+def add_layer_hook(arming: Arming, lp: Any, hook: Callable[[nn.Module, Any, Any], Any]) -> None:
+    """``hook`` on the value ``lp`` names: its module's output, or its first input
+    (:class:`InputHook`) for a ``PATH:input`` layer."""
+    if lp.at_input:
+        arming.add_pre(lp.module, InputHook(hook))
+    else:
+        arming.add(lp.module, hook)
+
+
+def register_layer_hook(lp: Any, hook: Callable[[nn.Module, Any, Any], Any]) -> Handle:
+    """:func:`add_layer_hook` for one hook, returning its handle."""
+    if lp.at_input:
+        return lp.module.register_forward_pre_hook(InputHook(hook))
+    return lp.module.register_forward_hook(hook)

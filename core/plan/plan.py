@@ -23,6 +23,18 @@ from ..model.module_walk import Walk, module_walk
 from .intervention_registry import from_dict
 
 
+#: The suffix that aims at a module's first positional input instead of its output
+#: (``transformer.h.3.ln_2:input``), reached through a forward pre-hook.
+INPUT_SUFFIX = ":input"
+
+
+def split_input(path: str) -> tuple[str, bool]:
+    """``("a.b", True)`` for ``"a.b:input"``, ``(path, False)`` otherwise."""
+    if path.endswith(INPUT_SUFFIX):
+        return path[:-len(INPUT_SUFFIX)], True
+    return path, False
+
+
 @dataclass(frozen=True, init=False)
 class Plan:
     """What to do to a model during one forward pass.
@@ -163,11 +175,12 @@ class Plan:
         capture = set(self.capture)  # a set: plans of thousands of layers stay linear
         out: dict[str, LayerPlan] = {}
         for path in self.paths():
-            if path not in by_name:
+            base, at_input = split_input(path)
+            if base not in by_name:
                 raise PlanError(unknown_layer_message(path, list(canonical.values())))
-            mod = by_name[path]
-            key = canonical[id(mod)]
-            lp = out.setdefault(key, LayerPlan(path=key, module=mod))
+            mod = by_name[base]
+            key = canonical[id(mod)] + (INPUT_SUFFIX if at_input else "")
+            lp = out.setdefault(key, LayerPlan(path=key, module=mod, at_input=at_input))
             if path in capture:
                 lp.capture = True
             if path in interventions:
@@ -178,6 +191,9 @@ class Plan:
         for key, lp in out.items():
             at = lp.intervention.where() if lp.intervention is not None else None
             if at is not None and at.heads is not None:
+                if lp.at_input:
+                    raise PlanError(f"layer {key!r}: @heads acts at an attention's output "
+                                    "projection; aim at the attention module, not an input")
                 from .heads import head_site
 
                 lp.head_site = head_site(lp.module, key)
@@ -224,6 +240,9 @@ class LayerPlan:
     intervention: Intervention | None = None
     #: Where the intervention's heads are acted on (core/plan/heads.py), when it picks heads.
     head_site: Any = None
+    #: At the module's first positional input (``PATH:input``, a forward pre-hook) instead
+    #: of its output.
+    at_input: bool = False
 
 
 def unknown_layer_message(path: str, known: list[str]) -> str:
