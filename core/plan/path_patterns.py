@@ -67,6 +67,12 @@ def expand_paths(pattern: str, module: nn.Module | Iterable[str]) -> list[str]:
         return [p + INPUT_SUFFIX for p in expand_paths(base, module)]
     paths = ([p for p, _ in module.named_modules() if p] if isinstance(module, nn.Module)
              else list(module))
+    if pattern.startswith("resid_"):  # resid_pre.* and the like: over the model's blocks
+        from .residual_points import residual_points
+
+        named = [p for p in residual_points(paths) if matches(pattern, p)]
+        if named:
+            return sorted(named, key=lambda p: (p.split(".")[0], int(p.split(".")[1])))
     found = [p for p in paths if matches(pattern, p)]
     if not found:
         better = rooted_suggestion(pattern, paths)
@@ -115,6 +121,9 @@ def without_unknown_layers(plan: Plan, module: nn.Module,
     is known here only by its tree.
     """
     known = {p for p, _ in module.named_modules(remove_duplicate=False)} | set(tree_paths)
+    from .residual_points import residual_points
+
+    known |= set(residual_points(known))
     missing = [p for p in plan.paths() if split_input(p)[0] not in known]
     if not missing:
         return plan, None

@@ -175,7 +175,13 @@ class Plan:
         capture = set(self.capture)  # a set: plans of thousands of layers stay linear
         out: dict[str, LayerPlan] = {}
         for path in self.paths():
-            base, at_input = split_input(path)
+            real = path
+            if path.startswith("resid_"):
+                from .residual_points import is_residual_name, residual_target
+
+                if is_residual_name(path) and path not in by_name:
+                    real = residual_target(path, by_name)
+            base, at_input = split_input(real)
             if base not in by_name:
                 raise PlanError(unknown_layer_message(path, list(canonical.values())))
             mod = by_name[base]
