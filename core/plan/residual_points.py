@@ -13,8 +13,11 @@ it; to read it, capture the second norm's input (``transformer.h.N.ln_2:input`` 
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Iterable
+from typing import Any, Iterable
+
+from torch import nn
 
 from ..base.errors import PlanError
 from .plan import INPUT_SUFFIX
@@ -76,4 +79,17 @@ def residual_target(path: str, paths: Iterable[str]) -> str:
     return points[path]
 
 
-__all__ = ["BLOCK_LISTS", "blocks_of", "is_residual_name", "residual_points", "residual_target"]
+def named_points_resolved(plan: Any, module: nn.Module) -> Any:
+    """``plan`` with every ``resid_*`` name replaced by the real path it stands for (an
+    exported script, which knows only module paths, names the places themselves)."""
+    names = [p for p in plan.paths() if is_residual_name(p)]
+    if not names:
+        return plan
+    paths = [p for p, _ in module.named_modules()]
+    real = {p: residual_target(p, paths) for p in names}
+    return dataclasses.replace(
+        plan, capture=tuple(real.get(p, p) for p in plan.capture),
+        interventions={real.get(p, p): iv for p, iv in plan.interventions.items()})
+
+
+__all__ = ["BLOCK_LISTS", "named_points_resolved", "blocks_of", "is_residual_name", "residual_points", "residual_target"]

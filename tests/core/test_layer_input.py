@@ -139,3 +139,25 @@ def test_estimate_at_an_input_equals_hand_written_attribution(lm):
     for p in range(x.shape[-1]):
         want = float(metric.detach()) + float((g[0, p].double() * (s[0, p] - a[0, p]).double()).sum())
         assert res.estimates[p] == pytest.approx(want, rel=1e-5, abs=1e-7)
+
+
+def test_exported_script_hooks_inputs_and_named_points_alike(tmp_path, lm):
+    import json
+    import subprocess
+    import sys
+
+    from hookscope.core.export.export import standalone_script
+
+    plan = Plan(capture=("resid_pre.1", "blocks.0.ln2:input"),
+                interventions={"blocks.1.ln2:input": parse_intervention(f"patch:{SOURCE}@pos=4"),
+                               "blocks.0:input": parse_intervention("scale:0.5")})
+    r = compare(lm.module, _x(lm), plan, codec=lm.meaning.codec)
+    script = tmp_path / "repro.py"
+    script.write_text(standalone_script("demo:lm", plan, input_text=PROMPT))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(got["output_with"], r.output_with.flatten().tolist(), atol=2e-6)
+    np.testing.assert_allclose(got["output_without"], r.output_without.flatten().tolist(), atol=2e-6)
+    assert set(got["captures"]) == {"blocks.1:input", "blocks.0.ln2:input"}
+    assert not np.allclose(got["output_with"], got["output_without"])
