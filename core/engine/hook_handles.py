@@ -17,6 +17,8 @@ from typing import Any, Callable, Protocol
 
 from torch import nn
 
+from ..base.errors import PlanError
+
 
 class Handle(Protocol):
     def remove(self) -> None: ...
@@ -66,16 +68,20 @@ class HandleStack:
 class InputHook:
     """A forward hook ``hook(module, args, value)`` run as a forward pre-hook on the module's
     first positional input (a ``PATH:input`` layer): it sees that input as the value, and
-    what it returns (``None``: unchanged) replaces it."""
+    what it returns (``None``: unchanged) replaces it. A call with no positional input
+    (keywords only) is refused: there is nothing the path names."""
 
-    __slots__ = ("hook",)
+    __slots__ = ("hook", "path")
 
-    def __init__(self, hook: Callable[[nn.Module, Any, Any], Any]) -> None:
+    def __init__(self, hook: Callable[[nn.Module, Any, Any], Any], path: str = "") -> None:
         self.hook = hook
+        self.path = path
 
     def __call__(self, module: nn.Module, args: Any) -> Any:
         if not args:
-            return None
+            raise PlanError(f"layer {self.path!r}: the module was called with keyword inputs "
+                            "only, so it has no first positional input to aim at; aim at the "
+                            "module whose output feeds it")
         new = self.hook(module, args, args[0])
         return None if new is None else (new, *args[1:])
 
@@ -84,7 +90,7 @@ def add_layer_hook(arming: Arming, lp: Any, hook: Callable[[nn.Module, Any, Any]
     """``hook`` on the value ``lp`` names: its module's output, or its first input
     (:class:`InputHook`) for a ``PATH:input`` layer."""
     if lp.at_input:
-        arming.add_pre(lp.module, InputHook(hook))
+        arming.add_pre(lp.module, InputHook(hook, lp.path))
     else:
         arming.add(lp.module, hook)
 
@@ -92,5 +98,5 @@ def add_layer_hook(arming: Arming, lp: Any, hook: Callable[[nn.Module, Any, Any]
 def register_layer_hook(lp: Any, hook: Callable[[nn.Module, Any, Any], Any]) -> Handle:
     """:func:`add_layer_hook` for one hook, returning its handle."""
     if lp.at_input:
-        return lp.module.register_forward_pre_hook(InputHook(hook))
+        return lp.module.register_forward_pre_hook(InputHook(hook, lp.path))
     return lp.module.register_forward_hook(hook)

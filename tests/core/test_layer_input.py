@@ -161,3 +161,22 @@ def test_exported_script_hooks_inputs_and_named_points_alike(tmp_path, lm):
     np.testing.assert_allclose(got["output_without"], r.output_without.flatten().tolist(), atol=2e-6)
     assert set(got["captures"]) == {"blocks.1:input", "blocks.0.ln2:input"}
     assert not np.allclose(got["output_with"], got["output_without"])
+
+
+def test_a_module_called_with_keywords_only_is_refused_in_words():
+    from torch import nn
+
+    class Inner(nn.Module):
+        def forward(self, *, x):
+            return x * 2
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x=x)
+
+    with pytest.raises(PlanError, match="keyword inputs only"):
+        compare(Outer(), torch.ones(1, 3), Plan(capture=("inner:input",)))
