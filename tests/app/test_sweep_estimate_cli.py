@@ -64,3 +64,23 @@ def test_verify_without_estimate_is_one_line(capsys):
     rc = main(ARGS + ["--verify", "2"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "--estimate" in err
+
+
+def test_inputs_and_residual_names_from_the_command_line(capsys):
+    """--over layer=resid_pre.* and LAYER:input in run's --capture/--intervene: the same
+    numbers as the paths they name."""
+    named = ["sweep", "demo:lm", "--input", PROMPT, "--over", "layer=resid_pre.*", "--over",
+             "pos=3:6", "--intervene", "{layer}=patch@pos={pos}", "--source-input", SOURCE,
+             "--metric", METRIC, "--json", "--batch", "1"]
+    assert main(named) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert main([*named[:5], "layer=blocks.0:input,blocks.1:input", *named[6:]]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert got["axes"]["layer"] == ["resid_pre.0", "resid_pre.1"]
+    assert got["values"] == want["values"]
+    rc = main(["run", "demo:lm", "--input", PROMPT, "--capture", "blocks.1.ln2:input",
+               "--intervene", "blocks.1:input=scale:0.5", "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    out = json.loads(cap.out)
+    assert "blocks.1.ln2:input" in json.dumps(out)
