@@ -183,6 +183,7 @@ def estimate_bytes(ctx: SweepContext) -> int:
             for h in handles:
                 h.remove()
             restore(ctx.module, start)
+        ctx.counts["baseline"] += 1  # a plain forward, counted as one
         ctx.activation_bytes = sizes.total
     return 2 * ctx.activation_bytes
 
