@@ -215,3 +215,28 @@ def test_make_metric_grad_matches_its_cell_value(gpt2):
     with torch.no_grad():
         out = _call(gpt2.module, x)
     assert float(met.grad(out, out).detach()) == met.cell(out, out)
+
+
+def test_mean_ablation_from_a_reference_and_a_metric_function():
+    """A reference input's pre-pass reaches the estimate as a patch's source does (the kind's
+    own apply gives the change), and a metric given as a function is differentiated."""
+    from hookscope.core.plan import parse_intervention
+    from hookscope.core.plan.intervention_base import InterventionContext
+
+    cnn = load_model("demo:cnn")
+    x = cnn.example_input
+    ref = "random:1x1x8x8:seed=4"
+
+    def metric(a, b):
+        return b[0, 3] - b[0, 5]
+
+    res = sweep(cnn.module, x, {"u": "0:4"}, {"conv2": f"mean:{ref}@units={{u}}"}, metric,
+                meaning=cnn.meaning, estimate=True)
+    a, g, m = _grad_at(cnn.module, x, cnn.module.conv2, lambda out: out[0, 3] - out[0, 5])
+    ref_out = _recorded(cnn.module, parse_input(ref, x), cnn.module.conv2)
+    for u in range(4):
+        iv = parse_intervention(f"mean:{ref}@units={u}")
+        new = iv.apply(a, InterventionContext("conv2", 0, cnn.module.conv2, ref_out))
+        want = m + float((g.double() * (new - a).double()).sum())
+        assert res.estimates[u] == pytest.approx(want, rel=1e-5, abs=1e-7)
+    assert np.ptp(res.estimates) > 0
