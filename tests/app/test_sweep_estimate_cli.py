@@ -84,3 +84,17 @@ def test_inputs_and_residual_names_from_the_command_line(capsys):
     assert rc == 0, cap.err
     out = json.loads(cap.out)
     assert "blocks.1.ln2:input" in json.dumps(out)
+
+
+def test_save_plots_of_an_estimate_draws_every_cell(tmp_path, capsys):
+    from PySide6.QtGui import QColor, QImage
+
+    rc = main(ARGS + ["--estimate", "--save-plots", str(tmp_path / "plots")])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    img = QImage(str(tmp_path / "plots" / "sweep_heatmap.png"))
+    assert not img.isNull()
+    colours = {img.pixel(x, y) for x in range(0, img.width(), 5) for y in range(0, img.height(), 5)}
+    assert len(colours) > 8  # the estimates, not grey cells for values never run
+    grey = QColor(150, 150, 150).rgb()
+    assert sum(c == grey for c in colours) == 0
