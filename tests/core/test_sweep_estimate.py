@@ -240,3 +240,16 @@ def test_mean_ablation_from_a_reference_and_a_metric_function():
         want = m + float((g.double() * (new - a).double()).sum())
         assert res.estimates[u] == pytest.approx(want, rel=1e-5, abs=1e-7)
     assert np.ptp(res.estimates) > 0
+
+
+def test_normalised_estimates_are_on_the_scale_of_normalised_values(gpt2):
+    x = parse_input(f"text:{PROMPT}", gpt2.example_input, gpt2.meaning.codec)
+    over = {"layer": "transformer.h.*", "pos": "all"}
+    tpl = {"{layer}": f"patch:text:{SOURCE}@pos={{pos}}"}
+    raw = sweep(gpt2.module, x, over, tpl, METRIC, meaning=gpt2.meaning, estimate=True)
+    norm = sweep(gpt2.module, x, over, tpl, METRIC, meaning=gpt2.meaning, estimate=True,
+                 verify=3, normalise=True)
+    lo, hi = norm.normalised["clean"], norm.normalised["source"]
+    np.testing.assert_allclose(norm.estimates, (raw.estimates - lo) / (hi - lo), rtol=1e-9)
+    for c, v in zip(norm.verified["cells"], norm.verified["values"]):
+        assert norm.values[tuple(c)] == v
