@@ -215,7 +215,7 @@ def batchable(ctx: SweepContext, k: int) -> bool:
         return False
     for lp in ctx.resolved[k].values():
         iv = lp.intervention
-        if iv is None or not iv.batch_rows:
+        if iv is None or not iv.batch_rows or lp.mid_block is not None:
             return False
         if lp.head_site is not None and lp.head_site.recompute:
             return False

@@ -39,6 +39,7 @@ from ..base.meaning import OutputMeaning
 from ..base.nested import map_tensors, map_tensors_keyed, tensor_leaves
 from ..engine.capture_budget import default_budget
 from ..engine.forward_state import forward, own_copy, restore, snapshot
+from ..engine.hook_handles import register_layer_hook
 from ..engine.run import stop_points
 from ..engine.source_pass import source_groups, source_outputs
 from ..plan.intervention_base import InterventionContext
@@ -58,13 +59,20 @@ class EstimateRefused(PlanError):
 
 @dataclass
 class _Site:
-    """One swept place: the module hooked (the layer, or a head site's output projection,
-    taken at its input), and per call the clean activation and the zero leaves added to it."""
+    """One swept place: the layer's value (output, ``:input``, ``resid_mid``) or a head
+    site's output projection input, and per call the clean activation and the zero leaves
+    added to it."""
 
-    target: nn.Module
-    pre: bool
+    lp: LayerPlan
     clean: list[Any] = field(default_factory=list)
     zeros: list[dict[str, torch.Tensor]] = field(default_factory=list)
+
+    def attach(self) -> Any:
+        """The hook on this place; its handle."""
+        site = self.lp.head_site
+        if site is not None and site.projection is not None:
+            return site.projection.register_forward_pre_hook(self.pre_hook)
+        return register_layer_hook(self.lp, self.hook)
 
     def _add(self, value: Any) -> Any:
         self.clean.append(map_tensors(lambda t: t.detach().clone(), value))
@@ -124,12 +132,19 @@ def refusal(ctx: SweepContext) -> str | None:
     return None
 
 
-def _sites(ctx: SweepContext) -> dict[tuple[int, bool], _Site]:
-    sites: dict[tuple[int, bool], _Site] = {}
+def _site_key(lp: LayerPlan) -> tuple[int, str]:
+    """Which place a cell's intervention acts at: one site per place, whatever the cell."""
+    if lp.mid_block is not None:
+        return id(lp.module), "resid_mid"
+    target, pre = row_target(lp)
+    return id(target), "input" if pre else "output"
+
+
+def _sites(ctx: SweepContext) -> dict[tuple[int, str], _Site]:
+    sites: dict[tuple[int, str], _Site] = {}
     for layers in ctx.resolved:
         for lp in layers.values():
-            target, pre = row_target(lp)
-            sites.setdefault((id(target), pre), _Site(target, pre))
+            sites.setdefault(_site_key(lp), _Site(lp))
     return sites
 
 
@@ -229,8 +244,7 @@ def estimate_cells(ctx: SweepContext, budget_bytes: int | None = None) -> Estima
         for p in params:
             p.requires_grad_(False)
         for s in sites.values():
-            handles.append(s.target.register_forward_pre_hook(s.pre_hook) if s.pre
-                           else s.target.register_forward_hook(s.hook))
+            handles.append(s.attach())
         with stop_points(module, ctx.should_stop):
             out = forward(module, own_copy(ctx.x), torch.enable_grad)
         base = ctx.shared.output if ctx.shared is not None else map_tensors(
@@ -252,7 +266,7 @@ def estimate_cells(ctx: SweepContext, budget_bytes: int | None = None) -> Estima
         restore(module, start)
     ctx.counts["gradient"] = ctx.counts.get("gradient", 0) + 1
     found = iter(grads)
-    grad_of: dict[tuple[int, bool], list[dict[str, torch.Tensor | None]]] = {
+    grad_of: dict[tuple[int, str], list[dict[str, torch.Tensor | None]]] = {
         key: [{k: next(found) for k in zs} for zs in s.zeros] for key, s in sites.items()}
     clean = ctx.metric.cell(base, base)
     if ctx.clean is None and ctx.metric.clean is not None:
@@ -285,8 +299,8 @@ def _metric_tensor(ctx: SweepContext, base: Any, out: Any) -> torch.Tensor:
     return m.reshape(())
 
 
-def _first_order(layers: dict[str, LayerPlan], sites: dict[tuple[int, bool], _Site],
-                 grad_of: dict[tuple[int, bool], list[dict[str, torch.Tensor | None]]],
+def _first_order(layers: dict[str, LayerPlan], sites: dict[tuple[int, str], _Site],
+                 grad_of: dict[tuple[int, str], list[dict[str, torch.Tensor | None]]],
                  sources: dict[Any, dict[str, list[Any]]]) -> float:
     """``sum <dmetric/da, apply(a) - a>`` over a cell's interventions and their calls."""
     total = 0.0
@@ -294,8 +308,7 @@ def _first_order(layers: dict[str, LayerPlan], sites: dict[tuple[int, bool], _Si
         iv = lp.intervention
         if iv is None:
             continue
-        target, pre = row_target(lp)
-        key = (id(target), pre)
+        key = _site_key(lp)
         site = sites[key]
         src = sources.get(iv.source_key(), {}).get(path) if iv.pre_pass_input() is not None else None
         n_heads = lp.head_site.n_heads if lp.head_site is not None else None
