@@ -25,8 +25,9 @@ from hookscope.core import HookscopeError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_dumps
-from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option, resolve_vectors,
-                                     sweep, sweep_size, template_plan)
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable,
+                                     parse_vector_option, resolve_vectors, sweep, sweep_size,
+                                     template_plan)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
@@ -64,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalise", "--normalize", action="store_true",
                    help="each value as (m - m_clean) / (m_source - m_clean): 0 as the clean run, "
                         "1 as the source run (needs one source input)")
+    p.add_argument("--estimate", action="store_true",
+                   help="estimate every cell to first order (attribution patching: one forward "
+                        "and one backward, whatever the number of cells) instead of running it")
+    p.add_argument("--verify", metavar="K", type=int, default=0,
+                   help="with --estimate: run for real the K cells the estimate moves most, "
+                        "and give their Spearman correlation with the estimates")
     p.add_argument("--batch", metavar="ROWS", type=int, default=None,
                    help="cells a batched forward takes at most (default 32 where the model "
                         "allows; 1: every cell its own forward, equal to its run bit for bit)")
@@ -160,7 +167,15 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     if ns.csv and not is_dir(Path(ns.csv).expanduser().parent):
         raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
     _refuse_outputs(ns, over, reads)
+    if ns.verify < 0:
+        raise PlanError(f"--verify {ns.verify}: give a number of cells, 0 or more")
+    if ns.verify and not ns.estimate:
+        raise PlanError("--verify runs the cells an estimate ranks first: add --estimate, or "
+                        "drop --verify to run every cell")
     check_ray_options(ns)
+    if ns.ray and ns.estimate:
+        raise PlanError("--estimate runs here only: drop --ray (one forward and one backward "
+                        "need no pool)")
     if ns.ray and ns.normalise:
         raise PlanError("--normalise runs here only: drop --ray, or drop --normalise and "
                         "normalise the --json values yourself")
@@ -238,12 +253,23 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
     bind = _binding(ns)(lm, x)
     # axes, templates, the first cell's plan and the metric: refused here, before any forward
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
-    print(_announcement(sizes, ns), file=err, flush=True)
+    cells = math.prod(sizes.values())
+    if ns.estimate:
+        check_estimable(lm.module, ns.metric, lm.meaning)
+        print(f"hookscope: estimating {cells} cells from one forward and one backward (plus the "
+              f"shared baseline and source forwards)"
+              + (f", then running the {min(ns.verify, cells)} the estimate moves most"
+                 if ns.verify else ""), file=err, flush=True)
+        what, total = "cell verified", min(ns.verify, cells)
+    else:
+        print(_announcement(sizes, ns), file=err, flush=True)
+        what, total = "cell", cells
     with user_code("the model's forward", ns.spec, ForwardError), \
-            command_progress("hookscope sweep", "cell", math.prod(sizes.values()), err) as bar:
+            command_progress("hookscope sweep", what, total, err) as bar:
         res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
                     device=ns.device, max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
-                    normalise=ns.normalise, progress=bar.advance_to)
+                    normalise=ns.normalise, estimate=ns.estimate, verify=ns.verify,
+                    progress=bar.advance_to)
     if res.batch.get("note"):
         print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
               file=err, flush=True)
@@ -270,14 +296,35 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
 
 
 def print_grid(res, out: TextIO) -> None:
-    """The numbers as a table: rows along the first axis, columns along the second."""
+    """The numbers as a table: rows along the first axis, columns along the second. An
+    estimated sweep prints its estimates, then the verified cells beside their estimates."""
+    if res.estimates is not None:
+        _print_table(res, res.estimates, out, "estimated (first order) ")
+        ver = res.verified or {}
+        if ver.get("cells"):
+            rho = ver.get("spearman")
+            lines = [f"verified {len(ver['cells'])} cells (run for real)"
+                     + ("" if rho is None else f"   spearman {rho:.4g}")]
+            for cell, e, v in zip(ver["cells"], ver["estimates"], ver["values"]):
+                where = ", ".join(res.axes[n][i] for n, i in zip(res.axes, cell))
+                lines.append(f"  {where[:48]:<48} estimate {_g(e):>12} actual {_g(v):>12}")
+            out.write("\n".join(escape_controls(line) for line in lines) + "\n")
+        return
+    _print_table(res, res.values, out, "")
+
+
+def _g(v: float | None) -> str:
+    return "nan" if v is None else f"{v:.6g}"
+
+
+def _print_table(res, grid, out: TextIO, what: str) -> None:
     names = list(res.axes)
-    values = res.values.reshape(res.values.shape[0], -1)
+    values = grid.reshape(grid.shape[0], -1)
     cols = res.axes[names[1]] if len(names) == 2 else [res.metric]
     if len(names) > 2:
         cols = [str(i) for i in range(values.shape[1])]
     width = max(12, *(len(c) for c in cols))
-    lines = [f"metric {res.metric}" + ("" if res.baseline is None else
+    lines = [f"{what}metric {res.metric}" + ("" if res.baseline is None else
                                        f"   baseline {res.baseline:.6g}")
              + ("" if res.normalised is None else
                 f"   normalised: 0 = clean ({res.normalised['clean']:.6g}), "

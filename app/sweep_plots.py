@@ -83,8 +83,14 @@ def _range(values: np.ndarray) -> tuple[float, float]:
     return float(finite.min()), float(finite.max())
 
 
+def _shown(res: Any) -> np.ndarray:
+    """What a plot draws: the estimates of an estimated sweep (its values are the verified
+    cells only), else the values."""
+    return np.asarray(res.values if res.estimates is None else res.estimates, dtype=float)
+
+
 def _title(res: Any) -> str:
-    words = f"sweep: {res.metric}"
+    words = f"sweep: {res.metric}" + ("" if res.estimates is None else " (estimated, first order)")
     if res.normalised is not None:
         words += " (normalised: 0 clean, 1 source)"
     elif res.baseline is not None:
@@ -111,7 +117,7 @@ def _heatmap(res: Any) -> bytes:
     rows_name, cols_name = list(res.axes)
     rows = [_short(t) for t in res.axes[rows_name]]
     cols = [_short(t) for t in res.axes[cols_name]]
-    values = np.asarray(res.values, dtype=float)
+    values = _shown(res)
     font = QFont()
     font.setPixelSize(12)
     fm = QFontMetrics(font)
@@ -165,7 +171,7 @@ def _curve(res: Any) -> bytes:
     (name,) = list(res.axes)
     labels = [_short(t) for t in res.axes[name]]
     coords = res.coords[name]
-    values = np.asarray(res.values, dtype=float).reshape(-1)
+    values = _shown(res).reshape(-1)
     numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in coords)
     xs = [float(c) for c in coords] if numeric else list(range(len(coords)))
     log = numeric and len(xs) > 2 and min(xs) > 0 and max(xs) / min(xs) > 100

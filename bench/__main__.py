@@ -283,6 +283,23 @@ def run_sweep(a: argparse.Namespace, meta: dict) -> str | None:
     return sweep_bench.render(got)
 
 
+def run_sweep_estimate(a: argparse.Namespace, meta: dict) -> str | None:
+    """The sweep-estimate case (bench/sweep_estimate_bench.py): its table, and its figures in
+    ``meta["sweep_estimate"]``."""
+    from . import sweep_estimate_bench
+    from .timing import CLOCKS
+
+    log("sweep-estimate (the resid_pre grid estimated to first order, HF GPT-2 shape) ...")
+    try:
+        got = sweep_estimate_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
+                                       now=CLOCKS[a.clock], smoke=a.smoke)
+    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
+        meta["missing"] = sorted(set(meta["missing"]) | {f"sweep-estimate: skipped ({exc})"})
+        return None
+    meta["sweep_estimate"] = got
+    return sweep_estimate_bench.render(got)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     mode = "quick" if a.quick else "full"
@@ -342,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep_text = None
     if wanted("sweep", patterns) and a.device == "cpu":
         sweep_text = run_sweep(a, meta)
+    estimate_text = None
+    if wanted("sweep-estimate", patterns) and a.device == "cpu":
+        estimate_text = run_sweep_estimate(a, meta)
     fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
     for case in fixed:
         if wanted(case.name, patterns):
@@ -362,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"- {m}")
         if sweep_text:
             print("\n" + sweep_text)
+        if estimate_text:
+            print("\n" + estimate_text)
         print(f"\n({meta['seconds']} s)")
     return 0
 

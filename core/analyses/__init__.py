@@ -37,17 +37,18 @@ from .steer_diff import (is_file_spec, parse_vector_option, resolve_vectors, vec
 from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size, template_plan
 from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
+from .sweep_estimate import EstimateRefused, check_estimable, spearman
 from .sweep_metrics import METRICS
 
 __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
            "attention_modules",
            "analysis_from_text", "get_analysis", "register_analysis",
-           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
-           "EffectRow", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
+           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+           "EffectRow", "EstimateRefused", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",
            "ScanRequest", "ScanResult", "SweepContext", "SweepRequest", "SweepResult", "TopInput",
            "find_lens_head", "finish", "is_file_spec", "merge", "parse_vector_option",
            "prepare_sweep", "resolve_vectors", "scan", "scan_from_data", "scan_shard",
-           "scan_to_data", "shards", "sweep", "sweep_cells", "sweep_result", "sweep_size",
+           "scan_to_data", "shards", "spearman", "sweep", "sweep_cells", "sweep_result", "sweep_size",
            "target_id", "template_plan", "vector_spec_files", "with_built_vectors"]

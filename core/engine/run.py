@@ -348,7 +348,8 @@ def inert_hooks(layers: dict[str, LayerPlan]) -> HookSession:
     the kernels of the intervened run, so a capture-only plan never shows a
     last-bit difference that the plan did not make.
     """
-    return HookSession({p: LayerPlan(p, lp.module) for p, lp in layers.items()},
+    return HookSession({p: LayerPlan(p, lp.module, at_input=lp.at_input, mid_block=lp.mid_block)
+                        for p, lp in layers.items()},
                        keep_tensors=False)
 
 
@@ -427,7 +428,8 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
         if not reused:
             # The same layers captured, nothing changed; the intervened-only layers carry
             # inert hooks so both runs take the same kernels (see inert_hooks).
-            clean = {p: LayerPlan(p, lp.module, capture=lp.capture) for p, lp in layers.items()}
+            clean = {p: LayerPlan(p, lp.module, capture=lp.capture, at_input=lp.at_input,
+                               mid_block=lp.mid_block) for p, lp in layers.items()}
             b = _run_resolved(module, x, clean, plan.keep_tensors, dev, start=start,
                               modules=owners, memory=memory)
             baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,

@@ -31,6 +31,7 @@ from ..base.errors import HookscopeError, PlanError
 from ..engine.capture_record import CaptureRecord
 from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
+from ..plan.residual_points import named_points_resolved
 from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites
 from .script_template import HELPERS, SCRIPT, STATS, comment_text
 from ..model.inputs import parse_input
@@ -136,6 +137,9 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle,
                                              trust=trust)
     codec = None if loaded is None else loaded.meaning.codec
+    if loaded is not None:  # resid_pre.N and the like: written as the places they name
+        plan = named_points_resolved(plan, loaded.module)
+        interventions = plan.all_interventions()
     x = _cpu(parse_input(input_text, None if loaded is None else loaded.example_input, codec))
     sources: list[Any] = []
     source_keys: list[Any] = []

@@ -432,7 +432,8 @@ class Session:
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
               timeout_s: float | None = None, batch: bool | int = True,
-              normalise: bool = False, pool: Any = None) -> SweepResult:
+              normalise: bool = False, pool: Any = None, estimate: bool = False,
+              verify: int = 0) -> SweepResult:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.analyses.SweepResult` (see
         :func:`~hookscope.core.analyses.sweep`). The session's own plan is not applied in
@@ -440,13 +441,19 @@ class Session:
 
         ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
         (``RayPool("local", spec, 2)``): the cells are spread over its workers instead,
-        with the same values, in the same order."""
+        with the same values, in the same order.
+
+        ``estimate``: every cell estimated to first order from one forward and one backward
+        (:attr:`~hookscope.core.analyses.SweepResult.estimates`), and only the ``verify``
+        cells the estimate moves most run for real (not with ``pool``)."""
         if pool is not None:
+            if estimate:
+                raise HookscopeError("estimate runs in this process only: sweep without pool=")
             return DerivedViews.sweep_on_pool(pool, self.model, self.input_text, self.device,
                                               over, intervene, metric, max_cells, progress,
                                               batch, normalise)
         return self.analyse(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
-                                               batch, normalise), timeout_s)
+                                               batch, normalise, estimate, verify), timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,

@@ -67,9 +67,9 @@ class DerivedViews:
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
               progress: Callable[[int, int], None] | None, batch: bool | int = True,
-              normalise: bool = False) -> SweepRequest:
+              normalise: bool = False, estimate: bool = False, verify: int = 0) -> SweepRequest:
         return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress,
-                            batch=batch, normalise=normalise)
+                            batch=batch, normalise=normalise, estimate=estimate, verify=verify)
 
     def sae_report(self, layers: tuple[str, ...], top_k: int) -> SaeRequest:
         return SaeRequest(tuple(layers or self.saes), top_k)
