@@ -15,6 +15,14 @@ two interfaces and nothing else:
   and learn the model's in-place victims its own way, as long as its records
   equal the reference path's.
 
+What such a session builds on is public in the engine: :class:`~.hooks.HookSession`
+(its methods marked "a speed-up overrides it"), :class:`~.hooks.LayerHook`,
+:class:`~.pending_capture.PendingCapture`, :class:`~.hook_handles.Arming`,
+:class:`~.capture_record.CaptureRecord` (``of_stats``, ``of_kept``, ``of_recipe``,
+``remade_by``) and the layout of a summary vector (:data:`~.stats.N_SCALARS`,
+:class:`~.stats.Unbinned`, :func:`~.stats.hist_range`). Nothing with a leading
+underscore is imported from here (tests/test_floors.py checks it).
+
 ``HOOKSCOPE_FAST=0`` (also ``false``, ``no``, ``off``) in the environment
 switches both off; it is read each time a run or a summary asks
 (:func:`active`), so a test or a notebook can flip it between runs.

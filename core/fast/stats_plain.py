@@ -19,7 +19,7 @@ import torch
 
 from . import onepass
 from ..views.hist_sample import SAMPLE_RUN
-from ..engine.stats import N_SCALARS, HIST_BINS, PendingStats, hist_range, Unbinned
+from ..engine.stats import HIST_BINS, N_SCALARS, PendingStats, Unbinned, hist_range
 
 
 #: A kernel summary taken in the forward, not laid out yet (see :func:`plain_moments`):
