@@ -83,7 +83,7 @@ LIVE_SLACK_MS = 30.0
 
 # -- 5a and 5b: redraws of big activations --------------------------------------
 def bench_big(app: ClockedApp, reps: int) -> list[dict]:
-    from hookscope.core import CaptureRecord
+    from hookscope.core import CaptureRecord, Clamp
     from hookscope.core.engine.stats import summarize
 
     win = open_window([write_factory(BIG_FACTORY, "big_shapes"),
@@ -92,7 +92,7 @@ def bench_big(app: ClockedApp, reps: int) -> list[dict]:
     try:
         plain = win.last_result
         for path in ("conv", "tokens", "vector"):
-            win.tree.model.set_clamp(path, -0.3, 0.3)
+            win.session.intervene(path, Clamp(-0.3, 0.3))
         clamped = run_and_wait(app, win)
         panel = win.panel
         cases = [("conv", "1×64×112×112 conv output"), ("tokens", "1×128×768 tokens"),

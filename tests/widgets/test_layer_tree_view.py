@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, Qt
 
-from hookscope.core import load_model, module_tree, observe
+from hookscope.core import Clamp, load_model, module_tree, observe
 
 from tree_helpers import tree_widget as _widget
 from tree_helpers import visible_paths as _visible_paths
@@ -151,7 +151,7 @@ def test_columns_take_their_contents_width_and_the_names_come_first(qtbot):
     header = view.header()
     assert header.sectionViewportPosition(COL_TYPE) + header.sectionSize(COL_TYPE) <= view.viewport().width()
     # a clamp's text gets its room in the Intervention column
-    w.model.set_clamp("encoder.layers.0.linear1", -0.5, 0.5)
+    w.model.session.intervene("encoder.layers.0.linear1", Clamp(-0.5, 0.5))
     text = w.model.intervention("encoder.layers.0.linear1").describe()
     assert view.columnWidth(COL_INTERVENTION) >= fm.horizontalAdvance(text)
     # a narrow dock: the edited columns stay in view, the names keep at least their minimum
