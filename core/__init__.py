@@ -26,6 +26,8 @@ from .fast.memory import freed_memory_kept, keep_freed_memory, release_freed_mem
 from .analyses.analysis import Analysis, AnalysisResult
 from .analyses.analysis_registry import get_analysis, register_analysis, registered_analyses
 from .analyses.generation import Continuation, GenerateRequest, Generation, generate
+from .analyses.model_diff import DiffRequest, diff
+from .analyses.model_diff_result import DiffResult, DiffRow
 from .analyses.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan.plan import Plan
 from .engine.receipts import Receipt
@@ -53,6 +55,7 @@ __all__ = [
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Analysis", "AnalysisResult", "get_analysis", "register_analysis", "registered_analyses",
     "Continuation", "GenerateRequest", "Generation", "generate",
+    "DiffRequest", "DiffResult", "DiffRow", "diff",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",
     "SaeFeatures", "SaeReport", "SaeRequest", "sae_features", "SaeAblate", "SaeClamp", "SaeEdit", "SaeScale",

@@ -18,6 +18,7 @@ from ..base.errors import PlanError
 from .analysis import Analysis
 from .generation import GenerateRequest
 from .logit_lens import LensRequest
+from .model_diff import DiffRequest
 from .sae_features import SaeRequest
 from .scanning import ScanJob
 from .sweep import SweepRequest
@@ -123,5 +124,6 @@ register_analysis(GenerateRequest)
 register_analysis(SaeRequest)
 register_analysis(SweepRequest)
 register_analysis(ScanJob)
+register_analysis(DiffRequest)
 
 __all__ = ["analysis_from_text", "get_analysis", "register_analysis", "registered_analyses", "unregister_analysis"]
