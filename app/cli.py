@@ -1,8 +1,8 @@
 """The ``hookscope`` console entry point.
 
 ``hookscope run ...`` is the headless comparison, ``hookscope sweep ...`` a grid of
-them, ``hookscope scan ...`` one model over an input set and ``hookscope analyse NAME ...``
-any registered analysis (no Qt imported);
+them, ``hookscope scan ...`` one model over an input set, ``hookscope diff ...`` two models
+layer by layer and ``hookscope analyse NAME ...`` any registered analysis (no Qt imported);
 anything else opens the window. A mistake a person made (bad spec, input,
 layer, bounds, device) prints one line on stderr and exits with status 2,
 never a traceback.
@@ -38,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
             from .analyse_cli import analyse_command
 
             return analyse_command(argv[1:])
+        if argv[:1] == ["diff"]:
+            from .diff_cli import diff_command
+
+            return diff_command(argv[1:])
         if argv[:1] == ["scan"]:
             from .scan_cli import scan_command
 

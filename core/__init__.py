@@ -40,7 +40,7 @@ from .session.session_file import SessionFileError
 from .model.learned import ModelMemory
 from .model.loaded_model import LoadedModel
 from .model.sources import demo_names, load_model
-from .plan.steer_vector import SteeringVector, load_vector_file
+from .plan.steer_vector import SteeringVector, load_vector_file, save_vector_file
 from .engine.stats import HIST_BINS, TensorStats, summarize
 from .model.tree import TreeNode, module_tree
 from .analyses.observe import observe
@@ -50,7 +50,7 @@ __all__ = [
     "Cancelled", "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
-    "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
+    "Add", "Project", "SteeringVector", "load_vector_file", "save_vector_file", "Receipt",
     "At", "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Analysis", "AnalysisResult", "get_analysis", "register_analysis", "registered_analyses",

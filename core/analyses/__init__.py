@@ -21,7 +21,7 @@ from .analysis_registry import (analysis_from_text, get_analysis, register_analy
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
 from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
-from .model_diff import DEFAULT_TOLERANCE, DTYPES, DiffRequest, diff
+from .model_diff import DEFAULT_TOLERANCE, DTYPES, DiffRequest, diff, dtype_of
 from .model_diff_result import DiffResult, DiffRow
 from .running_stats import AlignedHistogram, Moments
 from .sae_features import SaeFeatures, SaeReport, SaeRequest
@@ -37,7 +37,7 @@ from .sweep_metrics import METRICS
 
 __all__ = ["Analysis", "AnalysisResult", "analysis_from_text", "get_analysis", "register_analysis",
            "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "DEFAULT_TOLERANCE", "DTYPES", "DiffRequest",
-           "DiffResult", "DiffRow", "diff", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+           "DiffResult", "DiffRow", "diff", "dtype_of", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "EffectRow", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",

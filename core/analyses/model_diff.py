@@ -109,7 +109,9 @@ _DTYPE_WORDS = ("Half", "BFloat16", "Float16", "half", "bfloat16")
 
 def _b_forward_error(exc: ForwardError, dtype: torch.dtype | None, dev: torch.device) -> Exception:
     text = str(exc)
-    if "not implemented for" in text and any(w in text for w in _DTYPE_WORDS):
+    unsupported = any(w in text for w in ("not implemented for", "not supported",
+                                           "Unsupported dtype"))
+    if unsupported and any(w in text for w in _DTYPE_WORDS):
         name = str(dtype or "this dtype").removeprefix("torch.")
         return DeviceError(f"model B in {name} cannot run on {dev}: {text.split(': ', 1)[-1]} "
                            "Choose another --b-dtype, or a device that runs it (--b-device cuda)")
@@ -228,7 +230,8 @@ class DiffRequest:
 
     Model B is ``b_module`` where given, else the model ``b_spec`` names (loaded for the
     diff, with ``b_weights``), else a copy of A (with ``b_weights``); then cast to
-    ``b_dtype`` and placed on ``b_device`` where given (default: A's device). The plan's
+    ``b_dtype`` and placed on ``b_device`` where given (a copy of A starts on A's device, a
+    module given stays on its own). The plan's
     interventions apply to both. ``directions``: layers whose mean difference is kept
     (:attr:`DiffResult.directions`). ``budget_bytes``: see :func:`diff`.
     """
@@ -262,8 +265,6 @@ class DiffRequest:
             from ..model.sources import load_model
 
             given, owned, weights = load_model(self.b_spec, self.b_weights).module, True, None
-        if dev_b is None and given is not None and _device_of(given) != dev_a:
-            dev_b = dev_a  # a module given or loaded for B runs beside A unless told otherwise
         b = model_b_from(module, given, weights, dtype_of(self.b_dtype), dev_b, owned)
         return diff_modules(module, b, inputs, tolerance=self.tolerance, plan=plan,
                             meaning=meaning, directions=self.directions,

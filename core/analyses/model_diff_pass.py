@@ -34,7 +34,6 @@ from ..engine.run import stop_points
 from ..engine.source_pass import source_groups, source_outputs
 from ..model.learned import memory_for
 from ..model.module_walk import module_walk
-from ..plan.leaf_functions import feature_dim
 from ..plan.plan import LayerPlan, Plan
 from .model_diff_result import DiffRow, PairSums
 
@@ -109,7 +108,7 @@ class _Comparer:
         self.vectors: dict[str, torch.Tensor] = {}
 
     def hook(self, path: str) -> Callable[[nn.Module, Any, Any], None]:
-        def compare(module: nn.Module, _args: Any, out: Any) -> None:
+        def compare(_m: nn.Module, _args: Any, out: Any) -> None:
             call = self.calls.get(path, 0)
             self.calls[path] = call + 1
             theirs = self.kept.get((path, call))
@@ -126,19 +125,17 @@ class _Comparer:
                     sums.add(a, b)
             self.rows[(path, call)] = sums.row(path, call)
             if call == 0 and path in self.directions and ours and sums.note is None:
-                self.vectors[path] = mean_difference(theirs[0][0], ours[0], module)
+                self.vectors[path] = mean_difference(theirs[0][0], ours[0])
         return compare
 
 
-def mean_difference(a: torch.Tensor, b: torch.Tensor, module: nn.Module) -> torch.Tensor:
-    """``b - a`` as one vector over the layer's feature axis: at the last position for a
-    sequence (a ``(batch, positions, features)`` output), averaged over every other axis
-    (the batch, an image's height and width)."""
+def mean_difference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``b - a`` as one vector over the last axis (the axis ``add:``/``project:`` act on): at
+    the last position where the output has positions (3 or more axes: ``(batch, positions,
+    features)``), averaged over every leading axis (the batch)."""
     d = b.to(device=a.device, dtype=torch.float64) - a.double()
-    axis = feature_dim(d, module)
-    d = d.movedim(axis, -1)
-    if d.dim() == 3 and axis == 2:
-        d = d[:, -1, :]
+    if d.dim() >= 3:
+        d = d[..., -1, :]
     return d.reshape(-1, d.shape[-1]).mean(0).float().cpu()
 
 
