@@ -113,8 +113,11 @@ def _b_forward_error(exc: ForwardError, dtype: torch.dtype | None, dev: torch.de
                                            "Unsupported dtype"))
     if unsupported and any(w in text for w in _DTYPE_WORDS):
         name = str(dtype or "this dtype").removeprefix("torch.")
-        return DeviceError(f"model B in {name} cannot run on {dev}: {text.split(': ', 1)[-1]} "
-                           "Choose another --b-dtype, or a device that runs it (--b-device cuda)")
+        cause = exc.__cause__
+        why = (f"{type(cause).__name__}: {str(cause).strip().splitlines()[0]}"
+               if cause is not None and str(cause).strip() else text)
+        return DeviceError(f"model B in {name} cannot run on {dev}: {why}. Choose another "
+                           "--b-dtype, or a device that runs it (--b-device cuda)")
     return ForwardError(f"model B cannot take the input: {text}")
 
 
