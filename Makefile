@@ -12,15 +12,19 @@ TESTS  := $(VENV)/.hookscope-test-installed
 .PHONY: install demo test bench clean mypy-path
 
 # core/fast/_onepass.c: the install compiles it, so an edit to it reinstalls.
+# torch comes first, with pip (which finds a local CPU build where one is offered); the
+# rest with uv, which resolves and installs the test extra in ~30 s where pip took ~140 s
+# on a clean venv here, and keeps the torch already installed. Without uv, pip does it all.
 $(STAMP): pyproject.toml core/fast/_onepass.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" || $(PY) -m pip install -q torch
-	$(PY) -m pip install -q -e .
+	$(PY) -m uv --version >/dev/null 2>&1 || $(PY) -m pip install -q uv || true
+	$(PY) -m uv pip install -q --python $(PY) -e . || $(PY) -m pip install -q -e .
 	touch $(STAMP)
 
 # The test extra (pytest-qt, hypothesis, mypy, transformers, accelerate, ray) only for `make test`.
 $(TESTS): $(STAMP)
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m uv pip install -q --python $(PY) -e ".[test]" || $(PY) -m pip install -q -e ".[test]"
 	touch $(TESTS)
 
 install: $(STAMP)

@@ -166,6 +166,7 @@ class MainWindow(QMainWindow):
 
         dialog = SteerDialog(self.session, path, self)
         self.resultShown.connect(dialog.show_result)
+        self.errorShown.connect(dialog.show_error)
         dialog.finished.connect(lambda _r: dialog.deleteLater())
         dialog.show()
         return dialog

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from hookscope.core import HookscopeError, LoadedModel, Plan, compare, load_model
+from hookscope.core import HookscopeError, LoadedModel, Plan, Session, compare
 from hookscope.core.base import DeviceError, one_line
 from hookscope.core.model import DEVICE_MAPS, DeviceMapOptions, device_map_options, parse_size
 
@@ -104,7 +104,19 @@ def load_scaled(opts: Any, scale: ScaleOptions) -> LoadedModel:
         from hookscope.core.model import load_dispatched
 
         return load_dispatched(opts.spec, opts.weights, scale.dispatch, opts.trust_pickle)
-    return load_model(opts.spec, opts.weights, trust_pickle=opts.trust_pickle)
+    return open_model(opts.spec, opts.weights, opts.trust_pickle)
+
+
+def open_model(spec: str, weights: str | None, trust_pickle: bool) -> LoadedModel:
+    """The model as a :class:`Session` opens it (its load request: the same loading, trust
+    checks and errors as the window and a script), for a command that runs it here next;
+    the session's runner ends once the model has arrived."""
+    session = Session.load(spec, weights, trust_pickle=trust_pickle)
+    try:
+        assert session.model is not None  # Session.load raises what a failed load raised
+        return session.model
+    finally:
+        session.close()
 
 
 def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,

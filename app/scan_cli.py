@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from hookscope.core import HookscopeError, PlanError, load_model
+from hookscope.core import HookscopeError, PlanError
 from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir,
                                  refuse_overwrite, write_text)
 from hookscope.core.base import json_dumps
@@ -30,6 +30,7 @@ from hookscope.core.model import parse_size, set_max_input_bytes, user_code
 from .arg_parser import OneLineParser
 from .options import parse_intervene
 from .ray_pool_args import check_ray_options, open_ray_pool
+from .scale_options import open_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,7 +116,7 @@ def scan_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
                           device=ns.device, budget_bytes=budget, limit=ns.limit)
         res = _scan_on_ray(ns, req, err)
         return _report(res, ns, units, out)
-    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
+    lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.eval()
     if ns.labels:
         from hookscope.core.model import name_classes

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, PlanError, load_model, parse_input
+from hookscope.core import HookscopeError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_dumps
@@ -32,6 +32,7 @@ from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
 from .ray_pool_args import check_ray_options, open_ray_pool
+from .scale_options import open_model
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,7 +189,7 @@ def _batch(ns: argparse.Namespace) -> bool | int:
 
 
 def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
-    lm = load_model(ns.spec, ns.weights, trust_pickle=ns.trust_code)
+    lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.train(ns.train)
     if ns.labels:
         from hookscope.core.model import name_classes

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 
 from hookscope.core import Intervention, MeanAblate, Patch, PlanError
+from hookscope.core.base import typed_text
 from hookscope.core.plan import with_bare_sources
 
 #: sweep axis name -> the ``@`` key of the template it fills
@@ -27,7 +28,7 @@ def pairs(text: str, what: str) -> dict[str, str]:
         key, sep, value = piece.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise PlanError(f"{what} {piece.strip()!r}: write NAME=VALUE, several separated by ';'")
-        out[key.strip()] = value.strip()
+        out[key.strip()] = typed_text(value)  # a template's prompt keeps its trailing spaces
     if not out:
         raise PlanError(f"{what}: give at least one NAME=VALUE")
     return out

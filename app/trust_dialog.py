@@ -3,8 +3,9 @@
 A session file, a recent-files entry and a dropped file are data. When the
 model they name runs code (a ``.py`` factory, a module, a pickle), the core
 refuses the load with a :class:`~hookscope.core.model.code_trust.CodeTrustError`
-naming the file and its sha256, before anything is imported. :class:`TrustGate`
-catches it: a file marked "Always trust" at this very hash (the
+naming the file, how many files its import could run and their combined sha256
+(:mod:`~hookscope.core.model.code_unit`), before anything is imported. :class:`TrustGate`
+catches it: code marked "Always trust" at this very hash (the
 :class:`~hookscope.core.model.trust_store.TrustStore`) opens at once; anything else
 is asked about in :class:`TrustDialog`, which shows what would run. The
 question is window-modal but does not block the caller (``open()``, not
@@ -39,9 +40,12 @@ class TrustDialog(QDialog):
         layout = QVBoxLayout(self)
         what = (f"{code.kind}: {code.target}\nfile: {code.origin}" if code.kind == MODULE
                 else f"{code.kind}: {code.origin}")
+        if code.folder:  # the yes covers every file the import could run, hashed together
+            what += (f"\nwith what it can import from {code.folder}: "
+                     f"{code.count} file{'s' if code.count != 1 else ''} in all")
         text = QLabel(  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
-            "Opening this model runs the code in a file, with your permissions:\n\n"
-            f"{escape_controls(what)}\nsha256: {code.sha256}\n\n"
+            "Opening this model runs the code in these files, with your permissions:\n\n"
+            f"{escape_controls(what)}\nsha256 of them all: {code.sha256}\n\n"
             "It was named by a session file, a recent entry or a dropped file, which anyone "
             "can send. Run it only if you trust where the file came from.",
             objectName="trustCodeText")
@@ -51,7 +55,7 @@ class TrustDialog(QDialog):
         layout.addWidget(text)
         buttons = QDialogButtonBox(self)
         self.run_once = QPushButton("Run once", objectName="trustRunOnce")  # type: ignore[call-overload]
-        self.always = QPushButton("Always trust this file", objectName="trustAlways")  # type: ignore[call-overload]
+        self.always = QPushButton("Always trust these files", objectName="trustAlways")  # type: ignore[call-overload]
         self.cancel = QPushButton("Cancel", objectName="trustCancel")  # type: ignore[call-overload]
         buttons.addButton(self.run_once, QDialogButtonBox.ButtonRole.AcceptRole)
         buttons.addButton(self.always, QDialogButtonBox.ButtonRole.AcceptRole)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hookscope.core import Session
 
 POSITIONS = {"last position": "diff:", "mean over positions": "diffmean:"}
+COMPUTING = "norm: computing (one forward on each prompt)..."
 
 
 def input_of(text: str, has_tokenizer: bool) -> str:
@@ -94,10 +95,18 @@ class SteerDialog(QDialog):
             self.norm.setText(str(exc))
             return
         self.spec = spec
-        self.norm.setText("norm: computing (one forward on each prompt)...")
+        self.norm.setText(COMPUTING)
         self.session.intervene(self.path, iv)
         if not self.session.options.live:  # Live runs on the change by itself
             self.session.submit_run()
+        last = self.session.last_result  # Live does not re-run a plan that did not change:
+        if last is not None:  # the last result may hold this very vector already
+            self.show_result(last)
+
+    def show_error(self, message: str) -> None:
+        """A run failed while this dialog waited for its vector: say why instead of waiting."""
+        if self.norm.text() == COMPUTING:
+            self.norm.setText(message.split("\n", 1)[0])
 
     def show_result(self, result: Any) -> None:
         """A run finished: show the norm of this dialog's vector, if the run built it."""

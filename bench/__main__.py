@@ -65,6 +65,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="small inputs, 4-layer GPT, fewer pairs: under 2 minutes on 2 CPU cores")
+    ap.add_argument("--smoke", action="store_true",
+                    help="with --quick: the sweep case on a 2-layer, 64-wide GPT-2 instead of the "
+                         "GPT-2-small shape, to check that the bench runs end to end in seconds "
+                         "(its sweep figures then say nothing about GPT-2-small)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--cases", default="",
                     help="comma-separated case names or globs (e.g. 'every_leaf*,compare_clamp'); "
@@ -262,7 +266,7 @@ def run_sweep(a: argparse.Namespace, meta: dict) -> str | None:
     log("sweep (layers x positions patching, HF GPT-2 shape) ...")
     try:
         got = sweep_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
-                              peers=not a.no_peers)
+                              peers=not a.no_peers, smoke=a.smoke)
     except ImportError as exc:  # transformers, for the Hugging Face GPT-2
         meta["missing"] = sorted(set(meta["missing"]) | {f"sweep: skipped ({exc})"})
         return None

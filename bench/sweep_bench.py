@@ -1,7 +1,8 @@
 """The sweep case: a layers × positions residual-patching grid on a GPT-2-small shape.
 
 The model is Hugging Face's ``GPT2LMHeadModel`` built from a config (12 layers, d=768,
-12 heads, vocabulary 50257, random weights from a seed; quick mode: 4 layers). Two random
+12 heads, vocabulary 50257, random weights from a seed; quick mode: 4 layers; smoke mode,
+for the tests that only check the case runs end to end: 2 layers, d=64, vocabulary 512). Two random
 token sequences of ``T`` tokens differ in a few positions: the *corrupted* one is the input,
 the *clean* one the source. Each cell patches the clean run's residual stream before block
 ``L`` (``resid_pre``: the output of ``transformer.drop`` for ``L = 0``, of
@@ -40,18 +41,20 @@ SEED = 0
 DIFFER_AT = (1, 3, 5)  # the positions where the clean and corrupted prompts differ
 
 
-def build(layers: int, tokens: int) -> tuple[Any, torch.Tensor, torch.Tensor]:
+def build(layers: int, tokens: int, width: int = 768,
+          vocab: int = 50257) -> tuple[Any, torch.Tensor, torch.Tensor]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(SEED)
-    cfg = GPT2Config(n_layer=layers, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)
+    cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=width // 64, n_positions=1024,
+                     vocab_size=vocab)
     model = GPT2LMHeadModel(cfg).eval()
     g = torch.Generator().manual_seed(SEED + 1)
-    clean = torch.randint(0, 50257, (1, tokens), generator=g)
+    clean = torch.randint(0, vocab, (1, tokens), generator=g)
     corrupted = clean.clone()
     for p in DIFFER_AT:
         if p < tokens:
-            corrupted[0, p] = torch.randint(0, 50257, (1,), generator=g)
+            corrupted[0, p] = torch.randint(0, vocab, (1,), generator=g)
     return model, clean, corrupted
 
 
@@ -78,9 +81,10 @@ def _hooked_transformer(hf: Any, layers: int) -> Any:
     from transformer_lens import HookedTransformer, HookedTransformerConfig
     from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
 
+    c = hf.config
     cfg = HookedTransformerConfig(
-        n_layers=layers, d_model=768, n_ctx=1024, d_head=64, n_heads=12, d_mlp=3072,
-        d_vocab=50257, act_fn="gelu_new", normalization_type="LN", device="cpu",
+        n_layers=layers, d_model=c.n_embd, n_ctx=c.n_positions, d_head=c.n_embd // c.n_head,
+        n_heads=c.n_head, d_mlp=4 * c.n_embd, d_vocab=c.vocab_size, act_fn="gelu_new", normalization_type="LN", device="cpu",
         default_prepend_bos=False)
     tl = HookedTransformer(cfg)
     tl.load_and_process_state_dict(convert_gpt2_weights(hf, cfg), fold_ln=False,
@@ -90,15 +94,17 @@ def _hooked_transformer(hf: Any, layers: int) -> Any:
 
 
 def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = print,
-        now: Callable[[], float] = time.perf_counter, peers: bool = True) -> dict:
+        now: Callable[[], float] = time.perf_counter, peers: bool = True,
+        smoke: bool = False) -> dict:
     """Time the three rows; returns ``{"meta": ..., "rows": [...]}`` (see :func:`render`).
     ``now``: the clock (the bench's ``--clock``: wall or this process's CPU time). Each
     ratio is the median over rounds of (a sweep / (cells × the median plain forward of the
     same round))."""
     import transformers
 
-    layers, tokens = (4, 8) if quick else (12, 16)
-    model, clean, corrupted = build(layers, tokens)
+    layers, tokens = (2, 4) if smoke else (4, 8) if quick else (12, 16)
+    width, vocab = (64, 512) if smoke else (768, 50257)
+    model, clean, corrupted = build(layers, tokens, width, vocab)
     a_tok, b_tok = int(clean[0, -1]), int(corrupted[0, 2])
     metric = f"logit-diff:#{a_tok},#{b_tok}"
     names = ["transformer.drop"] + [f"transformer.h.{i}" for i in range(layers - 1)]

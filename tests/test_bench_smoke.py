@@ -27,7 +27,8 @@ ROW_KEYS = {"case", "title", "model", "pairs", "median_ms", "plain_median_ms", "
 
 
 def run_bench(capsys, *args: str) -> str:
-    assert main(["--quick", "--models", "demo:cnn", "--pairs", "2", "--repeats", "5", "--no-memory", "--no-peers", *args]) == 0
+    assert main(["--quick", "--smoke", "--models", "demo:cnn", "--pairs", "2", "--repeats", "5",
+                 "--no-memory", "--no-peers", *args]) == 0
     return capsys.readouterr().out
 
 
@@ -58,6 +59,15 @@ def test_json_has_every_case_with_its_figures(capsys):
         victims["round_ratios"][i] - rows[("demo:cnn", "naive_detach")]["round_ratios"][i]
         for i in range(victims["pairs"])))
     assert "the cheapest correct capture" in rows[("demo:cnn", "every_leaf")]["note"]
+    # The sweep case (here on the smoke shape): both Hookscope rows, timed against the plain
+    # forward, the batched grid equal to the one-by-one grid to float32 rounding.
+    sweep = data["meta"]["sweep"]
+    assert sweep["meta"]["cells"] == sweep["meta"]["layers"] * sweep["meta"]["tokens"] > 0
+    by_name = {r["name"]: r for r in sweep["rows"]}
+    single, batched = by_name["hookscope sweep (one by one)"], by_name["hookscope sweep (batched)"]
+    assert single["target"] == 1.10 and isinstance(single["met"], bool)
+    assert single["ratio"] > 0 and batched["ratio"] > 0 and batched["seconds"] > 0
+    assert float(batched["note"].rsplit("one by one| ", 1)[1]) < 1e-4
     # Ratio targets are not judged on a forward of microseconds (fixed costs only):
     # the row says why instead of a yes/no.
     # (On a shared machine a demo forward can take far longer than usual, so the

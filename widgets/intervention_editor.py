@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
                                QWidget)
 
 from hookscope.core import At, HookscopeError, Intervention, kinds
+from hookscope.core.base import typed_text
 
 from .param_fields import read_param, show_param
 
@@ -151,7 +152,7 @@ class InterventionEditor(QWidget):
             if name in values:
                 self._set_widget(how, w, values[name])
                 if how == "text" and values[name] is not None:
-                    self._given[name] = (w.text().strip(), values[name])  # type: ignore[attr-defined]
+                    self._given[name] = (typed_text(w.text()), values[name])  # type: ignore[attr-defined]
         if self._at_edit is not None:
             at = iv.where() if iv is not None else None
             self._set_widget("text", self._at_edit, at.suffix() if at is not None else None)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QLabel, QLineEdit, QSpinBox, QVBoxLayout, QWidget)
 
 from hookscope.core import At, HookscopeError, Intervention, kinds
+from hookscope.core.base import typed_text
 from hookscope.core.plan import resolve, selector_text
 
 from .param_fields import read_param, show_param
@@ -267,7 +268,7 @@ class InterventionPanel(QWidget):
             v = values.get(p.name, None if how == "text" and p.optional else p.start)
             self._set(how, w, v)
             if how == "text" and v is not None and p.name in values:
-                self._given[p.name] = (w.text().strip(), v)  # type: ignore[attr-defined]
+                self._given[p.name] = (typed_text(w.text()), v)  # type: ignore[attr-defined]
             rng = "" if how in ("text", "bool") else f" · range {_bound(p.lo)} … {_bound(p.hi)}"
             hint = QLabel(f"{p.help or p.type}{rng}")
             hint.setStyleSheet(_HINT)

@@ -12,18 +12,21 @@ from typing import Any
 
 from PySide6.QtWidgets import QWidget
 
+from hookscope.core.base import typed_text
+
 
 def read_param(how: str, w: QWidget, given: tuple[Any, Any] = (None, None)) -> Any:
     """The value in field ``w``. ``given``: (the text shown, the value it showed): text
     left as shown keeps that value (a vector, a tensor input), which text alone could not
-    rebuild."""
+    rebuild. Text is read as typed (:func:`typed_text`): a ``text:`` prompt's trailing
+    spaces are tokens."""
     if how == "float":
         return w.value()  # type: ignore[attr-defined]
     if how == "int":
         return int(w.value())  # type: ignore[attr-defined]
     if how == "bool":
         return w.isChecked()  # type: ignore[attr-defined]
-    text = w.text().strip()  # type: ignore[attr-defined]
+    text = typed_text(w.text())  # type: ignore[attr-defined]  # a prompt keeps its spaces
     shown, value = given
     return value if shown is not None and text == shown else (text or None)
 

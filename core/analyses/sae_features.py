@@ -86,7 +86,7 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 def _side(sae: SparseAutoencoder, x: torch.Tensor, f: torch.Tensor, k: int):
     x = x.float()
-    recon = sae.decode(sae.encode(x))
+    recon = sae.decode(sae.encode(x), x)
     err = ((x - recon).norm(dim=-1) / x.norm(dim=-1).clamp_min(1e-12)).tolist()
     vals, idx = f.topk(min(k, f.shape[-1]), dim=-1)
     top = [[(i, a) for i, a in zip(ri.tolist(), rv.tolist()) if a > 0] for ri, rv in zip(idx, vals)]

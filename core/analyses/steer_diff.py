@@ -29,7 +29,7 @@ from ..base.nested import tensor_leaves
 from ..plan.plan import Plan
 from ..base.regular_file import read_regular
 from ..plan.steer_vector import VECTOR_SUFFIXES, SteeringVector, load_vector_file
-from ..base.user_text import shown
+from ..base.user_text import shown, typed_text
 
 DIFF_PREFIXES = {"diff:": "last", "diffmean:": "mean"}
 #: A prompt-set file: at most this many bytes and prompts.
@@ -38,12 +38,13 @@ MAX_PROMPTS = 1000
 
 
 def parse_vector_option(text: str) -> tuple[str, str]:
-    """``'NAME=SPEC'`` (``--vector``) -> ``(name, spec)``."""
+    """``'NAME=SPEC'`` (``--vector``) -> ``(name, spec)``. A ``diff:`` spec keeps its
+    trailing spaces: they belong to input B's prompt and are tokens."""
     name, sep, spec = text.partition("=")
     if not sep or not name.strip() or not spec.strip():
         raise PlanError(f"--vector {text!r}: write NAME=diff:INPUT_A|INPUT_B or NAME=FILE "
                         "(.pt, .safetensors, .npy)")
-    return name.strip(), spec.strip()
+    return name.strip(), typed_text(spec)
 
 
 def layer_output(module: nn.Module, path: str, inputs: Any) -> torch.Tensor:
@@ -103,7 +104,8 @@ def _side_mean(module: nn.Module, path: str, side: str, how: str, example: Any,
     from ..engine.forward_state import to_device
 
     side_path = Path(side.strip()).expanduser()
-    specs = _prompts(side_path) if side_path.suffix == ".txt" else [side]
+    prompt = side.lstrip().startswith("text:")  # "text:see notes.txt" is a prompt, not a file
+    specs = _prompts(side_path) if side_path.suffix == ".txt" and not prompt else [side]
     vectors = []
     for spec in specs:
         x = parse_input(spec, example, codec)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -34,6 +35,11 @@ POSITION_AXES = ("pos", "position", "positions")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _SPACED = re.compile(r"^\s*(lin|log)space\(([^,()]+),([^,()]+),([^,()]+)\)\s*$")
 _RANGE = re.compile(r"^\s*(-?\d+):(-?\d+)(?::(-?\d+))?\s*$")
+
+
+#: the largest exponent whose power of ten is a finite float (and its negative, the
+#: smallest that is not rounded to 0 as a normal float)
+MAX_LOG10 = math.floor(math.log10(sys.float_info.max))
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,10 @@ def axis_values(name: str, value: Any, module: nn.Module, inputs: Any) -> Sequen
                                 "A, B and a whole count N") from None
             if n < 1 or not (math.isfinite(a) and math.isfinite(b)):
                 raise PlanError(f"sweep axis {name}={text}: N must be at least 1 and A, B finite")
+            if m.group(1) == "log" and max(abs(a), abs(b)) > MAX_LOG10:
+                raise PlanError(f"sweep axis {name}={text}: 10**{max(a, b, key=abs):g} is beyond "
+                                f"what a float holds (10**±{MAX_LOG10:.0f}); give exponents "
+                                f"A, B within ±{MAX_LOG10:.0f}")
             return Spaced(a, b, n, m.group(1) == "log")
         m = _RANGE.match(text)
         if m and name not in LAYER_AXES:

@@ -29,6 +29,15 @@ def escape_controls(text: str) -> str:
     return "".join(out)
 
 
+def typed_text(text: str) -> str:
+    """A value a person typed (a field, an option, a session entry) as they meant it: the
+    spaces before it removed, and those after it unless it holds a prompt. A ``text:``
+    prompt is always the last thing in what holds it (``text:...``, ``patch:text:...``,
+    ``diff:text:A|text:B``), and its trailing spaces are tokens."""
+    t = text.lstrip()
+    return t if "text:" in t else t.rstrip()
+
+
 def shorten(text: str, limit: int = 160) -> str:
     """``text`` cut in the middle to about ``limit`` characters, saying how long it was."""
     if len(text) <= limit:

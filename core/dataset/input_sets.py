@@ -264,6 +264,10 @@ class TensorBatch(InputSet):
                              f"entry per input); their shapes are "
                              f"{[tuple(t.shape) for _, t in leaves][:4]}")
         self.count = n.pop()
+        if not self.count:
+            raise InputError(f"{shown(source)} holds no input: its tensors' first axis (one "
+                             f"entry per input) is 0 long, shapes "
+                             f"{[tuple(t.shape) for _, t in leaves][:4]}; save at least one")
         if labels is not None:
             if labels.dim() != 1 or labels.shape[0] != self.count or labels.is_floating_point():
                 raise InputError(f"the labels of {shown(source)} must be one integer per input "

@@ -17,15 +17,16 @@ A factory returns a module or ``(module, example_input)``. ``weights=`` loads
 a state_dict into the factory's module (:mod:`.weights`).
 
 Specs that run code are checked by :mod:`.code_trust` before anything is
-imported: a ``module:callable`` must be a public function or class of a module
-that is not built-in or the standard library, and a spec read from a file (a
-session, a recent entry, a dropped file) runs only under a
-:class:`~.code_trust.CodeTrust` that names its file and hash.
+imported: a ``module:callable`` must be a public function or class written in
+the named module's own package, which is not built-in or the standard library,
+and a spec read from a file (a session, a recent entry, a dropped file) runs
+only under a :class:`~.code_trust.CodeTrust` that names its files and their
+combined hash. Factory code is imported from source, never from a bytecode
+cache (:func:`~.code_unit.source_only`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -40,7 +41,8 @@ from torch import nn
 
 from ..demos.demo_lm import demo_meaning
 from ..demos.demo_models import DEMO_DESCRIPTIONS, DEMOS
-from .code_trust import CodeToRun, CodeTrust, CodeTrustError, check_trust
+from .code_trust import CodeToRun, CodeTrust, CodeTrustError, check_trust, code_to_run
+from .code_unit import source_only
 from ..base.errors import SpecError
 from .user_code import user_code
 from ..base.user_text import is_file, shown, user_path
@@ -161,10 +163,11 @@ def _load_factory(spec: str, trust: CodeTrust) -> LoadedModel:
     # is checked, both before anything is imported
     code = check_trust(spec, trust)
     if target.endswith(".py"):
-        pymod = _import_file(user_path(target), code)
+        pymod = _import_file(user_path(target), code, spec)
     else:
         try:
-            with user_code(f"importing {target}", target):
+            with user_code(f"importing {target}", target), source_only():
+                _same_code(spec, code)  # checked again just before the import reads the files
                 pymod = importlib.import_module(target)
         except SpecError:
             raise
@@ -174,18 +177,20 @@ def _load_factory(spec: str, trust: CodeTrust) -> LoadedModel:
         except Exception as exc:
             raise SpecError(_import_failure(target, exc)) from exc
     factory = getattr(pymod, fname, None)
-    if not target.endswith(".py") and callable(factory) and not _defined_in(factory, pymod):
-        raise SpecError(f"{shown(spec)} names {type(factory).__name__} {fname}, which "
-                        f"{target} does not define itself; a factory is a function or class "
-                        "written in that module. Nothing was called")
+    if not target.endswith(".py") and callable(factory) and not _defined_in(factory, target):
+        where = getattr(factory, "__module__", None)
+        raise SpecError(f"{shown(spec)} names {type(factory).__name__} {fname}, which is "
+                        + (f"defined in {shown(where)}, " if isinstance(where, str) else "")
+                        + f"outside {target.split('.')[0]}: a factory is a function or class "
+                        "written in the named module's own package. Nothing was called")
     if not callable(factory):
         options = [n for n, v in vars(pymod).items()
                    if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == pymod.__name__]
         raise SpecError(f"{target} has no function {shown(fname)}"
                         + (f"; it defines {', '.join(options[:10])}" if options else ""))
     try:
-        with user_code(f"factory {fname}() in {target}", target):
-            made = factory()
+        with user_code(f"factory {fname}() in {target}", target), source_only():
+            made = factory()  # what it imports on the way is read from source too
     except SpecError:
         raise
     except Exception as exc:
@@ -200,24 +205,37 @@ def _load_factory(spec: str, trust: CodeTrust) -> LoadedModel:
     return LoadedModel(made, example, spec, "factory", f"{fname}() from {target}")
 
 
-def _defined_in(obj: object, module: object) -> bool:
-    """Whether ``obj`` is a function or class that ``module`` itself defines."""
-    return ((inspect.isfunction(obj) or inspect.isclass(obj))
-            and getattr(obj, "__module__", None) == getattr(module, "__name__", None))
+def _defined_in(obj: object, target: str) -> bool:
+    """Whether ``obj`` is a function or class written in module ``target``'s own package
+    tree (``torchvision.models:resnet18`` is defined in ``torchvision.models.resnet``);
+    a built-in, or anything re-exported from elsewhere (``os.abort``), is not."""
+    top = target.split(".")[0]
+    where = getattr(obj, "__module__", None)
+    return ((inspect.isfunction(obj) or inspect.isclass(obj)) and isinstance(where, str)
+            and (where == top or where.startswith(top + ".")))
 
 
-def _import_file(path: Path, code: CodeToRun | None = None):
-    """Import the Python file ``path``: exactly the bytes whose hash ``code`` names,
-    when given (a file changed after the person's yes is not run)."""
+def _same_code(spec: str, code: CodeToRun | None) -> None:
+    """Refuse when the files ``code`` hashed changed since the yes was checked."""
+    if code is None or not code.sha256:
+        return  # typed, or --trust-code: runs as asked
+    now = code_to_run(spec)
+    if now != code:
+        raise CodeTrustError(f"{code.describe()} or the code beside it changed while it was "
+                             "being opened; nothing was run: open it again", now or code)
+
+
+def _import_file(path: Path, code: CodeToRun | None = None, model_spec: str = ""):
+    """Import the Python file ``path`` from the bytes read here, after checking that the
+    files ``code`` hashed are unchanged, when given (code changed after the person's yes
+    is not run). What the file imports is read from source, never from a ``.pyc``."""
     if not is_file(path):
         raise SpecError(f"model file {shown(str(path))} does not exist")
     try:
         source = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read {shown(str(path))}: {exc.strerror or exc}") from exc
-    if code is not None and hashlib.sha256(source).hexdigest() != code.sha256:
-        raise CodeTrustError(f"{code.describe()} changed while it was being opened; nothing "
-                             "was run: open it again", code)
+    _same_code(model_spec, code)
     name = f"hookscope_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -225,7 +243,7 @@ def _import_file(path: Path, code: CodeToRun | None = None):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses and pickling look modules up here
     try:
-        with user_code(f"importing {path.name}", str(path)):  # clean argv, no silent exit
+        with user_code(f"importing {path.name}", str(path)), source_only():  # clean argv, no exit
             exec(compile(source, str(path), "exec", dont_inherit=True), mod.__dict__)
     except SpecError:
         sys.modules.pop(name, None)

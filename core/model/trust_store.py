@@ -1,9 +1,10 @@
-"""Files the person chose to always trust: path and sha256, kept in their config folder.
+"""Code the person chose to always trust: path, folder and sha256, kept in their config folder.
 
-The window's "Always trust this file" adds the file here; the next open of a
+The window's "Always trust these files" adds the code here; the next open of a
 session, recent entry or dropped file naming the same file *at the same hash*
-runs it without asking. An edited file has another hash and is asked about
-again. The store lives in ``$HOOKSCOPE_CONFIG_DIR``, else
+runs it without asking. The hash covers every file its import could run
+(:mod:`.code_unit`): an edit to any of them gives another hash and is asked
+about again. The store lives in ``$HOOKSCOPE_CONFIG_DIR``, else
 ``$XDG_CONFIG_HOME/hookscope``, else ``~/.config/hookscope``, as
 ``trusted-code.json``, written whole or not at all. A damaged or foreign store
 trusts nothing (it is never a reason to run code) and is replaced at the next
@@ -46,13 +47,14 @@ class TrustStore:
     def trusts(self, code: CodeToRun) -> bool:
         """Whether ``code``'s file, at this very hash, was marked "Always trust"."""
         return any(e.get("path") == code.origin and e.get("sha256") == code.sha256
-                   and e.get("kind") == code.kind for e in self._entries())
+                   and e.get("kind") == code.kind and e.get("folder", "") == code.folder
+                   and e.get("count", 1) == code.count for e in self._entries())
 
     def add(self, code: CodeToRun) -> None:
         """Always trust ``code``'s file at its current hash (an older hash of it is dropped)."""
         entries = [e for e in self._entries() if e.get("path") != code.origin]
         entries.append({"path": code.origin, "sha256": code.sha256, "kind": code.kind,
-                        "target": code.target})
+                        "target": code.target, "folder": code.folder, "count": code.count})
         text = json.dumps({"format": FORMAT, "version": 1, "files": entries[-MAX_ENTRIES:]},
                           indent=1) + "\n"
         try:

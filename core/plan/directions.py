@@ -15,16 +15,19 @@ missing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 import torch
 
 from ..base.errors import PlanError
+from ..base.user_text import typed_text
 from .intervention_base import Intervention, InterventionContext
 from .param_values import check_number, param, py_literal
-from .leaf_functions import add_leaf, project_leaf
-from ..base.nested import tensor_leaves
+from .at import At, resolve, selector_text
+from .leaf_functions import add_leaf, feature_dim, project_leaf
+from ..base.nested import map_tensors_keyed, tensor_leaves
 from .steer_vector import SteeringVector, check_width
 
 _TRUE = ("1", "true", "yes", "on", "norm")
@@ -39,7 +42,7 @@ def _as_vector(kind: str, v: Any) -> SteeringVector | str:
         if not v.strip():
             raise PlanError(f"{kind} needs a vector: {kind}:NAME with --vector NAME=..., or a "
                             "SteeringVector in Python")
-        return v.strip()
+        return typed_text(v)  # a diff: spec's trailing spaces end its last prompt: tokens
     if isinstance(v, dict):
         return SteeringVector.from_dict(v)
     if isinstance(v, torch.Tensor):
@@ -83,7 +86,36 @@ class _Directional(Intervention):
         floats = [t for _, t in tensor_leaves(value) if t.is_floating_point() and t.dim() >= 1]
         if floats and not any(t.shape[-1] == vec.size for t in floats):
             check_width(vec, floats[0].shape[-1], self.name, ctx.path)
+        at = self.where()
+        if at is not None and at.units is not None:
+            return self._on_units(value, ctx, vec, at)
         return super().apply(value, context)
+
+    def _on_units(self, value: Any, ctx: InterventionContext, vec: SteeringVector, at: At) -> Any:
+        """``@units=``: the change this kind makes along the whole feature axis (the vector
+        is ``size`` wide; narrowed to a few units it would fit no output), kept on the
+        selected units only; the other units keep their values."""
+        where = f" of layer {ctx.path!r}" if ctx.path else ""
+        units = resolve(at.units, vec.size, "units", where) or list(range(vec.size))
+        for _, t in tensor_leaves(value):
+            if self.applies_to(t) and feature_dim(t, ctx.module) != t.dim() - 1:
+                raise PlanError(f"{self.name}@units={selector_text(at.units)}: the output{where} "
+                                f"{tuple(t.shape)} has its units on axis {feature_dim(t, ctx.module)}, "
+                                "but the vector acts along the last axis; leave out @units=")
+        whole = dataclasses.replace(self, at=dataclasses.replace(at, units=None))
+        changed = dict(tensor_leaves(whole.apply(value, ctx)))
+        idx_cache: dict[torch.device, torch.Tensor] = {}
+
+        def keep(t: torch.Tensor, key: str) -> torch.Tensor:
+            new = changed.get(key)
+            if new is None or new is t or not self.applies_to(t):
+                return t
+            idx = idx_cache.setdefault(t.device, torch.tensor(units, device=t.device))
+            out = t.clone()
+            out.index_copy_(-1, idx, new.index_select(-1, idx).to(t.dtype))
+            return out
+
+        return map_tensors_keyed(keep, value)
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()
@@ -92,6 +124,10 @@ class _Directional(Intervention):
 
     def leaf_source(self) -> str:
         vec = self.vector
+        at = self.where()
+        if at is not None and at.units is not None:
+            raise PlanError(f"{self.name}@units=: the exported script cannot aim a vector at "
+                            "some units yet; export without @units=")
         if not isinstance(vec, SteeringVector):
             raise PlanError(f"{self.name}: vector {vec!r} has no values to export yet: run the model "
                             "once (a diff: vector is computed by the run), or define it with "
@@ -126,9 +162,23 @@ class Add(_Directional):
         check_number("add", "alpha", self.alpha)
         object.__setattr__(self, "alpha", float(self.alpha))
         object.__setattr__(self, "norm_units", _as_bool("add", self.norm_units))
+        if isinstance(self.vector, SteeringVector):
+            self._unit_direction(self.vector)
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         return add_leaf(t, ctx.module, None, self.bound(ctx).values, self.alpha, self.norm_units)
+
+    def bound(self, ctx: InterventionContext) -> SteeringVector:
+        return self._unit_direction(super().bound(ctx))
+
+    def _unit_direction(self, vec: SteeringVector) -> SteeringVector:
+        """``vec``; refused when ``norm_units`` needs its direction and it has none (an
+        all-zero vector would divide by zero: NaN everywhere)."""
+        if self.norm_units and vec.norm == 0:
+            raise PlanError(f"add: vector {vec.name!r} is all zeros; norm (alpha in units of the "
+                            "activation norm, along the vector's direction) needs a direction: "
+                            "leave out :norm or give a nonzero vector")
+        return vec
 
     def describe(self) -> str:
         unit = " x|x|" if self.norm_units else ""

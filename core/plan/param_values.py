@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..base.errors import PlanError
+from ..base.user_text import typed_text
 
 
 #: Parameter types an editor or parser understands.
@@ -156,4 +157,4 @@ def input_key(src: Any) -> Any:
         digest = hashlib.sha1(data.reshape(-1).view(torch.uint8).numpy().tobytes()
                               if data.numel() else b"")
         return ("tensor", str(data.dtype), tuple(data.shape), digest.hexdigest())
-    return ("spec", str(src).strip())
+    return ("spec", typed_text(str(src)))  # "text:a " and "text:a" are different inputs

@@ -2,7 +2,7 @@
 the SAE attached to the layer (:func:`~hookscope.core.model.sae.attach_sae`).
 
 The layer's output ``x`` is encoded to features ``f``; the edit gives ``f'``;
-the output becomes ``x + (f' - f) @ W_dec``, which is ``decode(f') + (x -
+the output becomes ``x + decode(f') - decode(f)`` (``decode_change``), which is ``decode(f') + (x -
 decode(f))``: the edited reconstruction with the SAE's reconstruction error
 added back. Written as a difference, an edit that changes no feature leaves the
 output exactly as it was (bit for bit), and only what the edit changed moves.
@@ -15,6 +15,7 @@ returning a tuple); other leaves pass through. Pure torch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -22,7 +23,7 @@ import torch
 
 from ..base.errors import PlanError
 from .intervention_base import Intervention, InterventionContext
-from .param_values import param
+from .param_values import check_number, param
 from ..base.nested import map_tensors_keyed
 from ..model.sae import SparseAutoencoder, attached_sae
 
@@ -73,8 +74,7 @@ class SaeEdit(Intervention):
         if not self.features:
             return t
         f = sae.encode(t)
-        delta = (self.edit(f) - f) @ sae.W_dec.to(device=t.device, dtype=torch.float32)
-        return (t.float() + delta).to(t.dtype)
+        return (t.float() + sae.decode_change(f, self.edit(f), t)).to(t.dtype)
 
     @classmethod
     def parse(cls, args: str) -> "Intervention":
@@ -119,6 +119,7 @@ class SaeClamp(SaeEdit):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _check_finite(self.name, "value", self.value)
         object.__setattr__(self, "value", float(self.value))
 
     def edit(self, f: torch.Tensor) -> torch.Tensor:
@@ -139,12 +140,21 @@ class SaeScale(SaeEdit):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _check_finite(self.name, "factor", self.factor)
         object.__setattr__(self, "factor", float(self.factor))
 
     def edit(self, f: torch.Tensor) -> torch.Tensor:
         out = f.clone()
         out[..., list(self.features)] *= self.factor
         return out
+
+
+def _check_finite(kind: str, name: str, v: Any) -> None:
+    """A feature's new activation must be a number: NaN or infinity would turn the whole
+    output into NaN through the decoder."""
+    check_number(kind, name, v)
+    if math.isinf(float(v)):
+        raise PlanError(f"{kind}: {name}={v!r} is infinite; give a finite number such as 5.0")
 
 
 def _register() -> None:

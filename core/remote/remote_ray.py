@@ -52,7 +52,7 @@ from ..base.extras import require
 from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
                               Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, Job,
-                              same_values)
+                              ViewFailed, same_values)
 from .ray_actor import TextInput, dumps, is_text_input
 from ..model.loaded_model import LoadedModel
 
@@ -366,6 +366,13 @@ class RayRunner(QueueRunner):
             self.counts.loads_done += 1
         return [Loaded(job.rid, lm, tree)]
 
+    def _sendable(self, views: tuple) -> tuple[tuple, dict[str, ViewFailed]]:
+        """The analyses that can go to the actor, and a :class:`ViewFailed` answer for each one
+        that cannot (one holding a window's callback): the comparison runs all the same."""
+        refused = {v.name: ViewFailed(why) for v in views
+                   if (why := _cannot_travel(v, self._ray)) is not None}
+        return tuple(v for v in views if v.name not in refused), refused
+
     def _run(self, job: Job, req: RunRequest) -> list[RunnerEvent]:
         stand_in = req.model.module
         if (not isinstance(stand_in, RemoteModel) or stand_in.host_key != self._host_key
@@ -389,9 +396,10 @@ class RayRunner(QueueRunner):
             input_id = next(self._input_ids)
             ref = self._ray.put(blob)
         plan_bytes = len(pickle.dumps(req.plan))
+        derived, refused = self._sendable(req.derived)
         answer = self._call(job, self._actor.run.remote(
             job.rid, self._serial, input_id, ref, req.plan, req.device, req.observe_tree,
-            req.train, self.tensor_layers, self.byte_budget, req.derived))
+            req.train, self.tensor_layers, self.byte_budget, derived))
         if blob is not None:
             self._input = (input_id, inputs, len(blob))
         sent = plan_bytes + (len(blob) if blob is not None else 0)
@@ -410,10 +418,20 @@ class RayRunner(QueueRunner):
         transfer = Transfer(job.rid, sent, len(answer[1]), tensor_bytes, tuple(withheld))
         self.transfers[job.rid] = self.last_transfer = transfer
         result.transfer = transfer
+        result.extras.update(refused)
         with self._cv:
             self.counts.runs_done += 1
         events: list[RunnerEvent] = [Observed(job.rid, tree)] if tree is not None else []
         return events + [Finished(job.rid, result)]
+
+
+def _cannot_travel(view: Any, ray: Any) -> str | None:
+    """Why the analysis ``view`` cannot be sent to the actor (``None``: it can)."""
+    try:
+        ray.cloudpickle.dumps(view)
+    except Exception as exc:  # noqa: BLE001 - whatever pickling raises is the reason
+        return f"{view.name} cannot be sent to the Ray actor ({type(exc).__name__}: {exc})"
+    return None
 
 
 def make_runner(address: str, **options: Any) -> Callable[[Listener], RayRunner]:

@@ -7,16 +7,17 @@ and one registry entry. (No Qt in this file: the Ray worker imports it to read t
 
 import json
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 import torch
 
 from hookscope.app.cli import main
-from hookscope.core import (Analysis, Scale, Session, compare, get_analysis, load_model,
+from hookscope.core import (Analysis, PlanError, Scale, Session, compare, get_analysis, load_model,
                             register_analysis, registered_analyses)
 from hookscope.core.analyses import unregister_analysis
 
@@ -45,6 +46,13 @@ class OutputNorm:
 
     def _norms(self, t: torch.Tensor) -> list[float]:
         return torch.linalg.vector_norm(t.flatten(1).double(), ord=self.p, dim=1).tolist()
+
+
+@dataclass(frozen=True)
+class HeldNorm(OutputNorm):
+    """The same analysis holding something that cannot leave this process (a lock)."""
+
+    held: Any = field(default_factory=threading.Lock)
 
 
 def by_hand(factor: float, p: float) -> list[float]:
@@ -137,6 +145,10 @@ def test_custom_analysis_in_a_ray_actor(output_norm):
             s.open_model("demo:features", run_after=False).result(timeout=180)
             s.intervene("fc1", Scale(0.5))
             got = s.analyse(OutputNorm(p=1.0), timeout_s=180)
+            # One that cannot be sent is refused in words; the comparison still ran.
+            with pytest.raises(PlanError, match="output-norm cannot be sent to the Ray actor"):
+                s.analyse(HeldNorm(p=1.0), timeout_s=180)
+            assert s.last_result.output_with is not None
         finally:
             s.close()
     finally:

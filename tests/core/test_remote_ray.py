@@ -226,11 +226,22 @@ def test_a_steering_vector_from_two_prompts_is_built_in_the_actor(remote, local)
     plan = Plan(interventions={"blocks.0": Add("diff:text:the cat sat|text:the dog sat", 3.0),
                                "blocks.0.attn.probs": Clamp(-5, 5)})
     got, ref = run_both(remote, local, r, lo, plan, text="text:the cat sat on the ")
-    assert_same(got, ref)
+    # Two processes with two thread counts (the actor has one CPU): the matmuls' sums run
+    # in another order, so the vector, outputs and receipts agree to float32 rounding.
+    assert_close(got, ref)
     a, b = got.result, ref.result
     va, vb = (x.plan.intervention_for("blocks.0").vector for x in (a, b))
-    assert isinstance(va, SteeringVector) and torch.equal(va.values, vb.values)
-    assert a.receipts == b.receipts and a.receipts["blocks.0.attn.probs"].alarm is not None
+    assert isinstance(va, SteeringVector)
+    torch.testing.assert_close(va.values, vb.values)
+    assert list(a.receipts) == list(b.receipts)
+    for path, ra in a.receipts.items():
+        rb = b.receipts[path]
+        for f in ("path", "intervention", "fired_calls", "elements", "output_changed", "alarm"):
+            assert getattr(ra, f) == getattr(rb, f), (path, f)
+        for f in ("changed", "changed_fraction", "relative_change", "output_max_abs_diff",
+                  "output_relative_change"):
+            assert getattr(ra, f) == pytest.approx(getattr(rb, f), rel=1e-4, abs=1e-6), (path, f)
+    assert a.receipts["blocks.0.attn.probs"].alarm is not None
 
 
 def test_errors_are_the_local_runners_messages(remote, local):

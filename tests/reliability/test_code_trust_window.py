@@ -8,8 +8,10 @@ The dialog is answered with real clicks and keys.
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import json
+import py_compile
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,8 +86,9 @@ def test_the_question_shows_the_file_and_hash_and_cancel_runs_nothing(window, qt
     assert window.open_session(str(path)) is None     # asked, not loaded
     dlg = wait_question(qtbot, window)
     text = dlg.findChild(QLabel, "trustCodeText").text()
-    digest = hashlib.sha256((tmp_path / "evil.py").read_bytes()).hexdigest()
+    digest = code_to_run(f"{tmp_path}/evil.py:build").sha256   # evil.py, alone in its folder
     assert str((tmp_path / "evil.py").resolve()) in text and digest in text
+    assert "1 file in all" in text
     click(qtbot, dlg.cancel)
     qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
     assert not marker.exists()
@@ -202,3 +205,101 @@ def test_a_damaged_trust_store_trusts_nothing(window, qtbot, tmp_path, trust_sto
     window.open_session(str(path))
     click(qtbot, wait_question(qtbot, window).cancel)
     assert not marker.exists()
+
+
+# -- the yes covers every file the import could run -------------------------------------------
+HELPED = """\
+import torch
+from torch import nn
+import {helper}
+
+
+def build():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, {helper}.WIDTH), nn.ReLU()), torch.ones(1, 3)
+"""
+MARK = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+
+
+def helped_session(folder: Path, helper: str, monkeypatch) -> Path:
+    """A session naming model.py:build, whose width comes from the sibling module ``helper``."""
+    (folder / "model.py").write_text(HELPED.format(helper=helper))
+    (folder / f"{helper}.py").write_text("WIDTH = 4\n")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, helper, raising=False)
+    path = folder / "helped.hookscope.json"
+    path.write_text(json.dumps({"format": "hookscope-session", "version": 1,
+                                "model": {"spec": "model.py:build"}}))
+    return path
+
+
+def test_the_question_names_every_file_and_an_edited_sibling_asks_again(window, qtbot, tmp_path,
+                                                                         monkeypatch):
+    path = helped_session(tmp_path, "trust_window_helper", monkeypatch)
+    window.open_session(str(path))
+    dlg = wait_question(qtbot, window)
+    text = dlg.findChild(QLabel, "trustCodeText").text()
+    code = code_to_run(f"{tmp_path}/model.py:build")
+    assert code.sha256 in text and "2 files in all" in text and str(tmp_path.resolve()) in text
+    click(qtbot, dlg.always)
+    wait_loaded(qtbot, window, "model.py:build")
+    assert window.loaded.module[0].out_features == 4
+
+    window.load("demo:clamp")
+    wait_loaded(qtbot, window, "demo:clamp")
+    marker = tmp_path / "SIBLING_RAN"
+    (tmp_path / "trust_window_helper.py").write_text(MARK.format(marker=str(marker)) + "WIDTH = 5\n")
+    monkeypatch.delitem(sys.modules, "trust_window_helper", raising=False)
+    window.open_session(str(path))          # always trusted, but not this sibling: asked again
+    dlg = wait_question(qtbot, window)
+    assert code_to_run(f"{tmp_path}/model.py:build").sha256 in dlg.findChild(QLabel, "trustCodeText").text()
+    click(qtbot, dlg.cancel)
+    qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists() and "trust_window_helper" not in sys.modules
+    assert_usable(qtbot, window, "demo:clamp")
+
+
+def test_an_edited_parent_init_asks_again_after_always(window, qtbot, tmp_path, monkeypatch):
+    pkg = tmp_path / "trust_window_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "model.py").write_text(EVIL.format(marker=str(tmp_path / "MODEL_RAN")))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("trust_window_pkg", "trust_window_pkg.sub", "trust_window_pkg.sub.model"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    path = tmp_path / "pkg.hookscope.json"
+    path.write_text(json.dumps({"format": "hookscope-session", "version": 1,
+                                "model": {"spec": "trust_window_pkg.sub.model:build"}}))
+    window.open_session(str(path))
+    dlg = wait_question(qtbot, window)
+    assert "3 files in all" in dlg.findChild(QLabel, "trustCodeText").text()
+    click(qtbot, dlg.always)
+    wait_loaded(qtbot, window, "model:build")
+
+    window.load("demo:clamp")
+    wait_loaded(qtbot, window, "demo:clamp")
+    marker = tmp_path / "PARENT_INIT_RAN"
+    (pkg / "__init__.py").write_text(MARK.format(marker=str(marker)))
+    for name in ("trust_window_pkg", "trust_window_pkg.sub", "trust_window_pkg.sub.model"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).cancel)
+    qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists() and "trust_window_pkg" not in sys.modules
+    assert_usable(qtbot, window, "demo:clamp")
+
+
+def test_run_once_imports_from_source_not_a_planted_pyc(window, qtbot, tmp_path, monkeypatch):
+    path = helped_session(tmp_path, "trust_window_pyc", monkeypatch)
+    marker = tmp_path / "PYC_RAN"
+    other = tmp_path / "scratch" / "other.py"
+    other.parent.mkdir()
+    other.write_text(MARK.format(marker=str(marker)) + "WIDTH = 9\n")
+    py_compile.compile(str(other), doraise=True,
+                       cfile=importlib.util.cache_from_source(str(tmp_path / "trust_window_pyc.py")),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    window.open_session(str(path))
+    click(qtbot, wait_question(qtbot, window).run_once)
+    wait_loaded(qtbot, window, "model.py:build")
+    assert window.loaded.module[0].out_features == 4 and not marker.exists()

@@ -58,7 +58,7 @@ def build_cases(root: Path, marker: Path) -> dict[str, tuple[Path, str]]:
     c["unknown architecture"] = (folder(root, "arch", cfg={**GOOD_CFG, "architecture": "evil"},
                                         tensors=good_tensors()), "architecture")
     c["normalised activations"] = (folder(root, "norm", cfg={**GOOD_CFG,
-                                                             "normalize_activations": "layer_norm"},
+                                                             "normalize_activations": "expected_average_only_in"},
                                           tensors=good_tensors()), "normalize_activations")
     c["shapes differ from cfg"] = (folder(root, "shapes", tensors=good_tensors(64, 16)),
                                    "asks for a float tensor of shape")
