@@ -133,13 +133,13 @@ class PairSums:
         if a.numel() == 0:
             return
         fa, fb = a.reshape(-1).to(wide), b.reshape(-1).to(device=a.device, dtype=wide)
-        bsq = torch.dot(fb, fb)
+        b_sq = torch.dot(fb, fb)
         # d = b - a, in B's widened copy where it is one (no more memory than that copy)
         d = fb.sub_(fa) if fb.data_ptr() != b.data_ptr() else fb - fa
         # one transfer for the five numbers (one synchronisation on an accelerator); amax and
         # amin are cheaper than aminmax or abs().max() on the CPU
         top, bottom, dsq, asq, bsq = torch.stack(
-            [d.amax(), -d.amin(), torch.dot(d, d), torch.dot(fa, fa), bsq]).tolist()
+            [d.amax(), -d.amin(), torch.dot(d, d), torch.dot(fa, fa), b_sq]).tolist()
         worst = max(top, bottom) + 0.0  # never -0.0
         if worst != worst or dsq != dsq:  # NaN: NaN beside NaN and the same infinity are equal
             _, worst, _ = output_change(a, b.to(a.device), relative=False)
