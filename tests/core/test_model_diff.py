@@ -173,3 +173,11 @@ def test_through_the_session_and_the_registry(tmp_path):
     assert got.first_divergent.path == "conv2" and direct.first_divergent is None
     with pytest.raises(PlanError, match="choose one of"):
         DiffRequest(b_dtype="float8")
+
+
+def test_a_model_b_that_fails_leaves_no_hook():
+    a = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    b = nn.Sequential(nn.Linear(5, 3), nn.ReLU())
+    with pytest.raises(HookscopeError, match="model B cannot take the input"):
+        diff(a, b, torch.randn(2, 4))
+    assert hook_count(a) == 0 and hook_count(b) == 0
