@@ -181,3 +181,27 @@ def test_a_model_b_that_fails_leaves_no_hook():
     with pytest.raises(HookscopeError, match="model B cannot take the input"):
         diff(a, b, torch.randn(2, 4))
     assert hook_count(a) == 0 and hook_count(b) == 0
+
+
+class _NanAt(nn.Module):
+    """A leaf whose output is NaN at one place and +inf at another, whatever the weights."""
+
+    def forward(self, x):
+        y = x.clone()
+        y[..., 0] = float("nan")
+        y[..., 1] = float("inf")
+        return y
+
+
+def test_nan_and_inf_in_the_same_places_count_as_equal():
+    a = nn.Sequential(nn.Linear(4, 4), _NanAt(), nn.Linear(4, 2))
+    b = copy.deepcopy(a)
+    with torch.no_grad():
+        b[2].weight.add_(0.1)
+    got = diff(a, b, torch.randn(3, 4))
+    rows = {r.path: r for r in got.layers}
+    assert rows["0"].max_abs_diff == 0 and rows["1"].max_abs_diff == 0
+    assert rows["1"].relative_change == 0
+    # the last layer reads the NaN: all NaN in both, the same places, is no difference either
+    assert rows["2"].max_abs_diff == 0 and got.first_divergent is None
+    assert got.output["max_abs_diff"] == 0
