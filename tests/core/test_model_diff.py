@@ -205,3 +205,16 @@ def test_nan_and_inf_in_the_same_places_count_as_equal():
     # the last layer reads the NaN: all NaN in both, the same places, is no difference either
     assert rows["2"].max_abs_diff == 0 and got.first_divergent is None
     assert got.output["max_abs_diff"] == 0
+
+
+def test_layers_only_one_model_has():
+    torch.manual_seed(0)
+    a = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Identity())
+    b = nn.Sequential(copy.deepcopy(a[0]), nn.ReLU())
+    b.add_module("extra", nn.Identity())
+    got = diff(a, b, torch.randn(2, 4))
+    assert [r.path for r in got.layers] == ["0", "1"]
+    assert got.only_in_a == ("2",) and got.only_in_b == ("extra",)
+    assert got.first_divergent is None and got.output["max_abs_diff"] == 0
+    data = got.to_json_dict()
+    assert data["only_in_a"] == ["2"] and data["only_in_b"] == ["extra"]

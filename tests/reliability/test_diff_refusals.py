@@ -115,3 +115,13 @@ def test_save_direction_never_replaces_an_input(models, tmp_path, capsys):
     assert main(["diff", spec, "--b-weights", str(weights), "--input", str(x),
                  "--save-direction", f"0={out}", "--json"]) == 0
     assert out.exists()
+
+
+def test_over_the_memory_budget_and_a_missing_device(models, capsys):
+    # demo:cnn's conv1 and bn1 outputs are 2 KiB each: a 3000-byte budget stops at bn1
+    refused(["demo:cnn", "--b-dtype", "bfloat16", "--memory-budget", "3KB"], capsys,
+            "memory budget", "at layer 'bn1'", "--memory-budget")
+    refused(["demo:cnn", "--memory-budget", "lots"], capsys, "--memory-budget")
+    if not torch.cuda.is_available():
+        refused([f"{models}:small", "--b-device", "cuda"], capsys, "CUDA")
+    refused([f"{models}:small", "--b-device", "tpu"], capsys, "tpu")
