@@ -218,3 +218,31 @@ def test_layers_only_one_model_has():
     assert got.first_divergent is None and got.output["max_abs_diff"] == 0
     data = got.to_json_dict()
     assert data["only_in_a"] == ["2"] and data["only_in_b"] == ["extra"]
+
+
+class _Twice(nn.Module):
+    """One ReLU called twice: its calls are aligned by number."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.relu, self.fc2 = nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.relu(self.fc2(self.relu(self.fc1(x))))
+
+
+def test_a_module_called_twice_is_aligned_call_by_call():
+    torch.manual_seed(0)
+    a = _Twice()
+    b = copy.deepcopy(a)
+    with torch.no_grad():
+        b.fc2.bias.add_(0.5)
+    x = torch.randn(3, 4)
+    got = diff(a, b, x)
+    assert [(r.path, r.call) for r in got.layers] == [("fc1", 0), ("relu", 0), ("fc2", 0),
+                                                     ("relu", 1)]
+    assert got.layers[1].max_abs_diff == 0 and got.layers[3].max_abs_diff > 0
+    assert (got.first_divergent.path, got.first_divergent.call) == ("fc2", 0)
+    with torch.no_grad():
+        want = (b(x) - a(x)).abs().max()
+    assert got.layers[3].max_abs_diff == float(want)
