@@ -183,6 +183,10 @@ def _g(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
+def _cos(v: float | None) -> str:
+    return "-" if v is None else f"{v:.6f}"
+
+
 def print_diff(result: DiffResult, out: TextIO) -> None:
     """The rows as a table, the first divergent one marked, then what only one model has,
     the outputs compared and the notes."""
@@ -193,7 +197,7 @@ def print_diff(result: DiffResult, out: TextIO) -> None:
         mark = "  <- first past the tolerance" if r is first else ""
         note = f"  ({r.note})" if r.note else ""
         lines.append(f"{r.path:<40} {r.call:>4} {_g(r.max_abs_diff):>11} "
-                     f"{_g(r.relative_change):>11} {_g(r.cosine):>9}{mark}{note}")
+                     f"{_g(r.relative_change):>11} {_cos(r.cosine):>9}{mark}{note}")
     lines.append("")
     lines.append("first divergent  " + ("none: every layer within the tolerance" if first is None
                                         else f"{first.path} (call {first.call}), relative "
