@@ -22,8 +22,8 @@ from typing import TextIO
 
 from hookscope.core import (DiffRequest, HookscopeError, Plan, PlanError, Session,
                             SteeringVector, load_model, save_vector_file)
-from hookscope.core.analyses import (DEFAULT_TOLERANCE, DTYPES, DiffResult, is_file_spec,
-                                     parse_vector_option, resolve_vectors)
+from hookscope.core.analyses import (DEFAULT_TOLERANCE, DTYPES, DiffResult,
+                                     parse_vector_option, resolve_vectors, vector_spec_files)
 from hookscope.core.base import (escape_controls, files_read, is_dir, json_dumps,
                                  refuse_overwrite)
 from hookscope.core.model import set_max_input_bytes
@@ -31,6 +31,7 @@ from hookscope.core.plan import expand_plan, named_vectors, syntax_help
 
 from .arg_parser import OneLineParser
 from .options import parse_clamp, parse_intervene
+from .progress import add_quiet_option, talk_stream
 from .scale_options import _size
 
 VECTOR_SUFFIXES = (".pt", ".pth", ".safetensors", ".npy")
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
+    add_quiet_option(p)
     return p
 
 
@@ -115,6 +117,7 @@ def diff_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     out = out or sys.stdout
     err = err or sys.stderr
     ns = build_parser().parse_args(argv)
+    err = talk_stream(err, ns.quiet)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
     if not (ns.tolerance >= 0 and math.isfinite(ns.tolerance)):
@@ -124,10 +127,10 @@ def diff_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     plan = _plan(ns)
     vectors = dict(parse_vector_option(t) for t in ns.vector)
     directions = _directions(ns.save_direction)
-    reads = files_read(ns.spec_a, ns.weights,
-                       [ns.input, ns.source_input, ns.reference_input,
-                        *(s for s in vectors.values() if is_file_spec(s))], plan=plan)
-    reads += files_read(ns.spec_b, ns.b_weights)
+    reads = files_read(ns.spec_a, ns.weights, [ns.input, ns.source_input, ns.reference_input],
+                       plan=plan, more=[f for spec in vectors.values()
+                                        for f in vector_spec_files(spec)])
+    files_read(ns.spec_b, into=reads, more=[("the --b-weights file", ns.b_weights)])
     # No output replaces a file this command reads, nor another output: before any forward.
     refuse_overwrite([("--save-direction", f) for f in directions.values()], reads)
     if len(set(directions.values())) < len(directions):

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from hookscope.core import HookscopeError, PlanError
-from hookscope.core.base import refuse_overwrite, write_bytes
+from hookscope.core.base import ReadFiles, refuse_overwrite, write_bytes
 
 from .plot_files import _app, plots_folder
 
@@ -45,11 +45,11 @@ def plot_name(axes: Any) -> str:
     return "sweep_heatmap.png" if len(axes) == 2 else "sweep_curve.png"
 
 
-def save_plots(res: Any, folder: str | Path, reads: Sequence[tuple[str, Path]] = ()) -> list[Path]:
+def save_plots(res: Any, folder: str | Path, reads: ReadFiles | None = None) -> list[Path]:
     """Draw ``res`` (a SweepResult of one or two axes) into ``folder``; the files written."""
     check_plot_axes(len(res.axes))
     out = plots_folder(folder) / plot_name(res.axes)
-    refuse_overwrite([("--save-plots", str(out))], list(reads))
+    refuse_overwrite([("--save-plots", str(out))], reads or ReadFiles())
     _app()
     from .qt_messages import offscreen_notes_dropped
 

@@ -4,7 +4,8 @@ Builds each model, times every case against the plain forward (paired,
 interleaved), checks each case's values against a clone-everything
 reference, measures peak memory (a fresh process per case on the CPU) and
 prints one table with each case's target (see bench/README.md) and whether it is met.
-Progress goes to stderr, the table (or ``--json``) to stdout.
+Progress goes to stderr (hookscope.app.progress: the CLI's), the table (or ``--json``) to
+stdout.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 
 import torch
 
+from hookscope.app.progress import command_progress
 from hookscope.core.engine import fast_slot
 from hookscope.core.fast import onepass
 from hookscope.core.fast.memory import apply_default, freed_memory_kept, release_freed_memory
@@ -203,7 +205,14 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
                                   and c.target.floor in by_name else None))
              for c in cases}
     t0 = time.perf_counter()
-    results = shuffled_rounds(timed, rounds, a.device, progress=lambda m: log(f"  {name:>16} {m}"))
+    # One warm-up per case, then the rounds: the CLI's progress (a bar on a terminal, a
+    # line every few seconds in a log); a case that failed its warm-up is said above it.
+    with command_progress(f"  {name:>16}", "step", len(timed) + rounds, sys.stderr) as bar:
+        def step(msg: str) -> None:
+            if "FAILED" in msg:
+                bar.note(f"  {name:>16} {msg}")
+            bar.step()
+        results = shuffled_rounds(timed, rounds, a.device, progress=step)
     log(f"  {name:>16} {len(cases)} cases × {rounds} rounds {time.perf_counter() - t0:6.1f} s")
     rows = []
     plain_mem: dict = {}

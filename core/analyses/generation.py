@@ -25,11 +25,13 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..base.errors import Cancelled, PlanError
+from ..base.errors import Cancelled, ForwardError, PlanError
 from ..base.meaning import OutputMeaning, score_leaf
 from ..plan.plan import Plan
 
 MAX_STEPS = 4096
+#: the seeds torch.Generator.manual_seed takes
+MIN_SEED, MAX_SEED = -(2**63), 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class GenerateRequest:
         if not (self.temperature >= 0 and self.temperature < float("inf")):
             raise PlanError(f"generate: the temperature must be 0 (greedy) or positive, got "
                             f"{self.temperature!r}")
+        if not isinstance(self.seed, int) or not MIN_SEED <= self.seed <= MAX_SEED:
+            raise PlanError(f"generate: the seed must be a whole number from {MIN_SEED} to "
+                            f"{MAX_SEED}, got {self.seed!r}")
 
     def compute(self, module: nn.Module, inputs: Any, plan: Plan, device: str,
                 meaning: OutputMeaning, should_stop: Callable[[], bool] | None = None
@@ -117,6 +122,19 @@ def _logits(output: Any, meaning: OutputMeaning) -> torch.Tensor:
     return scores[0, -1].float()
 
 
+def _sampling_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``softmax(logits / temperature)``; where that overflows (a temperature near 0 makes
+    every ratio infinite) the same distribution from logits shifted to a maximum of 0."""
+    probs = torch.softmax(logits / temperature, -1)
+    if not bool(torch.isfinite(probs).all()):
+        probs = torch.softmax((logits - logits.max()) / temperature, -1)
+    if not bool(torch.isfinite(probs).all()):
+        raise ForwardError("generate: the model's next-token scores are not finite (NaN or "
+                           "infinite logits), so no token can be sampled; check the model and "
+                           "its interventions, or generate greedily (temperature 0)")
+    return probs
+
+
 def _continue(step: Callable[[Any], Any], ids: torch.Tensor, make: Callable, n: int,
               meaning: OutputMeaning, temperature: float, seed: int, top_k: int,
               should_stop: Callable[[], bool] | None) -> tuple[list[int], list]:
@@ -131,7 +149,7 @@ def _continue(step: Callable[[Any], Any], ids: torch.Tensor, make: Callable, n: 
         p, i = probs.topk(min(top_k, probs.shape[-1]))
         steps.append(list(zip(i.tolist(), p.tolist())))
         if temperature > 0:
-            token = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1,
+            token = int(torch.multinomial(_sampling_probs(logits, temperature), 1,
                                           generator=gen))
         else:
             token = int(logits.argmax())

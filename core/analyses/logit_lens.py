@@ -26,8 +26,10 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from ..base.errors import PlanError
+from ..base.errors import HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
+from ..base.nested import tensor_leaves
+from ..base.user_text import is_digits, safe_str
 from ..plan.plan import Plan
 
 #: (norm, unembedding, the ModuleList holding the blocks), in the order tried.
@@ -164,7 +166,7 @@ def target_id(target: str | int | None, meaning: OutputMeaning, vocab: int) -> i
     if target is None:
         return None
     if isinstance(target, int) or (isinstance(target, str) and target.startswith("#")
-                                   and target[1:].isdigit()):
+                                   and is_digits(target[1:])):
         tid = int(target[1:]) if isinstance(target, str) else target
     else:
         if meaning.codec is None:
@@ -213,6 +215,31 @@ def decode_blocks(root: nn.Module, head: LensHead, hidden: Sequence[torch.Tensor
     return torch.stack(rows)
 
 
+def _vocab(output: Any) -> int | None:
+    """The width of the model's own token scores (its output's first tensor), if any."""
+    leaves = [t for _, t in tensor_leaves(output)]
+    return int(leaves[0].shape[-1]) if leaves and leaves[0].dim() >= 1 else None
+
+
+def _check_head(root: nn.Module, head: LensHead, hidden: torch.Tensor, vocab: int | None) -> None:
+    """Refuse a head whose norm and unembedding do not take a block's output to token scores
+    as wide as the model's own (a block named as the head, say), in words, not a traceback."""
+    named = f"{head.norm or ''},{head.unembed}"
+    fix = "name the model's final norm and unembedding as NORM,UNEMBED (e.g. ln_f,lm_head)"
+    try:
+        scores = decode_blocks(root, head, [hidden])
+    except HookscopeError:
+        raise
+    except Exception as exc:  # the named modules cannot take the residual stream
+        lines = safe_str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+        raise PlanError(f"--lens-head {named}: these layers do not take a block's output "
+                        f"(width {hidden.shape[-1]}) to token scores ({reason}); {fix}") from exc
+    if vocab is not None and scores.shape[-1] != vocab:
+        raise PlanError(f"--lens-head {named}: these layers give {scores.shape[-1]} scores a "
+                        f"position, but the model's output has {vocab}; {fix}")
+
+
 def _grid(probs: torch.Tensor, k: int, tid: int | None):
     top_p, top_i = probs.topk(min(k, probs.shape[-1]), dim=-1)
     topk = [[list(zip(i.tolist(), p.tolist())) for i, p in zip(ri, rp)]
@@ -243,6 +270,7 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
         with_.append(_hidden(recs[0].tensor))
         base = recs[0].baseline_tensor
         without.append(_hidden(base if base is not None else recs[0].tensor))
+    _check_head(module, lh, without[0], _vocab(result.output_without))
     p_without = decode_blocks(module, lh, without)
     p_with = decode_blocks(module, lh, with_)
     tid = target_id(target, meaning, p_with.shape[-1])

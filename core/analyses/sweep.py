@@ -113,9 +113,18 @@ class SweepResult:
         plan = self._plan({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
         return dataclasses.replace(plan, capture=tuple(plan.interventions), keep_tensors=True)
 
+    def _indexed(self) -> list[str]:
+        """The axes whose labels dress an integer (``3 't'`` for position 3): their files
+        give the integer too, in a column (``pos_index``) or ``coords`` of its own."""
+        return [n for n in self.axes
+                if all(isinstance(c, int) and not isinstance(c, bool) for c in self.coords[n])
+                and [str(c) for c in self.coords[n]] != list(self.axes[n])]
+
     def to_json_dict(self) -> dict:
-        vals = [finite_or_none(float(v)) for v in self.values.reshape(-1)]
+        # + 0.0: a value of -0.0 is written 0.0 ("-0" reads as a sign that means something)
+        vals = [finite_or_none(float(v) + 0.0) for v in self.values.reshape(-1)]
         return {"axes": {k: list(v) for k, v in self.axes.items()},
+                "coords": {n: [int(c) for c in self.coords[n]] for n in self._indexed()},
                 "values": np.array(vals, dtype=object).reshape(self.values.shape).tolist(),
                 "metric": self.metric, "baseline": finite_or_none(self.baseline),
                 "cells": self.cells, "forwards": dict(self.forwards),
@@ -124,16 +133,22 @@ class SweepResult:
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()}}
 
     def to_csv(self) -> str:
-        """One row per cell: each axis's label, then the number. A label that a spreadsheet
-        would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
+        """One row per cell: each axis's label (and, for positions or units, its integer in a
+        ``NAME_index`` column), then the number. A label that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow([*self.axes, self.metric])
         names = list(self.axes)
+        indexed = self._indexed()
+        w.writerow([*(h for n in names for h in ((n, f"{n}_index") if n in indexed else (n,))),
+                    self.metric])
         for idx in itertools.product(*(range(len(self.axes[n])) for n in names)):
-            v = float(self.values[idx])
-            w.writerow([*(_cell_text(self.axes[n][i]) for n, i in zip(names, idx)),
-                        repr(v) if np.isfinite(v) else ""])
+            v = float(self.values[idx]) + 0.0   # never "-0.0"
+            cells = []
+            for n, i in zip(names, idx):
+                cells.append(_cell_text(self.axes[n][i]))
+                if n in indexed:
+                    cells.append(str(int(self.coords[n][i])))
+            w.writerow([*cells, repr(v) if np.isfinite(v) else ""])
         return buf.getvalue()
 
 
@@ -156,6 +171,16 @@ def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     if metric is not None:
         make_metric(metric, meaning)
     return {n: len(v) for n, v in axes.items()}
+
+
+def template_plan(module: nn.Module, inputs: Any, over: Mapping[str, Any],
+                  intervene: Mapping[Any, Any], max_cells: int = DEFAULT_MAX_CELLS) -> Plan:
+    """The first cell's plan as its templates write it, before any binding: its sources
+    (``patch:src.npy``) are files a sweep reads, to declare before anything runs (nothing
+    runs here; a grid over ``max_cells`` is refused first, as :func:`sweep_size` does)."""
+    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
+    check_size(axes, max_cells)
+    return Cells(intervene, None).plan({n: v[0] for n, v in axes.items()})
 
 
 @dataclass(frozen=True, eq=False)

@@ -26,6 +26,7 @@ import torch
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning, score_leaf
 from ..base.nested import tensor_leaves
+from ..base.user_text import is_digits
 from ..views.detections import as_torchvision
 from ..engine.output_diff import output_difference
 
@@ -55,7 +56,7 @@ def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
 
 def _index(text: str, meaning: OutputMeaning | None, what: str) -> int:
     t = text.strip()
-    if t.startswith("#") and t[1:].isdigit():
+    if t.startswith("#") and is_digits(t[1:]):
         return int(t[1:])
     labels = meaning.labels if meaning is not None else None
     if labels and t in labels:

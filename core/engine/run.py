@@ -131,6 +131,12 @@ class RunResult(_Captures):
 
         return result_html(self, output_verdict(self))
 
+    def __repr__(self) -> str:
+        """A few lines (a terminal's view; the dataclass's would print every tensor)."""
+        from .result_html import result_text
+
+        return result_text(self)
+
     def to_dataframe(self) -> Any:
         """One row per captured layer call (pandas, which this needs, is optional)."""
         from ..views.result_table import result_dataframe

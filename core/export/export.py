@@ -2,7 +2,8 @@
 
 * :func:`save_captures` writes every kept capture to ``.npz`` or
   ``.safetensors`` under keys ``"<layer path>#<call>"`` (and
-  ``"<layer path>#<call>:before"`` for the value before an intervention); the
+  ``"<layer path>#<call>:before"`` for the value before an intervention,
+  ``"<layer path>#<call>:baseline"`` for the run without the interventions); the
   other tensor leaves of a nested output add their names
   (``"lstm#0[1][0]"``, ``"det#0[0]['scores']"``).
 * :func:`standalone_script` writes the current comparison as a script that
@@ -38,8 +39,11 @@ CAPTURE_FORMATS = (".npz", ".safetensors")
 
 
 def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
-    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor}`` (CPU, contiguous);
-    a nested output's other leaves as ``"path#call<leaf>"``, e.g. ``"lstm#0[1][0]"``."""
+    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor,
+    "path#call:baseline": tensor}`` (CPU, contiguous): the intervened run's value, the value
+    before the layer's own intervention, and the baseline run's (the run without any
+    intervention) where the plan intervenes; a nested output's other leaves as
+    ``"path#call<leaf>"``, e.g. ``"lstm#0[1][0]"``."""
     out: dict[str, Any] = {}
     for path, recs in captures.items():
         for rec in recs:
@@ -49,6 +53,9 @@ def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
                     out[key] = r.tensor.detach().cpu().contiguous()
                 if r.pre_tensor is not None:
                     out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous()
+                # the same call in the run without the interventions, to compare from the file
+                if r.baseline_tensor is not None and r.baseline_tensor is not r.tensor:
+                    out[f"{key}:baseline"] = r.baseline_tensor.detach().cpu().contiguous()
     return out
 
 

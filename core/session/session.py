@@ -52,6 +52,7 @@ from ..analyses.analysis import Analysis
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
 from ..base.errors import HookscopeError
+from ..base.read_files import ReadFiles
 from ..plan.interventions import Intervention
 from ..plan.plan import Plan
 from ..plan.plan_edits import PlanHistory, in_model_order
@@ -113,12 +114,16 @@ class Session:
         self.history = PlanHistory()
         #: the views runs compute beside the comparison, and the SAEs attached to layers
         self._views = DerivedViews()
+        #: every file this session has read or will read (model, weights, inputs, sources,
+        #: vectors, SAE folders, labels): no export may replace one (:mod:`~..base.read_files`)
+        self.read_files = ReadFiles("the open model")
         #: ``None`` for a session that only holds edits (a widget on its own, tests).
         self.runner: Runner | None = None
         if runner_factory is not None:
             # The runner holds the session weakly: a session dropped without close()
             # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
             self.runner = runner_factory(weak_listener(self._from_runner))
+            self.runner.reads = self.read_files
             weakref.finalize(self, self.runner.close, 0)
 
     # -- events ----------------------------------------------------------------
@@ -265,7 +270,8 @@ class Session:
         (:mod:`.class_labels`); the last result is shown again with the names."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then its labels")
-        name_classes(self.model, path)
+        with self.read_files.recording():
+            name_classes(self.model, path)
         self.labels = path
         if self.last_result is not None:
             self._emit(ResultArrived(self.last_result, request_id=self.newest_run))
@@ -465,6 +471,11 @@ class Session:
         :func:`~hookscope.core.analyses.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
+        from ..dataset.input_sets import InputSet
+
+        # the input set counted as read once (a folder: not each of its files as it is read)
+        self.read_files.add("the input file", inputs.source if isinstance(inputs, InputSet)
+                            else inputs)
         job = DerivedViews.scan(inputs, capture, intervene, metric, self.current_plan(),
                                 self.device, top_k, limit, budget_bytes, progress)
         result = self.analyse(job, timeout_s)
@@ -477,7 +488,9 @@ class Session:
         from the layer's output (where a run has shown it) is refused with both sizes."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then attach an SAE")
-        sae = self._views.attach_sae(self.model, self.tree, layer, folder)
+        with self.read_files.recording():
+            sae = self._views.attach_sae(self.model, self.tree, layer, folder)
+        self.read_files.add("the SAE folder", folder)
         self._emit(SaesChanged(dict(self.saes)))
         return sae
 

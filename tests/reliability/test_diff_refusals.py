@@ -98,7 +98,7 @@ def test_save_direction_never_replaces_an_input(models, tmp_path, capsys):
     before = {p: p.read_bytes() for p in (weights, x)}
     spec = f"{models}:small"
     refused([spec, "--b-weights", str(weights), "--save-direction", f"0={weights}"], capsys,
-            "would overwrite the --weights file")
+            "would overwrite the --b-weights file")
     refused([spec, "--b-weights", str(weights), "--save-direction", f"0={link}"], capsys,
             "would overwrite")
     refused([spec, "--input", str(x), "--save-direction", f"0={x}"], capsys,
