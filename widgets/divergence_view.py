@@ -143,6 +143,7 @@ class DivergenceView(QWidget):
     def point_center(self, index: int) -> QPointF:
         """The scene point of row ``index``'s point."""
         y = float(self.logs[index]) if np.isfinite(self.logs[index]) else 0.0
+        self.plot.vb.updateAutoRange()   # a resize since the last paint: map by the range now
         return self.plot.vb.mapViewToScene(QPointF(float(index), y))
 
     def row_at(self, scene_pos: QPointF) -> int | None:
