@@ -1,8 +1,8 @@
 """The ``hookscope`` console entry point.
 
 ``hookscope run ...`` is the headless comparison, ``hookscope sweep ...`` a grid of
-them, ``hookscope scan ...`` one model over an input set and ``hookscope analyse NAME ...``
-any registered analysis (no Qt imported; the list is :mod:`.commands`); anything else
+them, ``hookscope scan ...`` one model over an input set, ``hookscope diff ...`` two models
+layer by layer and ``hookscope analyse NAME ...`` any registered analysis (no Qt imported; the list is :mod:`.commands`); anything else
 opens the window. A mistake a person made (bad spec, input, layer, bounds, device)
 prints one line on stderr and exits with status 2, never a traceback. stdout carries
 only data (:mod:`.std_streams`). Ctrl+C exits with status 130 and says how far the long

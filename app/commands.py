@@ -21,6 +21,8 @@ COMMANDS: dict[str, Command] = {
                      "an intervention template over a grid: a number a cell"),
     "scan": Command("scan_cli", "scan_command",
                     "a model over an input set: statistics, top inputs, effects"),
+    "diff": Command("diff_cli", "diff_command",
+                    "two models on one input, layer by layer: where they part ways"),
     "analyse": Command("analyse_cli", "analyse_command",
                        "any registered analysis by name, as JSON (yours too, with --use)"),
 }

@@ -36,6 +36,7 @@ from .window_layout import build_parts
 from .lm_tools import install_lm_tools
 from .sweep_tool import install_sweep_tool
 from .scan_tool import install_scan_tool
+from .compare_tool import install_compare_tool
 from .window_tools import install_window_tools
 from .worker import ForwardWorker
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
     from .analysis_docks import AnalysisDock
     from .scan_tool import ScanTool
+    from .compare_tool import CompareTool
     from hookscope.widgets.sae_view import SaeView
     from hookscope.widgets.intervention_panel import InterventionPanel
 
@@ -83,6 +85,7 @@ class MainWindow(QMainWindow):
     sweep_view: SweepView        # sweep_tool.install_sweep_tool
     sweep_dock: AnalysisDock     # sweep_tool.install_sweep_tool
     scan_tool: ScanTool          # scan_tool.install_scan_tool
+    compare_tool: CompareTool    # compare_tool.install_compare_tool
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
 
@@ -135,6 +138,7 @@ class MainWindow(QMainWindow):
         install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE
         install_sweep_tool(self)     # View → Sweep
         install_scan_tool(self)      # File → Open inputs, View → Scan
+        install_compare_tool(self)   # File → Compare with…, View → Divergence
         # after every dock exists: the user's layout names the analysis docks too
         self._restored = chrome.restore_layout(self)
 

@@ -68,9 +68,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true",
                     help="small inputs, 4-layer GPT, fewer pairs: under 2 minutes on 2 CPU cores")
     ap.add_argument("--smoke", action="store_true",
-                    help="with --quick: the sweep case on a 2-layer, 64-wide GPT-2 instead of the "
-                         "GPT-2-small shape, to check that the bench runs end to end in seconds "
-                         "(its sweep figures then say nothing about GPT-2-small)")
+                    help="with --quick: the sweep and diff cases on a 2-layer, 64-wide GPT-2 "
+                         "instead of the GPT-2-small shape (and diff's ResNet-18 on a 32x32 "
+                         "image), to check that the bench runs end to end in seconds (their "
+                         "figures then say nothing about the real shapes)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ap.add_argument("--cases", default="",
                     help="comma-separated case names or globs (e.g. 'every_leaf*,compare_clamp'); "
@@ -300,6 +301,22 @@ def run_sweep_estimate(a: argparse.Namespace, meta: dict) -> str | None:
     return sweep_estimate_bench.render(got)
 
 
+def run_diff(a: argparse.Namespace, meta: dict) -> str | None:
+    """The diff case (bench/diff_bench.py): its table, and its figures in ``meta["diff"]``."""
+    from . import diff_bench
+    from .timing import CLOCKS
+
+    log("diff (ResNet-18 and the GPT-2-small shape against themselves in bfloat16) ...")
+    try:
+        got = diff_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
+                             smoke=a.smoke)
+    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
+        meta["missing"] = sorted(set(meta["missing"]) | {f"diff: skipped ({exc})"})
+        return None
+    meta["diff"] = got
+    return diff_bench.render(got)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     mode = "quick" if a.quick else "full"
@@ -362,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     estimate_text = None
     if wanted("sweep-estimate", patterns) and a.device == "cpu":
         estimate_text = run_sweep_estimate(a, meta)
+    diff_text = None
+    if wanted("diff", patterns) and a.device == "cpu":
+        diff_text = run_diff(a, meta)
     fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
     for case in fixed:
         if wanted(case.name, patterns):
@@ -384,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n" + sweep_text)
         if estimate_text:
             print("\n" + estimate_text)
+        if diff_text:
+            print("\n" + diff_text)
         print(f"\n({meta['seconds']} s)")
     return 0
 

@@ -30,6 +30,8 @@ from .fast.memory import freed_memory_kept, keep_freed_memory, release_freed_mem
 from .analyses.analysis import Analysis, AnalysisResult
 from .analyses.analysis_registry import get_analysis, register_analysis, registered_analyses
 from .analyses.generation import Continuation, GenerateRequest, Generation, generate
+from .analyses.model_diff import DiffRequest, diff
+from .analyses.model_diff_result import DiffResult, DiffRow
 from .analyses.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan.plan import Plan
 from .engine.receipts import Receipt
@@ -42,7 +44,7 @@ from .session.session_file import SessionFileError
 from .model.learned import ModelMemory
 from .model.loaded_model import LoadedModel
 from .model.sources import demo_names, load_model
-from .plan.steer_vector import SteeringVector, load_vector_file
+from .plan.steer_vector import SteeringVector, load_vector_file, save_vector_file
 from .engine.stats import HIST_BINS, TensorStats, summarize
 from .model.tree import TreeNode, module_tree
 from .analyses.observe import observe
@@ -52,11 +54,12 @@ __all__ = [
     "Cancelled", "DeviceError", "ForwardError", "HookscopeError", "InputError", "PlanError", "SpecError",
     "feature_extraction_test", "modify_hook_test",
     "CaptureRecord", "HookSession", "parse_input",
-    "Add", "Project", "SteeringVector", "load_vector_file", "Receipt",
+    "Add", "Project", "SteeringVector", "load_vector_file", "save_vector_file", "Receipt",
     "At", "Clamp", "Intervention", "MeanAblate", "Noise", "Patch", "Scale", "Zero",
     "InterventionContext", "Param", "param", "get_kind", "kinds", "parse_intervention", "register",
     "Analysis", "AnalysisResult", "get_analysis", "register_analysis", "registered_analyses",
     "Continuation", "GenerateRequest", "Generation", "generate",
+    "DiffRequest", "DiffResult", "DiffRow", "diff",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",
     "SaeFeatures", "SaeReport", "SaeRequest", "sae_features", "SaeAblate", "SaeClamp", "SaeEdit", "SaeScale",

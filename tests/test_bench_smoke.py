@@ -77,6 +77,13 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert "1 forward with gradients" in row["note"]
     assert by_name["hookscope sweep (batched, exact)"]["ratio"] > 0
     assert -1 <= est["meta"]["spearman"] <= 1
+    # The diff case (smoke shapes): both models against their bfloat16 copies, every row a
+    # small relative change, timed against the two plain forwards.
+    diff_rows = {r["name"].split()[0]: r for r in data["meta"]["diff"]["rows"]}
+    assert set(diff_rows) == {"resnet18", "gpt2"}
+    for r in diff_rows.values():
+        assert r["target"] == 1.3 and isinstance(r["met"], bool) and r["ratio"] > 0
+        assert r["rows"] > 0 and 0 < r["relative_change"][0] <= r["relative_change"][2] < 0.05
     # Ratio targets are not judged on a forward of microseconds (fixed costs only):
     # the row says why instead of a yes/no.
     # (On a shared machine a demo forward can take far longer than usual, so the

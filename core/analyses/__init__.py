@@ -26,6 +26,8 @@ from .attention_patterns import AttentionRequest, AttentionResult, LayerAttentio
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
 from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
+from .model_diff import DEFAULT_TOLERANCE, DTYPES, DiffRequest, diff, dtype_of
+from .model_diff_result import DiffResult, DiffRow
 from .running_stats import AlignedHistogram, Moments
 from .sae_features import SaeFeatures, SaeReport, SaeRequest
 from .scan_parts import EffectRow, ScanPartial, merge
@@ -44,6 +46,7 @@ __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", 
            "attention_modules",
            "analysis_from_text", "get_analysis", "register_analysis",
            "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+           "DEFAULT_TOLERANCE", "DTYPES", "DiffRequest", "DiffResult", "DiffRow", "diff", "dtype_of",
            "EffectRow", "EstimateRefused", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",

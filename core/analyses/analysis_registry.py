@@ -19,6 +19,7 @@ from .analysis import Analysis
 from .attention_patterns import AttentionRequest
 from .generation import GenerateRequest
 from .logit_lens import LensRequest
+from .model_diff import DiffRequest
 from .sae_features import SaeRequest
 from .scanning import ScanJob
 from .sweep import SweepRequest
@@ -125,5 +126,6 @@ register_analysis(SaeRequest)
 register_analysis(SweepRequest)
 register_analysis(ScanJob)
 register_analysis(AttentionRequest)
+register_analysis(DiffRequest)
 
 __all__ = ["analysis_from_text", "get_analysis", "register_analysis", "registered_analyses", "unregister_analysis"]

@@ -171,6 +171,33 @@ def load_vector_file(path: str | Path, name: str | None = None) -> SteeringVecto
         raise InputError(f"vector file {shown(path)}: {exc}") from exc
 
 
+def save_vector_file(vector: SteeringVector, path: str | Path) -> Path:
+    """Write ``vector``'s values (1-d float32) where :func:`load_vector_file` reads them back:
+    ``.pt``/``.pth`` (``torch.save`` of the tensor), ``.safetensors`` (one tensor named
+    ``vector``) or ``.npy``; whole or not at all."""
+    from ..base.atomic_write import atomic_write
+
+    p = Path(os.path.expanduser(str(path)))
+    suffix = p.suffix.lower()
+    if suffix not in VECTOR_SUFFIXES:
+        raise InputError(f"vector file {shown(path)}: use a .pt, .safetensors or .npy file name")
+    values = vector.values.contiguous()
+
+    def write(tmp: Path) -> None:
+        if suffix == ".safetensors":
+            from safetensors.torch import save_file
+
+            save_file({"vector": values}, str(tmp))
+        elif suffix == ".npy":
+            import numpy as np
+
+            with open(tmp, "wb") as f:
+                np.save(f, values.numpy(), allow_pickle=False)
+        else:
+            torch.save(values, tmp)
+    return atomic_write(p, write)
+
+
 def check_width(vec: SteeringVector, width: int, kind: str, path: str) -> None:
     """Refuse a vector whose size is not the layer's feature width, naming both sizes."""
     if vec.size != width:

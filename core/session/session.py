@@ -45,7 +45,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..analyses import AttentionRequest, AttentionResult, Generation, LensResult, SaeReport, ScanResult, SweepResult
+from ..analyses import (AttentionRequest, AttentionResult, DEFAULT_TOLERANCE, DiffRequest,
+                        DiffResult, Generation, LensResult, SaeReport, ScanResult, SweepResult)
 from ..analyses.analysis import Analysis
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
@@ -407,6 +408,22 @@ class Session:
         compute it. Any analysis of :mod:`hookscope.core.analyses` or a registered one
         (:func:`~hookscope.core.analyses.register_analysis`)."""
         return self._run_derived(request, timeout_s)
+
+    def diff(self, other: Any = None, *, weights: str | None = None, dtype: str | None = None,
+             device: str | None = None, tolerance: float = DEFAULT_TOLERANCE,
+             directions: tuple[str, ...] = (), budget_bytes: int | None = None,
+             timeout_s: float | None = None) -> DiffResult:
+        """Run now and wait: the session's model (model A, with the plan's interventions, on
+        the session's input and device) against model B, layer by layer: a
+        :class:`~hookscope.core.analyses.DiffResult` (see
+        :func:`~hookscope.core.analyses.diff`). ``other``: a model spec, a module or a loaded
+        model; ``None``: the session's own model, with ``weights`` (a state_dict file),
+        ``dtype`` (``"bfloat16"``...) or ``device`` changed in a copy. The plan's
+        interventions apply to both."""
+        spec = other if isinstance(other, str) else None
+        module = None if isinstance(other, str) else other
+        return self.analyse(DiffRequest(spec, weights, dtype, device, tolerance,
+                                        tuple(directions), budget_bytes, module), timeout_s)
 
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
              timeout_s: float | None = None) -> LensResult:

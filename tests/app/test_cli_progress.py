@@ -152,7 +152,8 @@ def test_help_lists_every_subcommand_once(capsys):
     ["sweep", "talky.py:build", "--over", "f=linspace(0,1,3)", "--intervene", "0=scale:{f}",
      "--json"],
     ["scan", "talky.py:build", "--inputs", "inputs.pt", "--capture", "0", "--json"],
-], ids=["run", "sweep", "scan"])
+    ["diff", "talky.py:build", "--b-dtype", "float64", "--json"],
+], ids=["run", "sweep", "scan", "diff"])
 def test_stdout_is_only_the_json_whatever_the_model_prints(tmp_path, argv):
     (tmp_path / "talky.py").write_text(TALKY_MODEL)
     torch.save(torch.randn(6, 3, generator=torch.Generator().manual_seed(0)),

@@ -1,0 +1,80 @@
+"""File → Compare with…: demo:cnn against itself with conv2's weights nudged, typed into the
+dialog; the Divergence dock shows what hookscope.core.diff says, conv2 starred first; a
+click on a point selects that layer in the tree; a bad tolerance is shown, the window
+stays usable."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QDialogButtonBox
+
+from hookscope.core import diff, load_model
+
+
+def _type(field, text):
+    field.setFocus()
+    QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClicks(field, text)
+
+
+def _dialog(win, qtbot):
+    win.findChild(QAction, "actionCompareWith").trigger()  # as File → Compare with…
+    qtbot.waitUntil(lambda: QApplication.activeModalWidget() is not None
+                    and QApplication.activeModalWidget().objectName() == "compareDialog",
+                    timeout=5000)
+    return QApplication.activeModalWidget()
+
+
+def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
+    lm = load_model("demo:cnn")
+    state = {k: v.clone() for k, v in lm.module.state_dict().items()}
+    g = torch.Generator().manual_seed(1)
+    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
+    weights = tmp_path / "nudged.pt"
+    torch.save(state, weights)
+    want = diff(lm, weights=str(weights))
+
+    win = make_window(["demo:cnn"])
+    win.resize(1000, 650)
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    tool = win.compare_tool
+    assert not tool.dock.isVisible()
+
+    dlg = _dialog(win, qtbot)
+    _type(dlg.weights, str(weights))
+    ok = dlg.buttons.button(QDialogButtonBox.StandardButton.Ok)
+    QTest.mouseClick(ok, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: tool.result is not None and win.is_idle(), timeout=60_000)
+    got = tool.result
+    assert [(r.path, r.max_abs_diff) for r in got.layers] == \
+        [(r.path, r.max_abs_diff) for r in want.layers]
+    assert got.first_divergent.path == "conv2"
+    assert tool.dock.isVisible() and tool.view.first.getData()[0].tolist() == [4.0]
+    assert "conv2" in win.statusBar().currentMessage()
+
+    view = tool.view
+    qtbot.waitUntil(lambda: view.graphics.isVisible() and view.graphics.width() > 100)
+    pos = view.graphics.mapFromScene(view.point_center(4))
+    with qtbot.waitSignal(view.layerChosen):
+        QTest.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert win.tree.selected_path() == "conv2"
+
+    folder = os.environ.get("HOOKSCOPE_SCREENSHOTS")  # for a person to look at
+    if folder:
+        for w, h in ((1000, 650), (1400, 900)):
+            win.resize(w, h)
+            qtbot.wait(200)
+            win.grab().save(os.path.join(folder, f"compare_window_{w}x{h}.png"))
+
+    # a tolerance that is not a number: shown, nothing runs, the window stays usable
+    dlg = _dialog(win, qtbot)
+    _type(dlg.tolerance, "lots")
+    QTest.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
+                     Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "tolerance 'lots'" in win.error_text(), timeout=5000)
+    assert tool.result is got

@@ -1,0 +1,83 @@
+"""The divergence view on its own: a real diff (demo:cnn against itself with conv2's weights
+nudged) drawn by layer on a log axis, the tolerance line, the first divergent layer starred,
+equal layers on the floor, and a click on a point naming its layer."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from hookscope.core import diff, load_model
+from hookscope.widgets.divergence_view import DivergenceView, floor_of
+
+
+@pytest.fixture
+def nudged(tmp_path):
+    lm = load_model("demo:cnn")
+    state = {k: v.clone() for k, v in lm.module.state_dict().items()}
+    g = torch.Generator().manual_seed(1)
+    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
+    path = tmp_path / "nudged.pt"
+    torch.save(state, path)
+    return diff(lm, weights=str(path))
+
+
+@pytest.fixture
+def view(qtbot):
+    v = DivergenceView()
+    qtbot.addWidget(v)
+    v.resize(1000, 650)
+    v.show()
+    qtbot.waitExposed(v)
+    return v
+
+
+def test_layers_against_relative_change_with_the_first_starred(view, nudged, qtbot, tmp_path):
+    view.show_result(nudged)
+    rels = [r.relative_change for r in nudged.layers]
+    floor = floor_of(rels, nudged.tolerance)
+    x, y = view.curve.getData()
+    assert x.tolist() == list(range(len(rels)))
+    want = np.log10([v if v > 0 else floor for v in rels])
+    np.testing.assert_allclose(y, want)
+    assert view.tolerance_line.value() == pytest.approx(math.log10(nudged.tolerance))
+    # the four layers before conv2 are equal: on the floor, below everything else
+    assert all(v == 0 for v in rels[:4]) and all(y[i] < min(y[4:]) for i in range(4))
+    assert view.equal_line.isVisible() and view.equal_line.value() == pytest.approx(y[0])
+    sx, sy = view.first.getData()
+    assert sx.tolist() == [4.0] and sy.tolist() == [y[4]]
+    assert view.bottom.labels[4] == "conv2"
+    assert "conv2 (call 0)" in view.plot.titleLabel.text
+
+    g = view.graphics
+    pos = g.mapFromScene(view.point_center(4))
+    with qtbot.waitSignal(view.layerChosen) as sig:
+        QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert sig.args == ["conv2", 0] and view.chosen == 4 and view.chosen_mark.isVisible()
+    assert view.readout.text().startswith(f"conv2 (call 0): relative change {rels[4]:.4g}")
+    pos = g.mapFromScene(view.point_center(1))
+    with qtbot.waitSignal(view.layerChosen) as sig:
+        QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert sig.args == ["bn1", 0] and view.readout.text() == "bn1 (call 0): equal in A and B"
+
+    folder = os.environ.get("HOOKSCOPE_SCREENSHOTS")  # for a person to look at
+    if folder:
+        for w, h in ((1000, 650), (1400, 900)):
+            view.resize(w, h)
+            qtbot.wait(50)
+            view.grab().save(os.path.join(folder, f"divergence_{w}x{h}.png"))
+
+
+def test_no_layer_past_the_tolerance_and_empty(view, nudged):
+    quiet = type(nudged)(nudged.layers, 10.0, output=nudged.output)
+    view.show_result(quiet)
+    assert view.first.getData()[0].tolist() == [] and not view.first.isVisible()
+    assert "none" in view.plot.titleLabel.text
+    view.show_result(None)
+    assert not view.curve.isVisible() and view.row_at(view.plot.sceneBoundingRect().center()) is None
