@@ -37,7 +37,10 @@ from ..base.meaning import OutputMeaning
 from ..base.nested import map_tensors
 from ..engine.forward_state import to_device
 from ..engine.run import place_module
+from ..model.inputs import parse_input
 from ..model.loaded_model import LoadedModel
+from ..model.sources import load_model
+from ..model.weights import apply_weights
 from ..plan.plan import Plan
 from .model_diff_pass import run_a, run_b
 from .model_diff_result import DiffResult, compare_outputs
@@ -86,7 +89,6 @@ def model_b_from(model_a: nn.Module, model_b: nn.Module | None, weights: str | N
     """Model B: ``model_b`` (or a copy of ``model_a`` where none is given) with ``weights``
     loaded, in ``dtype``, on ``dev``. A caller's module is never changed: a copy is
     converted (``owned``: ``model_b`` was loaded for this diff and is changed in place)."""
-    from ..model.weights import apply_weights
 
     changes = weights is not None or dtype is not None or dev is not None
     if model_b is None:
@@ -194,7 +196,6 @@ def diff(model_a: nn.Module | LoadedModel, model_b: nn.Module | LoadedModel | No
     difference (B minus A) the result keeps in ``directions``. ``budget_bytes``: the most
     A's kept outputs may take (default half the free memory of A's device).
     """
-    from ..model.inputs import parse_input
 
     lm_a = model_a if isinstance(model_a, LoadedModel) else None
     module_a = model_a.module if isinstance(model_a, LoadedModel) else model_a
@@ -265,7 +266,6 @@ class DiffRequest:
             given = given.module
         weights = self.b_weights
         if given is None and self.b_spec:
-            from ..model.sources import load_model
 
             given, owned, weights = load_model(self.b_spec, self.b_weights).module, True, None
         b = model_b_from(module, given, weights, dtype_of(self.b_dtype), dev_b, owned)

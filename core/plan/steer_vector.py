@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from safetensors.torch import save_file
 
+from ..base.atomic_write import atomic_write
 from ..base.errors import InputError, PlanError
 from ..base.nested import tensor_leaves
 from ..base.regular_file import open_regular
@@ -175,7 +178,6 @@ def save_vector_file(vector: SteeringVector, path: str | Path) -> Path:
     """Write ``vector``'s values (1-d float32) where :func:`load_vector_file` reads them back:
     ``.pt``/``.pth`` (``torch.save`` of the tensor), ``.safetensors`` (one tensor named
     ``vector``) or ``.npy``; whole or not at all."""
-    from ..base.atomic_write import atomic_write
 
     p = Path(os.path.expanduser(str(path)))
     suffix = p.suffix.lower()
@@ -185,11 +187,9 @@ def save_vector_file(vector: SteeringVector, path: str | Path) -> Path:
 
     def write(tmp: Path) -> None:
         if suffix == ".safetensors":
-            from safetensors.torch import save_file
 
             save_file({"vector": values}, str(tmp))
         elif suffix == ".npy":
-            import numpy as np
 
             with open(tmp, "wb") as f:
                 np.save(f, values.numpy(), allow_pickle=False)
