@@ -102,6 +102,11 @@ class Intervention:
     #: slice (a batch of one, as a single run would); ``False`` for a kind whose change
     #: depends on anything but the values it is given (see core/analyses/sweep_batch.py).
     batch_rows: ClassVar[bool] = True
+    #: Whether the change at each token position depends only on that position's values
+    #: (and the source's at the same position): then a causal model's cached generation
+    #: (core/analyses/generation.py) equals the full loop. ``False`` (an unknown kind's
+    #: default) for a kind that mixes positions or whose change depends on the tensor's length.
+    per_position: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -166,6 +171,11 @@ class Intervention:
         if not hit:
             raise PlanError(_no_fit_message(self.name, at, shapes, where, ctx.n_heads))
         return out
+
+    def acts_per_position(self) -> bool:
+        """Whether this intervention changes each position on its own (see
+        :attr:`per_position`; a kind whose answer depends on its values overrides this)."""
+        return self.per_position
 
     def applies_to(self, t: torch.Tensor) -> bool:
         """Whether this kind changes tensor ``t`` (see :attr:`leaf_kinds`)."""
