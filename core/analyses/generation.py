@@ -32,7 +32,7 @@ from torch import nn
 from ..base.errors import Cancelled, PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
-from .generation_steps import CachedSteps, FullSteps, Steps, cache_refusal
+from .generation_steps import CachedSteps, FullSteps, Steps, cache_keyword, cache_refusal
 
 MAX_STEPS = 4096
 
@@ -233,7 +233,9 @@ def generate(module: nn.Module, inputs: Any, plan: Plan | None, meaning: OutputM
 
     def stepper(hooked: dict, cached: bool) -> Steps:
         args = (module, ids, hooked, sources if hooked else None, meaning, memory)
-        return CachedSteps(*args) if cached else FullSteps(*args, make=make)
+        if cached:
+            return CachedSteps(*args, cache_keyword=cache_keyword(module) or "past_key_values")
+        return FullSteps(*args, make=make)
 
     def one(hooked: dict, can_cache: bool) -> tuple[list[int], list, bool, int | None, float]:
         cached = cache and can_cache

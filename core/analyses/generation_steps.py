@@ -89,17 +89,22 @@ class FullSteps(Steps):
 
 
 class CachedSteps(Steps):
-    """The prompt once, then one token a step against the model's ``past_key_values``."""
+    """The prompt once, then one token a step against the model's KV cache (its keyword
+    ``cache_keyword``: ``cache`` in transformers 5.x, ``past_key_values`` before)."""
 
     past: Any = None
+
+    def __init__(self, *args: Any, cache_keyword: str) -> None:
+        super().__init__(*args)
+        self.keyword = cache_keyword
 
     def _call(self, new: torch.Tensor, offset: int) -> torch.Tensor:
         mask = torch.ones(1, self.ids.shape[1], dtype=torch.long, device=self.ids.device)
         out = self._run({"input_ids": new, "attention_mask": mask,
-                         "past_key_values": self.past, "use_cache": True}, offset)
-        self.past = getattr(out, "past_key_values", None)
+                         self.keyword: self.past, "use_cache": True}, offset)
+        self.past = getattr(out, self.keyword, None)
         if self.past is None:
-            raise PlanError("generate: the model returned no past_key_values with use_cache=True; "
+            raise PlanError(f"generate: the model returned no {self.keyword} with use_cache=True; "
                             "run without the cache (--no-cache, cache=False)")
         return logits_of(out, self.meaning)
 
@@ -111,14 +116,22 @@ class CachedSteps(Steps):
         return self._call(self.ids[:, -1:], self.ids.shape[1] - 1)
 
 
-def cache_refusal(module: nn.Module, layers: dict[str, LayerPlan]) -> str | None:
-    """Why a cached generation of ``module`` under ``layers`` could differ from the full
-    loop (so it is not used), or ``None`` when it cannot."""
+def cache_keyword(module: nn.Module) -> str | None:
+    """The keyword ``module.forward`` takes its KV cache by (with ``input_ids`` and
+    ``use_cache``, as Hugging Face causal LMs do), or ``None``: it has no cache."""
     try:
         params = inspect.signature(module.forward).parameters
     except (TypeError, ValueError):
-        params = {}  # type: ignore[assignment]
-    if "past_key_values" not in params or "input_ids" not in params:
+        return None
+    if "input_ids" not in params or "use_cache" not in params:
+        return None
+    return next((k for k in ("cache", "past_key_values") if k in params), None)
+
+
+def cache_refusal(module: nn.Module, layers: dict[str, LayerPlan]) -> str | None:
+    """Why a cached generation of ``module`` under ``layers`` could differ from the full
+    loop (so it is not used), or ``None`` when it cannot."""
+    if cache_keyword(module) is None:
         return ("the model takes no past_key_values (a KV cache), so each step runs the whole "
                 "sequence")
     mixing = [f"{p} ({lp.intervention.describe()})" for p, lp in layers.items()
