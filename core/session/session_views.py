@@ -64,10 +64,11 @@ class DerivedViews:
         return LensRequest(head, target, top_k)
 
     @staticmethod
-    def generation(n: int, temperature: float, seed: int) -> GenerateRequest:
+    def generation(n: int, temperature: float, seed: int, cache: bool = True,
+                   check_cache: bool = False) -> GenerateRequest:
         from ..analyses.generation import GenerateRequest
 
-        return GenerateRequest(n, temperature, seed)
+        return GenerateRequest(n, temperature, seed, cache=cache, check_cache=check_cache)
 
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
