@@ -274,6 +274,23 @@ def run_sweep(a: argparse.Namespace, meta: dict) -> str | None:
     return sweep_bench.render(got)
 
 
+def run_generate(a: argparse.Namespace, meta: dict) -> str | None:
+    """The generation case (bench/generate_bench.py): a new shape's first compare(), and
+    generation against a cached transformers generate(); its figures in ``meta["generate"]``."""
+    from . import generate_bench
+    from .timing import CLOCKS
+
+    log("generate (new input shapes, generation with an intervention) ...")
+    try:
+        got = generate_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
+                                 now=CLOCKS[a.clock], smoke=a.smoke)
+    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
+        meta["missing"] = sorted(set(meta["missing"]) | {f"generate: skipped ({exc})"})
+        return None
+    meta["generate"] = got
+    return generate_bench.render(got)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     mode = "quick" if a.quick else "full"
@@ -333,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep_text = None
     if wanted("sweep", patterns) and a.device == "cpu":
         sweep_text = run_sweep(a, meta)
+    generate_text = None
+    if wanted("generate", patterns) and a.device == "cpu":
+        generate_text = run_generate(a, meta)
     fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
     for case in fixed:
         if wanted(case.name, patterns):
@@ -353,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"- {m}")
         if sweep_text:
             print("\n" + sweep_text)
+        if generate_text:
+            print("\n" + generate_text)
         print(f"\n({meta['seconds']} s)")
     return 0
 
