@@ -5,9 +5,11 @@ model's own final norm and unembedding, as if the model ended there; the top
 token of that distribution at each position, its probability, and the
 probability of one chosen token form a layers × positions grid. The grid is
 made twice, from the baseline forward and from the intervened one, so an
-intervention's effect can be read layer by layer. The last block's row is the
-model's own prediction (the final norm and unembedding are applied exactly
-as the model applies them).
+intervention's effect can be read layer by layer. The first row is the
+residual stream before block 0 (the first block's input: the embeddings,
+named ``"<first block>:input"``), what the model predicts from the token and
+position alone. The last block's row is the model's own prediction (the final
+norm and unembedding are applied exactly as the model applies them).
 
 The head is recognised for GPT-2 (``transformer.ln_f``, ``lm_head``, blocks
 ``transformer.h.N``), the Llama family (``model.norm``, ``lm_head``, blocks
@@ -233,9 +235,19 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     from ..engine.run import compare
 
     lh = head if isinstance(head, LensHead) else find_lens_head(module, head)
-    result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
-                     should_stop=should_stop, codec=meaning.codec)
-    without, with_ = [], []
+    first_block = module.get_submodule(lh.blocks[0])
+    entering: list[torch.Tensor] = []
+    handle = first_block.register_forward_pre_hook(_InputRecorder(entering), with_kwargs=True)
+    try:
+        result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
+                         should_stop=should_stop, codec=meaning.codec)
+    finally:
+        handle.remove()
+    if not entering:
+        raise PlanError(f"the lens block {lh.blocks[0]} did not run in this forward")
+    # compare() runs the baseline first and the intervened forward last (a patch's source
+    # forward, where one runs, comes between them; a re-run repeats its own forward).
+    without, with_ = [entering[0]], [entering[-1]]
     for path in lh.blocks:
         recs = result.captures.get(path) or []
         if not recs or recs[0].tensor is None:
@@ -257,8 +269,27 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     strings = token_strings(meaning, sorted(named))
     positions = ([strings.get(i, str(i)) for i in ids] if len(ids) == p_with.shape[1]
                  else [str(p) for p in range(p_with.shape[1])])
-    return LensResult(list(lh.blocks), positions, tw, ti, pw, pi, kw, ki, strings, tid,
-                      tpw, tpi, lh)
+    return LensResult([embedding_row(lh), *lh.blocks], positions, tw, ti, pw, pi, kw, ki,
+                      strings, tid, tpw, tpi, lh)
+
+
+def embedding_row(head: LensHead) -> str:
+    """The name of the lens's first row: the residual stream entering the first block."""
+    return f"{head.blocks[0]}:input"
+
+
+class _InputRecorder:
+    """A forward pre-hook keeping a copy of the hidden state a block is called with (its
+    first positional argument, or ``hidden_states``), once per call."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self, kept: list[torch.Tensor]) -> None:
+        self.kept = kept
+
+    def __call__(self, _module: nn.Module, args: tuple, kwargs: dict) -> None:
+        value = args[0] if args else kwargs.get("hidden_states")
+        self.kept.append(_hidden(value).detach().clone())
 
 
 def first_row_ids(inputs: Any) -> list[int]:

@@ -28,11 +28,11 @@ def test_lens_json_equals_the_core_lens(capsys):
 
     ref = logit_lens(lm.module, torch.tensor([x]), Plan().with_intervention("blocks.0", Scale(0.3)),
                      lm.meaning, target="m")
-    assert lens["layers"] == ["blocks.0", "blocks.1"]
+    assert lens["layers"] == ["blocks.0:input", "blocks.0", "blocks.1"]
     assert lens["positions"] == lm.meaning.codec.token_strings(x)
     assert lens["top_id_without"] == ref.top_without and lens["top_id_with"] == ref.top_with
     assert lens["prob_with"] == [[round(v, 6) for v in row] for row in ref.prob_with]
-    assert lens["top_with"][1][-1] == ref.token(ref.top_with[1][-1])
+    assert lens["top_with"][2][-1] == ref.token(ref.top_with[2][-1])
     assert lens["target"]["token"] == "m"
 
 
