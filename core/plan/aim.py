@@ -22,8 +22,8 @@ This is what gives every intervention kind ``at=`` without the kind knowing:
   the tensor at hand: ``-1`` is the prompt's last token at every step, however long the
   sequence has grown, and a cached step that feeds only new tokens holds no prompt
   position, so the kind leaves it alone. ``None`` (all) is still the whole axis: every
-  token, the prompt's and the generated ones. The source is narrowed on its own lengths
-  as before.
+  token, the prompt's and the generated ones; ``gen`` picks the generated ones (the
+  tokens fed back after the prompt). The source is narrowed on its own lengths as before.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 import torch
 from torch import nn
 
-from .at import At, resolve
+from .at import At, Generated, resolve
 from .feature_axis import feature_dim
 from ..base.errors import PlanError
 
@@ -66,8 +66,11 @@ def _positions(sel, n: int, where: str, framed: bool) -> list[int] | None:
     if frame is None or sel is None:
         return resolve(sel, n, "positions", where)
     length, offset = frame
-    picked = resolve(sel, length, "positions", f"{where} (counted in the prompt)")
+    prompt = tuple(i for i in sel if not isinstance(i, Generated))
+    picked = resolve(prompt, length, "positions", f"{where} (counted in the prompt)") if prompt else []
     assert picked is not None
+    if len(prompt) < len(sel):  # gen: every position after the prompt
+        picked = sorted({*picked, *range(max(length, offset), offset + n)})
     return [i - offset for i in picked if offset <= i < offset + n]
 
 
@@ -129,7 +132,9 @@ def aimed(t: torch.Tensor, source: torch.Tensor | None, at: At, change: Change,
     """
     x, dims = _axes(t, at, module, n_heads, where, framed=True)
     if any(not idx for _, idx, _ in dims):
-        return t  # a cached generation step holds none of the selected prompt positions
+        # A cached generation step holds none of the selected prompt positions, or @pos=gen
+        # in a single run: nothing is selected, nothing changes.
+        return t
     parts = _narrow(x, dims)
     src_part = None
     if source is not None:

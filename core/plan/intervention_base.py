@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
-from .at import At, split_suffix
+from .at import At, Generated, split_suffix
 from .param_values import (Param, convert_value, input_key, jsonable, py_literal,
                            short_value, value_from_text)
 from ..base.errors import PlanError
@@ -332,6 +332,9 @@ class Intervention:
         at = self.where()
         if at is None:
             return leaf
+        if at.positions is not None and any(isinstance(i, Generated) for i in at.positions):
+            raise PlanError(f"{self.name}@pos=gen acts on generated tokens; the exported script "
+                            "runs one forward, which has none: export without it")
         sel = ", ".join(f"{name}={_sel_literal(getattr(at, name))}"
                         for name in ("positions", "heads", "units"))
         heads = f", n_heads={n_heads}" if at.heads is not None else ""

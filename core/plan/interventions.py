@@ -38,6 +38,7 @@ import torch
 from ..base.errors import PlanError
 from .intervention_base import Intervention, InterventionContext, _SourceEq, numeric
 from .param_values import Param, check_number, param, py_literal, short_value
+from .at import Generated
 from .feature_axis import feature_dim
 from .leaf_functions import (clamp_leaf, mean_leaf, noise_leaf, patch_leaf, scale_leaf,
                              zero_leaf)
@@ -214,7 +215,8 @@ class Noise(Intervention):
     def acts_per_position(self) -> bool:
         # The draw depends on the shape it fills: only a part of fixed positions is drawn alike.
         at = self.where()
-        return at is not None and at.positions is not None
+        return (at is not None and at.positions is not None
+                and not any(isinstance(i, Generated) for i in at.positions))
 
     def describe(self) -> str:
         return f"noise(std={self.std:g}, seed={self.seed})"

@@ -163,3 +163,56 @@ def test_a_position_past_the_prompt_is_refused_in_the_prompts_words():
     plan = Plan().with_intervention("blocks.1", Scale(0.0, at=At(positions=x.shape[1])))
     with pytest.raises(Exception, match="counted in the prompt"):
         generate(lm.module, x, plan, lm.meaning, 3)
+
+
+def hand_on_generated(model, ids, n, layer, factor, call):
+    """The whole sequence each step; ``layer``'s output times ``factor`` at every position
+    after the prompt (the generated tokens fed back), the prompt left alone."""
+    prompt = ids.shape[1]
+
+    def hook(_m, _i, out):
+        t = _block_out(out).clone()
+        t[:, prompt:] *= factor
+        return _with_block(out, t)
+
+    h = model.get_submodule(layer).register_forward_hook(hook)
+    try:
+        out = []
+        for _ in range(n):
+            with torch.no_grad():
+                tok = int(call(model, ids)[0, -1].argmax())
+            out.append(tok)
+            ids = torch.cat([ids, torch.tensor([[tok]])], 1)
+        return out
+    finally:
+        h.remove()
+
+
+def test_pos_gen_acts_on_the_generated_tokens_only(model):
+    lm, x, ids, call, layer, early = model
+    plan = Plan().with_intervention(early, Scale(-3.0, at=At(positions="gen")))
+    want = hand_on_generated(lm.module, ids, 10, early, -3.0, call)
+    for cache in (True, False):
+        g = generate(lm.module, x, plan, lm.meaning, 10, cache=cache)
+        assert g.with_.ids == want, cache
+        assert g.with_.ids[0] == g.without.ids[0]  # the first token comes from the prompt alone
+    checked = generate(lm.module, x, plan, lm.meaning, 10, check_cache=True)
+    assert checked.cache_check is not None and checked.cache_check.with_ is None
+
+
+def test_pos_gen_changes_nothing_in_a_single_run_and_is_for_positions_only():
+    from hookscope.core import compare
+    from hookscope.core.plan.at import parse_selector
+
+    lm, x, *_ = _demo()
+    plan = Plan().with_intervention("blocks.1", Scale(0.0, at=At(positions="gen")))
+    res = compare(lm.module, x, plan)  # one run has no generated tokens
+    assert not res.outputs_differ
+    both = compare(lm.module, x, Plan().with_intervention("blocks.1",
+                                                          Scale(0.0, at=At(positions="-1,gen"))))
+    only_last = compare(lm.module, x, Plan().with_intervention("blocks.1",
+                                                               Scale(0.0, at=At(positions=-1))))
+    assert torch.equal(both.output_with, only_last.output_with) and both.outputs_differ
+    with pytest.raises(Exception, match="for @pos= only"):
+        parse_selector("gen", "heads")
+    assert At(positions="-1,gen").suffix() == "@pos=-1,gen"
