@@ -89,7 +89,8 @@ class GenerationView(QWidget):
         self.generation: Generation | None = None
         self.note.setText("Generate continues the prompt without and with the interventions. "
                           "@pos= counts in the prompt (@pos=-1: its last token, at every step); "
-                          "without @pos= an intervention acts on every token, new ones too.")
+                          "@pos=gen picks the new tokens; without @pos= an intervention acts on "
+                          "every token.")
 
     def show_generation(self, g: Generation | None) -> None:
         self.generation = g
