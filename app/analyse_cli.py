@@ -25,6 +25,7 @@ from hookscope.core.model import user_code
 from hookscope.core.plan import syntax_help
 
 from .arg_parser import OneLineParser
+from .progress import add_quiet_option
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
+    add_quiet_option(p)  # as every subcommand has it (this one says nothing but errors)
     return p
 
 
@@ -68,7 +70,8 @@ def use_module(name: str) -> None:
                         "PYTHONPATH or run from there") from exc
 
 
-def analyse_command(argv: list[str], out: TextIO | None = None) -> int:
+def analyse_command(argv: list[str], out: TextIO | None = None,
+                    err: TextIO | None = None) -> int:
     out = out or sys.stdout
     ns = build_parser().parse_args(argv)
     for name in ns.use:

@@ -1,13 +1,24 @@
 """The in-window error banner: the core's message, and a button to close it.
 
 Errors never take the window down or throw away the user's setup; they show
-here until closed or until the next run succeeds.
+here until closed or until the next run succeeds. An *alarm* (an intervention
+that may have done nothing) is news about the plan, not a failure: it shows in
+the same place, amber instead of red, and :meth:`ErrorBanner.kind` tells which.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+
+
+ERROR, ALARM = "error", "alarm"
+_STYLES = {
+    ERROR: ("#errorBanner { background: #fdecea; border: 1px solid #e0a3a0; "
+            "border-radius: 3px; } #errorBanner QLabel { color: #611a15; }"),
+    ALARM: ("#errorBanner { background: #fff4d6; border: 1px solid #e0c060; "
+            "border-radius: 3px; } #errorBanner QLabel { color: #5c4400; }"),
+}
 
 
 class ErrorBanner(QFrame):
@@ -19,8 +30,8 @@ class ErrorBanner(QFrame):
         super().__init__(parent)
         self.setObjectName("errorBanner")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setStyleSheet("#errorBanner { background: #fdecea; border: 1px solid #e0a3a0; "
-                           "border-radius: 3px; } #errorBanner QLabel { color: #611a15; }")
+        self._kind = ERROR
+        self._style(ERROR)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(8, 4, 4, 4)
         self.label = QLabel(objectName="errorText")  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
@@ -37,8 +48,24 @@ class ErrorBanner(QFrame):
 
     def show_error(self, message: str, context: str = "") -> None:
         text = f"{context}: {message}" if context else message
+        self._style(ERROR)
         self.label.setText(text)
         self.show()
+
+    def show_alarm(self, message: str) -> None:
+        """Show news about the plan (amber): the run worked, but may not have done what
+        was meant."""
+        self._style(ALARM)
+        self.label.setText(message)
+        self.show()
+
+    def kind(self) -> str:
+        """``"error"`` or ``"alarm"``: what the banner shows (when shown)."""
+        return self._kind
+
+    def _style(self, kind: str) -> None:
+        self._kind = kind
+        self.setStyleSheet(_STYLES[kind])
 
     def dismiss(self) -> None:
         self.label.clear()

@@ -18,7 +18,7 @@ from typing import Callable
 from PySide6.QtWidgets import QWidget
 
 from hookscope.core import HookscopeError, Session
-from hookscope.core.base import files_read, refuse_overwrite, write_text
+from hookscope.core.base import ReadFiles, files_read, refuse_overwrite, write_text
 from hookscope.core.export import save_captures, standalone_script
 from hookscope.core.session import LiveModelNotSaved, SUFFIX, SessionSetup, read_session_file
 from hookscope.core.analyses import with_built_vectors
@@ -36,12 +36,16 @@ class ActionUi:
     note: Callable[[str], None]
 
 
-def files_the_session_reads(session: Session) -> list:
-    """The model file, weights, input, labels and source inputs the open session reads: no
-    export may replace them (the session file itself may be saved over: that is Save)."""
+def files_the_session_reads(session: Session) -> ReadFiles:
+    """Every file the open session has read (its registry: model, weights, inputs, vectors,
+    SAE folders, ...) and the model file, weights, input, labels and source inputs it will
+    read: no export may replace them (the session file itself may be saved over: that is
+    Save)."""
     m = session.model
+    reads = ReadFiles("the open model")
+    reads.update(session.read_files)
     return files_read(m.spec if m else None, m.weights if m else None, [session.input_text],
-                      session.labels, plan=session.plan)
+                      session.labels, plan=session.plan, into=reads)
 
 
 def _refuse_inputs(session: Session, what: str, path: str) -> None:

@@ -12,17 +12,19 @@ from typing import TextIO
 
 from hookscope.core import HookscopeError, parse_input
 from hookscope.core.export import save_captures, session_dict, standalone_script
-from hookscope.core.base import (ForwardError, escape_controls, files_read, is_dir, json_dumps,
-                                 refuse_overwrite, write_text as write_whole)
+from hookscope.core.base import (ForwardError, ReadFiles, escape_controls, files_read, is_dir,
+                                 json_dumps, refuse_overwrite, write_text as write_whole)
 from hookscope.core.plan import expand_plan
 from hookscope.core.remote import is_text_input
 from hookscope.core.engine import flat_floats, output_verdict
 from hookscope.core.model import user_code
 
 from .arg_parser import OneLineParser
-from .lm_cli import add_lm_options, attach_saes, compute_views, lm_views, print_views
+from .lm_cli import (add_lm_options, attach_saes, compute_views, lm_views, print_views,
+                     sae_args)
 from . import output_report
 from .options import add_model_options, model_options
+from .progress import add_quiet_option, talk_stream
 from .session_cli import add_session_options, run_session_command, save_session_of
 
 
@@ -44,20 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the window's plots into DIR: a PNG and an SVG per captured layer "
                         "call, CSVs of its data, output.png/.svg (the output panel), output.csv "
                         "and activations.png/.svg (every panel and the output; uses Qt, offscreen)")
+    add_quiet_option(p)
     return p
 
 
-def run_command(argv: list[str], out: TextIO | None = None) -> int:
+def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Parse ``argv`` (without the leading 'run'), compare, print; returns the exit status.
 
     A :class:`HookscopeError` propagates to the caller, which prints it as one line.
     """
     out = out or sys.stdout  # looked up per call so redirection works
     ns = build_parser().parse_args(argv)
+    err = talk_stream(err or sys.stderr, ns.quiet)
     if ns.session:
         if lm_views(ns):  # not applied to a session's run: refused rather than ignored
-            raise HookscopeError("--lens, --sae and --generate need a model spec; they do not "
-                                 "apply to --session yet (name the model instead)")
+            raise HookscopeError("--lens, --sae, --generate and --attention need a model spec; "
+                                 "they do not apply to --session yet (name the model instead)")
         return run_session_command(ns, out)
     spec: str | None = ns.spec
     if not spec:
@@ -68,6 +72,10 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     from .scale_options import compare_scaled, load_scaled, scale_options
 
     scale = scale_options(ns)
+    # before the model loads or anything runs: an output that would replace an input named
+    # on the command line (a diff: vector runs forwards as it is built)
+    check_output_paths(ns)
+    refuse_overwriting_inputs(ns, files_of_run(ns, opts, opts.plan()))
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
@@ -82,9 +90,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     # wildcards (h.*.mlp) to real layer paths; a Ray stand-in has no layers here
     plan = opts.plan() if scale.ray else expand_plan(opts.plan(), lm.module)
     plan = bind_vectors_of(plan, opts, None if scale.ray else lm, x)
-    check_output_paths(ns)  # before the run: a typo in a file name must not cost a forward
-    reads = files_read(opts.spec, opts.weights, [opts.input, *vector_files(opts)], opts.labels,
-                       plan=plan)
+    # again with what loading opened (the model's module, SAE files) and the expanded plan
+    reads = files_of_run(ns, opts, plan)
     refuse_overwriting_inputs(ns, reads)
     if ns.save_plots:
         from .plot_files import plots_folder, save_plots  # Qt itself loads only in save_plots
@@ -97,7 +104,8 @@ def run_command(argv: list[str], out: TextIO | None = None) -> int:
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
         x = result.inputs
     with user_code("the model's forward", spec, ForwardError):
-        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray)))
+        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray),
+                                           err))
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:
@@ -138,11 +146,24 @@ def bind_vectors_of(plan, opts, lm, x):
     return replace(plan, interventions=bound)
 
 
-def vector_files(opts) -> list[str]:
-    """The ``--vector`` specs that name files (read by this command: never overwritten)."""
-    from hookscope.core.analyses import is_file_spec
+def files_of_run(ns: argparse.Namespace, opts, plan) -> ReadFiles:
+    """The files this run reads, declared beside those its openers recorded: the model,
+    weights, input, labels, the plan's sources, vector files and prompt sets, SAE folders."""
+    return files_read(opts.spec, opts.weights, [opts.input], opts.labels, plan=plan,
+                      more=[*vector_files(opts), *sae_folders(ns)])
 
-    return [s for s in opts.vectors.values() if is_file_spec(s)]
+
+def vector_files(opts) -> list[tuple[str, str]]:
+    """``(what, path)`` of the files the ``--vector`` specs name (vector files, a ``diff:``'s
+    prompt sets and inputs): read by this command, never overwritten."""
+    from hookscope.core.analyses import vector_spec_files
+
+    return [pair for s in opts.vectors.values() for pair in vector_spec_files(s)]
+
+
+def sae_folders(ns: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(what, folder)`` of every ``--sae``: no output may land on a file inside one."""
+    return [("the SAE folder", folder) for folder in sae_args(ns).values()]
 
 
 def check_output_paths(ns: argparse.Namespace) -> None:
@@ -158,7 +179,7 @@ def check_output_paths(ns: argparse.Namespace) -> None:
             raise HookscopeError(f"{flag} {value}: the folder {Path(value).parent} does not exist")
 
 
-def refuse_overwriting_inputs(ns: argparse.Namespace, reads: list) -> None:
+def refuse_overwriting_inputs(ns: argparse.Namespace, reads: ReadFiles) -> None:
     """No output file may replace a file this command reads (its model file, weights, input,
     labels, session file): one line, before anything runs or is written."""
     refuse_overwrite([(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
@@ -211,11 +232,14 @@ def print_table(result, out: TextIO) -> None:
 
 
 def print_receipts(result, w) -> None:
-    """One line per intervention: calls, elements changed, relative size, the output's change,
-    and an ALARM where it may have done nothing."""
+    """One line per intervention: calls, elements changed, relative size, and an ALARM
+    where it may have done nothing; then the whole plan's change of the output, once."""
+    from hookscope.core.engine import plan_effect
+
     w("\nreceipts\n")
     for r in result.receipts.values():
         w(f"  {r.line()}\n")
+    w(f"  {plan_effect(result.receipts)}\n")
 
 
 def print_captures(result, w) -> None:

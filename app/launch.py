@@ -13,6 +13,7 @@ import argparse
 import gc
 import os
 import sys
+import textwrap
 import time
 from dataclasses import replace
 
@@ -20,11 +21,14 @@ from hookscope.core import HookscopeError, Plan, resolve_device
 
 from hookscope.core.model import CodeTrust, CodeTrustError
 from hookscope.core.session import read_session_file
-from hookscope.core.base import one_line
+from hookscope.core.base import ReadFiles, one_line
 
 from .demo_setup import default_plan, with_default_captures
 from .arg_parser import OneLineParser
+from .commands import commands_help
 from .options import add_model_options, model_options
+from .std_streams import data_stream
+from .version import VersionAction
 
 DEFAULT_SPEC = "demo:clamp"
 SCREENSHOT_SIZE = (1400, 900)
@@ -53,7 +57,6 @@ sessions:
   FILE.hookscope.json    a saved session (File > Save session): opens its model, input,
                          device, plan and view
 
-Run without a window: hookscope run SPEC ... (hookscope run --help).
 """
 
 
@@ -73,11 +76,12 @@ def parse_size(text: str) -> tuple[int, int]:
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(
         prog="hookscope",
-        description="Open the Hookscope window on a model (SPEC) or a saved session "
-                    "(FILE.hookscope.json). With no model, opens demo:clamp set up as "
-                    "exercise 1 (layer 0 clamped to [-0.5, 0.5]). 'hookscope run ...' runs "
-                    "without a window.",
+        description=textwrap.fill(
+            "Open the Hookscope window on a model (SPEC) or a saved session "
+            "(FILE.hookscope.json). With no model, opens demo:clamp set up as exercise 1 "
+            "(layer 0 clamped to [-0.5, 0.5]).", 78) + "\n\n" + commands_help(),
         epilog=INPUT_FORMS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=VersionAction)
     add_model_options(p, spec_required=False)
     p.add_argument("--live", action="store_true", help="start with Live mode on")
     p.add_argument("--screenshot", metavar="FILE",
@@ -98,6 +102,7 @@ def create_window(argv: list[str]):
 
     ns = build_parser().parse_args(list(argv))
     errors: list[str] = []
+    reads = ReadFiles("the open model")  # the vector files read here, before the session is
     try:
         opts = model_options(ns)
         wants_plan = bool(opts.capture or opts.clamp or opts.interventions)
@@ -105,8 +110,9 @@ def create_window(argv: list[str]):
         if plan is not None and opts.vectors:  # files read now; diff: specs where the model runs
             from hookscope.core.analyses import resolve_vectors
 
-            plan = replace(plan, interventions=resolve_vectors(
-                None, plan.interventions, opts.vectors))
+            with reads.recording():
+                plan = replace(plan, interventions=resolve_vectors(
+                    None, plan.interventions, opts.vectors))
         stats_only = opts.stats_only
     except HookscopeError as exc:  # a malformed --clamp: show it, open without the plan
         errors.append(str(exc))
@@ -119,6 +125,7 @@ def create_window(argv: list[str]):
     except HookscopeError as exc:  # Ray missing or not answering: the local runner, and say so
         errors.append(f"{exc}; running locally instead")
     win = MainWindow(stats_only=stats_only, runner_factory=factory)
+    win.session.read_files.update(reads)
     spec = ns.spec or DEFAULT_SPEC
     if plan is None:
         plan = default_plan(spec)
@@ -194,7 +201,8 @@ def wait_idle(win, timeout_s: float = 300.0) -> bool:
 
 def save_screenshot(win, path: str, timeout_s: float = 300.0,
                     size: tuple[int, int] = SCREENSHOT_SIZE) -> int:
-    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error)."""
+    """Run once, render ``win`` at ``size`` to ``path``; exit status (2 on a user error). An
+    intervention alarm is drawn in the picture's banner and said as a note on stderr (0)."""
     from PySide6.QtWidgets import QApplication
 
     from .layout import arrange_docks
@@ -216,11 +224,14 @@ def save_screenshot(win, path: str, timeout_s: float = 300.0,
     from hookscope.widgets.plot_tools import save_png
 
     try:
+        win.refuse_output("--screenshot", path)  # never over a file the window read
         save_png(win, path)  # whole or not at all
     except HookscopeError as exc:
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    print(one_line(path))
+    print(one_line(path), file=data_stream())  # the data; talk goes to stderr
+    if win.alarm_text():  # news about the plan, drawn in the picture's banner: not a failure
+        print(f"hookscope: note: {one_line(win.alarm_text())}", file=sys.stderr)
     return 0
 
 

@@ -87,5 +87,7 @@ def arrange_docks(win: "MainWindow", force: bool = False) -> str:
             win.splitDockWidget(editor, output, Qt.Orientation.Vertical)
         win.resizeDocks([tree, output], [tree_w, output_w], Qt.Orientation.Horizontal)
         h = max(win.height(), 600)
-        win.resizeDocks([editor, output], [int(h * 0.5), int(h * 0.5)], Qt.Orientation.Vertical)
+        # The output's summary, plots and next-token table need more than the layer's
+        # controls: at 1400×900 the table keeps five rows.
+        win.resizeDocks([editor, output], [int(h * 0.38), int(h * 0.62)], Qt.Orientation.Vertical)
     return mode

@@ -6,11 +6,15 @@ printed as a table or put into ``--json`` by name. Never imports Qt.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
 from hookscope.core import HookscopeError, attach_sae
-from hookscope.core.analyses import (GenerateRequest, Generation, LensRequest, LensResult, SaeReport,
-                                     SaeRequest)
+from hookscope.core.analyses import (AttentionResult, GenerateRequest, Generation, LensRequest,
+                                     LensResult, SaeReport, SaeRequest)
+
+from .attention_cli import add_attention_options, attention_view, print_attention
+
+from .progress import command_progress
 
 
 def add_lm_options(p: argparse.ArgumentParser) -> None:
@@ -40,11 +44,16 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
                    help="with --generate: sample from softmax(logits / T) (default 0: greedy)")
     p.add_argument("--seed", type=int, default=0,
                    help="with --generate --temperature: the seed both continuations sample with")
+    add_sae_option(p, "its top features per position and reconstruction error are shown, and ")
+    add_attention_options(p)
+
+
+def add_sae_option(p: argparse.ArgumentParser, shown: str = "") -> None:
+    """``--sae LAYER=DIR`` (run, sweep, scan: the ``sae-*`` kinds need their SAE attached)."""
     p.add_argument("--sae", metavar="LAYER=DIR", action="append", default=[],
                    help="attach the sparse autoencoder in DIR (SAELens layout: cfg.json + "
                         "sae_weights.safetensors; 'demo' for demo:lm's blocks.0) to LAYER: "
-                        "its top features per position and reconstruction error are shown, "
-                        "and sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
+                        f"{shown}sae-ablate/sae-clamp/sae-scale edit its features (repeatable)")
 
 
 def sae_args(ns: argparse.Namespace) -> dict[str, str]:
@@ -72,10 +81,13 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
     if ns.generate is not None:
         views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed,
                                      cache=not ns.no_cache, check_cache=ns.check_cache))
+    attention = attention_view(ns)
+    if attention is not None:
+        views.append(attention)
     return views
 
 
-def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
+def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> None:
     """Attach every ``--sae`` to its layer of the loaded model (before the run: the
     ``sae-*`` interventions need them)."""
     saes = sae_args(ns)
@@ -85,12 +97,31 @@ def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool) -> None:
         attach_sae(lm.module, layer, folder)
 
 
+#: Each view's flag, as its progress names it.
+VIEW_FLAGS = {"lens": "--lens", "sae": "--sae", "generation": "--generate",
+              "attention": "--attention"}
+
+
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
-                  remote: bool) -> dict[str, Any]:
+                  remote: bool, err: TextIO) -> dict[str, Any]:
+    """Each view computed, its progress on ``err`` (:mod:`.progress`): a generation's in
+    tokens (both continuations), the others' in layer calls (two forwards' worth of leaf
+    modules, as the session runner estimates it; more where a layer runs twice)."""
     if views and remote:
-        raise HookscopeError("--lens, --sae and --generate run on a local model; drop --ray "
-                             "for them")
-    return {v.name: v.compute(lm.module, inputs, plan, device, lm.meaning) for v in views}
+        raise HookscopeError("--lens, --sae, --generate and --attention run on a local model; "
+                             "drop --ray for them")
+    out: dict[str, Any] = {}
+    for v in views:
+        if isinstance(v, GenerateRequest):
+            unit, total = "token", 2 * v.n
+        else:
+            unit, total = "layer call", 2 * sum(1 for m in lm.module.modules()
+                                                if next(m.children(), None) is None)
+        with command_progress(f"hookscope run {VIEW_FLAGS.get(v.name, v.name)}", unit, total,
+                              err) as bar:
+            out[v.name] = v.compute(lm.module, inputs, plan, device, lm.meaning,
+                                    should_stop=bar.stop_point)
+    return out
 
 
 def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
@@ -103,6 +134,9 @@ def print_views(extras: dict[str, Any], write: Callable[[str], None]) -> None:
     gen = extras.get("generation")
     if isinstance(gen, Generation):
         print_generation(gen, write)
+    attention = extras.get("attention")
+    if isinstance(attention, AttentionResult):
+        print_attention(attention, write)
 
 
 def print_generation(g: Generation, write: Callable[[str], None]) -> None:
@@ -133,24 +167,34 @@ def print_saes(report: SaeReport, write: Callable[[str], None]) -> None:
     for layer, f in report.items():
         write(f"\nSAE features at {layer} ({f.d_sae} features; top 4 per position; "
               "recon error = |x - decode(encode(x))| / |x|)\n")
-        write(f"{'pos':>4}  {'without':<36} {'with':<36} {'err w/o':>8} {'err with':>8}\n")
+        # each position with its token, as the lens and the window show it
+        tokens = [repr(t) for t in report.tokens] if len(report.tokens) == len(f.top_without) else []
+        tw = max([5, *map(len, tokens)]) if tokens else 0
+        tok = lambda p: f"{tokens[p]:<{tw}} " if tokens else ""  # noqa: E731
+        write(f"{'pos':>4}  " + (f"{'token':<{tw}} " if tokens else "")
+              + f"{'without':<36} {'with':<36} {'err w/o':>8} {'err with':>8}\n")
         for p, (a, b) in enumerate(zip(f.top_without, f.top_with)):
-            write(f"{p:>4}  {cell(a):<36} {cell(b):<36} {f.error_without[p]:>8.4f} "
+            write(f"{p:>4}  {tok(p)}{cell(a):<36} {cell(b):<36} {f.error_without[p]:>8.4f} "
                   f"{f.error_with[p]:>8.4f}\n")
 
 
 def print_lens(lens: LensResult, write: Callable[[str], None]) -> None:
-    """Each block's top token per position, ``without -> with`` where they differ."""
-    width = max(5, *(len(repr(p)) for p in lens.positions))
-    write("\nlogit lens (top token per position; without -> with where they differ)\n")
-    write(f"{'layer':<20} " + " ".join(f"{repr(p):<{width}}" for p in lens.positions) + "\n")
-    for row, layer in enumerate(lens.layers):
+    """Each block's top token per position, ``without -> with`` where they differ. Each
+    column is as wide as its widest cell (a ``'h'->'l'`` cell no longer shifts the rest)."""
+    rows = []
+    for row in range(len(lens.layers)):
         cells = []
         for col in range(len(lens.positions)):
             a, b = lens.top_without[row][col], lens.top_with[row][col]
-            cell = repr(lens.token(a)) if a == b else f"{lens.token(a)!r}->{lens.token(b)!r}"
-            cells.append(f"{cell:<{width}}")
-        write(f"{layer:<20} " + " ".join(cells) + "\n")
+            cells.append(repr(lens.token(a)) if a == b else f"{lens.token(a)!r}->{lens.token(b)!r}")
+        rows.append(cells)
+    head = [repr(p) for p in lens.positions]
+    widths = [max(len(head[c]), *(len(r[c]) for r in rows)) for c in range(len(head))]
+    name = max(20, *(len(layer) for layer in lens.layers))
+    write("\nlogit lens (top token per position; without -> with where they differ)\n")
+    write(f"{'layer':<{name}} " + " ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip() + "\n")
+    for layer, cells in zip(lens.layers, rows):
+        write(f"{layer:<{name}} " + " ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip() + "\n")
     if lens.target_id is not None:
         last = len(lens.positions) - 1
         write(f"p({lens.token(lens.target_id)!r}) at the last position, per layer: "

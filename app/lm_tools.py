@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 
 from hookscope.core import HookscopeError, RunResult
@@ -23,7 +22,8 @@ from hookscope.widgets.generation_view import GenerationView
 from hookscope.widgets.lens_view import LensView
 from hookscope.widgets.sae_view import SaeView
 
-from .window_tools import _menu, hidden_bottom_dock
+from .analysis_docks import analysis_dock, fit_dock, show_dock
+from .window_tools import _menu
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -34,7 +34,8 @@ def install_lm_tools(win: "MainWindow") -> None:
     install_sae_tools(win)
     install_generation(win)
     win.lens_view = LensView()
-    dock = hidden_bottom_dock(win, "Logit lens", "lensDock", win.lens_view, "actionViewLens")
+    dock = analysis_dock(win, "Logit lens", "lensDock", win.lens_view, "actionViewLens",
+                         wanted_height=win.lens_view.wanted_height)
     win.lens_dock = dock
     dock.visibilityChanged.connect(lambda _shown: ask_for_lens(win))
     win.lens_view.tokenChanged.connect(lambda _t: ask_for_lens(win))
@@ -44,7 +45,7 @@ def install_lm_tools(win: "MainWindow") -> None:
 
 def install_sae_tools(win: "MainWindow") -> None:
     win.sae_view = SaeView()
-    dock = hidden_bottom_dock(win, "SAE features", "saeDock", win.sae_view, "actionViewSae")
+    dock = analysis_dock(win, "SAE features", "saeDock", win.sae_view, "actionViewSae")
     win.sae_dock = dock
     attach = QAction("Attach &SAE…", win)
     attach.setObjectName("actionAttachSae")
@@ -62,7 +63,7 @@ def install_sae_tools(win: "MainWindow") -> None:
 
 def install_generation(win: "MainWindow") -> None:
     win.generation_view = GenerationView()
-    dock = hidden_bottom_dock(win, "Generation", "generationDock", win.generation_view, "actionViewGeneration")
+    dock = analysis_dock(win, "Generation", "generationDock", win.generation_view, "actionViewGeneration")
     win.generation_dock = dock
     # Hidden, runs stop generating; shown again, the next Generate asks anew.
     dock.visibilityChanged.connect(
@@ -89,41 +90,33 @@ def forget_saes(win: "MainWindow") -> None:
     win.sae_view.show_report(None)
 
 
-def pick_folder(win: "MainWindow") -> str:
-    from PySide6.QtWidgets import QFileDialog
-
-    from hookscope.widgets.last_folder import last_folder, remember
-
-    dlg = QFileDialog(win, "Attach SAE (a folder with cfg.json and sae_weights.safetensors)",
-                      last_folder("sae"))
-    dlg.setObjectName("fileDialog")
-    dlg.setFileMode(QFileDialog.FileMode.Directory)
-    dlg.setOption(QFileDialog.Option.ShowDirsOnly, True)
-    if not dlg.exec() or not dlg.selectedFiles():
-        return ""
-    remember("sae", dlg.selectedFiles()[0])
-    return dlg.selectedFiles()[0]
-
-
 def attach_sae_dialog(win: "MainWindow", folder: str | None = None) -> bool:
-    """File → Attach SAE: the SAE in ``folder`` (asked for when ``None``) on the layer
-    selected in the tree; whether it was attached. Mistakes go to the banner."""
+    """File → Attach SAE: the SAE in ``folder`` on the layer selected in the tree; whether
+    it was attached. ``None``: ask (:class:`~.sae_dialog.AttachSaeDialog`, a folder or
+    ``demo``; it attaches when accepted, so this returns ``False`` at once). Mistakes go to
+    the banner."""
     layer = win.tree.selected_path()
-    if win.session.model is None or not layer:
+    model = win.session.model
+    if model is None or not layer:
         win.show_error("select a layer in the tree first, then File → Attach SAE attaches the "
                        "SAE to it")
         return False
     if folder is None:
-        folder = pick_folder(win)
-        if not folder:
-            return False
+        from .sae_dialog import AttachSaeDialog
+
+        dialog = AttachSaeDialog(win, layer, demo_model=model.spec == "demo:lm")
+        dialog.accepted.connect(lambda: attach_sae_dialog(win, dialog.chosen())
+                                if dialog.chosen() else None)
+        dialog.finished.connect(lambda _r: dialog.deleteLater())
+        dialog.open()
+        return False
     try:
         win.session.attach_sae(layer, folder)
     except HookscopeError as exc:
         win.show_error(str(exc))
         return False
     win.session.set_derived("sae", SaeRequest(tuple(win.session.saes)))
-    win.sae_dock.show()
+    show_dock(win, win.sae_dock)
     win.statusBar().showMessage(f"SAE attached to {layer}", 5000)
     if not win.is_live():
         win.request_run()
@@ -182,7 +175,5 @@ def show_views(win: "MainWindow", result: object) -> None:
 
 
 def fit_lens_dock(win: "MainWindow") -> None:
-    """The dock as tall as its grid needs, at most a third of the window."""
-    if win.lens_dock.isVisible() and not win.lens_dock.isFloating():
-        height = min(win.lens_view.wanted_height() + 24, max(win.height() // 3, 120))
-        win.resizeDocks([win.lens_dock], [height], Qt.Orientation.Vertical)
+    """The analysis tabs as tall as the lens grid needs, when the lens is in front."""
+    fit_dock(win, win.lens_dock)

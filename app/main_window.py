@@ -24,6 +24,7 @@ from hookscope.widgets.view_worker import ViewWorker
 from . import export_actions as files
 from . import window_chrome as chrome
 from .demo_setup import default_plan
+from .error_banner import ALARM, ERROR
 from .menus import Handlers, build_menus
 from .open_dialog import OpenModelDialog
 from .recent import RecentModels
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from hookscope.widgets.lens_view import LensView
     from hookscope.widgets.sweep_view import SweepView
 
+    from .analysis_docks import AnalysisDock
     from .scan_tool import ScanTool
     from hookscope.widgets.sae_view import SaeView
     from hookscope.widgets.intervention_panel import InterventionPanel
@@ -71,15 +73,15 @@ class MainWindow(QMainWindow):
     hooks_view: HooksView        # window_tools.install_window_tools
     hooks_dock: QDockWidget      # window_tools.install_window_tools
     lens_view: LensView          # lm_tools.install_lm_tools
-    lens_dock: QDockWidget       # lm_tools.install_lm_tools
+    lens_dock: AnalysisDock      # lm_tools.install_lm_tools
     sae_view: SaeView            # lm_tools.install_sae_tools
-    sae_dock: QDockWidget        # lm_tools.install_sae_tools
+    sae_dock: AnalysisDock       # lm_tools.install_sae_tools
     generation_view: GenerationView  # lm_tools.install_generation
-    generation_dock: QDockWidget     # lm_tools.install_generation
+    generation_dock: AnalysisDock    # lm_tools.install_generation
     intervention_panel: InterventionPanel  # intervention_dock.install_intervention_dock
     intervention_dock: QDockWidget         # intervention_dock.install_intervention_dock
     sweep_view: SweepView        # sweep_tool.install_sweep_tool
-    sweep_dock: QDockWidget      # sweep_tool.install_sweep_tool
+    sweep_dock: AnalysisDock     # sweep_tool.install_sweep_tool
     scan_tool: ScanTool          # scan_tool.install_scan_tool
     _dock_mode: str              # layout.arrange_docks, once it has placed the docks
     startup_errors: list[str]    # launch: the command line's mistakes, shown sticky
@@ -129,11 +131,12 @@ class MainWindow(QMainWindow):
         self.reactions = SessionReactions(self)   # how the parts follow the session's events
         self._wire()
         install_intervention_dock(self)   # the selected layer's intervention in full
-        self._restored = chrome.restore_layout(self)
         install_window_tools(self)   # readouts, File → Export figure, View → Hooks
         install_lm_tools(self)       # View → Logit lens, View → Generation, File → Attach SAE
         install_sweep_tool(self)     # View → Sweep
         install_scan_tool(self)      # File → Open inputs, View → Scan
+        # after every dock exists: the user's layout names the analysis docks too
+        self._restored = chrome.restore_layout(self)
 
     def _wire(self) -> None:
         s = self.session
@@ -231,8 +234,27 @@ class MainWindow(QMainWindow):
     def cancel_pending(self) -> bool:
         return self.session.cancel()
 
+    def refuse_output(self, what: str, path: str | Path) -> None:
+        """Refuse (a HookscopeError) writing ``path`` over a file the open session reads: a
+        plot's own export asks here (:mod:`hookscope.widgets.output_guard`)."""
+        files.files_the_session_reads(self.session).refuse([(what, path)])
+
     def error_text(self) -> str:
-        return self.banner.text()
+        """The error the banner shows ("" when it shows none, or an alarm)."""
+        return self.banner.text() if self.banner.kind() == ERROR else ""
+
+    def alarm_text(self) -> str:
+        """The alarm the banner shows: an intervention that may have done nothing."""
+        return self.banner.text() if self.banner.kind() == ALARM else ""
+
+    def show_alarm(self, message: str) -> None:
+        """Show news about the plan in the banner (amber); it goes at the next result, as a
+        non-sticky error does. A sticky error (a command-line mistake) stays, the alarm
+        under it."""
+        if self._sticky_error and not self.banner.isHidden():
+            self.banner.show_error(f"{self.banner.text()}\n{message}")
+            return
+        self.banner.show_alarm(message)
 
     def show_error(self, message: str, sticky: bool = False) -> None:
         """Show ``message`` in the banner. A non-sticky one goes at the next good

@@ -80,6 +80,13 @@ def _enable_qt_loop(shell: Any) -> bool:
     return qt_loop_active(shell)
 
 
+def interactive_prompt() -> bool:
+    """Whether Python's own prompt runs (``python -i``, the plain REPL): there Qt's event
+    loop turns while the prompt waits for a line (PySide6's input hook), as IPython's
+    ``%gui qt`` does between cells, so the window lives beside the prompt."""
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive)
+
+
 def _application() -> Any:
     from PySide6.QtWidgets import QApplication
 
@@ -152,9 +159,10 @@ def explore(model: Any, inputs: Any = None, *, tokenizer: Any = None, labels: An
     labels : optional
         Class names (a list, or a labels file): the output reads as classes.
     block : bool, optional
-        Wait until the window is closed. By default only outside IPython;
-        in IPython Qt's event loop runs between cells (``%gui qt``, switched
-        on here if it was not) and this returns at once.
+        Wait until the window is closed. By default only in a script: in
+        IPython Qt's event loop runs between cells (``%gui qt``, switched on
+        here if it was not), and at Python's own prompt (``python -i``) while
+        it waits for a line, so there this returns at once.
 
     Returns
     -------
@@ -166,7 +174,7 @@ def explore(model: Any, inputs: Any = None, *, tokenizer: Any = None, labels: An
     shell = _shell()
     app = _application()  # PySide6 is imported before IPython picks a Qt binding
     if block is None:
-        block = not _enable_qt_loop(shell)
+        block = not (_enable_qt_loop(shell) or interactive_prompt())
     win = open_window(model, inputs, tokenizer=tokenizer, labels=labels)
     session = win.session
     if block:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from hookscope.core import HookscopeError, RunResult, Session
-from hookscope.core.base import DETECTIONS, OutputMeaning, refuse_overwrite
+from hookscope.core.base import DETECTIONS, OutputMeaning, ReadFiles, refuse_overwrite
 
 PANEL_WIDTH = 1000   # px: side by side, each plot ~480 px
 OUTPUT_SIZE = (800, 520)   # px: the output panel; a table under the plot gets more height
@@ -67,7 +67,7 @@ def _app():
 
 
 def save_plots(result: RunResult, folder: str | Path, meaning: OutputMeaning | None = None,
-               inputs: Any = None, reads: Sequence[tuple[str, Path]] = ()) -> list[Path]:
+               inputs: Any = None, reads: ReadFiles | None = None) -> list[Path]:
     """Write ``result``'s plots into ``folder``; returns the files written. With a detector's
     ``meaning`` and its ``inputs`` also ``detections.png``: the boxes on the input image.
     ``reads``: the files the command reads (:func:`~hookscope.core.base.own_inputs.files_read`),
@@ -98,7 +98,7 @@ def _figure(widgets: Sequence[Any], title: str, target: Path) -> Path:
 
 def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs: Any,
                     meaning: OutputMeaning | None, inputs: Any,
-                    reads: Sequence[tuple[str, Path]], written: list[Path]) -> None:
+                    reads: ReadFiles | None, written: list[Path]) -> None:
     from hookscope.widgets.plot_tools import save_png
 
     try:
@@ -132,7 +132,7 @@ def _draw_and_write(app: Any, result: RunResult, out: Path, panel: Any, outputs:
             for suffix in (".png", ".svg"):
                 writes.append((out / f"activations{suffix}",
                                functools.partial(panel.export_figure, beside=outputs)))
-        refuse_overwrite([("--save-plots", f) for f, _ in writes], list(reads))
+        refuse_overwrite([("--save-plots", f) for f, _ in writes], reads or ReadFiles())
         if meaning is not None and meaning.kind == DETECTIONS:
             view.resize(max(view.width(), 640), max(view.height(), 520))
             app.processEvents()

@@ -19,11 +19,15 @@ from PySide6.QtWidgets import QFileDialog
 from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.analyses import ScanJob, ScanRequest, ScanResult
-from hookscope.core.dataset import InputSet, open_inputs
+from hookscope.core.dataset import (IMAGE_PATTERNS, SET_PATTERNS, InputSet, image_set_root,
+                                    open_inputs)
+
+from .export_actions import files_the_session_reads
 from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 
-from .window_tools import _menu, hidden_bottom_dock
+from .analysis_docks import analysis_dock, show_dock
+from .window_tools import _menu
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -46,7 +50,7 @@ class ScanTool:
         self.result: ScanResult | None = None
         self.unit_text = ""
         self.view = ScanView()
-        self.dock = hidden_bottom_dock(win, "Scan", "scanDock", self.view, "actionViewScan")
+        self.dock = analysis_dock(win, "Scan", "scanDock", self.view, "actionViewScan")
         self.relay = _Relay(win)
         self.relay.progressed.connect(self.view.set_progress)
         self.view.openRequested.connect(self.open_dialog)
@@ -68,24 +72,47 @@ class ScanTool:
             file_menu.insertAction(actions[i] if i < len(actions) else None, act)  # type: ignore[arg-type]
         self.action = act
 
-    def open_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self.win, "Open inputs", "", "Input sets (*.txt *.jsonl *.pt *.pth *.safetensors);;"
-            "All files (*)")
-        if not path:
-            path = QFileDialog.getExistingDirectory(self.win, "Open a folder of images")
-        if path:
-            self.open(path)
+    def open_dialog(self) -> QFileDialog:
+        """File → Open inputs: a prompt or batch file, or any image of a folder of images
+        (the folder opens, with its class subfolders: :func:`image_set_root`)."""
+        sets, images = " ".join(SET_PATTERNS), " ".join(IMAGE_PATTERNS)
+        dlg = QFileDialog(self.win, "Open inputs: a prompt or batch file, or an image of a "
+                          "folder of images")
+        dlg.setObjectName("openInputsDialog")
+        dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dlg.setNameFilters([f"Input sets and image folders ({sets} {images})",
+                            f"Prompt and batch files ({sets})",
+                            f"Images: their folder opens ({images})", "All files (*)"])
+        dlg.fileSelected.connect(self.open_picked)
+        dlg.finished.connect(lambda _r: dlg.deleteLater())
+        dlg.open()
+        return dlg
+
+    def open_picked(self, path: str) -> bool:
+        """A file picked in the dialog: an image stands for its folder of images."""
+        picked = Path(path)
+        if "*" + picked.suffix.lower() not in IMAGE_PATTERNS:
+            return self.open(picked)
+        root = image_set_root(picked)
+        if not self.open(root):
+            return False
+        assert self.inputs is not None
+        classes = self.inputs.class_names
+        self.win.statusBar().showMessage(
+            f"opened the folder of images {root}" + (f" ({len(classes)} classes, one a subfolder)"
+                                                    if classes else ""), 8000)
+        return True
 
     def open(self, path: str | Path) -> bool:
         """Open the input set at ``path`` (shown in the Scan dock); whether it opened."""
         try:
             self.inputs = open_inputs(str(path))
+            self.win.session.read_files.add("the input file", path)  # no export replaces it
         except HookscopeError as exc:
             self.win.show_error(str(exc))
             return False
         self.view.set_inputs(self.inputs.name, len(self.inputs))
-        self.dock.show()
+        show_dock(self.win, self.dock)
         self.dock.raise_()
         return True
 
@@ -138,8 +165,8 @@ class ScanTool:
             return False
         s = self.win.session
         try:
-            reads = files_read(s.model.spec if s.model is not None else None, None,
-                               [self.result.inputs.source, s.input_text], s.labels)
+            reads = files_read(inputs=[self.result.inputs.source],
+                               into=files_the_session_reads(s))
             refuse_overwrite([("the CSV", str(path))], reads, "the window")
             write_text(path, self.result.to_csv())
         except HookscopeError as exc:
@@ -185,7 +212,7 @@ class ScanTool:
         self.view.unit.setText(saved.unit)
         self.view.set_inputs(saved.result.inputs.name, len(saved.result.inputs))
         self.view.show_result(saved.result, self._tops(saved.result, saved.unit), saved.unit)
-        self.dock.show()
+        show_dock(self.win, self.dock)
         self.dock.raise_()
 
     def _tops(self, result: ScanResult, unit_text: str) -> list[tuple[Any, Any]] | None:

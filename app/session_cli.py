@@ -62,12 +62,14 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
             s.set_input(ns.input)
         plan, lm = s.current_plan(), s.model
         assert lm is not None
-        refuse_overwriting_inputs(ns, files_read(lm.spec, lm.weights, [s.input_text], s.labels,
-                                                 ns.session, plan))
+        reads = files_read(lm.spec, lm.weights, [s.input_text], s.labels, ns.session, plan)
+        reads.update(s.read_files)  # what the session's runner opened as it loaded
+        refuse_overwriting_inputs(ns, reads)
         if ns.export_script:
             script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
                                        trust=s.code_trust)
         result = s.run()
+        reads.update(s.read_files)  # and as it ran: no write below may replace those either
         (print_json if ns.json else print_table)(result, out)
         if ns.save_captures:
             save_captures(result.captures, ns.save_captures)

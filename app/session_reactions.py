@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from hookscope.core import RunResult, SessionEvent
+from hookscope.core import Intervention, Plan, RunResult, SessionEvent
 from hookscope.core.session import (DeviceChanged, Idle, InputChanged, LoadFailed, LoadWarning,
                                     ModelChanged, OptionsChanged, PlanChanged, ResultArrived,
                                     RunCancelled, RunFailed, RunProgress, RunStarted)
@@ -48,9 +48,12 @@ class SessionReactions:
         self.modelLoaded, self.resultShown, self.idle = win.modelLoaded, win.resultShown, win.idle
         self.setWindowTitle, self.statusBar = win.setWindowTitle, win.statusBar
         self.show_error, self.is_live, self.is_idle = win.show_error, win.is_live, win.is_idle
+        self.show_alarm = win.show_alarm
         self._clear_transient_error = win.clear_transient_error
         self._win = win
         self._cancelled = False   # the last run was cancelled: the progress bar says so
+        self._plan_before = self.session.plan
+        self._replaced: tuple[str, Intervention, Intervention] | None = None
 
     @property
     def last_result(self) -> RunResult | None:
@@ -91,9 +94,21 @@ class SessionReactions:
 
     def _on_plan(self, ev: PlanChanged) -> None:
         self._show_undo()
+        before, self._plan_before = self._plan_before, ev.plan
+        self._replaced = replacement(before, ev.plan, self._replaced)
+        message = ""
         if not self.is_live() and self.last_result is not None:
-            self.statusBar().showMessage("settings changed: the plots show the last run; "
-                                         "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
+            message = ("settings changed: the plots show the last run; "
+                       "press Run (Ctrl+R) or turn on Live (Ctrl+L)")
+        if self._replaced is not None:
+            # A layer holds one intervention: a bound dragged on a layer with another
+            # kind (a scale, a patch) replaced it. Said, not silent; undo brings it back.
+            path, old, new = self._replaced
+            message = (f"{path}: the {new.name} replaced {old.describe()} (a layer holds one "
+                       "intervention; Edit → Undo brings it back)"
+                       + ("; press Run (Ctrl+R)" if message else ""))
+        if message:
+            self.statusBar().showMessage(message)
 
     def _on_input(self, ev: InputChanged) -> None:
         if self.run_bar.input_text() != ev.text:
@@ -127,7 +142,7 @@ class SessionReactions:
         self.status.show_result(result)
         self._clear_transient_error()
         if result.alarms:  # an intervention that may have done nothing must not pass unseen
-            self.show_error("intervention alarm: " + "; ".join(result.alarms))
+            self.show_alarm("intervention alarm: " + "; ".join(result.alarms))
         self.resultShown.emit(result)
 
     def _on_error(self, ev: RunFailed) -> None:
@@ -182,3 +197,22 @@ REACTIONS: dict[type[SessionEvent], Callable[[SessionReactions, Any], None]] = {
     RunCancelled: SessionReactions._on_cancelled,
     Idle: SessionReactions._on_idle,
 }
+
+
+def replacement(before: Plan, after: Plan, last: tuple[str, Intervention, Intervention] | None
+                ) -> tuple[str, Intervention, Intervention] | None:
+    """``(path, old, new)`` when the edit from ``before`` to ``after`` gave one layer an
+    intervention of another kind in place of the one it had; ``last`` while the edits only
+    go on changing that new one (the steps of the drag that replaced it); else ``None``."""
+    old_ivs, new_ivs = before.all_interventions(), after.all_interventions()
+    changed = {p for p in set(old_ivs) | set(new_ivs) if old_ivs.get(p) != new_ivs.get(p)}
+    if before.capture != after.capture or len(changed) > 1:
+        return None
+    if len(changed) == 1:
+        path = next(iter(changed))
+        old, new = old_ivs.get(path), new_ivs.get(path)
+        if old is not None and new is not None and type(old) is not type(new):
+            return path, old, new
+    if last is not None and changed <= {last[0]} and type(new_ivs.get(last[0])) is type(last[2]):
+        return last
+    return None

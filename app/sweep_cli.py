@@ -5,8 +5,9 @@ window (no Qt imported).
         --over pos=all --intervene '{layer}=patch@pos={pos}' \\
         --source-input 'text:the dog sat on the ' --metric kl --csv grid.csv
 
-The number of runs is stated on stderr before the first forward; Ctrl+C stops between
-layer calls with every hook removed (the forwards' own ``finally``). With ``--ray ADDRESS``
+The number of runs is stated on stderr before the first forward, then the cells done
+(:mod:`.progress`); Ctrl+C stops between layer calls with every hook removed (the
+forwards' own ``finally``), before any file is written. With ``--ray ADDRESS``
 the model is loaded only in a pool of Ray actors (``--ray-workers N``), which share the
 cells (:mod:`hookscope.core.remote.pool_sweep`); the numbers are the same.
 """
@@ -24,13 +25,17 @@ from hookscope.core import HookscopeError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_dumps
-from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, parse_vector_option, resolve_vectors,
-                                     sweep, sweep_size)
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable,
+                                     parse_vector_option, resolve_vectors, sweep, sweep_size,
+                                     template_plan)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
 
 from .arg_parser import OneLineParser
+from .lm_cli import add_sae_option, attach_saes
+from .progress import add_quiet_option, command_progress, talk_stream
+from .std_streams import csv_to_stdout
 from .ray_pool_args import check_ray_options, open_ray_pool
 from .scale_options import open_model
 
@@ -51,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "e.g. '{layer}=patch@pos={pos}' or 'fc1=scale:{f}'. Kinds: "
                         + syntax_help().replace("%", "%%"))
     p.add_argument("--source-input", metavar="X", help="the input a bare 'patch' takes")
+    add_sae_option(p)
     p.add_argument("--reference-input", metavar="X", help="the input a bare 'mean' takes")
     p.add_argument("--vector", metavar="NAME=SPEC", action="append", default=[],
                    help="a direction for add:NAME / project:NAME (as hookscope run)")
@@ -59,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalise", "--normalize", action="store_true",
                    help="each value as (m - m_clean) / (m_source - m_clean): 0 as the clean run, "
                         "1 as the source run (needs one source input)")
+    p.add_argument("--estimate", action="store_true",
+                   help="estimate every cell to first order (attribution patching: one forward "
+                        "and one backward, whatever the number of cells) instead of running it")
+    p.add_argument("--verify", metavar="K", type=int, default=0,
+                   help="with --estimate: run for real the K cells the estimate moves most, "
+                        "and give their Spearman correlation with the estimates")
     p.add_argument("--batch", metavar="ROWS", type=int, default=None,
                    help="cells a batched forward takes at most (default 32 where the model "
                         "allows; 1: every cell its own forward, equal to its run bit for bit)")
@@ -68,11 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"refuse a grid of more cells (default {DEFAULT_MAX_CELLS})")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not at all)")
+    p.add_argument("--csv", metavar="FILE", help="write one row per cell to FILE (whole or not "
+                                                 "at all); -: to stdout, instead of the table")
     p.add_argument("--trust-code", "--trust-pickle", dest="trust_code", action="store_true",
                    help="let a model's pickled code run, for a file you trust")
     p.add_argument("--max-input-bytes", metavar="SIZE", help="input memory budget, e.g. 8G")
     p.add_argument("--train", action="store_true", help="run the model in train mode")
+    add_quiet_option(p)
     g = p.add_argument_group("beyond one machine")
     g.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="spread the cells over a pool of Ray actors, each holding the model: "
@@ -128,6 +142,8 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     out = out or sys.stdout
     err = err or sys.stderr
     ns = build_parser().parse_args(argv)
+    err = talk_stream(err, ns.quiet)
+    csv_out = csv_to_stdout(ns)
     if ns.max_input_bytes:
         set_max_input_bytes(ns.max_input_bytes)
     if ns.max_cells < 1:
@@ -135,7 +151,7 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     if ns.batch is not None and ns.batch < 1:
         raise PlanError(f"--batch {ns.batch}: give a number of rows, at least 1")
     reads = files_read(ns.spec, ns.weights, [ns.input, ns.source_input, ns.reference_input],
-                       ns.labels)
+                       ns.labels, more=_vector_files(ns))
     over = _pairs(ns.over, "--over", "AXIS=VALUES, e.g. --over layer=blocks.* or --over pos=all")
     intervene = _pairs(ns.intervene, "--intervene",
                        "LAYER=KIND with {AXIS} placeholders, e.g. '{layer}=patch@pos={pos}'")
@@ -144,16 +160,22 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     if not intervene:
         raise PlanError("no template: add --intervene, e.g. --intervene '{layer}=zero'")
     if ns.save_plots is not None:
-        from .sweep_plots import check_plot_axes, check_plot_dir, plot_name
+        from .sweep_plots import check_plot_axes, check_plot_dir
 
         check_plot_axes(len(over))
-        folder = check_plot_dir(ns.save_plots)
-        refuse_overwrite([("--save-plots", str(folder / plot_name(over)))], reads)
-    if ns.csv:
-        if not is_dir(Path(ns.csv).expanduser().parent):
-            raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
-        refuse_overwrite([("--csv", ns.csv)], reads)
+        check_plot_dir(ns.save_plots)
+    if ns.csv and not is_dir(Path(ns.csv).expanduser().parent):
+        raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
+    _refuse_outputs(ns, over, reads)
+    if ns.verify < 0:
+        raise PlanError(f"--verify {ns.verify}: give a number of cells, 0 or more")
+    if ns.verify and not ns.estimate:
+        raise PlanError("--verify runs the cells an estimate ranks first: add --estimate, or "
+                        "drop --verify to run every cell")
     check_ray_options(ns)
+    if ns.ray and ns.estimate:
+        raise PlanError("--estimate runs here only: drop --ray (one forward and one backward "
+                        "need no pool)")
     if ns.ray and ns.normalise:
         raise PlanError("--normalise runs here only: drop --ray, or drop --normalise and "
                         "normalise the --json values yourself")
@@ -168,20 +190,46 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
 
         for path in save_plots(res, ns.save_plots, reads):
             print(f"hookscope: wrote {path}", file=err, flush=True)
-    if ns.json:
+    if csv_out:
+        out.write(res.to_csv())
+    elif ns.json:
         out.write(json_dumps(res.to_json_dict()) + "\n")
     else:
         print_grid(res, out)
     return 0
 
 
-def _announce(sizes: dict[str, int], ns: argparse.Namespace, err: TextIO, where: str = "") -> None:
+def _vector_files(ns: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(what, path)`` of the files the ``--vector`` specs name (refused as they are built
+    when malformed)."""
+    from hookscope.core.analyses import vector_spec_files
+
+    out = []
+    for text in ns.vector:
+        try:
+            out.extend(vector_spec_files(parse_vector_option(text)[1]))
+        except HookscopeError:
+            pass
+    return out
+
+
+def _refuse_outputs(ns: argparse.Namespace, over: dict, reads) -> None:
+    """No --csv or plot may replace a file the sweep reads: one line, nothing run or written."""
+    outputs = [("--csv", ns.csv)]
+    if ns.save_plots is not None:
+        from .sweep_plots import check_plot_dir, plot_name
+
+        outputs.append(("--save-plots", str(check_plot_dir(ns.save_plots) / plot_name(over))))
+    refuse_overwrite(outputs, reads)
+
+
+def _announcement(sizes: dict[str, int], ns: argparse.Namespace, where: str = "") -> str:
     cells = math.prod(sizes.values())
     shape = " x ".join(f"{n} {name}" for name, n in sizes.items())
     batching = ("one forward a cell" if ns.batch == 1 else
                 "up to one forward a cell, fewer where cells batch")
-    print(f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
-          f"(and one source forward per patch input){where}", file=err, flush=True)
+    return (f"hookscope: sweep of {cells} cells ({shape}): {batching}, plus one shared baseline "
+            f"(and one source forward per patch input){where}")
 
 
 def _batch(ns: argparse.Namespace) -> bool | int:
@@ -191,19 +239,37 @@ def _batch(ns: argparse.Namespace) -> bool | int:
 def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
     lm = open_model(ns.spec, ns.weights, ns.trust_code)
     lm.module.train(ns.train)
+    attach_saes(ns, lm)   # before the cells: their sae-* kinds need it
     if ns.labels:
         from hookscope.core.model import name_classes
 
         name_classes(lm, ns.labels)
     x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
+    try:  # the templates' own sources (patch:src.npy), declared before anything runs
+        first = template_plan(lm.module, x, over, intervene, ns.max_cells)
+    except HookscopeError:
+        first = None  # refused with its reason by sweep_size below
+    _refuse_outputs(ns, over, files_read(plan=first, more=_vector_files(ns)))
     bind = _binding(ns)(lm, x)
     # axes, templates, the first cell's plan and the metric: refused here, before any forward
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
-    _announce(sizes, ns, err)
-    with user_code("the model's forward", ns.spec, ForwardError):
+    cells = math.prod(sizes.values())
+    if ns.estimate:
+        check_estimable(lm.module, ns.metric, lm.meaning)
+        print(f"hookscope: estimating {cells} cells from one forward and one backward (plus the "
+              f"shared baseline and source forwards)"
+              + (f", then running the {min(ns.verify, cells)} the estimate moves most"
+                 if ns.verify else ""), file=err, flush=True)
+        what, total = "cell verified", min(ns.verify, cells)
+    else:
+        print(_announcement(sizes, ns), file=err, flush=True)
+        what, total = "cell", cells
+    with user_code("the model's forward", ns.spec, ForwardError), \
+            command_progress("hookscope sweep", what, total, err) as bar:
         res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
                     device=ns.device, max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
-                    normalise=ns.normalise)
+                    normalise=ns.normalise, estimate=ns.estimate, verify=ns.verify,
+                    progress=bar.advance_to)
     if res.batch.get("note"):
         print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
               file=err, flush=True)
@@ -214,30 +280,57 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     """The cells spread over a pool of Ray actors; the model is loaded there only."""
     if ns.train:
         raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
+    attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
     with open_ray_pool(ns) as pool:
         print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
               f"{pool.startup_s:.1f} s)", file=err, flush=True)
-        return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
-                          max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
-                          outline=lambda o: _announce(
-                              {n: len(v) for n, v in o.coords.items()}, ns, err,
-                              f", over {pool.size} Ray workers (the baseline once in each)"))
+        with command_progress("hookscope sweep", "cell", None, err) as bar:
+            def outline(o) -> None:  # the grid, known once a worker has read the templates
+                sizes = {n: len(v) for n, v in o.coords.items()}
+                bar.advance_to(0, math.prod(sizes.values()))
+                bar.note(_announcement(sizes, ns, f", over {pool.size} Ray workers (the "
+                                                  "baseline once in each)"))
+            return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
+                              max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
+                              outline=outline, progress=bar.advance_to)
 
 
 def print_grid(res, out: TextIO) -> None:
-    """The numbers as a table: rows along the first axis, columns along the second."""
+    """The numbers as a table: rows along the first axis, columns along the second. An
+    estimated sweep prints its estimates, then the verified cells beside their estimates."""
+    if res.estimates is not None:
+        _print_table(res, res.estimates, out, "estimated (first order) ")
+        ver = res.verified or {}
+        if ver.get("cells"):
+            rho = ver.get("spearman")
+            lines = [f"verified {len(ver['cells'])} cells (run for real)"
+                     + ("" if rho is None else f"   spearman {rho:.4g}")]
+            for cell, e, v in zip(ver["cells"], ver["estimates"], ver["values"]):
+                where = ", ".join(res.axes[n][i] for n, i in zip(res.axes, cell))
+                lines.append(f"  {where[:48]:<48} estimate {_g(e):>12} actual {_g(v):>12}")
+            out.write("\n".join(escape_controls(line) for line in lines) + "\n")
+        return
+    _print_table(res, res.values, out, "")
+
+
+def _g(v: float | None) -> str:
+    return "nan" if v is None else f"{v:.6g}"
+
+
+def _print_table(res, grid, out: TextIO, what: str) -> None:
     names = list(res.axes)
-    values = res.values.reshape(res.values.shape[0], -1)
+    values = grid.reshape(grid.shape[0], -1)
     cols = res.axes[names[1]] if len(names) == 2 else [res.metric]
     if len(names) > 2:
         cols = [str(i) for i in range(values.shape[1])]
     width = max(12, *(len(c) for c in cols))
-    lines = [f"metric {res.metric}" + ("" if res.baseline is None else
+    lines = [f"{what}metric {res.metric}" + ("" if res.baseline is None else
                                        f"   baseline {res.baseline:.6g}")
              + ("" if res.normalised is None else
                 f"   normalised: 0 = clean ({res.normalised['clean']:.6g}), "
                 f"1 = source ({res.normalised['source']:.6g})")]
     lines.append(" " * 24 + "".join(c[:width].rjust(width + 1) for c in cols))
     for label, row in zip(res.axes[names[0]], values):
-        lines.append(label[:24].ljust(24) + "".join(f"{v:.6g}".rjust(width + 1) for v in row))
+        # + 0.0: -0.0 prints as 0 ("-0" would claim a sign the number has not got)
+        lines.append(label[:24].ljust(24) + "".join(f"{v + 0.0:.6g}".rjust(width + 1) for v in row))
     out.write("\n".join(escape_controls(line) for line in lines) + "\n")

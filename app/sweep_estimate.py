@@ -64,8 +64,9 @@ def _layer_bytes(win: "MainWindow", over: dict[str, str], itemsize: int) -> tupl
 def estimate(win: "MainWindow", axes: str, template: str, metric: str,
              bind: Callable[[dict], dict], pace_ms: float | None = None) -> tuple[str, bool]:
     """One line for the Sweep dock: ``(text, ok)``; not ok says why the sweep cannot run.
-    ``pace_ms``: one forward's time as the last sweep on this model measured it (cells run
-    without captures, so it beats the last run's timing, which includes them)."""
+    ``pace_ms``: one cell's share of the last sweep on this model (its total time over its
+    cells: batched cells share forwards, cells run without captures); without one, the
+    last run's timed forward once per cell."""
     lm = win.session.model
     if lm is None:
         return "open a model first", False
@@ -89,7 +90,7 @@ def estimate(win: "MainWindow", axes: str, template: str, metric: str,
     if last is None:
         return text + "; run once to estimate time and memory", True
     timed = [v for k, v in last.timings_ms.items() if k in ("baseline", "intervened") and v > 0]
-    one_ms = pace_ms if pace_ms is not None else min(timed, default=0.0)
+    one_ms = min(timed, default=0.0)
     patches = "patch" in template or "mean-ablate" in template
     forwards = cells + 1 + (1 if patches else 0)
     param = next(lm.module.parameters(), None)
@@ -97,7 +98,11 @@ def estimate(win: "MainWindow", axes: str, template: str, metric: str,
     out_bytes = _numel(last.output_without) * max(itemsize, 4)
     n_layers, layer_bytes = _layer_bytes(win, over, itemsize)
     held = 2 * out_bytes + (layer_bytes if patches else 0)
-    text += f"; about {seconds(forwards * one_ms / 1e3)} ({forwards} forwards of {one_ms:.1f} ms)"
+    if pace_ms is not None:
+        text += (f"; about {seconds(cells * pace_ms / 1e3)} ({pace_ms:.2f} ms a run, the last "
+                 "sweep's pace)")
+    else:
+        text += f"; about {seconds(forwards * one_ms / 1e3)} ({forwards} forwards of {one_ms:.1f} ms)"
     text += f", about {megabytes(held)} held"
     if patches and n_layers:
         text += f" (source activations of {n_layers} layers: {megabytes(layer_bytes)})"

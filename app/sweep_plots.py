@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from hookscope.core import HookscopeError, PlanError
-from hookscope.core.base import refuse_overwrite, write_bytes
+from hookscope.core.base import ReadFiles, refuse_overwrite, write_bytes
 
 from .plot_files import _app, plots_folder
 
@@ -45,11 +45,11 @@ def plot_name(axes: Any) -> str:
     return "sweep_heatmap.png" if len(axes) == 2 else "sweep_curve.png"
 
 
-def save_plots(res: Any, folder: str | Path, reads: Sequence[tuple[str, Path]] = ()) -> list[Path]:
+def save_plots(res: Any, folder: str | Path, reads: ReadFiles | None = None) -> list[Path]:
     """Draw ``res`` (a SweepResult of one or two axes) into ``folder``; the files written."""
     check_plot_axes(len(res.axes))
     out = plots_folder(folder) / plot_name(res.axes)
-    refuse_overwrite([("--save-plots", str(out))], list(reads))
+    refuse_overwrite([("--save-plots", str(out))], reads or ReadFiles())
     _app()
     from .qt_messages import offscreen_notes_dropped
 
@@ -83,8 +83,14 @@ def _range(values: np.ndarray) -> tuple[float, float]:
     return float(finite.min()), float(finite.max())
 
 
+def _shown(res: Any) -> np.ndarray:
+    """What a plot draws: the estimates of an estimated sweep (its values are the verified
+    cells only), else the values."""
+    return np.asarray(res.values if res.estimates is None else res.estimates, dtype=float)
+
+
 def _title(res: Any) -> str:
-    words = f"sweep: {res.metric}"
+    words = f"sweep: {res.metric}" + ("" if res.estimates is None else " (estimated, first order)")
     if res.normalised is not None:
         words += " (normalised: 0 clean, 1 source)"
     elif res.baseline is not None:
@@ -111,7 +117,7 @@ def _heatmap(res: Any) -> bytes:
     rows_name, cols_name = list(res.axes)
     rows = [_short(t) for t in res.axes[rows_name]]
     cols = [_short(t) for t in res.axes[cols_name]]
-    values = np.asarray(res.values, dtype=float)
+    values = _shown(res)
     font = QFont()
     font.setPixelSize(12)
     fm = QFontMetrics(font)
@@ -165,7 +171,7 @@ def _curve(res: Any) -> bytes:
     (name,) = list(res.axes)
     labels = [_short(t) for t in res.axes[name]]
     coords = res.coords[name]
-    values = np.asarray(res.values, dtype=float).reshape(-1)
+    values = _shown(res).reshape(-1)
     numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in coords)
     xs = [float(c) for c in coords] if numeric else list(range(len(coords)))
     log = numeric and len(xs) > 2 and min(xs) > 0 and max(xs) / min(xs) > 100

@@ -28,7 +28,7 @@ from hookscope.widgets.token_strip import shown_token
 
 from .sweep_estimate import estimate
 from .sweep_text import pairs, source_binder, template_from
-from .window_tools import hidden_bottom_dock
+from .analysis_docks import analysis_dock, show_dock
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -71,9 +71,20 @@ class SweepTool(QObject):
         self.win = win
         self.view = view
         self.relay: _Relay | None = None
-        self.pace: dict[str, float] = {}   # model spec -> ms a forward took in its last sweep
+        self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
+        self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
 
     # -- before a run --------------------------------------------------------------
+    def default_axes(self) -> None:
+        """A new model: the axes the dock proposes run over its own blocks
+        (``transformer.h.*`` for a GPT-2), unless the person typed axes of their own."""
+        tree = self.win.session.tree
+        pattern = tree.blocks_pattern() if tree is not None else None
+        if self.view.axes.text() != self._proposed or pattern is None:
+            return
+        self._proposed = f"layer={pattern}; pos=all"
+        self.view.axes.setText(self._proposed)
+
     def refresh_estimate(self) -> None:
         v = self.view
         lm = self.win.session.model
@@ -94,9 +105,10 @@ class SweepTool(QObject):
         if isinstance(got, SweepResult):
             self._finish()
             self.view.show_result(got)
-            forwards = sum(got.forwards.values())
-            if lm is not None and forwards:
-                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / forwards
+            # a cell's share of the whole sweep: batched cells share a forward, so the
+            # pace of one (batched) forward times the cells would be far too slow
+            if lm is not None and got.cells:
+                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / got.cells
         elif isinstance(got, ViewFailed):
             self._finish()
             self.view.show_note(got.message)
@@ -124,7 +136,7 @@ class SweepTool(QObject):
         self.view.set_axis("layer", layers)
         if "{layer}" not in self.view.template.text():
             self.view.template.setText("{layer}=zero")
-        self.win.sweep_dock.show()
+        show_dock(self.win, self.win.sweep_dock)
         self.win.sweep_dock.raise_()
 
     # -- running -------------------------------------------------------------------
@@ -242,7 +254,8 @@ def install_sweep_tool(win: "MainWindow") -> None:
     """Add View → Sweep and its dock (hidden until asked for) to ``win``."""
     view = SweepView()
     win.sweep_view = view
-    win.sweep_dock = hidden_bottom_dock(win, "Sweep", "sweepDock", view, "actionViewSweep")
+    win.sweep_dock = analysis_dock(win, "Sweep", "sweepDock", view, "actionViewSweep",
+                                   wanted_height=view.wanted_height)
     tool = SweepTool(win, view)
     view.runRequested.connect(tool.start)
     view.cancelRequested.connect(tool.cancel)
@@ -252,3 +265,4 @@ def install_sweep_tool(win: "MainWindow") -> None:
     win.tree.sweepRequested.connect(tool.sweep_layers)
     win.resultShown.connect(tool.on_result)
     win.idle.connect(tool.on_idle)
+    win.modelLoaded.connect(lambda _spec: tool.default_axes())

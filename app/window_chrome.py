@@ -18,6 +18,9 @@ from .recent import RecentModels
 
 GEOMETRY_KEY = "window/geometry"
 STATE_KEY = "window/state"
+# The dock layout's version: a layout saved before the analysis docks were tabs (each
+# side by side in one strip) is not put back; the window starts from its own.
+STATE_VERSION = 1
 
 
 def settings() -> QSettings:
@@ -31,14 +34,14 @@ def restore_layout(win: QMainWindow, store: QSettings | None = None) -> bool:
     geo, state = store.value(GEOMETRY_KEY), store.value(STATE_KEY)
     ok = isinstance(geo, QByteArray) and win.restoreGeometry(geo)
     if isinstance(state, QByteArray):
-        ok = win.restoreState(state) and ok
+        ok = win.restoreState(state, STATE_VERSION) and ok
     return bool(ok)
 
 
 def save_layout(win: QMainWindow, store: QSettings | None = None) -> None:
     store = store or settings()
     store.setValue(GEOMETRY_KEY, win.saveGeometry())
-    store.setValue(STATE_KEY, win.saveState())
+    store.setValue(STATE_KEY, win.saveState(STATE_VERSION))
     store.sync()
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMenu, QWidget
+from PySide6.QtWidgets import QDockWidget, QMenu
 
 from hookscope.core import HookscopeError
 from hookscope.core.model import list_hooks
@@ -29,22 +29,6 @@ def _menu(win: "MainWindow", title: str) -> QMenu | None:
         if act.menu() is not None and act.text().replace("&", "") == title:
             return cast(QMenu, act.menu())  # the stubs say QObject; a menu's action gives its QMenu
     return None
-
-
-def hidden_bottom_dock(win: "MainWindow", title: str, name: str, widget: "QWidget",
-                       action_name: str) -> QDockWidget:
-    """A dock at the bottom of ``win`` holding ``widget``, hidden until View → ``title``
-    (its toggle, named ``action_name``) shows it."""
-    dock = QDockWidget(title, win, objectName=name)  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
-    dock.setWidget(widget)
-    win.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    dock.hide()
-    toggle = dock.toggleViewAction()
-    toggle.setObjectName(action_name)
-    view_menu = _menu(win, "View")
-    if view_menu is not None:
-        view_menu.addAction(toggle)
-    return dock
 
 
 def install_window_tools(win: "MainWindow") -> None:

@@ -4,7 +4,8 @@ Builds each model, times every case against the plain forward (paired,
 interleaved), checks each case's values against a clone-everything
 reference, measures peak memory (a fresh process per case on the CPU) and
 prints one table with each case's target (see bench/README.md) and whether it is met.
-Progress goes to stderr, the table (or ``--json``) to stdout.
+Progress goes to stderr (hookscope.app.progress: the CLI's), the table (or ``--json``) to
+stdout.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 
 import torch
 
+from hookscope.app.progress import command_progress
 from hookscope.core.engine import fast_slot
 from hookscope.core.fast import onepass
 from hookscope.core.fast.memory import apply_default, freed_memory_kept, release_freed_memory
@@ -202,7 +204,14 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
                                   and c.target.floor in by_name else None))
              for c in cases}
     t0 = time.perf_counter()
-    results = shuffled_rounds(timed, rounds, a.device, progress=lambda m: log(f"  {name:>16} {m}"))
+    # One warm-up per case, then the rounds: the CLI's progress (a bar on a terminal, a
+    # line every few seconds in a log); a case that failed its warm-up is said above it.
+    with command_progress(f"  {name:>16}", "step", len(timed) + rounds, sys.stderr) as bar:
+        def step(msg: str) -> None:
+            if "FAILED" in msg:
+                bar.note(f"  {name:>16} {msg}")
+            bar.step()
+        results = shuffled_rounds(timed, rounds, a.device, progress=step)
     log(f"  {name:>16} {len(cases)} cases × {rounds} rounds {time.perf_counter() - t0:6.1f} s")
     rows = []
     plain_mem: dict = {}
@@ -291,6 +300,23 @@ def run_generate(a: argparse.Namespace, meta: dict) -> str | None:
     return generate_bench.render(got)
 
 
+def run_sweep_estimate(a: argparse.Namespace, meta: dict) -> str | None:
+    """The sweep-estimate case (bench/sweep_estimate_bench.py): its table, and its figures in
+    ``meta["sweep_estimate"]``."""
+    from . import sweep_estimate_bench
+    from .timing import CLOCKS
+
+    log("sweep-estimate (the resid_pre grid estimated to first order, HF GPT-2 shape) ...")
+    try:
+        got = sweep_estimate_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
+                                       now=CLOCKS[a.clock], smoke=a.smoke)
+    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
+        meta["missing"] = sorted(set(meta["missing"]) | {f"sweep-estimate: skipped ({exc})"})
+        return None
+    meta["sweep_estimate"] = got
+    return sweep_estimate_bench.render(got)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     mode = "quick" if a.quick else "full"
@@ -353,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     generate_text = None
     if wanted("generate", patterns) and a.device == "cpu":
         generate_text = run_generate(a, meta)
+    estimate_text = None
+    if wanted("sweep-estimate", patterns) and a.device == "cpu":
+        estimate_text = run_sweep_estimate(a, meta)
     fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
     for case in fixed:
         if wanted(case.name, patterns):
@@ -375,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n" + sweep_text)
         if generate_text:
             print("\n" + generate_text)
+        if estimate_text:
+            print("\n" + estimate_text)
         print(f"\n({meta['seconds']} s)")
     return 0
 

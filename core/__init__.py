@@ -8,6 +8,10 @@ Pure torch + numpy; never imports Qt, so it works from a script or notebook::
     r.output_without, r.output_with, r.captures["0"][0].stats
 """
 
+from importlib.metadata import version as _version
+
+__version__ = _version("hookscope")  # the installed distribution's (pyproject.toml)
+
 from .plan.directions import Add, Project
 from .base.devices import available_devices, resolve_device
 from .base.errors import (Cancelled, DeviceError, ForwardError, HookscopeError, InputError,

@@ -81,6 +81,15 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert cached["correct"] is True and "KV cache used" in cached["note"]
     assert cached["target"] == 3.0 and cached["ref_ms"] > 0
     assert gen["generate 20, demo:lm"]["target"] == 500.0
+    # The sweep-estimate case: every cell estimated from one forward and one backward, timed
+    # against the plain forward, its grid ranked like the exact one.
+    est = data["meta"]["sweep_estimate"]
+    by_name = {r["name"]: r for r in est["rows"]}
+    row = by_name["hookscope sweep --estimate"]
+    assert row["target"] == 5.0 and isinstance(row["met"], bool) and row["ratio"] > 0
+    assert "1 forward with gradients" in row["note"]
+    assert by_name["hookscope sweep (batched, exact)"]["ratio"] > 0
+    assert -1 <= est["meta"]["spearman"] <= 1
     # Ratio targets are not judged on a forward of microseconds (fixed costs only):
     # the row says why instead of a yes/no.
     # (On a shared machine a demo forward can take far longer than usual, so the

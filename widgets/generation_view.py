@@ -66,7 +66,11 @@ class GenerationView(QWidget):
         self.table = named(QTableWidget(0, 3), "generationSteps")
         self.table.setHorizontalHeaderLabels(["step", "top without", "top with"])
         self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # the step number is short: its column fits it, the top tokens get the width
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.setWordWrap(False)   # "m 1.00, x 0.00, …" on one line, whole in its tooltip
         bar = QHBoxLayout()
         for w in (self.steps, self.temperature, self.seed, self.button):
             bar.addWidget(w)
@@ -81,6 +85,10 @@ class GenerationView(QWidget):
             lay.addWidget(box)
             texts.addWidget(col)
         texts.addWidget(self.table)
+        # the step table as wide as both continuations: its top tokens readable, not "p witho"
+        for i, stretch in enumerate((1, 1, 2)):
+            texts.setStretchFactor(i, stretch)
+        self.table.setMinimumWidth(self.table.fontMetrics().horizontalAdvance("step  top without  top with") + 40)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(bar)
@@ -117,6 +125,7 @@ class GenerationView(QWidget):
                                           for i, p in s[:3]) for s in (a, b)]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                item.setToolTip(text)
                 if g.first_divergence == k:
                     item.setBackground(QColor(FIRST))
                 self.table.setItem(k, c, item)

@@ -138,8 +138,17 @@ class LensView(QWidget):
         self.head.setToolTip("the model's final norm and unembedding, e.g. ln_f,lm_head; "
                              "empty: recognised (GPT-2, Llama family, demo:lm)")
         self.head.editingFinished.connect(lambda: self.tokenChanged.emit(self.token.text()))
+        for field in (self.token, self.head):   # wide enough to read what one types
+            field.setMinimumWidth(field.fontMetrics().horizontalAdvance("ln_f,lm_head") + 24)
         self.note = named(QLabel(), "lensNote")
         self.note.setWordWrap(True)
+        # The last position (where the prompt ends: what the model predicts next) is the
+        # one that matters: the grid shows it, scrolled to the right, and stays there as
+        # the dock is resized, until the person scrolls away.
+        self._at_end = True
+        bar_h = self.table.horizontalScrollBar()
+        bar_h.rangeChanged.connect(lambda _lo, hi: bar_h.setValue(hi) if self._at_end else None)
+        bar_h.valueChanged.connect(lambda v: setattr(self, "_at_end", v >= bar_h.maximum()))
         bar = QHBoxLayout()
         bar.addWidget(QLabel("run"))
         bar.addWidget(self.which)
@@ -169,7 +178,10 @@ class LensView(QWidget):
 
     def show_lens(self, lens: LensResult | None) -> None:
         self._lens = lens
+        self._at_end = True
         self._redraw()
+        bar = self.table.horizontalScrollBar()
+        bar.setValue(bar.maximum())
 
     def _redraw(self) -> None:
         lens = self._lens

@@ -22,7 +22,7 @@ from hookscope.core import RunResult
 from hookscope.core.views import (OUTPUT_BARS, ResultDisplay, describe_outputs, flat_array,
                                   image_boxes, image_size, input_image)
 from hookscope.core.base import DETECTIONS, GENERIC, OutputMeaning
-from hookscope.core.engine import output_verdict
+from hookscope.core.engine import output_verdict, plan_effect
 
 from .plot_readouts import bar_cell
 from .output_meaning import OutputMeaningView
@@ -49,7 +49,7 @@ def receipt_words(r: Any) -> str:
     """One intervention's receipt in a few words: calls, % changed, relative size, alarm."""
     words = (f"{r.path}: fired {r.fired_calls}×, {100 * r.changed_fraction:.3g}% changed, "
              f"|Δ|/|x| {r.relative_change:.2g}")
-    return words + (" — ALARM" if r.alarm else "")
+    return words + (f" — ALARM: {r.alarm.split(':')[0]}" if r.alarm else "")
 
 
 def batch_size(output: Any) -> int:
@@ -139,11 +139,13 @@ class OutputComparison(QWidget):
                                self._text_at, self.rows, self.reset_view)
         self.tools.readout.connect(self.readout)
 
-        # What each intervention did (its receipt): a short line beside the legend (no height
-        # taken from the plots), every receipt in full in its tooltip; hidden without any.
+        # What each intervention did (its receipt): a few words each, on their own lines
+        # under the legend (beside it they were clipped, or pushed out by the sample
+        # chooser), every receipt in full and the plan's output effect in the tooltip.
         self.receipts = QLabel(self)
         self.receipts.setObjectName("outputReceipts")
-        self.receipts.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.receipts.setWordWrap(True)
+        self.receipts.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         self.receipts.hide()
 
         layout = QVBoxLayout(self)
@@ -151,9 +153,9 @@ class OutputComparison(QWidget):
         layout.addWidget(self.summary)
         legend_row = QHBoxLayout()
         legend_row.addWidget(self.legend, 1)
-        legend_row.addWidget(self.receipts, 1)
         legend_row.addWidget(self.sample_box)
         layout.addLayout(legend_row)
+        layout.addWidget(self.receipts)
         layout.addWidget(self.graphics, 1)
         # the output by meaning (top classes, next tokens, leaves), when there is one
         self.meaning_view = OutputMeaningView(self)
@@ -182,8 +184,9 @@ class OutputComparison(QWidget):
             whole_without, whole_with = flat_array(result.output_without), flat_array(result.output_with)
         n = max(whole_without.size, whole_with.size)
         self.summary.setText(verdict(result, whole_without, whole_with))
-        self.receipts.setText("  ".join(receipt_words(r) for r in result.receipts.values()))
-        self.receipts.setToolTip("\n".join(r.line() for r in result.receipts.values()))
+        self.receipts.setText("\n".join(receipt_words(r) for r in result.receipts.values()))
+        self.receipts.setToolTip("\n".join([*(r.line() for r in result.receipts.values()),
+                                            plan_effect(result.receipts)]))
         self.receipts.setVisible(bool(result.receipts))
         meaningful = meaning is not None and meaning.kind != GENERIC
         picture = d.input_picture if d is not None else None

@@ -33,6 +33,7 @@ from hookscope.core import HookscopeError
 from hookscope.core.base import atomic_write, write_bytes
 
 from .last_folder import pick_file
+from .output_guard import refuse_output
 
 TextAt = Callable[[pg.ViewBox, QPointF], "str | None"]
 Rows = Callable[[], "tuple[list[str], Sequence[Sequence]]"]
@@ -222,8 +223,10 @@ class PlotTools(QObject):
                          file_name=f"{self.name}{suffix}")
         if not path:
             return None
+        target = path if Path(path).suffix else path + suffix
         try:
-            return self.export(path if Path(path).suffix else path + suffix)
+            refuse_output(self.widget, "the plot", target)  # never over a file the window reads
+            return self.export(target)
         except HookscopeError as exc:
             QMessageBox.warning(self.widget, "Export plot", str(exc))
             return None

@@ -1,7 +1,8 @@
 """The Scan dock: a model over an input set. Open inputs, name a unit (``LAYER:IDX``),
 Run and Cancel with a progress bar and an ETA; the unit's top inputs as thumbnails (images)
 or text snippets with the token where the unit peaks highlighted; the per-input effect
-table, sortable; double-clicking an input asks for it in the main view (``inputChosen``).
+table, sortable; clicking a top input (double-clicking a row of the table) asks for it in the
+main view (``inputChosen``).
 
 Holds no state beyond what it shows: Open, Run and Cancel are signals the app answers.
 """
@@ -131,7 +132,8 @@ class ScanView(QWidget):
         self.csv_button.clicked.connect(self.saveCsvRequested.emit)
         self.table.doubleClicked.connect(
             lambda i: self.inputChosen.emit(self.model.index_of_row(self.proxy.mapToSource(i).row())))
-        self.top_list.itemDoubleClicked.connect(
+        # a top input is one click from the main view, as a sweep's cell is
+        self.top_list.itemClicked.connect(
             lambda item: self.inputChosen.emit(int(item.data(INDEX_ROLE))))
 
     # -- what the app tells it -------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
+from hookscope.core.base import is_digits
 from hookscope.widgets.named import named
 
 #: metric kind -> how many tokens or classes it names
@@ -52,7 +53,7 @@ def _spelled(text: str) -> str:
     """A token as a metric names it: ``#N`` as is, anything else quoted (spaces are part
     of a token: ``' Paris'``)."""
     t = text
-    if t.startswith("#") and t[1:].isdigit():
+    if t.startswith("#") and is_digits(t[1:]):
         return t
     if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
         return t
@@ -124,6 +125,19 @@ class MetricChooser(QWidget):
         if n == 0:
             return kind
         names = [self._token(b) for b in self.tokens[:n]]
+        return f"{kind}:{','.join(names)}"
+
+    def shown_text(self) -> str:
+        """The metric as the person sees it: a picked prediction by its token, not its id."""
+        kind = self.kind.currentText()
+        n = METRIC_KINDS.get(kind, 0)
+        if n == 0:
+            return kind
+        names = []
+        for box in self.tokens[:n]:
+            text = box.currentText()
+            picked = box.findText(text) >= 0 and box.itemData(box.findText(text))
+            names.append(_spelled(text.split("  #", 1)[0]) if picked else _spelled(text))
         return f"{kind}:{','.join(names)}"
 
     def set_text(self, metric: str) -> None:

@@ -12,6 +12,7 @@ from typing import Callable
 from PySide6.QtWidgets import QMenu
 
 from hookscope.core import TreeNode
+from hookscope.core.base import is_digits
 from hookscope.core.plan import matches
 
 
@@ -19,7 +20,7 @@ def repeated(path: str) -> str | None:
     """``blocks.0.mlp`` -> ``blocks.*.mlp`` (the last numbered piece made a wildcard)."""
     parts = path.split(".")
     for i in range(len(parts) - 1, -1, -1):
-        if parts[i].isdigit():
+        if is_digits(parts[i]):
             return ".".join([*parts[:i], "*", *parts[i + 1:]])
     return None
 

@@ -112,6 +112,9 @@ class SweepPlot(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.result: SweepResult | None = None
+        # metric as run -> as the person chose it (a picked token is run as its id, #18,
+        # and named by its text, 'm', in the title, the axis and the read-out)
+        self.metric_names: dict[str, str] = {}
         self.bottom = LabelAxis("bottom")
         self.left = LabelAxis("left")
         self.graphics = named(pg.GraphicsLayoutWidget(self), "sweepPlot")
@@ -166,6 +169,9 @@ class SweepPlot(QWidget):
         self.show_result(None)
 
     # -- drawing -------------------------------------------------------------------
+    def metric_name(self, result: SweepResult) -> str:
+        return self.metric_names.get(result.metric, result.metric)
+
     def show_result(self, result: SweepResult | None) -> None:
         """Draw ``result`` (``None``: empty). A grid of the same shape keeps the view's zoom
         (cells arriving one by one must not reset it)."""
@@ -189,7 +195,7 @@ class SweepPlot(QWidget):
         else:
             self._draw_curve(result, names[0])
         done = int(np.isfinite(result.values).sum()) if result.values.size else 0
-        shown = f"{result.metric} by {' × '.join(names)}" + (
+        shown = f"{self.metric_name(result)} by {' × '.join(names)}" + (
             "" if done == result.cells else f" ({done} of {result.cells} cells)")
         self.plot.setTitle(shown, size="10pt")
         if not same:
@@ -228,7 +234,7 @@ class SweepPlot(QWidget):
         self.backdrop.setRect(QRectF(-0.5, -0.5, cols, rows))
         self.colour_bar.setColorMap(pg.colormap.get(cmap))
         self.colour_bar.setLevels((lo, hi))
-        self.colour_bar.axis.setLabel(result.metric)
+        self.colour_bar.axis.setLabel(self.metric_name(result))
         for item in (self.image, self.backdrop, self.colour_bar):
             item.setVisible(True)
         for item in (self.curve, self.baseline_line, self.point_mark):
@@ -261,7 +267,7 @@ class SweepPlot(QWidget):
             item.setVisible(False)
         self.left.set_labels([])
         self.bottom.set_labels([] if numeric(result.coords[name]) else labels_of(result, name))
-        self.plot.setLabel("left", result.metric)
+        self.plot.setLabel("left", self.metric_name(result))
         self.plot.setLabel("bottom", name)
 
     # -- pointing ------------------------------------------------------------------
@@ -301,7 +307,7 @@ class SweepPlot(QWidget):
         v = float(self.grid()[row, col])
         shown = f"{v:.6g}" if math.isfinite(v) else "not run yet"
         base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"
-        return f"{' · '.join(where)}: {self.result.metric} = {shown}{base}"
+        return f"{' · '.join(where)}: {self.metric_name(self.result)} = {shown}{base}"
 
     def _on_move(self, scene_pos: QPointF) -> None:
         cell = self.cell_at(scene_pos)

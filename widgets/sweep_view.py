@@ -80,6 +80,10 @@ class SweepView(QWidget):
         self.cancel_button.setEnabled(False)
         self.progress = named(QProgressBar(), "sweepProgress")
         self.progress.setVisible(False)
+        # hidden, it keeps its place: Run and Cancel do not jump when a sweep starts
+        policy = self.progress.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)
+        self.progress.setSizePolicy(policy)
         self.note = named(QLabel(""), "sweepNote")
         self.note.setWordWrap(True)
         self.plot = SweepPlot()
@@ -98,13 +102,13 @@ class SweepView(QWidget):
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.progress, 1)
-        top = QWidget()
+        top = self._fields = QWidget()
         top_lay = QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
         top_lay.addLayout(form)
         top_lay.addStretch(1)
         # a short dock scrolls the fields rather than squeezing them over each other
-        scroll = named(QScrollArea(), "sweepFields")
+        scroll = self._fields_scroll = named(QScrollArea(), "sweepFields")
         scroll.setWidget(top)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -146,7 +150,7 @@ class SweepView(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        wide = self.width() >= 700
+        wide = self.width() >= 600   # the analysis tab of a 1000 px window is ~640 px wide
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if orientation != self.split.orientation() or not self._split_set:
             self.split.setOrientation(orientation)
@@ -156,6 +160,17 @@ class SweepView(QWidget):
             self._split_set = True
 
     _split_set = False
+
+    def wanted_height(self) -> int:
+        """The height that shows every field, the estimate, Run and the note unscrolled."""
+        width = max(self._fields_scroll.width(), 200)
+        labels = sum(label.heightForWidth(width) for label in (self.estimate, self.note)
+                      if label.text())
+        fields = self._fields.layout()
+        assert fields is not None
+        tall = (fields.heightForWidth(self._fields_scroll.viewport().width())
+                if fields.hasHeightForWidth() else fields.sizeHint().height())
+        return max(tall, fields.minimumSize().height()) + labels + self.run_button.sizeHint().height() + 32
 
     @property
     def result(self) -> SweepResult | None:
@@ -191,6 +206,7 @@ class SweepView(QWidget):
             self._run()
 
     def _run(self) -> None:
+        self.plot.metric_names[self.metric_box.text().strip()] = self.metric_box.shown_text()
         self.runRequested.emit(self.axes.text(), self.template.text(), self.source.text(),
                                self.metric_box.text())
 
@@ -220,6 +236,7 @@ class SweepView(QWidget):
         elapsed = time.monotonic() - self._started
         eta = elapsed / done * (total - done) if done else math.inf
         self.progress.setFormat(f"{done} / {total} · ETA {seconds(eta)}")
+        self.note.setText(f"running: {done} of {total} runs")
 
     def show_partial(self, result: SweepResult) -> None:
         """The grid so far (cells not run yet are NaN)."""

@@ -7,6 +7,9 @@ Each analysis is a request following :class:`~.analysis.Analysis` (a frozen data
 a ``name``, its parameters and ``compute(...)``) answered by a result with its JSON form,
 registered by name (:func:`register_analysis`); ``Session.analyse(request)`` runs any of them.
 
+Attention patterns (:mod:`.attention_patterns`) are each head's probabilities at an
+attention module, computed from the module's own queries and keys.
+
 A scan streams many inputs through one model in batches, giving per-layer statistics,
 exact top-k inputs per unit and an intervention's effect per input (accuracy, changed
 predictions, a metric without and with).
@@ -18,6 +21,8 @@ here, never from a module inside (tests/test_floors.py checks it).
 from .analysis import Analysis, AnalysisResult
 from .analysis_registry import (analysis_from_text, get_analysis, register_analysis,
                                 registered_analyses, unregister_analysis)
+from .attention_families import attention_modules
+from .attention_patterns import AttentionRequest, AttentionResult, LayerAttention
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
 from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
@@ -27,19 +32,23 @@ from .scan_parts import EffectRow, ScanPartial, merge
 from .scan_result import LayerSummary, ScanResult, TopInput, finish
 from .scan_saved import SavedInputs, ScanDataError, scan_from_data, scan_to_data
 from .scanning import DEFAULT_BUDGET, LABEL_METRICS, ScanJob, ScanRequest, scan, scan_shard, shards
-from .steer_diff import is_file_spec, parse_vector_option, resolve_vectors, with_built_vectors
-from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size
+from .steer_diff import (is_file_spec, parse_vector_option, resolve_vectors, vector_spec_files,
+                         with_built_vectors)
+from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size, template_plan
 from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
+from .sweep_estimate import EstimateRefused, check_estimable, spearman
 from .sweep_metrics import METRICS
 
-__all__ = ["Analysis", "AnalysisResult", "analysis_from_text", "get_analysis", "register_analysis",
-           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
-           "EffectRow", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
+__all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
+           "attention_modules",
+           "analysis_from_text", "get_analysis", "register_analysis",
+           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+           "EffectRow", "EstimateRefused", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",
            "ScanRequest", "ScanResult", "SweepContext", "SweepRequest", "SweepResult", "TopInput",
            "find_lens_head", "finish", "is_file_spec", "merge", "parse_vector_option",
            "prepare_sweep", "resolve_vectors", "scan", "scan_from_data", "scan_shard",
-           "scan_to_data", "shards", "sweep", "sweep_cells", "sweep_result", "sweep_size",
-           "target_id", "with_built_vectors"]
+           "scan_to_data", "shards", "spearman", "sweep", "sweep_cells", "sweep_result", "sweep_size",
+           "target_id", "template_plan", "vector_spec_files", "with_built_vectors"]

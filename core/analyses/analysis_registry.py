@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from ..base.errors import PlanError
 from .analysis import Analysis
+from .attention_patterns import AttentionRequest
 from .generation import GenerateRequest
 from .logit_lens import LensRequest
 from .sae_features import SaeRequest
@@ -123,5 +124,6 @@ register_analysis(GenerateRequest)
 register_analysis(SaeRequest)
 register_analysis(SweepRequest)
 register_analysis(ScanJob)
+register_analysis(AttentionRequest)
 
 __all__ = ["analysis_from_text", "get_analysis", "register_analysis", "registered_analyses", "unregister_analysis"]

@@ -29,12 +29,14 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..base.errors import Cancelled, PlanError
+from ..base.errors import Cancelled, ForwardError, PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
 from .generation_steps import CachedSteps, FullSteps, Steps, cache_keyword, cache_refusal
 
 MAX_STEPS = 4096
+#: the seeds torch.Generator.manual_seed takes
+MIN_SEED, MAX_SEED = -(2**63), 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class GenerateRequest:
         if not (self.temperature >= 0 and self.temperature < float("inf")):
             raise PlanError(f"generate: the temperature must be 0 (greedy) or positive, got "
                             f"{self.temperature!r}")
+        if not isinstance(self.seed, int) or not MIN_SEED <= self.seed <= MAX_SEED:
+            raise PlanError(f"generate: the seed must be a whole number from {MIN_SEED} to "
+                            f"{MAX_SEED}, got {self.seed!r}")
 
     def compute(self, module: nn.Module, inputs: Any, plan: Plan, device: str,
                 meaning: OutputMeaning, should_stop: Callable[[], bool] | None = None
@@ -144,6 +149,19 @@ def _ids_of(inputs: Any) -> tuple[torch.Tensor, Callable[[torch.Tensor], Any]]:
     raise PlanError("generate needs token ids as input (a language model with text:PROMPT)")
 
 
+def _sampling_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``softmax(logits / temperature)``; where that overflows (a temperature near 0 makes
+    every ratio infinite) the same distribution from logits shifted to a maximum of 0."""
+    probs = torch.softmax(logits / temperature, -1)
+    if not bool(torch.isfinite(probs).all()):
+        probs = torch.softmax((logits - logits.max()) / temperature, -1)
+    if not bool(torch.isfinite(probs).all()):
+        raise ForwardError("generate: the model's next-token scores are not finite (NaN or "
+                           "infinite logits), so no token can be sampled; check the model and "
+                           "its interventions, or generate greedily (temperature 0)")
+    return probs
+
+
 class _Chooser:
     """Picks each step's token: greedy, or sampled with its own seeded generator."""
 
@@ -159,7 +177,7 @@ class _Chooser:
 
     def choose(self, logits: torch.Tensor) -> int:
         if self.temperature > 0:
-            return int(torch.multinomial(torch.softmax(logits / self.temperature, -1), 1,
+            return int(torch.multinomial(_sampling_probs(logits, self.temperature), 1,
                                          generator=self.gen))
         return int(logits.argmax())
 

@@ -28,9 +28,11 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
-from ..base.errors import PlanError
+from ..base.errors import HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
-from ..plan.plan import Plan
+from ..base.nested import tensor_leaves
+from ..base.user_text import is_digits, safe_str
+from ..plan.plan import INPUT_SUFFIX, Plan
 
 #: (norm, unembedding, the ModuleList holding the blocks), in the order tried.
 KNOWN_HEADS = (("transformer.ln_f", "lm_head", "transformer.h"),   # GPT-2, GPT-J, GPT-Neo
@@ -166,7 +168,7 @@ def target_id(target: str | int | None, meaning: OutputMeaning, vocab: int) -> i
     if target is None:
         return None
     if isinstance(target, int) or (isinstance(target, str) and target.startswith("#")
-                                   and target[1:].isdigit()):
+                                   and is_digits(target[1:])):
         tid = int(target[1:]) if isinstance(target, str) else target
     else:
         if meaning.codec is None:
@@ -183,8 +185,9 @@ def target_id(target: str | int | None, meaning: OutputMeaning, vocab: int) -> i
 
 
 def lens_plan(plan: Plan, head: LensHead) -> Plan:
-    """``plan`` that also keeps every block's output (its interventions unchanged)."""
-    capture = tuple(plan.capture) + tuple(b for b in head.blocks if b not in plan.capture)
+    """``plan`` that also keeps the first block's input and every block's output (its
+    interventions unchanged)."""
+    capture = tuple(plan.capture) + tuple(b for b in lens_rows(head) if b not in plan.capture)
     return dataclasses.replace(plan, capture=capture, keep_tensors=True)
 
 
@@ -215,6 +218,31 @@ def decode_blocks(root: nn.Module, head: LensHead, hidden: Sequence[torch.Tensor
     return torch.stack(rows)
 
 
+def _vocab(output: Any) -> int | None:
+    """The width of the model's own token scores (its output's first tensor), if any."""
+    leaves = [t for _, t in tensor_leaves(output)]
+    return int(leaves[0].shape[-1]) if leaves and leaves[0].dim() >= 1 else None
+
+
+def _check_head(root: nn.Module, head: LensHead, hidden: torch.Tensor, vocab: int | None) -> None:
+    """Refuse a head whose norm and unembedding do not take a block's output to token scores
+    as wide as the model's own (a block named as the head, say), in words, not a traceback."""
+    named = f"{head.norm or ''},{head.unembed}"
+    fix = "name the model's final norm and unembedding as NORM,UNEMBED (e.g. ln_f,lm_head)"
+    try:
+        scores = decode_blocks(root, head, [hidden])
+    except HookscopeError:
+        raise
+    except Exception as exc:  # the named modules cannot take the residual stream
+        lines = safe_str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+        raise PlanError(f"--lens-head {named}: these layers do not take a block's output "
+                        f"(width {hidden.shape[-1]}) to token scores ({reason}); {fix}") from exc
+    if vocab is not None and scores.shape[-1] != vocab:
+        raise PlanError(f"--lens-head {named}: these layers give {scores.shape[-1]} scores a "
+                        f"position, but the model's output has {vocab}; {fix}")
+
+
 def _grid(probs: torch.Tensor, k: int, tid: int | None):
     top_p, top_i = probs.topk(min(k, probs.shape[-1]), dim=-1)
     topk = [[list(zip(i.tolist(), p.tolist())) for i, p in zip(ri, rp)]
@@ -235,26 +263,17 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     from ..engine.run import compare
 
     lh = head if isinstance(head, LensHead) else find_lens_head(module, head)
-    first_block = module.get_submodule(lh.blocks[0])
-    entering: list[torch.Tensor] = []
-    handle = first_block.register_forward_pre_hook(_InputRecorder(entering), with_kwargs=True)
-    try:
-        result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
-                         should_stop=should_stop, codec=meaning.codec)
-    finally:
-        handle.remove()
-    if not entering:
-        raise PlanError(f"the lens block {lh.blocks[0]} did not run in this forward")
-    # compare() runs the baseline first and the intervened forward last (a patch's source
-    # forward, where one runs, comes between them; a re-run repeats its own forward).
-    without, with_ = [entering[0]], [entering[-1]]
-    for path in lh.blocks:
+    result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
+                     should_stop=should_stop, codec=meaning.codec)
+    without, with_ = [], []
+    for path in lens_rows(lh):
         recs = result.captures.get(path) or []
         if not recs or recs[0].tensor is None:
             raise PlanError(f"the lens block {path} did not run in this forward")
         with_.append(_hidden(recs[0].tensor))
         base = recs[0].baseline_tensor
         without.append(_hidden(base if base is not None else recs[0].tensor))
+    _check_head(module, lh, without[0], _vocab(result.output_without))
     p_without = decode_blocks(module, lh, without)
     p_with = decode_blocks(module, lh, with_)
     tid = target_id(target, meaning, p_with.shape[-1])
@@ -269,27 +288,14 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     strings = token_strings(meaning, sorted(named))
     positions = ([strings.get(i, str(i)) for i in ids] if len(ids) == p_with.shape[1]
                  else [str(p) for p in range(p_with.shape[1])])
-    return LensResult([embedding_row(lh), *lh.blocks], positions, tw, ti, pw, pi, kw, ki,
-                      strings, tid, tpw, tpi, lh)
+    return LensResult(lens_rows(lh), positions, tw, ti, pw, pi, kw, ki, strings, tid,
+                      tpw, tpi, lh)
 
 
-def embedding_row(head: LensHead) -> str:
-    """The name of the lens's first row: the residual stream entering the first block."""
-    return f"{head.blocks[0]}:input"
-
-
-class _InputRecorder:
-    """A forward pre-hook keeping a copy of the hidden state a block is called with (its
-    first positional argument, or ``hidden_states``), once per call."""
-
-    __slots__ = ("kept",)
-
-    def __init__(self, kept: list[torch.Tensor]) -> None:
-        self.kept = kept
-
-    def __call__(self, _module: nn.Module, args: tuple, kwargs: dict) -> None:
-        value = args[0] if args else kwargs.get("hidden_states")
-        self.kept.append(_hidden(value).detach().clone())
+def lens_rows(head: LensHead) -> list[str]:
+    """The lens's rows: the residual stream entering the first block (its input,
+    ``BLOCK:input``: the embeddings), then each block's output."""
+    return [head.blocks[0] + INPUT_SUFFIX, *head.blocks]
 
 
 def first_row_ids(inputs: Any) -> list[int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base.user_text import spreadsheet_cell as _cell_text
+from ..base.user_text import as_int, spreadsheet_cell as _cell_text
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning
 from ..dataset.input_sets import InputSet
@@ -105,8 +105,7 @@ class ScanResult:
         if idx is None:
             return "(none)"
         names = self.inputs.class_names
-        if names and 0 <= idx < len(names) and names[idx].strip().lstrip("-").isdigit() \
-                and int(names[idx]) == idx:
+        if names and 0 <= idx < len(names) and as_int(names[idx]) == idx:
             return names[idx]
         return self.meaning.label(idx) if self.meaning.labels else str(idx)
 

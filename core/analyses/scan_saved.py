@@ -19,6 +19,7 @@ import numpy as np
 
 from ..base.errors import HookscopeError, InputError
 from ..base.meaning import OutputMeaning
+from ..base.user_text import is_digits
 from ..dataset.input_sets import InputSet
 from .scan_parts import EffectRow
 from .scan_result import LayerSummary, ScanResult
@@ -206,7 +207,7 @@ def _names(d: Any, where: str) -> dict[int, str]:
         raise ScanDataError(f"{where} is not an object")
     out = {}
     for k, v in d.items():
-        if not k.isdigit() or len(k) > 18:
+        if not is_digits(k) or len(k) > 18:
             raise ScanDataError(f"{where}: {k[:20]!r} is not an input number")
         out[int(k)] = _str(v, f"{where}[{k}]")
     return out

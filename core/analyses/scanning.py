@@ -33,10 +33,11 @@ from torch import nn
 
 from ..base.call_args import call_model
 from ..base.devices import resolve_device
-from ..base.errors import Cancelled, InputError, PlanError
+from ..base.errors import Cancelled, ForwardError, HookscopeError, InputError, PlanError
 from ..base.meaning import CLASSES, TOKENS, OutputMeaning
 from ..base.nested import map_tensors, tensor_leaves
-from ..engine.forward_state import to_device
+from ..base.user_text import as_int
+from ..engine.forward_state import forward_error_message, to_device
 from ..engine.run import place_module, run
 from .sweep_metrics import Metric, make_metric, scores
 from ..plan.intervention_registry import parse_intervention
@@ -168,8 +169,8 @@ def label_index(raw: Any, meaning: OutputMeaning, fallback: int | None = None) -
     text = str(raw)
     if meaning.labels and text in meaning.labels:
         return meaning.labels.index(text)
-    if text.strip().lstrip("-").isdigit():
-        return int(text)
+    if as_int(text) is not None:
+        return as_int(text)
     if meaning.codec is not None:
         ids = meaning.codec.encode(text)
         if len(ids) == 1:
@@ -307,7 +308,14 @@ def _run_batch(module: nn.Module, lm: Any, chunk: list[int], xs: list[Any], requ
     b = len(chunk)
     x = to_device(_stack(xs), dev)
     with torch.inference_mode(), _capturing(targets) as acts:
-        out0 = call_model(module, x)
+        try:
+            out0 = call_model(module, x)
+        except HookscopeError:
+            raise
+        except Exception as exc:  # the model's own error, made readable (as a run's is)
+            where = (f"input {chunk[0]}" if b == 1 else f"inputs {chunk[0]} to {chunk[-1]}")
+            raise ForwardError(f"{where} of {request.inputs.name}: "
+                               f"{forward_error_message(module, x, exc)}") from exc
     missing = [p for p in targets if p not in acts]
     if missing:
         raise PlanError(f"layer {missing[0]!r} did not run in the forward of input {chunk[0]}: "

@@ -135,6 +135,21 @@ def is_file_spec(spec: str) -> bool:
     return Path(spec).suffix.lower() in VECTOR_SUFFIXES
 
 
+def vector_spec_files(spec: str) -> list[tuple[str, str]]:
+    """``(what, path)`` of the files a ``--vector`` spec names: the vector file, or a
+    ``diff:``'s two sides (prompt-set files, input files); the caller keeps those that exist."""
+    if is_file_spec(spec):
+        return [("the vector file", spec)]
+    if not is_diff_spec(spec):
+        return []
+    try:
+        _, a, b = check_diff_spec(spec)
+    except PlanError:
+        return []  # refused with its reason where the vector is built
+    return [("the prompt-set file" if Path(side.strip()).suffix == ".txt"
+             else "a vector's input file", side.strip()) for side in (a, b)]
+
+
 def resolve_vectors(module: nn.Module | None, interventions: Mapping[str, Intervention],
                     specs: Mapping[str, str], example: Any = None, codec: Any = None,
                     device: torch.device | None = None) -> dict[str, Intervention]:

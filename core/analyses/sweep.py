@@ -39,7 +39,7 @@ from .sweep_axes import DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_siz
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,
                           values_array)
-from .sweep_metrics import finite_or_none, make_metric, normalised
+from .sweep_metrics import NoScores, finite_or_none, make_metric, normalised
 
 @dataclass
 class SweepResult:
@@ -68,6 +68,12 @@ class SweepResult:
     normalised: dict[str, float] | None = None
     #: the values before normalising (``None`` when not normalised)
     raw_values: np.ndarray | None = field(default=None, repr=False)
+    #: every cell's first-order estimate, in the shape and on the scale of :attr:`values`
+    #: (``None`` unless the sweep was estimated; see :mod:`.sweep_estimate`)
+    estimates: np.ndarray | None = None
+    #: the cells run for real beside their estimates: ``{"cells": [[i, j], ...],
+    #: "estimates": [...], "values": [...], "spearman": r}`` (``None`` unless estimated)
+    verified: dict[str, Any] | None = None
 
     @property
     def cells(self) -> int:
@@ -113,28 +119,56 @@ class SweepResult:
         plan = self._plan({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
         return dataclasses.replace(plan, capture=tuple(plan.interventions), keep_tensors=True)
 
+    def _indexed(self) -> list[str]:
+        """The axes whose labels dress an integer (``3 't'`` for position 3): their files
+        give the integer too, in a column (``pos_index``) or ``coords`` of its own."""
+        return [n for n in self.axes
+                if all(isinstance(c, int) and not isinstance(c, bool) for c in self.coords[n])
+                and [str(c) for c in self.coords[n]] != list(self.axes[n])]
+
     def to_json_dict(self) -> dict:
-        vals = [finite_or_none(float(v)) for v in self.values.reshape(-1)]
         return {"axes": {k: list(v) for k, v in self.axes.items()},
-                "values": np.array(vals, dtype=object).reshape(self.values.shape).tolist(),
+                "coords": {n: [int(c) for c in self.coords[n]] for n in self._indexed()},
+                "values": _nested(self.values),
                 "metric": self.metric, "baseline": finite_or_none(self.baseline),
                 "cells": self.cells, "forwards": dict(self.forwards),
                 "batched": dict(self.batch),
                 **({"normalised": dict(self.normalised)} if self.normalised is not None else {}),
+                **({"estimates": _nested(self.estimates), "verified": self.verified}
+                   if self.estimates is not None else {}),
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()}}
 
     def to_csv(self) -> str:
-        """One row per cell: each axis's label, then the number. A label that a spreadsheet
-        would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
+        """One row per cell: each axis's label (and, for positions or units, its integer in a
+        ``NAME_index`` column), then the number. A label that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow([*self.axes, self.metric])
+        est = self.estimates
         names = list(self.axes)
+        indexed = self._indexed()
+        w.writerow([*(h for n in names for h in ((n, f"{n}_index") if n in indexed else (n,))),
+                    self.metric, *(["estimate"] if est is not None else [])])
         for idx in itertools.product(*(range(len(self.axes[n])) for n in names)):
-            v = float(self.values[idx])
-            w.writerow([*(_cell_text(self.axes[n][i]) for n, i in zip(names, idx)),
-                        repr(v) if np.isfinite(v) else ""])
+            cells = []
+            for n, i in zip(names, idx):
+                cells.append(_cell_text(self.axes[n][i]))
+                if n in indexed:
+                    cells.append(str(int(self.coords[n][i])))
+            more = [] if est is None else [_number(float(est[idx]))]
+            w.writerow([*cells, _number(float(self.values[idx])), *more])
         return buf.getvalue()
+
+
+def _number(v: float) -> str:
+    """A CSV number: ``repr``, never ``-0.0`` (a sign that would mean something), empty
+    where not finite."""
+    return repr(v + 0.0) if np.isfinite(v) else ""
+
+
+def _nested(values: np.ndarray) -> list:
+    """JSON values: not-finite ones as null, -0.0 as 0.0 (as :func:`_number`)."""
+    vals = [finite_or_none(float(v) + 0.0) for v in values.reshape(-1)]
+    return np.array(vals, dtype=object).reshape(values.shape).tolist()
 
 
 def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
@@ -158,6 +192,16 @@ def sweep_size(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     return {n: len(v) for n, v in axes.items()}
 
 
+def template_plan(module: nn.Module, inputs: Any, over: Mapping[str, Any],
+                  intervene: Mapping[Any, Any], max_cells: int = DEFAULT_MAX_CELLS) -> Plan:
+    """The first cell's plan as its templates write it, before any binding: its sources
+    (``patch:src.npy``) are files a sweep reads, to declare before anything runs (nothing
+    runs here; a grid over ``max_cells`` is refused first, as :func:`sweep_size` does)."""
+    axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
+    check_size(axes, max_cells)
+    return Cells(intervene, None).plan({n: v[0] for n, v in axes.items()})
+
+
 @dataclass(frozen=True, eq=False)
 class SweepRequest:
     """A sweep as a view the session's runner computes after a run (off the GUI thread),
@@ -173,6 +217,8 @@ class SweepRequest:
     partial: Callable[[SweepResult], None] | None = None
     batch: bool | int = True
     normalise: bool = False
+    estimate: bool = False
+    verify: int = 0
 
     name = "sweep"
 
@@ -181,7 +227,8 @@ class SweepRequest:
         return sweep(module, inputs, self.over, self.intervene, self.metric, meaning=meaning,
                      device=device, max_cells=self.max_cells, should_stop=should_stop,
                      progress=self.progress, bind=self.bind, batch=self.batch,
-                     normalise=self.normalise, partial=self.partial)
+                     normalise=self.normalise, partial=self.partial, estimate=self.estimate,
+                     verify=self.verify)
 
 
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
@@ -215,7 +262,8 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           progress: Callable[[int, int], None] | None = None,
           bind: Callable[[dict], dict] | None = None, batch: bool | int = True,
           batch_bytes: int = DEFAULT_BATCH_BYTES, normalise: bool = False,
-          partial: Callable[[SweepResult], None] | None = None) -> SweepResult:
+          partial: Callable[[SweepResult], None] | None = None, estimate: bool = False,
+          verify: int = 0, estimate_budget: int | None = None) -> SweepResult:
     """Run ``intervene`` at every cell of the grid ``over`` spans; one ``metric`` number each.
 
     ``over``: ``{axis: values}``, e.g. ``{"layer": "blocks.*", "pos": "all"}`` or
@@ -236,22 +284,83 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     batch. :attr:`SweepResult.batch` says what happened and why. ``normalise``: each value
     as ``(m - m_clean) / (m_source - m_clean)``, 0 for the clean run and 1 for the source run
     (the patching papers' normalisation; needs one source input among the cells).
+
+    ``estimate``: instead of running every cell, estimate each to first order from one
+    forward and one backward (:mod:`.sweep_estimate`; :attr:`SweepResult.estimates`), then
+    run for real only the ``verify`` cells whose estimate moves furthest from the clean
+    run (:attr:`SweepResult.verified`; :attr:`~SweepResult.values` holds those, NaN
+    elsewhere). ``estimate_budget``: the bytes the forward with gradients may keep
+    (default: half the free memory).
     """
     t0 = time.perf_counter()
-    ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
-                        device=device, max_cells=max_cells, should_stop=should_stop, bind=bind,
-                        batch=batch, batch_bytes=batch_bytes)
+    verify = _verify_count(verify, estimate)
+    if estimate:  # a metric or mode the estimate refuses is said before any forward
+        from .sweep_estimate import check_estimable
+
+        check_estimable(module, metric, meaning)
+    try:
+        ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
+                            device=device, max_cells=max_cells, should_stop=should_stop,
+                            bind=bind, batch=batch, batch_bytes=batch_bytes, measure=estimate)
+    except NoScores as exc:
+        if not estimate:
+            raise
+        from .sweep_estimate import NOT_DIFFERENTIABLE, EstimateRefused
+
+        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
     if normalise:
         normal_ends(ctx)  # refused before the cells run
+    est = None
+    if estimate:
+        from .sweep_estimate import estimate_cells
+
+        est = estimate_cells(ctx, estimate_budget)
+
+    def result(so_far: Sequence[CellValue], normal: bool = False) -> SweepResult:
+        res = sweep_result(ctx, so_far, normalise=normal)
+        if est is not None:
+            _with_estimates(res, est.values, so_far)
+        return res
+
     def grid_so_far(so_far: list[CellValue]) -> None:
         assert partial is not None
-        partial(sweep_result(ctx, so_far))   # a new array each time: the caller may keep it
+        partial(result(so_far))   # a new array each time: the caller may keep it
 
-    got = sweep_cells(ctx, progress=progress,
-                      arrived=grid_so_far if partial is not None else None)
-    res = sweep_result(ctx, got, normalise=normalise)
+    arrived = grid_so_far if partial is not None else None
+    if est is not None:
+        from .sweep_estimate import verify_cells
+
+        if partial is not None:
+            partial(result([]))  # the estimates at once, before any cell runs
+        got = verify_cells(ctx, est, verify, progress=progress, arrived=arrived)
+    else:
+        got = sweep_cells(ctx, progress=progress, arrived=arrived)
+    res = result(got, normalise)
     res.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
     return res
+
+
+def _verify_count(verify: Any, estimate: bool) -> int:
+    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
+        raise PlanError(f"verify={verify!r}: give a number of cells to run for real (0 or more)")
+    if verify and not estimate:
+        raise PlanError("verify runs the cells an estimate ranks first: add estimate=True "
+                        "(--estimate), or drop verify and run every cell")
+    return verify
+
+
+def _with_estimates(res: SweepResult, est: np.ndarray, got: Sequence[CellValue]) -> None:
+    """Put the estimates (normalised as the values are) and the verified cells on ``res``."""
+    from .sweep_estimate import spearman
+
+    if res.normalised is not None:
+        est = normalised(est, res.normalised["clean"], res.normalised["source"])
+    res.estimates = np.array(est, dtype=float)
+    cells = [tuple(int(i) for i in c.index) for c in got]
+    e = [float(res.estimates[c]) for c in cells]
+    v = [float(res.values[c]) for c in cells]
+    res.verified = {"cells": [list(c) for c in cells], "estimates": [finite_or_none(x) for x in e],
+                    "values": [finite_or_none(x) for x in v], "spearman": spearman(e, v)}
 
 
 def normal_ends(ctx: SweepContext) -> tuple[float, float]:

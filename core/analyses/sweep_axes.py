@@ -141,13 +141,24 @@ def axis_values(name: str, value: Any, module: nn.Module, inputs: Any) -> Sequen
 def check_size(axes: Mapping[str, Sequence], max_cells: int) -> int:
     """The number of cells; refuses an empty axis or more than ``max_cells`` cells."""
     for name, vals in axes.items():
-        if len(vals) == 0:
+        if _count(vals) == 0:
             raise PlanError(f"sweep axis {name!r} has no values: it would run nothing")
-    n = math.prod(len(v) for v in axes.values())
+    n = math.prod(_count(v) for v in axes.values())
     if n > max_cells:
         raise PlanError(f"the sweep has {n:,} cells, over the limit of {max_cells:,}: narrow an "
                         "axis, or raise the limit (max_cells=, --max-cells N)")
     return n
+
+
+def _count(vals: Sequence) -> int:
+    """``len(vals)``, also past what ``len`` can return (``linspace(0,1,10**22)``, a range
+    ``0:10**22``): such a count is refused by the cell limit, not by an OverflowError."""
+    if isinstance(vals, Spaced):
+        return vals.n
+    if isinstance(vals, range):
+        return max(0, (vals.stop - vals.start + vals.step - (1 if vals.step > 0 else -1))
+                   // vals.step)
+    return len(vals)
 
 
 def fill(template: str, coords: Mapping[str, Any], what: str) -> str:

@@ -55,7 +55,8 @@ def make_baseline(module: nn.Module, x: Any, resolved: list[dict[str, LayerPlan]
     collects every leaf module's output size and ``shapes`` the leaf shapes every hooked
     module of every cell gives (see :class:`~.sweep_batch.RowHooks`)."""
     layers = resolved[0]
-    clean = {p: LayerPlan(p, lp.module) for p, lp in layers.items()}
+    clean = {p: LayerPlan(p, lp.module, at_input=lp.at_input, mid_block=lp.mid_block)
+             for p, lp in layers.items()}
     start = snapshot(module)
     handles = []
     try:

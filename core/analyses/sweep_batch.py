@@ -188,7 +188,10 @@ class _RowPreHook:
 
 def row_target(lp: LayerPlan) -> tuple[nn.Module, bool]:
     """Where a row hook of ``lp`` goes: ``(module, True)`` for the pre-hook on a head site's
-    output projection, ``(module, False)`` for the forward hook on the layer itself."""
+    output projection or on a ``PATH:input`` layer, ``(module, False)`` for the forward hook
+    on the layer itself."""
+    if lp.at_input:
+        return lp.module, True
     site = lp.head_site
     if site is not None and site.projection is not None:
         return site.projection, True

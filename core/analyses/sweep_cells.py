@@ -124,6 +124,9 @@ class SweepContext:
     #: source input key -> the model's output on it (from the shared source forward)
     source_outputs: dict[Any, Any] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    #: the bytes of every leaf module's output in the baseline forward (what a forward with
+    #: gradients keeps for its backward, roughly), when asked for (``measure=True``)
+    activation_bytes: int | None = None
 
     @property
     def names(self) -> list[str]:
@@ -138,12 +141,14 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
                   codec: Any = None, meaning: OutputMeaning | None = None, device: str = "cpu",
                   max_cells: int = 10_000, should_stop: Callable[[], bool] | None = None,
                   bind: Callable[[dict], dict] | None = None, batch: bool | int = True,
-                  batch_bytes: int = DEFAULT_BATCH_BYTES) -> SweepContext:
+                  batch_bytes: int = DEFAULT_BATCH_BYTES, measure: bool = False) -> SweepContext:
     """Check the grid, resolve every cell's plan (a bad cell fails before any forward), run
     the shared baseline and source forwards, and decide the batching. ``batch``: ``True``
     (batch where the model allows, up to :data:`~.sweep_batch.DEFAULT_MAX_ROWS` rows),
     a number of rows, or ``False``/``1`` (every cell a single comparison); ``batch_bytes``:
-    the memory a batch's rows may take (estimated from the baseline's largest activation)."""
+    the memory a batch's rows may take (estimated from the baseline's largest activation).
+    ``measure``: note the baseline's activation bytes (:attr:`SweepContext.activation_bytes`)
+    even where cells are not batched."""
     t0 = time.perf_counter()
     if meaning is not None and codec is None:
         codec = meaning.codec
@@ -173,7 +178,8 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     if not sensitive:  # one baseline and one source forward per source input serve every cell
         largest: list[int] = []
         ctx.shared = make_baseline(module, x, resolved, dev, should_stop,
-                                    largest if note is None else None, ctx.leaf_shapes)
+                                    largest if note is None or measure else None, ctx.leaf_shapes)
+        ctx.activation_bytes = sum(largest) if largest else None
         ctx.counts["baseline"] += 1
         ctx.counts["source"] += _prime_sources(ctx)
         if met.clean is not None:
@@ -209,7 +215,7 @@ def batchable(ctx: SweepContext, k: int) -> bool:
         return False
     for lp in ctx.resolved[k].values():
         iv = lp.intervention
-        if iv is None or not iv.batch_rows:
+        if iv is None or not iv.batch_rows or lp.mid_block is not None:
             return False
         if lp.head_site is not None and lp.head_site.recompute:
             return False

@@ -26,6 +26,7 @@ import torch
 from ..base.errors import PlanError
 from ..base.meaning import OutputMeaning, score_leaf
 from ..base.nested import tensor_leaves
+from ..base.user_text import is_digits
 from ..views.detections import as_torchvision
 from ..engine.output_diff import output_difference
 
@@ -35,15 +36,20 @@ METRICS = ("logit-diff:A,B", "logit:T", "prob:T", "kl", "top-changed", "max-abs-
 BOX_SCORE = 0.5
 
 
-def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
+class NoScores(PlanError):
+    """The model's output holds no floating-point scores for a metric to read."""
+
+
+def scores(output: Any, meaning: OutputMeaning | None, detach: bool = True) -> torch.Tensor:
     """The score vector a metric reads: the first example's, at the last position for a
-    sequence of scores (``[batch, positions, vocabulary]``)."""
+    sequence of scores (``[batch, positions, vocabulary]``). ``detach=False``: still in the
+    autograd graph (a sweep's estimate differentiates it)."""
     leaf = score_leaf(output, meaning)
     leaves = [leaf] if isinstance(leaf, torch.Tensor) else [t for _, t in tensor_leaves(leaf)]
     if not leaves or not leaves[0].is_floating_point():
-        raise PlanError("this metric needs scores (logits) as the output; use max-abs-diff or "
-                        "a function for this model")
-    t = leaves[0].detach()
+        raise NoScores("this metric needs scores (logits) as the output; use max-abs-diff or "
+                       "a function for this model")
+    t = leaves[0].detach() if detach else leaves[0]
     # the one row read, then float64 (a GPT-2's logits are 50257 a position: converting
     # them all first cost more than the rest of a cell's bookkeeping)
     if t.dim() >= 3:
@@ -55,7 +61,7 @@ def scores(output: Any, meaning: OutputMeaning | None) -> torch.Tensor:
 
 def _index(text: str, meaning: OutputMeaning | None, what: str) -> int:
     t = text.strip()
-    if t.startswith("#") and t[1:].isdigit():
+    if t.startswith("#") and is_digits(t[1:]):
         return int(t[1:])
     labels = meaning.labels if meaning is not None else None
     if labels and t in labels:
@@ -80,11 +86,15 @@ def _unquote(text: str) -> str:
 @dataclass(frozen=True)
 class Metric:
     """A cell's number from the two outputs; ``clean``: the same number on the baseline run
-    (``None`` where only a difference makes sense)."""
+    (``None`` where only a difference makes sense). ``grad``: the cell's number as a tensor
+    still in the autograd graph of the second output (a sweep's estimate differentiates it);
+    ``None`` with ``no_grad`` saying why the metric has no first-order signal."""
 
     name: str
     cell: Callable[[Any, Any], float]
     clean: Callable[[Any], float] | None = None
+    grad: Callable[[Any, Any], torch.Tensor] | None = None
+    no_grad: str = ""
 
 
 def _checked(i: int, n: int, what: str) -> int:
@@ -101,21 +111,25 @@ def make_metric(metric: Any, meaning: OutputMeaning | None) -> Metric:
         def call(a: Any, b: Any) -> float:
             return float(metric(a, b))
 
-        return Metric(str(name), call)
+        return Metric(str(name), call, grad=metric)
     if not isinstance(metric, str) or not metric.strip():
         raise PlanError(f"metric {metric!r}: use one of {', '.join(METRICS)} or a function")
     kind, _, arg = metric.strip().partition(":")
     what = f"metric {metric!r}"
     sc = lambda out: scores(out, meaning)  # noqa: E731
     if kind == "max-abs-diff":
-        return Metric(metric, lambda a, b: output_difference(a, b)[1])
+        return Metric(metric, lambda a, b: output_difference(a, b)[1],
+                      no_grad="max-abs-diff is a largest absolute difference: its gradient is "
+                              "zero (or undefined) at the baseline")
     if kind == "kl":
         def kl(a: Any, b: Any) -> float:
             p, q = torch.log_softmax(sc(a), -1), torch.log_softmax(sc(b), -1)
             return float((p.exp() * (p - q)).sum())
-        return Metric(metric, kl)
+        return Metric(metric, kl, no_grad="kl from the baseline is at its minimum there, so its "
+                                          "gradient is zero")
     if kind == "top-changed":
-        return Metric(metric, lambda a, b: float(int(sc(a).argmax()) != int(sc(b).argmax())))
+        return Metric(metric, lambda a, b: float(int(sc(a).argmax()) != int(sc(b).argmax())),
+                      no_grad="top-changed counts an argmax change: its gradient is zero")
     if kind == "logit-diff":
         parts = [p for p in arg.split(",")]
         if len(parts) != 2 or not all(p.strip() for p in parts):
@@ -123,20 +137,26 @@ def make_metric(metric: Any, meaning: OutputMeaning | None) -> Metric:
                             "e.g. logit-diff:' Paris',' Rome' or logit-diff:#3,#5")
         ia, ib = (_index(_unquote(p.strip()), meaning, what) for p in parts)
 
+        def diff_of(s: torch.Tensor) -> torch.Tensor:
+            return s[_checked(ia, len(s), what)] - s[_checked(ib, len(s), what)]
+
         def diff(out: Any) -> float:
-            s = sc(out)
-            return float(s[_checked(ia, len(s), what)] - s[_checked(ib, len(s), what)])
-        return Metric(metric, lambda a, b: diff(b), diff)
+            return float(diff_of(sc(out)))
+        return Metric(metric, lambda a, b: diff(b), diff,
+                      grad=lambda a, b: diff_of(scores(b, meaning, detach=False).double()))
     if kind in ("prob", "logit"):
         if not arg.strip():
             raise PlanError(f"{what}: write {kind}:TOKEN, {kind}:LABEL or {kind}:#N")
         i = _index(_unquote(arg.strip()), meaning, what)
 
-        def value(out: Any) -> float:
-            s = sc(out)
+        def value_of(s: torch.Tensor) -> torch.Tensor:
             _checked(i, len(s), what)
-            return float(torch.softmax(s, -1)[i] if kind == "prob" else s[i])
-        return Metric(metric, lambda a, b: value(b), value)
+            return torch.softmax(s, -1)[i] if kind == "prob" else s[i]
+
+        def value(out: Any) -> float:
+            return float(value_of(sc(out)))
+        return Metric(metric, lambda a, b: value(b), value,
+                      grad=lambda a, b: value_of(scores(b, meaning, detach=False).double()))
     if kind in ("box-count", "top-score"):
         return _detector_metric(metric, kind, arg, meaning)
     raise PlanError(f"metric {metric!r}: use one of {', '.join(METRICS)} or a function")
@@ -174,14 +194,17 @@ def _detector_metric(metric: str, kind: str, arg: str, meaning: OutputMeaning | 
 
         def count(out: Any) -> float:
             return float(int((detections(out)["scores"] >= threshold).sum()))
-        return Metric(metric, lambda a, b: count(b), count)
+        return Metric(metric, lambda a, b: count(b), count,
+                      no_grad="box-count counts boxes over a threshold: its gradient is zero")
     label = _index(_unquote(arg.strip()), meaning, what) if arg.strip() else None
 
     def top(out: Any) -> float:
         d = detections(out)
         s = d["scores"] if label is None else d["scores"][d["labels"] == label]
         return float(s.max()) if s.numel() else 0.0
-    return Metric(metric, lambda a, b: top(b), top)
+    return Metric(metric, lambda a, b: top(b), top,
+                  no_grad="top-score reads a detector's box lists, which thresholds and "
+                          "non-maximum suppression choose: not differentiable")
 
 
 def normalised(values: np.ndarray, m_clean: float, m_source: float) -> np.ndarray:

@@ -13,9 +13,10 @@ from .json_safe import dumps as json_dumps
 from .meaning import CLASSES, DETECTIONS, GENERIC, OutputMeaning, TOKENS
 from .nested import tensor_leaves
 from .own_inputs import files_read, refuse_overwrite
-from .user_text import escape_controls, is_dir, one_line, typed_text
+from .read_files import ReadFiles
+from .user_text import escape_controls, is_digits, is_dir, one_line, typed_text
 
 __all__ = ["CLASSES", "DETECTIONS", "DeviceError", "DeviceInfo", "ForwardError", "GENERIC",
-           "OutputMeaning", "TOKENS", "atomic_write", "available_devices", "escape_controls",
-           "files_read", "is_dir", "json_dumps", "one_line", "refuse_overwrite", "tensor_leaves",
-           "typed_text", "write_bytes", "write_text"]
+           "OutputMeaning", "ReadFiles", "TOKENS", "atomic_write", "available_devices",
+           "escape_controls", "files_read", "is_digits", "is_dir", "json_dumps", "one_line",
+           "refuse_overwrite", "tensor_leaves", "typed_text", "write_bytes", "write_text"]

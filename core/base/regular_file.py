@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import HookscopeError, InputError
+from .read_files import note_read
 from .user_text import shown
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -31,11 +32,13 @@ def kind_of(mode: int) -> str:
 
 
 def open_regular(path: str | Path, what: str = "file",
-                 error: type[HookscopeError] = InputError) -> BinaryIO:
+                 error: type[HookscopeError] = InputError, *, own: bool = False) -> BinaryIO:
     """``path`` opened for binary reading, or ``error`` when it is missing or not a regular file.
 
     ``what`` names the file in messages (``"input file"``, ``"labels file"``).
-    Opening never blocks, even on a FIFO with no writer.
+    Opening never blocks, even on a FIFO with no writer. The file is recorded as read
+    (:func:`~.read_files.note_read`: no output of this command may replace it) unless
+    ``own``: Hookscope's own state that it reads to rewrite (the trust store).
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -52,6 +55,8 @@ def open_regular(path: str | Path, what: str = "file",
                         "file itself (Hookscope does not read from pipes, devices or folders)")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)  # a regular file: ordinary reads from here on
+        if not own:
+            note_read(path, what, os.fstat(fd))
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -59,9 +64,10 @@ def open_regular(path: str | Path, what: str = "file",
 
 
 def read_regular(path: str | Path, limit: int, what: str = "file",
-                 error: type[HookscopeError] = InputError) -> bytes:
-    """The bytes of the regular file ``path``, refused (``error``) when it holds more than ``limit``."""
-    with open_regular(path, what, error) as f:
+                 error: type[HookscopeError] = InputError, *, own: bool = False) -> bytes:
+    """The bytes of the regular file ``path``, refused (``error``) when it holds more than ``limit``
+    (``own``: see :func:`open_regular`)."""
+    with open_regular(path, what, error, own=own) as f:
         size = os.fstat(f.fileno()).st_size
         data = f.read(limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:

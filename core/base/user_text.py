@@ -99,3 +99,16 @@ def spreadsheet_cell(label: str) -> str:
         except ValueError:
             return "'" + label
     return label
+
+
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits 0-9: ``str.isdigit`` also accepts "²"
+    and other digits that ``int()`` refuses, so a check with it lets a traceback through."""
+    return text.isascii() and text.isdigit()
+
+
+def as_int(text: str) -> int | None:
+    """``text`` (surrounding spaces aside) as an int when it is ASCII digits with an optional
+    leading minus ("-3"), else ``None``."""
+    t = text.strip()
+    return int(t) if is_digits(t.removeprefix("-")) else None

@@ -5,7 +5,8 @@ This file is the floor's face: widgets/ and app/ import these names from
 here, never from a module inside (tests/test_floors.py checks it).
 """
 
-from .input_sets import (ImageFolder, InputSet, JsonLines, TensorBatch, TextLines,
-                         open_inputs)
+from .input_sets import (IMAGE_PATTERNS, SET_PATTERNS, ImageFolder, InputSet, JsonLines,
+                         TensorBatch, TextLines, image_set_root, open_inputs)
 
-__all__ = ["ImageFolder", "InputSet", "JsonLines", "TensorBatch", "TextLines", "open_inputs"]
+__all__ = ["IMAGE_PATTERNS", "ImageFolder", "InputSet", "JsonLines", "SET_PATTERNS", "TensorBatch",
+           "TextLines", "image_set_root", "open_inputs"]

@@ -148,6 +148,24 @@ def _identity(path: Path) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+#: The file dialog's patterns: the set files :func:`open_inputs` reads, and images (one
+#: picked stands for its folder, :func:`image_set_root`).
+SET_PATTERNS = ("*.txt", "*.jsonl", "*.pt", "*.pth", "*.safetensors")
+IMAGE_PATTERNS = tuple(f"*{s}" for s in IMAGE_SUFFIXES)
+
+
+def image_set_root(image: str | Path) -> Path:
+    """The folder of images an image picked in a file dialog stands for: its own folder,
+    or, where that folder is one class of torchvision's ImageFolder layout (it has sibling
+    folders and its parent holds no image itself), the parent with every class."""
+    folder = Path(image).parent
+    parent = folder.parent
+    entries = _scan_dir(parent) if parent != folder else []
+    siblings = [p for p, is_dir in entries if is_dir and p != folder]
+    loose = [p for p, is_dir in entries if not is_dir and _is_image(p)]
+    return parent if siblings and not loose else folder
+
+
 def _is_image(p: Path) -> bool:
     return p.suffix.lower() in IMAGE_SUFFIXES
 

@@ -23,6 +23,7 @@ from ..plan.plan import Plan
 from ..base.call_args import call_model
 from .forward_state import own_copy
 from .capture_record import CaptureRecord
+from .hook_handles import register_layer_hook
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,7 @@ def kept_bytes(module: nn.Module, inputs: Any, plan: Plan) -> int:
                 total += t.element_size() * t.numel() * copies
         return hook
 
-    handles = [lp.module.register_forward_hook(
-                   counter(1 + int(lp.intervention is not None) + baseline_copy))
+    handles = [register_layer_hook(lp, counter(1 + int(lp.intervention is not None) + baseline_copy))
                for lp in layers.values() if lp.capture]
     try:
         with torch.inference_mode():

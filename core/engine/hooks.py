@@ -28,7 +28,7 @@ from torch import nn
 
 from .capture_record import CaptureRecord, _joined
 from .head_hooks import add_head_hook
-from .hook_handles import Arming, HandleStack
+from .hook_handles import Arming, HandleStack, add_layer_hook
 from ..plan.intervention_base import Intervention, InterventionContext
 from ..base.nested import tensor_leaves
 from .pending_capture import _Pending
@@ -145,7 +145,7 @@ class HookSession:
             hooks, handles = self._hooks, self._handles
             for path, lp in self.layers.items():
                 hook = hooks[path] = self._hook_for(path, lp)
-                handles.add(lp.module, hook)
+                add_layer_hook(handles, lp, hook)
                 if lp.head_site is not None and (lp.head_site.projection is not None
                                                  or lp.head_site.recompute):
                     add_head_hook(handles, lp, self.sources.get(path), self.tallies.get(path))

@@ -117,13 +117,23 @@ class Receipt:
         return asdict(self)
 
     def line(self) -> str:
-        """One line for the CLI and the window."""
+        """One line for the CLI and the window: what this intervention did. The model
+        output's change is the whole plan's (:func:`plan_effect`), said once, not here."""
         head = (f"{self.path}: {self.intervention} fired {self.fired_calls}x, changed "
                 f"{self.changed:,}/{self.elements:,} ({100 * self.changed_fraction:.1f}%), "
-                f"|d|/|x| {self.relative_change:.3g}, output "
-                + (f"changed (max |diff| {self.output_max_abs_diff:.3g})" if self.output_changed
-                   else "unchanged"))
+                f"|d|/|x| {self.relative_change:.3g}")
         return head + (f"  ALARM: {self.alarm}" if self.alarm else "")
+
+
+def plan_effect(receipts: dict[str, Receipt]) -> str:
+    """The whole plan's effect on the model output, in one line (every receipt holds it)."""
+    r = next(iter(receipts.values()), None)
+    if r is None:
+        return ""
+    if not r.output_changed:
+        return "output (the whole plan): unchanged"
+    return (f"output (the whole plan): changed (max |diff| {r.output_max_abs_diff:.3g}, "
+            f"|d|/|x| {r.output_relative_change:.3g})")
 
 
 def receipts_for(tallies: dict[str, Tally], described: dict[str, str], output_changed: bool,

@@ -131,6 +131,12 @@ class RunResult(_Captures):
 
         return result_html(self, output_verdict(self))
 
+    def __repr__(self) -> str:
+        """A few lines (a terminal's view; the dataclass's would print every tensor)."""
+        from ..views.result_html import result_text
+
+        return result_text(self, output_verdict(self))
+
     def to_dataframe(self) -> Any:
         """One row per captured layer call (pandas, which this needs, is optional)."""
         from ..views.result_table import result_dataframe
@@ -346,7 +352,8 @@ def inert_hooks(layers: dict[str, LayerPlan]) -> HookSession:
     the kernels of the intervened run, so a capture-only plan never shows a
     last-bit difference that the plan did not make.
     """
-    return HookSession({p: LayerPlan(p, lp.module) for p, lp in layers.items()},
+    return HookSession({p: LayerPlan(p, lp.module, at_input=lp.at_input, mid_block=lp.mid_block)
+                        for p, lp in layers.items()},
                        keep_tensors=False)
 
 
@@ -425,7 +432,8 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
         if not reused:
             # The same layers captured, nothing changed; the intervened-only layers carry
             # inert hooks so both runs take the same kernels (see inert_hooks).
-            clean = {p: LayerPlan(p, lp.module, capture=lp.capture) for p, lp in layers.items()}
+            clean = {p: LayerPlan(p, lp.module, capture=lp.capture, at_input=lp.at_input,
+                               mid_block=lp.mid_block) for p, lp in layers.items()}
             b = _run_resolved(module, x, clean, plan.keep_tensors, dev, start=start,
                               modules=owners, memory=memory)
             baseline = Baseline(b.output, b.forward_ms, str(dev), hooked, stoppable,

@@ -23,6 +23,7 @@ from torch import nn
 
 from ..base.errors import Cancelled, HookscopeError, InputError
 from .head_hooks import HeadInputRecorder
+from .hook_handles import register_layer_hook
 from ..model.inputs import parse_input
 from ..base.nested import map_tensors
 from ..plan.plan import LayerPlan
@@ -101,7 +102,7 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
             out.update({p: known[slots[p]] for p in group.paths})
             continue
         recorders: dict[str, Any] = {p: _Recorder() for p in group.paths}
-        handles = []
+        handles: list[Any] = []
         try:
             for path, lp in layers.items():
                 site = lp.head_site
@@ -117,7 +118,7 @@ def source_outputs(module: nn.Module, layers: dict[str, LayerPlan], groups: list
                     handles.append(site.projection.register_forward_pre_hook(recorders[path]))
                     handles.append(lp.module.register_forward_hook(_inert))
                     continue
-                handles.append(lp.module.register_forward_hook(recorders.get(path, _inert)))
+                handles.append(register_layer_hook(lp, recorders.get(path, _inert)))
             try:
                 model_out = forward(module, own_copy(group.inputs), torch.inference_mode)
             except Cancelled:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..plan.at import Span
 from ..views.detections import is_torchvision_style
 from .output_diff import flat_array
 
@@ -30,13 +31,26 @@ def output_verdict(result: Any) -> str:
     """One or two sentences a learner understands (and how source positions were aligned)."""
     text = _verdict(result)
     plan = result.plan
-    aligned = [f"{iv.where().suffix()} on {p}" for p, iv in (plan.interventions.items() if plan else ())
-               if iv.pre_pass_input() is not None and iv.where() is not None
-               and iv.where().positions is not None]
+    placed = [(p, iv.where()) for p, iv in (plan.interventions.items() if plan else ())
+              if iv.pre_pass_input() is not None and iv.where() is not None
+              and iv.where().positions is not None]
+    aligned = [f"{at.suffix()} on {p}" for p, at in placed]
     if aligned:
-        text += (f" Positions ({first_few(aligned)}) are counted in the source and the target each "
-                 "on its own: -1 is each one's last token.")
+        text += f" Positions ({first_few(aligned)}) are counted in the source and the target each on its own"
+        # "-1 is each one's last token" only where a position counts from the end
+        text += (": -1 is each one's last token." if any(from_end(at.positions) for _p, at in placed)
+                 else ", from their first token.")
     return text
+
+
+def from_end(positions: Any) -> bool:
+    """Whether a positions selector counts from the end (a negative index or bound)."""
+    items = positions if isinstance(positions, (tuple, list)) else (positions,)
+    for item in items:
+        bounds = (item.start, item.stop) if isinstance(item, Span) else (item,)
+        if any(isinstance(b, int) and b < 0 for b in bounds):
+            return True
+    return False
 
 
 def _verdict(result: Any) -> str:
@@ -70,9 +84,22 @@ def _verdict(result: Any) -> str:
             f"largest change |Δ| = {'∞' if math.isinf(d) else f'{d:.4g}'}.")
     if 1 < without.size <= MAX_ARGMAX and np.isfinite(without).all() and np.isfinite(with_).all():
         a, b = int(np.argmax(without)), int(np.argmax(with_))
-        text += (f" The largest output is still #{a}." if a == b else
-                 f" The largest output moved from #{a} to #{b}.")
+        text += (f" The largest output is still {_named(result, a, without.size)}." if a == b else
+                 f" The largest output moved from {_named(result, a, without.size)} to "
+                 f"{_named(result, b, without.size)}.")
     return text
+
+
+def _named(result: Any, index: int, size: int) -> str:
+    """``#4``, or ``#4 (e)`` where the model's classes are named (``labels=``) and the output
+    is one row of them (a flat index into a batch is no class)."""
+    meaning = result.meaning
+    labels = getattr(meaning, "labels", None)
+    shape = getattr(result.output_with, "shape", None)
+    one_row = shape is not None and (len(shape) == 1 or (len(shape) == 2 and shape[0] == 1))
+    if labels is None or not one_row or len(labels) != size:
+        return f"#{index}"
+    return f"#{index} ({meaning.label(index)})"
 
 
 def identical_despite_intervention(result: Any, intervened: dict) -> str:

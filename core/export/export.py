@@ -2,7 +2,8 @@
 
 * :func:`save_captures` writes every kept capture to ``.npz`` or
   ``.safetensors`` under keys ``"<layer path>#<call>"`` (and
-  ``"<layer path>#<call>:before"`` for the value before an intervention); the
+  ``"<layer path>#<call>:before"`` for the value before an intervention,
+  ``"<layer path>#<call>:baseline"`` for the run without the interventions); the
   other tensor leaves of a nested output add their names
   (``"lstm#0[1][0]"``, ``"det#0[0]['scores']"``).
 * :func:`standalone_script` writes the current comparison as a script that
@@ -26,6 +27,7 @@ from ..base.errors import HookscopeError, PlanError
 from ..engine.capture_record import CaptureRecord
 from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
+from ..plan.residual_points import named_points_resolved
 from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites
 from .script_template import HELPERS, SCRIPT, STATS, comment_text
 from ..model.inputs import parse_input
@@ -38,8 +40,11 @@ CAPTURE_FORMATS = (".npz", ".safetensors")
 
 
 def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
-    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor}`` (CPU, contiguous);
-    a nested output's other leaves as ``"path#call<leaf>"``, e.g. ``"lstm#0[1][0]"``."""
+    """Every kept tensor as ``{"path#call": tensor, "path#call:before": tensor,
+    "path#call:baseline": tensor}`` (CPU, contiguous): the intervened run's value, the value
+    before the layer's own intervention, and the baseline run's (the run without any
+    intervention) where the plan intervenes; a nested output's other leaves as
+    ``"path#call<leaf>"``, e.g. ``"lstm#0[1][0]"``."""
     out: dict[str, Any] = {}
     for path, recs in captures.items():
         for rec in recs:
@@ -49,6 +54,9 @@ def capture_tensors(captures: dict[str, list[CaptureRecord]]) -> dict[str, Any]:
                     out[key] = r.tensor.detach().cpu().contiguous()
                 if r.pre_tensor is not None:
                     out[f"{key}:before"] = r.pre_tensor.detach().cpu().contiguous()
+                # the same call in the run without the interventions, to compare from the file
+                if r.baseline_tensor is not None and r.baseline_tensor is not r.tensor:
+                    out[f"{key}:baseline"] = r.baseline_tensor.detach().cpu().contiguous()
     return out
 
 
@@ -129,6 +137,9 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle,
                                              trust=trust)
     codec = None if loaded is None else loaded.meaning.codec
+    if loaded is not None:  # resid_pre.N and the like: written as the places they name
+        plan = named_points_resolved(plan, loaded.module)
+        interventions = plan.all_interventions()
     x = _cpu(parse_input(input_text, None if loaded is None else loaded.example_input, codec))
     sources: list[Any] = []
     source_keys: list[Any] = []

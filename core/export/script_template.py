@@ -265,13 +265,27 @@ def make_input_recorder(store):
     return hook
 
 
+def attach(name, hook):
+    """``hook`` on layer ``name``'s output; for ``NAME:input``, the same hook as a forward
+    pre-hook on the module's first positional input (what it returns replaces that input)."""
+    if not name.endswith(":input"):
+        return layers[name].register_forward_hook(hook)
+
+    def pre(module, args):
+        if not args:
+            return None
+        new = hook(module, args, args[0])
+        return None if new is None else (new, *args[1:])
+    return layers[name[:-len(":input")]].register_forward_pre_hook(pre)
+
+
 def forward(hooks, pre_hooks=(), inputs=None):
     """One forward of ``inputs`` (default: the input) with hooks {layer: hook} (and forward
     pre-hooks) attached; every handle removed, whatever happens."""
     handles = []
     try:
         for name, hook in hooks:
-            handles.append(layers[name].register_forward_hook(hook))
+            handles.append(attach(name, hook))
         for name, hook in pre_hooks:
             handles.append(layers[name].register_forward_pre_hook(hook))
         with torch.inference_mode():

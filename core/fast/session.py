@@ -161,6 +161,7 @@ class FastSession(HookSession):
         before our hook is added: another forward hook on the layer, or a global one,
         could change its output."""
         if (path in self.no_remake or not lp.capture or lp.intervention is not None
+                or lp.at_input or lp.mid_block is not None
                 or nn.modules.module._global_forward_hooks):
             return None
         norm = norm_tensors(lp.module)

@@ -40,7 +40,7 @@ from ..base.devices import cuda_unavailable_reason
 from .budget import scaled_size
 from ..base.errors import DeviceError, SpecError
 from ..base.extras import require
-from ..base.user_text import shown
+from ..base.user_text import is_digits, shown
 from .sources import load_model
 from .weights import read_state_dict
 
@@ -113,7 +113,7 @@ def parse_max_memory(text: str) -> dict[int | str, int]:
         key: int | str
         if dev in ("cpu", "disk", "mps"):
             key = dev
-        elif dev.removeprefix("cuda:").isdigit():
+        elif is_digits(dev.removeprefix("cuda:")):
             key = int(dev.removeprefix("cuda:"))
         elif dev == "cuda":
             key = 0

@@ -55,6 +55,13 @@ class TreeNode:
     def find(self, path: str) -> "TreeNode | None":
         return next((n for n in self.walk() if n.path == path), None)
 
+    def blocks_pattern(self) -> str | None:
+        """The model's repeated blocks as a layer pattern (``blocks.*``, ``transformer.h.*``):
+        the ``ModuleList`` with the most children; ``None`` when there is none."""
+        lists = [n for n in self.walk() if n.path and n.type_name == "ModuleList" and n.children]
+        best = max(lists, key=lambda n: len(n.children), default=None)
+        return f"{best.path}.*" if best is not None else None
+
     def to_dict(self) -> dict:
         return {"path": self.path, "type": self.type_name, "params": self.params,
                 "aliases": self.aliases, "alias_of": self.alias_of,

@@ -66,7 +66,7 @@ class TrustStore:
 
     def _entries(self) -> list[dict]:
         try:
-            data = json.loads(read_regular(self.path, MAX_BYTES, "trust store").decode("utf-8"))
+            data = json.loads(read_regular(self.path, MAX_BYTES, "trust store", own=True).decode("utf-8"))
         except (HookscopeError, ValueError, RecursionError):  # absent, not a file, too big, not JSON
             return []
         if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -18,7 +18,7 @@ from typing import Iterable, Mapping
 from torch import nn
 
 from ..base.errors import PlanError
-from .plan import Plan, unknown_layer_message
+from .plan import INPUT_SUFFIX, Plan, split_input, unknown_layer_message
 
 WILDCARDS = "*?["
 
@@ -57,12 +57,22 @@ def rooted_suggestion(pattern: str, paths: Iterable[str]) -> str | None:
 def expand_paths(pattern: str, module: nn.Module | Iterable[str]) -> list[str]:
     """The paths of ``module`` (or of a list of paths) that fit ``pattern``, in model order.
 
-    Raises :class:`PlanError` when a pattern matches nothing.
+    Raises :class:`PlanError` when a pattern matches nothing. A pattern ending in ``:input``
+    (a module's input, see :data:`~.plan.INPUT_SUFFIX`) gives paths ending in it.
     """
     if not is_pattern(pattern):
         return [pattern]
+    base, at_input = split_input(pattern)
+    if at_input:
+        return [p + INPUT_SUFFIX for p in expand_paths(base, module)]
     paths = ([p for p, _ in module.named_modules() if p] if isinstance(module, nn.Module)
              else list(module))
+    if pattern.startswith("resid_"):  # resid_pre.* and the like: over the model's blocks
+        from .residual_points import residual_points
+
+        named = [p for p in residual_points(paths) if matches(pattern, p)]
+        if named:
+            return sorted(named, key=lambda p: (p.split(".")[0], int(p.split(".")[1])))
     found = [p for p in paths if matches(pattern, p)]
     if not found:
         better = rooted_suggestion(pattern, paths)
@@ -111,7 +121,10 @@ def without_unknown_layers(plan: Plan, module: nn.Module,
     is known here only by its tree.
     """
     known = {p for p, _ in module.named_modules(remove_duplicate=False)} | set(tree_paths)
-    missing = [p for p in plan.paths() if p not in known]
+    from .residual_points import residual_points
+
+    known |= set(residual_points(known))
+    missing = [p for p in plan.paths() if split_input(p)[0] not in known]
     if not missing:
         return plan, None
     gone = set(missing)

@@ -23,6 +23,18 @@ from ..model.module_walk import Walk, module_walk
 from .intervention_registry import from_dict
 
 
+#: The suffix that aims at a module's first positional input instead of its output
+#: (``transformer.h.3.ln_2:input``), reached through a forward pre-hook.
+INPUT_SUFFIX = ":input"
+
+
+def split_input(path: str) -> tuple[str, bool]:
+    """``("a.b", True)`` for ``"a.b:input"``, ``(path, False)`` otherwise."""
+    if path.endswith(INPUT_SUFFIX):
+        return path[:-len(INPUT_SUFFIX)], True
+    return path, False
+
+
 @dataclass(frozen=True, init=False)
 class Plan:
     """What to do to a model during one forward pass.
@@ -163,11 +175,23 @@ class Plan:
         capture = set(self.capture)  # a set: plans of thousands of layers stay linear
         out: dict[str, LayerPlan] = {}
         for path in self.paths():
-            if path not in by_name:
+            real = path
+            if path.startswith("resid_"):
+                from .residual_points import is_residual_name, mid_points, residual_target
+
+                if is_residual_name(path) and path not in by_name:
+                    real = residual_target(path, by_name)
+                    mid = mid_points(by_name).get(path)
+                    if mid is not None and mid[1] is not None:
+                        _mid_plan(out, path, by_name[mid[0]], by_name[mid[1]], capture,
+                                  interventions)
+                        continue
+            base, at_input = split_input(real)
+            if base not in by_name:
                 raise PlanError(unknown_layer_message(path, list(canonical.values())))
-            mod = by_name[path]
-            key = canonical[id(mod)]
-            lp = out.setdefault(key, LayerPlan(path=key, module=mod))
+            mod = by_name[base]
+            key = canonical[id(mod)] + (INPUT_SUFFIX if at_input else "")
+            lp = out.setdefault(key, LayerPlan(path=key, module=mod, at_input=at_input))
             if path in capture:
                 lp.capture = True
             if path in interventions:
@@ -178,6 +202,9 @@ class Plan:
         for key, lp in out.items():
             at = lp.intervention.where() if lp.intervention is not None else None
             if at is not None and at.heads is not None:
+                if lp.at_input or lp.mid_block is not None:
+                    raise PlanError(f"layer {key!r}: @heads acts at an attention's output "
+                                    "projection; aim at the attention module, not an input")
                 from .heads import head_site
 
                 lp.head_site = head_site(lp.module, key)
@@ -185,6 +212,17 @@ class Plan:
 
                 resolve(at.heads, lp.head_site.n_heads, "heads", f" in layer {key!r}")
         return out
+
+
+def _mid_plan(out: dict[str, "LayerPlan"], name: str, attention: nn.Module,
+              block: nn.Module, capture: set[str], interventions: Mapping[str, Any]) -> None:
+    """The LayerPlan of a ``resid_mid.N`` reached through ``attention`` (see
+    :mod:`.residual_points`), under its own name."""
+    lp = out.setdefault(name, LayerPlan(path=name, module=attention, mid_block=block))
+    lp.capture = lp.capture or name in capture
+    if name in interventions:
+        lp.intervention = interventions[name]
+
 
 
 def _intervention_at(path: str, data: Any) -> Intervention:
@@ -224,6 +262,12 @@ class LayerPlan:
     intervention: Intervention | None = None
     #: Where the intervention's heads are acted on (core/plan/heads.py), when it picks heads.
     head_site: Any = None
+    #: At the module's first positional input (``PATH:input``, a forward pre-hook) instead
+    #: of its output.
+    at_input: bool = False
+    #: ``resid_mid.N`` reached through the attention module ``module``: the block whose
+    #: input is added to the attention output (see core/plan/residual_points.py).
+    mid_block: nn.Module | None = None
 
 
 def unknown_layer_message(path: str, known: list[str]) -> str:

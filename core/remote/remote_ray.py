@@ -49,6 +49,7 @@ from torch import nn
 from ..model.code_trust import PICKLE
 from ..base.errors import HookscopeError
 from ..base.extras import require
+from ..base.user_text import is_digits
 from ..model.inputs import parse_input
 from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
                               Progress, QueueRunner, RequestFuture, RunnerEvent, RunRequest, Job,
@@ -180,7 +181,7 @@ def check_address(address: str) -> None:
 def _probe(address: str, timeout_s: float) -> None:
     hostport = address.removeprefix("ray://").rstrip("/")
     host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not is_digits(port):
         raise RemoteError(f"--ray {address!r}: write ray://HOST:PORT, e.g. ray://head-node:10001")
     try:
         socket.create_connection((host, int(port)), timeout=min(timeout_s, 3.0)).close()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..base.atomic_write import all_or_none
 from ..base.errors import HookscopeError
 
 
@@ -117,22 +118,27 @@ def save_live(session: Any, path: Path, weights: bool, write: Any) -> Path:
         raise HookscopeError("nothing to save: no model is open")
     if weights:  # the files written beside it never replace a file the session reads
         from ..base.own_inputs import files_read, refuse_overwrite
+        from ..base.read_files import ReadFiles
 
+        reads = ReadFiles()
+        reads.update(session.read_files)
         refuse_overwrite([("the weights file", beside(path, "weights")),
                           ("the example input file", beside(path, "input"))],
                          files_read(None, None, [session.input_text], session.labels,
-                                    plan=session.plan), "the open model")
-    info = plan_live_save(session.model.module, path, weights)
-    entry = {"spec": info.factory if (info.factory and info.weights) else session.model.spec,
-             "weights": str(info.weights) if info.factory and info.weights else None,
-             "note": info.note}
-    if info.weights and not info.factory:
-        entry["weights_file"] = str(info.weights)
-    text = None
-    example = session.model.example_input
-    if weights and session.input_text == "example" and example is not None:
-        text = str(write_tensors(example, beside(path, "input")))
-    written = write(path, session, entry, text)
+                                    plan=session.plan, into=reads), "the open model")
+    # the weights, the example input and the session file land together or not at all
+    with all_or_none():
+        info = plan_live_save(session.model.module, path, weights)
+        entry = {"spec": info.factory if (info.factory and info.weights) else session.model.spec,
+                 "weights": str(info.weights) if info.factory and info.weights else None,
+                 "note": info.note}
+        if info.weights and not info.factory:
+            entry["weights_file"] = str(info.weights)
+        text = None
+        example = session.model.example_input
+        if weights and session.input_text == "example" and example is not None:
+            text = str(write_tensors(example, beside(path, "input")))
+        written = write(path, session, entry, text)
     session.save_note = info.note
     if not (info.factory and info.weights):
         warnings.warn(LiveModelNotSaved(info.note), stacklevel=3)

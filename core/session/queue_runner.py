@@ -21,6 +21,7 @@ import torch
 from ..base.errors import Cancelled as CancelledError
 from ..base.errors import ForwardError, HookscopeError
 from ..base.nested import tensor_leaves
+from ..base.read_files import ReadFiles
 from .runner_messages import (Cancelled, Counts, Failed, Finished, Listener, Loaded, LoadRequest,
                               Request, RequestFuture, RunnerEvent, RunRequest, Started)
 from ..base.user_text import safe_str
@@ -108,6 +109,8 @@ class QueueRunner:
         self._current: Job | None = None
         self._closing = False
         self.counts = Counts()
+        #: where the files this runner's jobs open are recorded (the session's registry)
+        self.reads: ReadFiles | None = None
         # When the last run finished: whether a run in flight is worth finishing
         # when a newer one arrives (see finish_in_flight).
         self._last_result_t: float | None = None
@@ -251,7 +254,11 @@ class QueueRunner:
                     self._pending_run = None
                 self._current = job
             try:
-                self._do(job)
+                if self.reads is not None:
+                    with self.reads.recording():
+                        self._do(job)
+                else:
+                    self._do(job)
             finally:
                 with self._cv:
                     self._current = None

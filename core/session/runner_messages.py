@@ -13,6 +13,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Union
 
+from ..base.read_files import ReadFiles
 from ..plan.plan import Plan
 from ..model.code_trust import CodeTrust
 from ..model.loaded_model import LoadedModel
@@ -173,6 +174,8 @@ class Runner(Protocol):
     """The interface every runner implements (see the module docstring)."""
 
     counts: Counts
+    #: the files the owner's work reads: the runner's thread records what it opens there
+    reads: ReadFiles | None
 
     def submit(self, request: Request) -> RequestFuture: ...
     def cancel(self) -> bool: ...

@@ -74,7 +74,8 @@ def _refuse_foreign(target: Path) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise SidecarError(foreign)
     try:
-        head = read_regular(target, MAX_SIDECAR_BYTES, "the old sidecar", SidecarError)
+        head = read_regular(target, MAX_SIDECAR_BYTES, "the old sidecar", SidecarError,
+                            own=True)
         ok = json.loads(head.decode("utf-8")).get("format") == FORMAT
     except (HookscopeError, ValueError, AttributeError, RecursionError):
         ok = False

@@ -45,11 +45,12 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from ..analyses import Generation, LensResult, SaeReport, ScanResult, SweepResult
+from ..analyses import AttentionRequest, AttentionResult, Generation, LensResult, SaeReport, ScanResult, SweepResult
 from ..analyses.analysis import Analysis
 from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
 from ..base.errors import HookscopeError
+from ..base.read_files import ReadFiles
 from ..plan.interventions import Intervention
 from ..plan.plan import Plan
 from ..plan.plan_edits import PlanHistory, in_model_order
@@ -111,12 +112,16 @@ class Session:
         self.history = PlanHistory()
         #: the views runs compute beside the comparison, and the SAEs attached to layers
         self._views = DerivedViews()
+        #: every file this session has read or will read (model, weights, inputs, sources,
+        #: vectors, SAE folders, labels): no export may replace one (:mod:`~..base.read_files`)
+        self.read_files = ReadFiles("the open model")
         #: ``None`` for a session that only holds edits (a widget on its own, tests).
         self.runner: Runner | None = None
         if runner_factory is not None:
             # The runner holds the session weakly: a session dropped without close()
             # (``Session.open_file(f).run()``) is collected, and its runner's thread ends.
             self.runner = runner_factory(weak_listener(self._from_runner))
+            self.runner.reads = self.read_files
             weakref.finalize(self, self.runner.close, 0)
 
     # -- events ----------------------------------------------------------------
@@ -263,7 +268,8 @@ class Session:
         (:mod:`.class_labels`); the last result is shown again with the names."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then its labels")
-        name_classes(self.model, path)
+        with self.read_files.recording():
+            name_classes(self.model, path)
         self.labels = path
         if self.last_result is not None:
             self._emit(ResultArrived(self.last_result, request_id=self.newest_run))
@@ -411,6 +417,14 @@ class Session:
         :class:`~hookscope.core.analyses.logit_lens.LensResult` (without and with the plan)."""
         return self.analyse(DerivedViews.lens(target, head, top_k), timeout_s)
 
+    def attention(self, *layers: str, row: int = 0, timeout_s: float | None = None
+                  ) -> AttentionResult:
+        """Run now and wait: each head's attention probabilities at the attention modules
+        ``layers`` (e.g. ``"transformer.h.1.attn"``), without and with the plan, an
+        :class:`~hookscope.core.analyses.AttentionResult` (``result[layer].with_``:
+        ``(batch, heads, query, key)``)."""
+        return self.analyse(AttentionRequest(tuple(layers), row), timeout_s)
+
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
                  timeout_s: float | None = None, cache: bool = True,
                  check_cache: bool = False) -> Generation:
@@ -425,7 +439,8 @@ class Session:
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
               timeout_s: float | None = None, batch: bool | int = True,
-              normalise: bool = False, pool: Any = None) -> SweepResult:
+              normalise: bool = False, pool: Any = None, estimate: bool = False,
+              verify: int = 0) -> SweepResult:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.analyses.SweepResult` (see
         :func:`~hookscope.core.analyses.sweep`). The session's own plan is not applied in
@@ -433,13 +448,19 @@ class Session:
 
         ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
         (``RayPool("local", spec, 2)``): the cells are spread over its workers instead,
-        with the same values, in the same order."""
+        with the same values, in the same order.
+
+        ``estimate``: every cell estimated to first order from one forward and one backward
+        (:attr:`~hookscope.core.analyses.SweepResult.estimates`), and only the ``verify``
+        cells the estimate moves most run for real (not with ``pool``)."""
         if pool is not None:
+            if estimate:
+                raise HookscopeError("estimate runs in this process only: sweep without pool=")
             return DerivedViews.sweep_on_pool(pool, self.model, self.input_text, self.device,
                                               over, intervene, metric, max_cells, progress,
                                               batch, normalise)
         return self.analyse(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
-                                               batch, normalise), timeout_s)
+                                               batch, normalise, estimate, verify), timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,
@@ -451,6 +472,11 @@ class Session:
         :func:`~hookscope.core.analyses.scan`). ``inputs``: a folder, a .txt, .jsonl, .pt or
         .safetensors file, or an opened :class:`~hookscope.core.dataset.InputSet`.
         ``capture``/``intervene`` default to the session's plan."""
+        from ..dataset.input_sets import InputSet
+
+        # the input set counted as read once (a folder: not each of its files as it is read)
+        self.read_files.add("the input file", inputs.source if isinstance(inputs, InputSet)
+                            else inputs)
         job = DerivedViews.scan(inputs, capture, intervene, metric, self.current_plan(),
                                 self.device, top_k, limit, budget_bytes, progress)
         result = self.analyse(job, timeout_s)
@@ -463,7 +489,9 @@ class Session:
         from the layer's output (where a run has shown it) is refused with both sizes."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first, then attach an SAE")
-        sae = self._views.attach_sae(self.model, self.tree, layer, folder)
+        with self.read_files.recording():
+            sae = self._views.attach_sae(self.model, self.tree, layer, folder)
+        self.read_files.add("the SAE folder", folder)
         self._emit(SaesChanged(dict(self.saes)))
         return sae
 

@@ -126,7 +126,8 @@ def session_to_dict(session: Any, base: Path, model: dict | None = None,
 
     ``model``: the model entry to write instead of the model's own spec (a live model's,
     :mod:`.live_save`; its ``weights`` and ``weights_file`` paths are written under ``base``);
-    ``input_text``: the input to write instead of the session's (its example, saved to a file).
+    ``input_text``: the file to write as the input instead of the session's (its example,
+    saved beside: it may still be a temporary waiting to land with this file).
     """
     if session.model is None:
         raise HookscopeError("nothing to save: no model is open")
@@ -135,7 +136,7 @@ def session_to_dict(session: Any, base: Path, model: dict | None = None,
         model = {k: (_rel(v, base) if k in ("weights", "weights_file") and v else v)
                  for k, v in model.items()}
     text = input_text or session.input_text or "example"
-    is_file = Path(text).expanduser().is_file()
+    is_file = input_text is not None or Path(text).expanduser().is_file()
     plan = session.plan
     return {
         "format": FORMAT,

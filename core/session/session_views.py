@@ -73,12 +73,12 @@ class DerivedViews:
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
               progress: Callable[[int, int], None] | None, batch: bool | int = True,
-              normalise: bool = False) -> SweepRequest:
+              normalise: bool = False, estimate: bool = False, verify: int = 0) -> SweepRequest:
         from ..analyses.sweep import SweepRequest
         from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
 
         return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress,
-                            batch=batch, normalise=normalise)
+                            batch=batch, normalise=normalise, estimate=estimate, verify=verify)
 
     def sae_report(self, layers: tuple[str, ...], top_k: int) -> SaeRequest:
         from ..analyses.sae_features import SaeRequest

@@ -98,3 +98,34 @@ def result_html(result: Any, verdict: str) -> str:
     parts.append(meaning_html(desc))
     parts.append(captures_html(result))
     return '<div class="hookscope-result">' + "".join(parts) + "</div>"
+
+
+def _shape(x: Any) -> str:
+    shape = getattr(x, "shape", None)
+    return "×".join(map(str, shape)) if shape is not None else type(x).__name__
+
+
+def result_text(result: Any, verdict: str) -> str:
+    """A short plain-text view (``repr``, for a terminal, ``python -i`` or IPython): the
+    verdict (given, as the engine words it), the output's shape, what was captured and
+    intervened, the timings, and where the tensors are, instead of every tensor printed whole."""
+    lines = [f"<RunResult on {result.device}: {verdict}",
+             f"  output: {_shape(result.output_with)}  (.output_without, .output_with; "
+             f"outputs_differ={result.outputs_differ}, max_abs_diff={result.max_abs_diff:.4g})"]
+    caps = [f"{p} ({_shape(recs[0])}{f', {len(recs)} calls' if len(recs) > 1 else ''})"
+            for p, recs in result.captures.items() if recs]
+    if caps:
+        more = f" and {len(caps) - TOP * 2} more" if len(caps) > TOP * 2 else ""
+        lines.append(f"  captures: {', '.join(caps[:TOP * 2])}{more}  (.captures[PATH][CALL])")
+    plan = result.plan
+    if plan is not None and plan.interventions:
+        ivs = [f"{p}={iv.describe()}" for p, iv in plan.interventions.items()]
+        lines.append(f"  interventions: {', '.join(ivs[:TOP * 2])}"
+                     + (f" and {len(ivs) - TOP * 2} more" if len(ivs) > TOP * 2 else ""))
+    for alarm in result.alarms:
+        lines.append(f"  ALARM {alarm}")
+    if result.timings_ms:
+        lines.append("  timings (ms): " + ", ".join(f"{k} {v:.3g}" for k, v in result.timings_ms.items()))
+    if result.extras:
+        lines.append(f"  extras: {', '.join(result.extras)}")
+    return "\n".join(lines) + ">"

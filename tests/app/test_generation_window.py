@@ -37,6 +37,15 @@ def test_generate_shows_both_continuations(make_window, qtbot):
     assert ref.note and ref.note in view.note.text()  # demo:lm has no KV cache: the note says so
     assert FIRST in view.with_.toHtml().lower() or FIRST.upper() in view.with_.toHtml()
     assert view.table.rowCount() == 12
+    # At 1000×650 (the tab of the analysis docks) the step table's headers read whole,
+    # and each cell holds its top tokens in full in its tooltip.
+    win.resize(1000, 650)
+    qtbot.waitUntil(lambda: win.width() == 1000)
+    header = view.table.horizontalHeader()
+    for c, title in enumerate(("step", "top without", "top with")):
+        assert header.sectionSize(c) >= header.fontMetrics().horizontalAdvance(title) + 8, title
+    cell = view.table.item(0, 1)
+    assert cell.toolTip() == cell.text() and cell.text().count(",") == 2
     # Hidden, runs stop generating.
     win.generation_dock.toggleViewAction().trigger()
     assert "generation" not in win.session.derived

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from hookscope.app.cli import main
-from hookscope.core import modify_hook_test
+from hookscope.core import load_model, modify_hook_test
 
 
 def run_cli(capsys, *argv):
@@ -104,7 +104,13 @@ def test_cli_writes_all_three(tmp_path, capsys):
                  "--save-captures", str(tmp_path / "c.npz"), "--save-json", str(tmp_path / "s.json"),
                  "--export-script", str(tmp_path / "x.py")])
     assert code == 0
-    assert set(np.load(tmp_path / "c.npz")) == {"0#0", "0#0:before"}
+    saved = np.load(tmp_path / "c.npz")
+    assert set(saved) == {"0#0", "0#0:before", "0#0:baseline"}
+    # the baseline run's value of layer 0, by hand: the model without any hook
+    lm = load_model("demo:clamp")
+    with torch.no_grad():
+        np.testing.assert_array_equal(saved["0#0:baseline"], lm.module[0](lm.example_input).numpy())
+    np.testing.assert_array_equal(saved["0#0"], np.clip(saved["0#0:baseline"], -0.5, 0.5))
     assert json.loads((tmp_path / "s.json").read_text())["outputs_differ"] is True
     assert "def clamp_leaf" in (tmp_path / "x.py").read_text()
     code = main(["run", "demo:clamp", "--capture", "0", "--save-captures", str(tmp_path / "c.txt")])

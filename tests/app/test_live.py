@@ -155,3 +155,25 @@ def test_cnn_drag_on_conv1_changes_feature_maps_and_scores(make_window, qtbot):
     _, scores_after = win.outputs.values()
     assert not (scores_after == scores_before).all()      # and so did the class scores
     assert r.outputs_differ
+
+
+def test_a_drag_on_a_layer_with_another_intervention_says_it_replaced_it(make_window, qtbot):
+    """Layer 0 holds a scale: dragging a bound there makes it a clamp (one intervention a
+    layer). The status bar says what was replaced; Edit → Undo (Ctrl+Z) brings it back."""
+    from PySide6.QtCore import Qt
+
+    from hookscope.core import Scale
+
+    win = make_window(["demo:clamp", "--capture", "0", "--intervene", "0=scale:2"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=30_000)
+    panel = _hist_panel(win, qtbot, "0")
+    assert win.session.plan.intervention_for("0") == Scale(2.0)
+    lo, hi = panel.lo_line.value(), panel.hi_line.value()
+    drag_line(panel.hist_widget, panel.hi_line, lo + 0.6 * (hi - lo) if hi > lo else 0.3)
+    new = win.session.plan.intervention_for("0")
+    assert new.name == "clamp"
+    message = win.statusBar().currentMessage()
+    assert message.startswith("0: the clamp replaced scale") and "Edit → Undo" in message
+    win.activateWindow()
+    qtbot.keyClick(win, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: win.session.plan.intervention_for("0") == Scale(2.0))

@@ -98,6 +98,26 @@ def test_generate_table_and_sae_table(capsys):
     code, out, _ = run_cli(capsys, "demo:lm", "--generate", "8", "--intervene", "blocks.1=zero",
                            "--sae", "blocks.0=demo")
     assert code == 0 and "first divergence at step" in out and "SAE features at blocks.0" in out
+    # each position with its token, as the lens shows it
+    lm = load_model("demo:lm")
+    tokens = lm.meaning.codec.token_strings(lm.example_input[0].tolist())
+    rows = out.split("SAE features at blocks.0", 1)[1].splitlines()[2:2 + len(tokens)]
+    assert [r.split()[:2] for r in rows] == [[str(p), repr(t)] for p, t in enumerate(tokens)]
+
+
+def test_the_lens_table_keeps_its_columns_where_a_cell_changed(capsys):
+    """A changed cell reads 'h'->'a': its column is that wide, the next ones do not shift."""
+    code, out, _ = run_cli(capsys, "demo:lm", "--input", "text:the cat sat on the ", "--lens",
+                           "logit", "--intervene", "blocks.1=zero")
+    assert code == 0
+    lines = out.split("logit lens (top token per position", 1)[1].splitlines()[1:4]
+    head, rows = lines[0], lines[1:]
+    assert any("->" in r for r in rows) and any("->" not in c for r in rows for c in r.split())
+    # every cell of a column starts where its header does
+    starts = [i for i in range(1, len(head)) if head[i] == "'" and head[i - 1] == " "]
+    for r in rows:
+        cells = [i for i in range(1, len(r)) if r[i] == "'" and r[i - 1] == " "]
+        assert cells == starts, r
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -40,3 +40,43 @@ def test_attach_sae_shows_features_and_edits(make_window, qtbot):
     assert f"{top}=" not in cell.text() and cell.font().bold()
     assert load_sae("demo").d_sae == int(view.note.text().split(": ")[1].split()[0])
     assert win.findChild(QAction, "actionViewSae") is not None
+
+
+def test_file_attach_sae_takes_demo_as_the_command_line_does(make_window, qtbot):
+    """The menu's dialog takes a folder or ``demo`` (a folder picker alone could not)."""
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QDialog
+
+    from hookscope.widgets.layer_tree_model import COL_LAYER
+
+    win = make_window(["demo:lm"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    tree = win.tree
+    idx = tree.proxy.mapFromSource(tree.model.index_for_path("blocks.0", COL_LAYER))
+    tree.view.scrollTo(idx)
+    rect = tree.view.visualRect(idx)
+    QTest.mouseClick(tree.view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=QPoint(rect.left() + 20, rect.center().y()))
+    assert tree.selected_path() == "blocks.0"
+    bar = win.menuBar()
+    file_menu = bar.actions()[0].menu()
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(bar.actions()[0]).center())
+    qtbot.waitUntil(file_menu.isVisible)
+    act = win.findChild(QAction, "actionAttachSae")
+    QTest.mouseClick(file_menu, Qt.MouseButton.LeftButton, pos=file_menu.actionGeometry(act).center())
+    qtbot.waitUntil(lambda: win.findChild(QDialog, "attachSaeDialog") is not None)
+    dialog = win.findChild(QDialog, "attachSaeDialog")
+    qtbot.waitExposed(dialog)
+    field = dialog.folder
+    assert field.text() == "demo"   # proposed for demo:lm
+    field.setFocus()
+    QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClicks(field, "demo")
+    first = win.last_result
+    QTest.keyClick(field, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: "blocks.0" in win.session.saes)
+    qtbot.waitUntil(lambda: win.last_result is not first and win.is_idle(), timeout=60_000)
+    assert win.session.saes["blocks.0"] == "demo"
+    assert win.sae_dock.isVisible() and not win.sae_dock.visibleRegion().isEmpty()
+    assert win.sae_view.table.rowCount() == win.session.model.example_input.shape[1]

@@ -67,14 +67,13 @@ def test_digits_scan_shows_top_inputs_and_the_effect_table(make_window, qtbot, t
     before_bytes = DIGITS.read_bytes()
     assert not tool.save_csv(DIGITS)
     assert DIGITS.read_bytes() == before_bytes and "would overwrite" in win.error_text()
-    # Double-clicking the best input of the unit opens it in the main view and runs it.
+    # One click on the best input of the unit opens it in the main view and runs it.
     view.tabs.setCurrentIndex(0)
     best = got.top_inputs("conv2", 3)[0].index
     item = view.top_list.item(0)
     rect = view.top_list.visualItemRect(item)
     before = win.last_result
     QTest.mouseClick(view.top_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    QTest.mouseDClick(view.top_list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     qtbot.waitUntil(lambda: win.last_result is not before and win.is_idle(), timeout=60_000)
     x_shown = parse_input(win.session.input_text, win.session.model.example_input)
     assert torch.equal(x_shown, open_inputs(DIGITS).item(best))
@@ -118,3 +117,42 @@ def test_cancel_stops_a_long_scan_and_a_bad_unit_says_so(make_window, qtbot, tmp
     qtbot.waitUntil(lambda: win.is_idle(), timeout=60_000)
     assert tool.view.run_button.isEnabled() and tool.view.summary.text() == "cancelled"
     assert tool.view.model.result is None
+
+
+def test_open_inputs_offers_images_and_an_image_opens_its_folder_of_classes(make_window, qtbot,
+                                                                            tmp_path):
+    """File → Open inputs lists images beside the set files; an image picked in a class
+    subfolder opens the whole folder of images, its subfolders as classes."""
+    from PySide6.QtGui import QAction, QColor, QImage
+    from PySide6.QtWidgets import QFileDialog, QLineEdit
+
+    root = tmp_path / "digits"
+    for cls in ("three", "seven"):
+        (root / cls).mkdir(parents=True)
+        for i in range(2):
+            img = QImage(8, 8, QImage.Format.Format_Grayscale8)
+            img.fill(QColor(40 * i, 40 * i, 40 * i))
+            assert img.save(str(root / cls / f"{i}.png"))
+    win = make_window(["demo:cnn"])
+    _ready(win, qtbot)
+    bar = win.menuBar()
+    file_menu = bar.actions()[0].menu()
+    win.activateWindow()
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(bar.actions()[0]).center())
+    qtbot.waitUntil(file_menu.isVisible)
+    act = win.findChild(QAction, "actionOpenInputs")
+    QTest.mouseClick(file_menu, Qt.MouseButton.LeftButton, pos=file_menu.actionGeometry(act).center())
+    qtbot.waitUntil(lambda: win.findChild(QFileDialog, "openInputsDialog") is not None)
+    dlg = win.findChild(QFileDialog, "openInputsDialog")
+    qtbot.waitExposed(dlg)
+    assert "*.png" in dlg.nameFilters()[0] and "*.safetensors" in dlg.nameFilters()[0]
+    name = dlg.findChild(QLineEdit, "fileNameEdit")
+    name.setFocus()
+    dlg.setDirectory(str(root / "seven"))   # where the person browsed to
+    QTest.keyClicks(name, "1.png")
+    QTest.keyClick(name, Qt.Key.Key_Return)
+    tool = win.scan_tool
+    qtbot.waitUntil(lambda: tool.inputs is not None)
+    assert Path(tool.inputs.source) == root and tool.inputs.class_names == ["seven", "three"]
+    assert len(tool.inputs) == 4 and tool.view.inputs_label.text() == "digits: 4 inputs"
+    assert tool.dock.isVisible() and not tool.dock.visibleRegion().isEmpty()

@@ -46,6 +46,9 @@ def test_the_table_shows_each_receipt_and_its_alarm(capsys, tmp_path):
     assert lines[0].startswith("  blocks.1.mlp: project(out v) fired 1x") and "ALARM" not in lines[0]
     assert lines[1].startswith("  blocks.0.attn.probs: clamp(-5, 5) fired 1x, changed 0/")
     assert f"ALARM: {CHANGED_NOTHING}" in lines[1]
+    # the output's change is the whole plan's: said once, not at the end of every line
+    assert all("output" not in line for line in lines[:2])
+    assert lines[2].startswith("  output (the whole plan): changed (max |diff| ")
 
 
 def test_vector_mistakes_are_one_line(capsys, tmp_path):

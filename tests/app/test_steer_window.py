@@ -8,7 +8,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialog, QDoubleSpinBox
 
 from hookscope.core import Add, Plan, SteeringVector, compare, load_model, parse_input
-from hookscope.core.engine.receipts import CHANGED_NOTHING
+from hookscope.core.engine.receipts import CHANGED_NOTHING, plan_effect
 from hookscope.core.analyses.steer_diff import diff_vector
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_INTERVENTION, COL_LAYER
@@ -60,7 +60,7 @@ def test_a_vector_from_two_prompts_steers_and_its_alpha_steps_live(make_window, 
     qtbot.waitUntil(lambda: f"{vec.norm:.4g}" in dialog.norm.text())
     receipts = win.outputs.receipts
     assert receipts.text().startswith("blocks.0: fired 1×, 100% changed") and receipts.isVisible()
-    assert receipts.toolTip() == r.receipts["blocks.0"].line()
+    assert receipts.toolTip().splitlines() == [r.receipts["blocks.0"].line(), plan_effect(r.receipts)]
     dialog.close()
 
     # the strength steps in the tree's Intervention cell, and Live re-runs each step
@@ -88,5 +88,32 @@ def test_an_intervention_that_changes_nothing_shows_an_alarm(make_window, qtbot)
     win = make_window(["demo:lm", "--input", PROMPT, "--intervene", "blocks.0.attn.probs=clamp:-5:5"])
     r = wait_idle(qtbot, win)
     assert r.receipts["blocks.0.attn.probs"].alarm == CHANGED_NOTHING
-    assert not win.banner.isHidden() and CHANGED_NOTHING in win.error_text()
+    assert not win.banner.isHidden() and CHANGED_NOTHING in win.alarm_text()
+    assert win.error_text() == ""  # news about the plan, not a failure
     assert "ALARM" in win.outputs.receipts.text() and CHANGED_NOTHING in win.outputs.receipts.toolTip()
+
+
+def test_the_receipts_are_whole_under_the_legend_and_the_tooltip_says_the_plans_effect(
+        make_window, qtbot):
+    from PySide6.QtWidgets import QToolTip
+
+    win = make_window(["demo:lm", "--input", PROMPT, "--intervene", "blocks.0.attn.probs=clamp:-5:5",
+                       "--intervene", "blocks.1.mlp=scale:0.2"])
+    win.resize(1400, 900)
+    r = wait_idle(qtbot, win)
+    label = win.outputs.receipts
+    qtbot.waitUntil(label.isVisible)
+    lines = label.text().splitlines()
+    assert lines[0].startswith("blocks.0.attn.probs: fired 1×, 0% changed")
+    assert lines[0].endswith("ALARM: changed nothing") and lines[1].startswith("blocks.1.mlp: fired 1×")
+    # every word shown: nothing clipped at the dock's edge
+    qtbot.waitUntil(lambda: label.height() >= label.heightForWidth(label.width()))
+    right = label.mapTo(win.output_dock, label.rect().topRight()).x()
+    assert right <= win.output_dock.width()
+    # hovering it shows each receipt in full and the whole plan's effect once
+    QTest.mouseMove(label, label.rect().center())
+    qtbot.waitUntil(QToolTip.isVisible, timeout=5000)
+    tip = QToolTip.text().splitlines()
+    assert tip == [r.receipts["blocks.0.attn.probs"].line(), r.receipts["blocks.1.mlp"].line(),
+                   plan_effect(r.receipts)]
+    assert sum("output" in line for line in tip) == 1

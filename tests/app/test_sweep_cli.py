@@ -34,9 +34,29 @@ def test_patching_grid_json_and_csv_equal_the_api(tmp_path, capsys):
                  {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "kl", meaning=lm.meaning)
     assert got["axes"] == want.axes and got["metric"] == "kl" and got["baseline"] is None
     assert np.array_equal(np.array(got["values"]), want.values)
+    # positions: the label ("3 't'") and the integer, in JSON and in the CSV
+    assert got["coords"] == {"pos": list(range(n))}
     rows = list(csv.reader(out_csv.read_text().splitlines()))
-    assert rows[0] == ["layer", "pos", "kl"] and len(rows) == 2 * n + 1
-    assert [float(r[2]) for r in rows[1:]] == want.values.reshape(-1).tolist()
+    assert rows[0] == ["layer", "pos", "pos_index", "kl"] and len(rows) == 2 * n + 1
+    assert [r[1] for r in rows[1:n + 1]] == want.axes["pos"]
+    assert [int(r[2]) for r in rows[1:n + 1]] == list(range(n))
+    assert [float(r[3]) for r in rows[1:]] == want.values.reshape(-1).tolist()
+
+
+def test_a_value_of_minus_zero_is_written_zero(tmp_path, capsys):
+    """A cell whose metric is exactly -0.0 is written 0 in the table, the CSV and JSON."""
+    import io
+
+    from hookscope.app.sweep_cli import print_grid
+    from hookscope.core.analyses import SweepResult
+
+    res = SweepResult(np.array([[-0.0, 1.5], [0.25, -0.0]]), {"layer": ["a", "b"], "pos": ["0 'x'", "1 'y'"]},
+                      {"layer": ["a", "b"], "pos": [0, 1]}, "kl", None, {})
+    buf = io.StringIO()
+    print_grid(res, buf)
+    assert "-0" not in buf.getvalue() and buf.getvalue().splitlines()[2].split()[1:] == ["0", "1.5"]
+    assert "-0" not in res.to_csv() and res.to_csv().splitlines()[1] == "a,0 'x',0,0.0"
+    assert json.dumps(res.to_json_dict()["values"]) == "[[0.0, 1.5], [0.25, 0.0]]"
 
 
 def test_add_steering_curve_from_the_command_line(tmp_path, capsys):
@@ -120,3 +140,32 @@ def test_save_plots_writes_a_heat_map_and_a_curve(tmp_path, capsys):
     assert not curve.isNull() and curve.width() > 400
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["sweep_curve.png",
                                                                      "sweep_heatmap.png"]
+
+
+def test_sae_kinds_sweep_with_the_sae_attached_by_sae(capsys):
+    """--sae attaches the SAE before the cells (as hookscope run does): a strength curve of
+    sae-scale equals sweep() on the model with that SAE attached."""
+    from hookscope.core import attach_sae
+
+    rc = main(["sweep", "demo:lm", "--input", PROMPT, "--sae", "blocks.0=demo", "--over",
+               "f=linspace(0,2,5)", "--intervene", "blocks.0=sae-scale:12={f}", "--metric", "kl",
+               "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lm = load_model("demo:lm")
+    attach_sae(lm.module, "blocks.0", "demo")
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    want = sweep(lm.module, x, {"f": "linspace(0,2,5)"}, {"blocks.0": "sae-scale:12={f}"}, "kl",
+                 meaning=lm.meaning)
+    got = json.loads(cap.out)
+    np.testing.assert_allclose(got["values"], want.values, rtol=1e-6, atol=1e-9)
+    assert got["values"][2] == 0   # factor 1 leaves the output as it was
+    assert "--sae LAYER=DIR" in _help(capsys)
+
+
+def _help(capsys) -> str:
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    return capsys.readouterr().out

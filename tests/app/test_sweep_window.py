@@ -133,8 +133,11 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     assert want.axes["pos"][1:3] == ["15 't'", "16 'h'"]   # labelled by the token strings
     assert view.progress.isHidden() and view.progress.value() == view.progress.maximum() == 10
     # Hover read-out: layer name, token string, value.
+    # the picked token is named by its text, not its id, in the title and the read-out
+    assert plot.plot.titleLabel.text.startswith("logit-diff:'m','r' by layer × pos")
     _hover_reads(qtbot, plot, f"layer blocks.1 · pos {want.axes['pos'][4]}: "
-                              f"{metric} = {want.values[1, 4]:.6g} (baseline {want.baseline:.6g})",
+                              f"logit-diff:'m','r' = {want.values[1, 4]:.6g} "
+                              f"(baseline {want.baseline:.6g})",
                  1, 4)
     # A click on a cell runs it in the main view: its plan, its layer captured.
     before = win.last_result
@@ -219,12 +222,19 @@ def test_cancel_keeps_the_grid_so_far_and_the_window_usable(make_window, qtbot):
     _type(view.axes, "f=linspace(0,1,9000)")
     _type(view.template, "blocks.0=scale:{f}")
     _choose(view.metric_box.kind, "max-abs-diff")
+    run_at, cancel_at = view.run_button.geometry(), view.cancel_button.geometry()
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     # the curve fills in while the sweep runs
     qtbot.waitUntil(lambda: view.result is not None
                     and np.isfinite(view.result.values).sum() >= 5, timeout=60_000)
     assert np.isnan(view.result.values).any()
     assert "ETA" in view.progress.format() and view.progress.isVisible()
+    # Run and Cancel stay where they were (the bar had taken Cancel's place), and the
+    # note counts the runs instead of saying "starting" all along
+    qtbot.waitUntil(lambda: view.note.text().startswith("running: "))
+    for button, before in ((view.run_button, run_at), (view.cancel_button, cancel_at)):
+        assert (button.x(), button.width()) == (before.x(), before.width())
+    assert "starting" not in view.note.text() and view.note.text().endswith(" of 9000 runs")
     assert view.cancel_button.isEnabled() and not view.run_button.isEnabled()
     QTest.mouseClick(view.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(win.is_idle, timeout=60_000)
@@ -353,3 +363,49 @@ def test_a_hugging_face_gpt2_grid_units_and_curve_from_the_window(make_window, q
         else:
             assert np.allclose(view.plot.curve.getData()[1], want.values, rtol=1e-6, atol=1e-9)
     assert view.result.values[2] < 1e-6   # factor 1 leaves the output as it was
+
+
+def test_after_a_batched_sweep_the_estimate_is_its_pace_not_a_forward_per_cell(make_window, qtbot):
+    """A batched sweep runs its cells as rows of a few forwards: the next estimate of the
+    same grid is what that sweep took, not the pace of one batched forward times the cells."""
+    from hookscope.widgets.sweep_view import seconds
+
+    win = make_window(["demo:lm", "--input", PROMPT])
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    _type(view.axes, "layer=blocks.*; pos=0:19")
+    _type(view.template, "{layer}=zero@pos={pos}")
+    _choose(view.metric_box.kind, "kl")
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None and view.run_button.isEnabled()
+                    and win.is_idle(), timeout=60_000)
+    got = view.result
+    assert got.cells == 38 and got.batched == 38 and sum(got.forwards.values()) < got.cells
+    _type(view.axes, "layer=blocks.*; pos=0:18")   # the same grid less one position
+    _type(view.axes, "layer=blocks.*; pos=0:19")
+    took = got.timings_ms["total"] / 1e3
+    qtbot.waitUntil(lambda: "the last sweep's pace" in view.estimate.text(), timeout=10_000)
+    text = view.estimate.text()
+    assert text.startswith("38 runs (2 layer × 19 pos)")
+    assert f"about {seconds(took)} ({got.timings_ms['total'] / 38:.2f} ms a run" in text
+
+
+def test_the_axes_it_proposes_are_the_models_own_blocks(make_window, qtbot, gpt2_spec):
+    win = make_window([gpt2_spec, "--input", "text:the cat sat on the"])
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = win.sweep_view
+    assert view.axes.text() == "layer=transformer.h.*; pos=all"
+    # with the source input the proposed patch needs, the sweep can run as proposed
+    _type(view.source, "text:the cat sat on a")
+    n = win.last_result.inputs["input_ids"].shape[1] if isinstance(
+        win.last_result.inputs, dict) else win.last_result.inputs.shape[1]
+    qtbot.waitUntil(lambda: view.estimate.text().startswith(f"{2 * n} runs (2 layer × {n} pos)"),
+                    timeout=10_000)
+    assert view.estimate.styleSheet() == ""   # not red
+    # axes the person typed stay when another model opens
+    _type(view.axes, "layer=transformer.h.0; pos=all")
+    win.load("demo:lm")
+    qtbot.waitUntil(lambda: win.session.model.spec == "demo:lm" and win.is_idle(), timeout=60_000)
+    assert view.axes.text() == "layer=transformer.h.0; pos=all"

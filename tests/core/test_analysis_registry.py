@@ -6,7 +6,8 @@ from typing import ClassVar
 import pytest
 
 from hookscope.core import HookscopeError
-from hookscope.core.analyses import (Analysis, AnalysisResult, GenerateRequest, LensRequest, LensResult,
+from hookscope.core.analyses import (Analysis, AnalysisResult, AttentionRequest, AttentionResult,
+                                     GenerateRequest, LensRequest, LensResult,
                                      SaeRequest, ScanJob, SweepRequest, analysis_from_text,
                                      get_analysis, register_analysis, registered_analyses,
                                      unregister_analysis)
@@ -14,11 +15,13 @@ from hookscope.core.analyses import (Analysis, AnalysisResult, GenerateRequest, 
 
 def test_the_built_in_analyses_are_registered_and_follow_the_protocol():
     assert registered_analyses() == {"lens": LensRequest, "generation": GenerateRequest,
-                                     "sae": SaeRequest, "sweep": SweepRequest, "scan": ScanJob}
+                                     "sae": SaeRequest, "sweep": SweepRequest, "scan": ScanJob,
+                                     "attention": AttentionRequest}
     for request in (LensRequest(), GenerateRequest(2), SaeRequest(("blocks.0",)),
-                    SweepRequest({"f": [1.0]}, {"fc1": "scale:{f}"})):
+                    SweepRequest({"f": [1.0]}, {"fc1": "scale:{f}"}),
+                    AttentionRequest(("blocks.0.attn",))):
         assert isinstance(request, Analysis)
-    assert issubclass(LensResult, AnalysisResult)
+    assert issubclass(LensResult, AnalysisResult) and issubclass(AttentionResult, AnalysisResult)
 
 
 @dataclass(frozen=True)

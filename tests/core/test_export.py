@@ -28,9 +28,15 @@ def test_save_captures_round_trip(tmp_path, cnn_result, suffix):
     else:
         from safetensors.numpy import load_file
         data = load_file(str(path))
-    assert set(data) == {"conv1#0", "conv1#0:before", "relu1#0", "fc#0"}
+    # each call's value in the intervened run, before the layer's own intervention, and in
+    # the baseline run (the two runs can be compared from the file)
+    assert set(data) == {"conv1#0", "conv1#0:before", "conv1#0:baseline", "relu1#0",
+                         "relu1#0:baseline", "fc#0", "fc#0:baseline"}
     np.testing.assert_array_equal(data["conv1#0"], r.captures["conv1"][0].tensor.numpy())
     np.testing.assert_array_equal(data["conv1#0:before"], r.captures["conv1"][0].pre_tensor.numpy())
+    for layer in ("conv1", "relu1", "fc"):
+        np.testing.assert_array_equal(data[f"{layer}#0:baseline"],
+                                      r.captures[layer][0].baseline_tensor.numpy())
 
 
 def test_save_captures_refuses_what_it_cannot_write(tmp_path, cnn_result):

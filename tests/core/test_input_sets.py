@@ -147,3 +147,24 @@ def test_line_index_equals_splitting_the_whole_file(pieces, chunk, stride):
         f.write_bytes(data)
         li = text_lines.LineIndex(f)
         assert [li.line(i) for i in range(len(li))] == want
+
+
+def test_an_image_stands_for_its_folder_of_images(tmp_path):
+    """A class subfolder's image stands for the whole ImageFolder; an image in a flat folder
+    (or beside loose images in the parent) for its own folder."""
+    from hookscope.core.dataset import image_set_root
+
+    layered = tmp_path / "layered"
+    for cls in ("a", "b"):
+        (layered / cls).mkdir(parents=True)
+        (layered / cls / "0.png").write_bytes(b"")
+    assert image_set_root(layered / "a" / "0.png") == layered
+    flat = tmp_path / "alone" / "flat"   # no sibling folder: not one class of many
+    flat.mkdir(parents=True)
+    (flat / "0.png").write_bytes(b"")
+    assert image_set_root(flat / "0.png") == flat
+    mixed = tmp_path / "mixed"
+    (mixed / "a").mkdir(parents=True)
+    (mixed / "b").mkdir()
+    (mixed / "loose.png").write_bytes(b"")
+    assert image_set_root(mixed / "a" / "0.png") == mixed / "a"

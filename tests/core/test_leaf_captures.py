@@ -139,7 +139,7 @@ def test_saved_captures_have_one_key_per_leaf(tmp_path):
     _, pre, post, _ = run_hand(model, "inner", x, lambda t: t.clamp(-0.2, 0.2))
     saved = np.load(save_captures(r.captures, tmp_path / "c.npz"))
     assert sorted(saved.files) == sorted(
-        f"inner#0{'' if n == '[0]' else n}{s}" for n in post for s in ("", ":before"))
+        f"inner#0{'' if n == '[0]' else n}{s}" for n in post for s in ("", ":before", ":baseline"))
     for n in post:
         key = f"inner#0{'' if n == '[0]' else n}"
         np.testing.assert_array_equal(saved[key], post[n].numpy())

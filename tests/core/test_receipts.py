@@ -141,3 +141,22 @@ def test_mha_heads_fire_their_receipt():
     r = compare(Net(), x, Plan(interventions={"mha": Scale(0.0, at=At(heads=[1]))}))
     rec = r.receipts["mha"]
     assert rec.fired_calls == 1 and rec.changed > 0 and rec.alarm is None
+
+
+def test_each_line_says_what_its_intervention_did_and_the_plans_effect_is_said_once():
+    """A clamp that changed nothing beside a scale that changed the output: the clamp's
+    line holds its alarm and no "output changed" (the scale's doing)."""
+    from hookscope.core.engine import plan_effect
+
+    lm = load_model("demo:features")
+    plan = Plan(interventions={"fc1": Clamp(-1e6, 1e6), "fc2": Scale(3.0)})
+    r = compare(lm.module, lm.example_input, plan)
+    clamp, scale = r.receipts["fc1"].line(), r.receipts["fc2"].line()
+    assert "ALARM: " + CHANGED_NOTHING in clamp and "output" not in clamp
+    assert "ALARM" not in scale and "output" not in scale
+    diff = float((r.output_with - r.output_without).abs().max())
+    assert diff > 0
+    assert plan_effect(r.receipts) == (f"output (the whole plan): changed (max |diff| {diff:.3g}, "
+                                       f"|d|/|x| {r.receipts['fc2'].output_relative_change:.3g})")
+    same = compare(lm.module, lm.example_input, Plan(interventions={"fc1": Clamp(-1e6, 1e6)}))
+    assert plan_effect(same.receipts) == "output (the whole plan): unchanged"

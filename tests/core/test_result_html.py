@@ -85,3 +85,23 @@ def test_a_plain_output_shows_its_leaves():
     html = r._repr_html_()
     assert "No layer was captured" in html and "values changed" in html
     assert _png(html).size == (WIDTH, HEIGHT)  # 100 values: drawn as column ranges
+
+
+def test_the_plain_text_repr_is_a_short_summary_not_every_tensor():
+    """In a terminal (``python -i``, IPython) a result prints as a few lines, like the
+    notebook's view: the verdict, the output's shape, captures, interventions, alarms."""
+    from hookscope.core import Plan, Scale, compare, load_model
+
+    lm = load_model("demo:lm")
+    plan = Plan(capture=("blocks.0", "blocks.1"),
+                interventions={"blocks.0.attn.probs": Clamp(-5, 5), "blocks.1": Scale(0.5)})
+    r = compare(lm.module, lm.example_input, plan)
+    text = repr(r)
+    lines = text.splitlines()
+    assert len(lines) <= 8 and all(len(line) < 400 for line in lines)
+    assert lines[0] == f"<RunResult on cpu: {output_verdict(r)}"
+    assert "output: 1×19×32" in lines[1] and text.endswith(">")
+    assert "captures: blocks.0 (1×19×64), blocks.1 (1×19×64)" in text
+    assert "blocks.1=scale(0.5)" in text and "ALARM blocks.0.attn.probs" in text
+    assert "tensor(" not in text   # no tensor printed
+    assert str(r) == text
