@@ -110,7 +110,7 @@ def test_the_lens_table_keeps_its_columns_where_a_cell_changed(capsys):
     code, out, _ = run_cli(capsys, "demo:lm", "--input", "text:the cat sat on the ", "--lens",
                            "logit", "--intervene", "blocks.1=zero")
     assert code == 0
-    lines = out.split("logit lens (top token per position", 1)[1].splitlines()[1:4]
+    lines = out.split("logit lens (top token per position", 1)[1].splitlines()[1:5]  # + 3 rows
     head, rows = lines[0], lines[1:]
     assert any("->" in r for r in rows) and any("->" not in c for r in rows for c in r.split())
     # every cell of a column starts where its header does
