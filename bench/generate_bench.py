@@ -177,13 +177,13 @@ def render(result: dict) -> str:
              f"random weights), {m['new_tokens']} tokens after {m['prompt']}; torch {m['torch']}, "
              f"transformers {m['transformers']}, {m['threads']} threads, {m['clock']} clock, "
              f"{m['repeats']} rounds",
-             f"{'row':<52}{'ms':>9}{'ref ms':>9}{'value':>16}{'target':>16}  note"]
+             f"{'row':<62}{'ms':>10}{'ref ms':>10}{'value':>20}{'target':>17}  note"]
     for r in result["rows"]:
         target = (f"<= {r['target']:.2f} {'OK' if r['met'] else 'MISSED'}" if "target" in r
                   else "")
         ref = f"{r['ref_ms']:.1f}" if "ref_ms" in r else ""
         value = f"{r['value']:.2f} {r['unit']}"
-        lines.append(f"{r['name']:<52}{r['ms']:>9.1f}{ref:>9}{value:>16}{target:>16}  {r['note']}")
+        lines.append(f"{r['name']:<62}{r['ms']:>10.1f}{ref:>10}{value:>20}{target:>17}  {r['note']}")
     return "\n".join(lines)
 
 
