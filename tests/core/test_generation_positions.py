@@ -216,3 +216,17 @@ def test_pos_gen_changes_nothing_in_a_single_run_and_is_for_positions_only():
     with pytest.raises(Exception, match="for @pos= only"):
         parse_selector("gen", "heads")
     assert At(positions="-1,gen").suffix() == "@pos=-1,gen"
+
+
+def test_llama_cached_equals_the_full_loop(tmp_path):
+    """Rotary positions and grouped-query heads: the cache still equals the full loop."""
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    import hf_models
+
+    lm = load_model(f"hf:{hf_models.llama(tmp_path / 'llama')}")
+    x = lm.example_input
+    plan = Plan().with_intervention("model.layers.0", Patch("text:" + SOURCE, at=At(positions=-1)))
+    g = generate(lm.module, x, plan, lm.meaning, 8, check_cache=True)
+    assert g.with_.cached and g.cache_check is not None
+    assert g.cache_check.with_ is None and g.cache_check.without is None
+    assert g.with_.ids == generate(lm.module, x, plan, lm.meaning, 8, cache=False).with_.ids
