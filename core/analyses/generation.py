@@ -265,10 +265,10 @@ def generate(module: nn.Module, inputs: Any, plan: Plan | None, meaning: OutputM
     a, sa, ca, pa, wa = one({}, model_refusal is None)
     b, sb, cb, pb, wb = one(layers, plan_refusal is None) if layers else (a, sa, ca, pa, wa)
     checked = None
-    if check_cache:
-        if model_refusal is not None:
-            notes.append(f"nothing to check: {model_refusal}")
-        elif plan_refusal is not None and layers:
+    if check_cache and model_refusal is not None:
+        notes.append(f"nothing to check: {model_refusal}")  # cache_check stays None
+    elif check_cache:
+        if plan_refusal is not None and layers:
             notes.append("the continuation with the plan was not checked: it ran the full loop")
         checked = CacheCheck(pa, pb if plan_refusal is None else None, max(wa, wb))
     first = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)

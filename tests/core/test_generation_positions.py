@@ -139,7 +139,11 @@ def test_check_cache_on_both_models(model):
     lm, x, *_, layer, _ = model
     plan = Plan().with_intervention(layer, Patch("text:" + SOURCE, at=At(positions=-1)))
     g = generate(lm.module, x, plan, lm.meaning, 10, check_cache=True)
-    assert g.cache_check is not None and g.cache_check.with_ is None and g.cache_check.without is None
+    if g.with_.cached:  # GPT-2 (that it caches: test_hf_gpt2_uses_the_cache_...)
+        assert g.cache_check is not None
+        assert g.cache_check.with_ is None and g.cache_check.without is None
+    else:  # demo:lm has no cache: nothing to compare, and the note says so
+        assert g.cache_check is None and "nothing to check" in g.note
 
 
 def test_a_kind_that_mixes_positions_runs_the_full_loop_and_says_why(gpt2):
@@ -191,7 +195,8 @@ def test_pos_gen_acts_on_the_generated_tokens_only(model):
         assert g.with_.ids == want, cache
         assert g.with_.ids[0] == g.without.ids[0]  # the first token comes from the prompt alone
     checked = generate(lm.module, x, plan, lm.meaning, 10, check_cache=True)
-    assert checked.cache_check is not None and checked.cache_check.with_ is None
+    assert (checked.cache_check is None) != checked.with_.cached
+    assert checked.cache_check is None or checked.cache_check.with_ is None
 
 
 def test_pos_gen_changes_nothing_in_a_single_run_and_is_for_positions_only():
