@@ -2,8 +2,9 @@
 without and with the plan.
 
 Positions are counted in the prompt: ``@pos=-1`` is the prompt's last token at every
-step (TransformerLens' convention), however long the sequence grows; ``@pos=all`` (no
-``@pos=``) is every token, the prompt's and the generated ones.
+step (TransformerLens' convention), however long the sequence grows; ``@pos=gen`` is
+the generated tokens; ``@pos=all`` (no ``@pos=``) is every token, the prompt's and the
+generated ones (:func:`~hookscope.core.plan.aim.prompt_positions`).
 
 Where the model has a KV cache (``past_key_values``: Hugging Face causal LMs), the prompt
 runs once and each step runs only the new token: for interventions that act on each
