@@ -32,8 +32,14 @@ def add_lm_options(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--generate", metavar="N", type=int, default=None,
                    help="generate N tokens after the prompt, without and with the "
-                        "interventions (a plain loop over the whole sequence, no KV cache, so "
-                        "every step is hooked like one run); greedy unless --temperature")
+                        "interventions; @pos= counts in the prompt (@pos=-1: the prompt's last "
+                        "token at every step); the model's KV cache where it has one (Hugging "
+                        "Face causal LMs); greedy unless --temperature")
+    p.add_argument("--no-cache", action="store_true",
+                   help="with --generate: no KV cache, each step runs the whole sequence")
+    p.add_argument("--check-cache", action="store_true",
+                   help="with --generate: run with and without the KV cache, fed the same "
+                        "tokens, and name the first step where they part (--json: cache_check)")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="with --generate: sample from softmax(logits / T) (default 0: greedy)")
     p.add_argument("--seed", type=int, default=0,
@@ -69,10 +75,12 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
     saes = sae_args(ns)
     if saes:
         views.append(SaeRequest(tuple(saes)))
-    if ns.generate is None and (ns.temperature or ns.seed):
-        raise HookscopeError("--temperature and --seed go with --generate N")
+    if ns.generate is None and (ns.temperature or ns.seed or ns.no_cache or ns.check_cache):
+        raise HookscopeError("--temperature, --seed, --no-cache and --check-cache go with "
+                             "--generate N")
     if ns.generate is not None:
-        views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed))
+        views.append(GenerateRequest(ns.generate, ns.temperature, ns.seed,
+                                     cache=not ns.no_cache, check_cache=ns.check_cache))
     attention = attention_view(ns)
     if attention is not None:
         views.append(attention)
@@ -142,6 +150,14 @@ def print_generation(g: Generation, write: Callable[[str], None]) -> None:
         k = g.first_divergence
         write(f"first divergence at step {k}: {g.without.tokens[k]!r} without, "
               f"{g.with_.tokens[k]!r} with\n")
+    if g.note:
+        write(f"note: {g.note}\n")
+    c = g.cache_check
+    if c is not None:
+        parts = [f"{name}: {'never' if k is None else f'at step {k}'}"
+                 for name, k in (("without", c.without), ("with", c.with_))]
+        write(f"cache check (cached against the full loop, the same tokens fed): they part "
+              f"{', '.join(parts)}; largest logit difference {c.max_logit_diff:.3g}\n")
 
 
 def print_saes(report: SaeReport, write: Callable[[str], None]) -> None:

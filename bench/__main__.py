@@ -284,6 +284,23 @@ def run_sweep(a: argparse.Namespace, meta: dict) -> str | None:
     return sweep_bench.render(got)
 
 
+def run_generate(a: argparse.Namespace, meta: dict) -> str | None:
+    """The generation case (bench/generate_bench.py): a new shape's first compare(), and
+    generation against a cached transformers generate(); its figures in ``meta["generate"]``."""
+    from . import generate_bench
+    from .timing import CLOCKS
+
+    log("generate (new input shapes, generation with an intervention) ...")
+    try:
+        got = generate_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
+                                 now=CLOCKS[a.clock], smoke=a.smoke)
+    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
+        meta["missing"] = sorted(set(meta["missing"]) | {f"generate: skipped ({exc})"})
+        return None
+    meta["generate"] = got
+    return generate_bench.render(got)
+
+
 def run_sweep_estimate(a: argparse.Namespace, meta: dict) -> str | None:
     """The sweep-estimate case (bench/sweep_estimate_bench.py): its table, and its figures in
     ``meta["sweep_estimate"]``."""
@@ -376,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
     sweep_text = None
     if wanted("sweep", patterns) and a.device == "cpu":
         sweep_text = run_sweep(a, meta)
+    generate_text = None
+    if wanted("generate", patterns) and a.device == "cpu":
+        generate_text = run_generate(a, meta)
     estimate_text = None
     if wanted("sweep-estimate", patterns) and a.device == "cpu":
         estimate_text = run_sweep_estimate(a, meta)
@@ -402,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"- {m}")
         if sweep_text:
             print("\n" + sweep_text)
+        if generate_text:
+            print("\n" + generate_text)
         if estimate_text:
             print("\n" + estimate_text)
         if diff_text:

@@ -68,6 +68,19 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert single["target"] == 1.10 and isinstance(single["met"], bool)
     assert single["ratio"] > 0 and batched["ratio"] > 0 and batched["seconds"] > 0
     assert float(batched["note"].rsplit("one by one| ", 1)[1]) < 1e-4
+    # The generate case: a new shape's first compare() against a steady one on demo:lm and
+    # the GPT-2 shape; generation against a cached generate(), the continuation without
+    # the plan equal to generate()'s ids, with the KV cache used.
+    gen = {r["name"].split(",")[0] if r["name"].startswith("new shape") else r["name"]: r
+           for r in data["meta"]["generate"]["rows"]}
+    shape_rows = [r for r in data["meta"]["generate"]["rows"] if r["name"].startswith("new shape")]
+    assert len(shape_rows) == 2 and all(r["ref_ms"] > 0 and isinstance(r["met"], bool)
+                                        for r in shape_rows)
+    cached = next(r for n, r in gen.items() if n.startswith("generate") and "GPT-2" in n
+                  and "no cache" not in n)
+    assert cached["correct"] is True and "KV cache used" in cached["note"]
+    assert cached["target"] == 3.0 and cached["ref_ms"] > 0
+    assert gen["generate 20, demo:lm"]["target"] == 500.0
     # The sweep-estimate case: every cell estimated from one forward and one backward, timed
     # against the plain forward, its grid ranked like the exact one.
     est = data["meta"]["sweep_estimate"]

@@ -95,7 +95,10 @@ class GenerationView(QWidget):
         lay.addWidget(self.note)
         lay.addWidget(texts, 1)
         self.generation: Generation | None = None
-        self.note.setText("Generate continues the prompt without and with the interventions.")
+        self.note.setText("Generate continues the prompt without and with the interventions. "
+                          "@pos= counts in the prompt (@pos=-1: its last token, at every step); "
+                          "@pos=gen picks the new tokens; without @pos= an intervention acts on "
+                          "every token.")
 
     def show_generation(self, g: Generation | None) -> None:
         self.generation = g
@@ -114,6 +117,8 @@ class GenerationView(QWidget):
             self.note.setText(f"{len(g.without.ids)} tokens, {how}: they part at step {k} "
                               f"({visible(g.without.tokens[k])!r} without, "
                               f"{visible(g.with_.tokens[k])!r} with).")
+        if g.note:
+            self.note.setText(f"{self.note.text()} Note: {g.note}.")
         self.table.setRowCount(len(g.without.steps))
         for k, (a, b) in enumerate(zip(g.without.steps, g.with_.steps)):
             cells = [str(k)] + [", ".join(f"{visible(g.strings.get(i, str(i)))} {p:.2f}"

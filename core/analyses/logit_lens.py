@@ -5,9 +5,11 @@ model's own final norm and unembedding, as if the model ended there; the top
 token of that distribution at each position, its probability, and the
 probability of one chosen token form a layers × positions grid. The grid is
 made twice, from the baseline forward and from the intervened one, so an
-intervention's effect can be read layer by layer. The last block's row is the
-model's own prediction (the final norm and unembedding are applied exactly
-as the model applies them).
+intervention's effect can be read layer by layer. The first row is the
+residual stream before block 0 (the first block's input: the embeddings,
+named ``"<first block>:input"``), what the model predicts from the token and
+position alone. The last block's row is the model's own prediction (the final
+norm and unembedding are applied exactly as the model applies them).
 
 The head is recognised for GPT-2 (``transformer.ln_f``, ``lm_head``, blocks
 ``transformer.h.N``), the Llama family (``model.norm``, ``lm_head``, blocks
@@ -30,8 +32,9 @@ from ..base.errors import HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
 from ..base.nested import tensor_leaves
 from ..base.user_text import is_digits, safe_str
-from ..plan.plan import Plan
 from ..engine.run import compare
+from ..plan.input_suffix import INPUT_SUFFIX
+from ..plan.plan import Plan
 
 #: (norm, unembedding, the ModuleList holding the blocks), in the order tried.
 KNOWN_HEADS = (("transformer.ln_f", "lm_head", "transformer.h"),   # GPT-2, GPT-J, GPT-Neo
@@ -184,8 +187,9 @@ def target_id(target: str | int | None, meaning: OutputMeaning, vocab: int) -> i
 
 
 def lens_plan(plan: Plan, head: LensHead) -> Plan:
-    """``plan`` that also keeps every block's output (its interventions unchanged)."""
-    capture = tuple(plan.capture) + tuple(b for b in head.blocks if b not in plan.capture)
+    """``plan`` that also keeps the first block's input and every block's output (its
+    interventions unchanged)."""
+    capture = tuple(plan.capture) + tuple(b for b in lens_rows(head) if b not in plan.capture)
     return dataclasses.replace(plan, capture=capture, keep_tensors=True)
 
 
@@ -262,7 +266,7 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     result = compare(module, inputs, lens_plan(plan or Plan(), lh), device,
                      should_stop=should_stop, codec=meaning.codec)
     without, with_ = [], []
-    for path in lh.blocks:
+    for path in lens_rows(lh):
         recs = result.captures.get(path) or []
         if not recs or recs[0].tensor is None:
             raise PlanError(f"the lens block {path} did not run in this forward")
@@ -284,8 +288,14 @@ def logit_lens(module: nn.Module, inputs: Any, plan: Plan | None, meaning: Outpu
     strings = token_strings(meaning, sorted(named))
     positions = ([strings.get(i, str(i)) for i in ids] if len(ids) == p_with.shape[1]
                  else [str(p) for p in range(p_with.shape[1])])
-    return LensResult(list(lh.blocks), positions, tw, ti, pw, pi, kw, ki, strings, tid,
+    return LensResult(lens_rows(lh), positions, tw, ti, pw, pi, kw, ki, strings, tid,
                       tpw, tpi, lh)
+
+
+def lens_rows(head: LensHead) -> list[str]:
+    """The lens's rows: the residual stream entering the first block (its input,
+    ``BLOCK:input``: the embeddings), then each block's output."""
+    return [head.blocks[0] + INPUT_SUFFIX, *head.blocks]
 
 
 def first_row_ids(inputs: Any) -> list[int]:

@@ -18,20 +18,60 @@ This is what gives every intervention kind ``at=`` without the kind knowing:
   lengths: ``pos=-1`` takes the source's last token for the target's last token.
   If the two pick different numbers of positions, the run is refused with both
   lengths (no silent truncation or padding).
+* Inside :func:`prompt_positions` (generation), ``positions`` count in the prompt, not in
+  the tensor at hand: ``-1`` is the prompt's last token at every step, however long the
+  sequence has grown, and a cached step that feeds only new tokens holds no prompt
+  position, so the kind leaves it alone. ``None`` (all) is still the whole axis: every
+  token, the prompt's and the generated ones; ``gen`` picks the generated ones (the
+  tokens fed back after the prompt). The source is narrowed on its own lengths as before.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
-from .at import At, resolve
+from .at import At, Generated, resolve
 from .feature_axis import feature_dim
 from ..base.errors import PlanError
 
 Change = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+#: ``(prompt length, offset of the tensor's first position)`` while a generation step runs.
+_PROMPT: ContextVar[tuple[int, int] | None] = ContextVar("hookscope_prompt_positions",
+                                                         default=None)
+
+
+@contextlib.contextmanager
+def prompt_positions(length: int, offset: int = 0) -> Iterator[None]:
+    """Inside: ``@pos=`` selections count in a prompt of ``length`` tokens, and the
+    sequence axis of the tensors the hooks see starts at position ``offset`` (0 for a
+    whole sequence; a cached step feeds only its new tokens). Per thread (a context
+    variable), undone on exit."""
+    token = _PROMPT.set((length, offset))
+    try:
+        yield
+    finally:
+        _PROMPT.reset(token)
+
+
+def _positions(sel, n: int, where: str, framed: bool) -> list[int] | None:
+    """The positions ``sel`` picks on a sequence axis of length ``n``: in the prompt's
+    frame when one is set and ``framed`` (the target, not a source)."""
+    frame = _PROMPT.get() if framed else None
+    if frame is None or sel is None:
+        return resolve(sel, n, "positions", where)
+    length, offset = frame
+    prompt = tuple(i for i in sel if not isinstance(i, Generated))
+    picked = resolve(prompt, length, "positions", f"{where} (counted in the prompt)") if prompt else []
+    assert picked is not None
+    if len(prompt) < len(sel):  # gen: every position after the prompt
+        picked = sorted({*picked, *range(max(length, offset), offset + n)})
+    return [i - offset for i in picked if offset <= i < offset + n]
 
 
 def sequence_axis(t: torch.Tensor, module: nn.Module | None) -> int | None:
@@ -53,14 +93,14 @@ def fits(t: torch.Tensor, at: At, module: nn.Module | None, n_heads: int | None)
 
 
 def _axes(t: torch.Tensor, at: At, module: nn.Module | None, n_heads: int | None,
-          where: str) -> tuple[torch.Tensor, list[tuple[int, list[int] | None, str]]]:
+          where: str, framed: bool = False) -> tuple[torch.Tensor, list[tuple[int, list[int] | None, str]]]:
     """``t`` (split into heads if asked) and the (axis, indices, name) to narrow."""
     x = t
     dims: list[tuple[int, list[int] | None, str]] = []
     if at.positions is not None:
         seq = sequence_axis(t, module)
         assert seq is not None
-        dims.append((seq, resolve(at.positions, t.shape[seq], "positions", where), "positions"))
+        dims.append((seq, _positions(at.positions, t.shape[seq], where, framed), "positions"))
     if at.heads is not None:
         assert n_heads is not None
         x = t.unflatten(-1, (n_heads, t.shape[-1] // n_heads))
@@ -90,7 +130,11 @@ def aimed(t: torch.Tensor, source: torch.Tensor | None, at: At, change: Change,
     ``source``: the matching tensor of a source run, narrowed the same way (on its
     own lengths), or ``None``. The result is a new tensor; ``t`` is not modified.
     """
-    x, dims = _axes(t, at, module, n_heads, where)
+    x, dims = _axes(t, at, module, n_heads, where, framed=True)
+    if any(not idx for _, idx, _ in dims):
+        # A cached generation step holds none of the selected prompt positions, or @pos=gen
+        # in a single run: nothing is selected, nothing changes.
+        return t
     parts = _narrow(x, dims)
     src_part = None
     if source is not None:

@@ -7,7 +7,10 @@ into a copy (:mod:`hookscope.core.plan.aim`). Each axis is a selector:
 * ``None`` (or ``"all"``): the whole axis;
 * indices (negative ones count from the end; ``"last"`` is ``-1``);
 * ranges ``a:b`` as Python slices (``b`` excluded, either end may be left out,
-  clipped to the axis, so ``0:999999999999`` is the whole axis and allocates nothing).
+  clipped to the axis, so ``0:999999999999`` is the whole axis and allocates nothing);
+* ``gen`` (positions only): the tokens a generation adds after the prompt, where
+  positions count in the prompt (:func:`hookscope.core.plan.aim.prompt_positions`);
+  a single run has none, so there it picks nothing (the kind changes nothing).
 
 Text form (the CLI's suffix, session files): ``@pos=-1@heads=0,5@units=3:6``.
 """
@@ -39,7 +42,18 @@ class Span:
         return f"{'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}"
 
 
-Item = int | Span
+@dataclass(frozen=True)
+class Generated:
+    """``gen``: every token a generation adds after the prompt (see the module docstring)."""
+
+    def __str__(self) -> str:
+        return "gen"
+
+
+#: The one ``gen`` item.
+GEN = Generated()
+
+Item = int | Span | Generated
 Selector = tuple[Item, ...] | None
 
 
@@ -70,6 +84,10 @@ def parse_selector(text: str, axis: str = "positions") -> Selector:
         p = piece.strip()
         if p == "last":
             items.append(-1)
+        elif p == "gen":
+            if axis != "positions":
+                raise PlanError(f"{axis} selector: gen (the generated tokens) is for @pos= only")
+            items.append(GEN)
         elif ":" in p:
             a, _, b = p.partition(":")
             if ":" in b:
@@ -87,6 +105,10 @@ def _item(v: Any, axis: str) -> Item:
     if isinstance(v, int):
         return v
     if isinstance(v, Span):
+        return v
+    if isinstance(v, Generated):
+        if axis != "positions":
+            raise PlanError(f"{axis} selector: gen (the generated tokens) is for @pos= only")
         return v
     if isinstance(v, (slice, range)):
         if v.step not in (None, 1):
@@ -107,7 +129,7 @@ def normalise(value: Any, axis: str) -> Selector:
         return None
     if isinstance(value, str):
         return parse_selector(value, axis)
-    if isinstance(value, (int, slice, range, Span)) and not isinstance(value, bool):
+    if isinstance(value, (int, slice, range, Span, Generated)) and not isinstance(value, bool):
         return (_item(value, axis),)
     if isinstance(value, Iterable):
         items = []
@@ -129,7 +151,8 @@ def selector_text(sel: Selector) -> str:
 
 
 def resolve(sel: Selector, n: int, axis: str, where: str = "") -> list[int] | None:
-    """The sorted indices ``sel`` picks on an axis of length ``n`` (``None``: all of it).
+    """The sorted indices ``sel`` picks on an axis of length ``n`` (``None``: all of it;
+    ``gen`` picks none here: see :func:`hookscope.core.plan.aim.prompt_positions`).
 
     A single index outside the axis is an error; a range is clipped like a slice
     (never expanded past ``n``), but one that picks nothing is an error too."""
@@ -137,6 +160,8 @@ def resolve(sel: Selector, n: int, axis: str, where: str = "") -> list[int] | No
         return None
     picked: set[int] = set()
     for item in sel:
+        if isinstance(item, Generated):
+            continue  # a single run (or a source) has no generated tokens: it picks none
         if isinstance(item, Span):
             picked.update(range(n)[slice(item.start, item.stop)])
         else:
@@ -145,6 +170,8 @@ def resolve(sel: Selector, n: int, axis: str, where: str = "") -> list[int] | No
                                 f"{axis} (0..{n - 1}, or -{n}..-1 from the end)")
             picked.add(item % n)
     if not picked:
+        if GEN in sel:
+            return []
         raise PlanError(f"{axis} {selector_text(sel)} picks nothing{where}: it has {n} {axis}")
     return sorted(picked)
 

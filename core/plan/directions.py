@@ -165,6 +165,9 @@ class Add(_Directional):
         if isinstance(self.vector, SteeringVector):
             self._unit_direction(self.vector)
 
+    def acts_per_position(self) -> bool:
+        return not self.norm_units  # norm: the mean activation norm over every position
+
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         return add_leaf(t, ctx.module, None, self.bound(ctx).values, self.alpha, self.norm_units)
 
@@ -192,6 +195,7 @@ class Project(_Directional):
 
     vector: Any = param("vector", help="the direction to remove (--vector NAME=...)")
     name: ClassVar[str] = "project"
+    per_position: ClassVar[bool] = True
     syntax: ClassVar[str] = "project:VECTOR (a --vector NAME; removes that direction)"
     leaf_function: ClassVar[Any] = staticmethod(project_leaf)
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
-from .at import At, split_suffix
+from .at import At, Generated, split_suffix
 from .param_values import (Param, convert_value, input_key, jsonable, py_literal,
                            short_value, value_from_text)
 from ..base.errors import PlanError
@@ -104,6 +104,11 @@ class Intervention:
     #: slice (a batch of one, as a single run would); ``False`` for a kind whose change
     #: depends on anything but the values it is given (see core/analyses/sweep_batch.py).
     batch_rows: ClassVar[bool] = True
+    #: Whether the change at each token position depends only on that position's values
+    #: (and the source's at the same position): then a causal model's cached generation
+    #: (core/analyses/generation.py) equals the full loop. ``False`` (an unknown kind's
+    #: default) for a kind that mixes positions or whose change depends on the tensor's length.
+    per_position: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -166,6 +171,11 @@ class Intervention:
         if not hit:
             raise PlanError(_no_fit_message(self.name, at, shapes, where, ctx.n_heads))
         return out
+
+    def acts_per_position(self) -> bool:
+        """Whether this intervention changes each position on its own (see
+        :attr:`per_position`; a kind whose answer depends on its values overrides this)."""
+        return self.per_position
 
     def applies_to(self, t: torch.Tensor) -> bool:
         """Whether this kind changes tensor ``t`` (see :attr:`leaf_kinds`)."""
@@ -322,6 +332,9 @@ class Intervention:
         at = self.where()
         if at is None:
             return leaf
+        if at.positions is not None and any(isinstance(i, Generated) for i in at.positions):
+            raise PlanError(f"{self.name}@pos=gen acts on generated tokens; the exported script "
+                            "runs one forward, which has none: export without it")
         sel = ", ".join(f"{name}={_sel_literal(getattr(at, name))}"
                         for name in ("positions", "heads", "units"))
         heads = f", n_heads={n_heads}" if at.heads is not None else ""

@@ -38,6 +38,7 @@ import torch
 from ..base.errors import PlanError
 from .intervention_base import Intervention, InterventionContext, _SourceEq, numeric
 from .param_values import Param, check_number, param, py_literal, short_value
+from .at import Generated
 from .feature_axis import feature_dim
 from .leaf_functions import (clamp_leaf, mean_leaf, noise_leaf, patch_leaf, scale_leaf,
                              zero_leaf)
@@ -57,6 +58,7 @@ class Clamp(Intervention):
     lo: float | None = param("float", None, start=-1.0, help="lower bound (empty: none)")
     hi: float | None = param("float", None, start=1.0, help="upper bound (empty: none)")
     name: ClassVar[str] = "clamp"
+    per_position: ClassVar[bool] = True
     draggable: ClassVar[tuple[str, ...]] = ("lo", "hi")
     syntax: ClassVar[str] = "clamp:LO:HI (leave one side empty for no bound, e.g. clamp::0.5)"
     leaf_function: ClassVar[Any] = staticmethod(clamp_leaf)
@@ -89,6 +91,7 @@ class Scale(Intervention):
 
     factor: float = param("float", lo=-1e6, hi=1e6, start=1.0, help="multiplier")
     name: ClassVar[str] = "scale"
+    per_position: ClassVar[bool] = True
     draggable: ClassVar[tuple[str, ...]] = ("factor",)
     syntax: ClassVar[str] = "scale:FACTOR (e.g. scale:0.5)"
     leaf_function: ClassVar[Any] = staticmethod(scale_leaf)
@@ -113,6 +116,7 @@ class Zero(Intervention):
     units: tuple[int, ...] | None = param("units", None, start=(0,), help="channels/features to zero (empty: all)")
     dim: int | None = param("dim", None, help="feature axis (empty: 1 for conv outputs, else last)")
     name: ClassVar[str] = "zero"
+    per_position: ClassVar[bool] = True
     syntax: ClassVar[str] = "zero, or zero:UNITS[:DIM] (e.g. zero:3,7 zeroes features 3 and 7)"
     leaf_function: ClassVar[Any] = staticmethod(zero_leaf)
     leaf_helpers: ClassVar[tuple[Any, ...]] = (feature_dim,)
@@ -160,6 +164,7 @@ class MeanAblate(_SourceEq, Intervention):
 
     reference: Any = param("input", None, help="reference input spec (empty: the batch itself)")
     name: ClassVar[str] = "mean"
+    per_position: ClassVar[bool] = True
     syntax: ClassVar[str] = "mean (batch mean), or mean:INPUT (mean over a reference input)"
     leaf_function: ClassVar[Any] = staticmethod(mean_leaf)
 
@@ -207,6 +212,12 @@ class Noise(Intervention):
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         return noise_leaf(t, ctx.module, None, self.std, self.seed)
 
+    def acts_per_position(self) -> bool:
+        # The draw depends on the shape it fills: only a part of fixed positions is drawn alike.
+        at = self.where()
+        return (at is not None and at.positions is not None
+                and not any(isinstance(i, Generated) for i in at.positions))
+
     def describe(self) -> str:
         return f"noise(std={self.std:g}, seed={self.seed})"
 
@@ -223,6 +234,7 @@ class Patch(_SourceEq, Intervention):
 
     source_input: Any = param("input", None, help="the source input (spec or tensor)")
     name: ClassVar[str] = "patch"
+    per_position: ClassVar[bool] = True
     syntax: ClassVar[str] = "patch (with --source-input X), or patch:INPUT"
     leaf_kinds: ClassVar[str] = "all"
     leaf_function: ClassVar[Any] = staticmethod(patch_leaf)

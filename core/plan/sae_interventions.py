@@ -33,6 +33,7 @@ class SaeEdit(Intervention):
     """What the three kinds share: the features, finding the SAE, the difference."""
 
     features: tuple[int, ...]
+    per_position: ClassVar[bool] = True  # the SAE encodes and decodes each token alone
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(int(u) for u in (self.features or ())))

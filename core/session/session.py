@@ -440,11 +440,15 @@ class Session:
         return self.analyse(AttentionRequest(tuple(layers), row), timeout_s)
 
     def generate(self, n: int, temperature: float = 0.0, seed: int = 0,
-                 timeout_s: float | None = None) -> Generation:
+                 timeout_s: float | None = None, cache: bool = True,
+                 check_cache: bool = False) -> Generation:
         """Run now and wait: ``n`` tokens after the prompt, without and with the plan, a
         :class:`~hookscope.core.analyses.generation.Generation` (greedy unless ``temperature > 0``;
-        both continuations sample with the same seed)."""
-        return self.analyse(DerivedViews.generation(n, temperature, seed), timeout_s)
+        both continuations sample with the same seed). ``@pos=`` counts in the prompt;
+        ``cache``: the model's KV cache where it has one and the plan allows;
+        ``check_cache``: run with and without it and name the first step where they part."""
+        return self.analyse(DerivedViews.generation(n, temperature, seed, cache, check_cache),
+                            timeout_s)
 
     def sweep(self, over: Any, intervene: Any, metric: Any = "max-abs-diff", *,
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,

@@ -61,8 +61,9 @@ class DerivedViews:
         return LensRequest(head, target, top_k)
 
     @staticmethod
-    def generation(n: int, temperature: float, seed: int) -> GenerateRequest:
-        return GenerateRequest(n, temperature, seed)
+    def generation(n: int, temperature: float, seed: int, cache: bool = True,
+                   check_cache: bool = False) -> GenerateRequest:
+        return GenerateRequest(n, temperature, seed, cache=cache, check_cache=check_cache)
 
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,

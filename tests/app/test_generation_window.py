@@ -34,6 +34,7 @@ def test_generate_shows_both_continuations(make_window, qtbot):
     assert g.without.ids == ref.without.ids and g.with_.ids == ref.with_.ids
     assert g.first_divergence == ref.first_divergence is not None
     assert f"step {ref.first_divergence}" in view.note.text()
+    assert ref.note and ref.note in view.note.text()  # demo:lm has no KV cache: the note says so
     assert FIRST in view.with_.toHtml().lower() or FIRST.upper() in view.with_.toHtml()
     assert view.table.rowCount() == 12
     # At 1000×650 (the tab of the analysis docks) the step table's headers read whole,

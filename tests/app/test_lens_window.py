@@ -33,9 +33,11 @@ def test_lens_dock_shows_the_grid_of_the_run(make_window, qtbot):
     ref = logit_lens(lm.module, lm.example_input, win.session.current_plan(), lm.meaning)
     assert lens.top_with == ref.top_with and lens.top_without == ref.top_without
     m = win.lens_view.model
-    assert m.rowCount() == 2 and m.columnCount() == lm.example_input.shape[1]
-    last = m.index(1, m.columnCount() - 1)
-    assert m.data(last) == lens.token(ref.top_with[1][-1]).replace(" ", "␣")
+    # The embedding row (block 0's input), then one row per block.
+    assert m.rowCount() == 3 and m.columnCount() == lm.example_input.shape[1]
+    assert m.headerData(0, Qt.Orientation.Vertical, Qt.ItemDataRole.DisplayRole) == "blocks.0:input"
+    last = m.index(2, m.columnCount() - 1)
+    assert m.data(last) == lens.token(ref.top_with[2][-1]).replace(" ", "␣")
     assert "blocks.1" in m.data(last, Qt.ItemDataRole.ToolTipRole)
     # The chooser, with the keyboard: the run without the interventions.
     win.lens_view.which.setFocus()

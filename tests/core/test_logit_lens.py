@@ -13,8 +13,12 @@ def first(out):
 
 
 def hand_lens(model, x, blocks, norm, unembed, edit_layer=None, edit=None):
-    """Probabilities (layers, positions, vocab) of each block's output, row 0."""
+    """Probabilities (rows, positions, vocab) of the first block's input (the embeddings),
+    then of each block's output, batch row 0."""
     kept, handles = {}, []
+
+    def entering(_m, args, kwargs):
+        kept["input"] = (args[0] if args else kwargs["hidden_states"]).detach().clone()
 
     def keep(path):
         def hook(_m, _i, out):
@@ -31,10 +35,13 @@ def hand_lens(model, x, blocks, norm, unembed, edit_layer=None, edit=None):
             handles.append(model.get_submodule(edit_layer).register_forward_hook(change))
         for b in blocks:
             handles.append(model.get_submodule(b).register_forward_hook(keep(b)))
+        handles.append(model.get_submodule(blocks[0]).register_forward_pre_hook(
+            entering, with_kwargs=True))
         with torch.no_grad():
             model(**x) if isinstance(x, dict) else model(x)
             n, u = model.get_submodule(norm), model.get_submodule(unembed)
-            return torch.stack([torch.softmax(u(n(kept[b][0])).float(), -1) for b in blocks])
+            return torch.stack([torch.softmax(u(n(kept[b][0])).float(), -1)
+                                for b in ["input", *blocks]])
     finally:
         for h in handles:
             h.remove()
@@ -59,10 +66,12 @@ def test_demo_lm_lens_equals_hand_computation():
     without = hand_lens(lm.module, x, blocks, "ln_f", "head")
     with_ = hand_lens(lm.module, x, blocks, "ln_f", "head", "blocks.0", lambda t: t * 0.3)
     tid = lm.meaning.codec.encode("m")[0]
-    assert lens.layers == blocks and lens.target_id == tid
+    assert lens.layers == ["blocks.0:input", *blocks] and lens.target_id == tid
     assert len(lens.positions) == x.shape[1]
     check(lens, without, with_, tid)
     assert lens.top_with != lens.top_without  # the scale changed what the blocks predict
+    # The embedding row comes before the intervention: the same without and with.
+    assert lens.top_with[0] == lens.top_without[0]
     # The last block's row is the model's own prediction.
     with torch.no_grad():
         logits = lm.module(x)[0]
@@ -117,8 +126,30 @@ def test_hf_lens_equals_hand_computation(tmp_path, arch):
     lens = logit_lens(lm.module, x, plan, lm.meaning, target="#5")
     without = hand_lens(lm.module, x, blocks, norm, "lm_head")
     with_ = hand_lens(lm.module, x, blocks, norm, "lm_head", blocks[0], lambda t: t * 2.0)
-    assert lens.layers == blocks
+    assert lens.layers == [f"{prefix}.0:input", *blocks]
     check(lens, without, with_, 5)
     with torch.no_grad():
         logits = lm.module(**x).logits[0] if isinstance(x, dict) else lm.module(x).logits[0]
     assert lens.top_without[-1] == logits.argmax(-1).tolist()
+
+
+def test_the_embedding_row_sees_an_intervention_before_block_0():
+    """An intervention on the token embedding changes the lens's first row (block 0's input),
+    as a hand-written hook computes it; a patch's source forward does not take its place."""
+    from hookscope.core import At, Patch
+
+    lm = load_model("demo:lm")
+    x = lm.example_input
+    blocks = ["blocks.0", "blocks.1"]
+    plan = (Plan().with_intervention("embed", Scale(-1.5))
+            .with_intervention("blocks.1", Patch("text:the dog sat on the ", at=At(positions=-1))))
+    lens = logit_lens(lm.module, x, plan, lm.meaning, target="m")
+    without = hand_lens(lm.module, x, blocks, "ln_f", "head")
+    assert lens.layers[0] == "blocks.0:input"
+    p, i = without[0].max(-1)
+    assert lens.top_without[0] == i.tolist()
+    assert torch.allclose(torch.tensor(lens.prob_without[0]), p, atol=1e-6)
+    with_ = hand_lens(lm.module, x, blocks, "ln_f", "head", "embed", lambda t: t * -1.5)
+    p, i = with_[0].max(-1)
+    assert lens.top_with[0] == i.tolist() != lens.top_without[0]
+    assert torch.allclose(torch.tensor(lens.prob_with[0]), p, atol=1e-6)
