@@ -178,8 +178,8 @@ class SessionReactions:
 
     def _show_undo(self) -> None:
         assert self.actions_.undo is not None and self.actions_.redo is not None  # build_menus sets both
-        self.actions_.undo.setEnabled(self.session.can_undo)
-        self.actions_.redo.setEnabled(self.session.can_redo)
+        self.actions_.undo.setEnabled(self.session.history.can_undo)
+        self.actions_.redo.setEnabled(self.session.history.can_redo)
 
 #: The handler of each session event type (the types without one need no redraw here).
 REACTIONS: dict[type[SessionEvent], Callable[[SessionReactions, Any], None]] = {
