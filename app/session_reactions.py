@@ -48,8 +48,8 @@ class SessionReactions:
         self.modelLoaded, self.resultShown, self.idle = win.modelLoaded, win.resultShown, win.idle
         self.setWindowTitle, self.statusBar = win.setWindowTitle, win.statusBar
         self.show_error, self.is_live, self.is_idle = win.show_error, win.is_live, win.is_idle
-        self.show_alarm = win.show_alarm
-        self._clear_transient_error = win.clear_transient_error
+        self.show_alarm = win.banner.show_alarm
+        self._clear_transient_error = win.banner.clear_transient
         self._win = win
         self._cancelled = False   # the last run was cancelled: the progress bar says so
         self._plan_before = self.session.plan
