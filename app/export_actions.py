@@ -35,6 +35,17 @@ class ActionUi:
     error: Callable[[str], None]
     note: Callable[[str], None]
 
+    def guarded(self, fn: Callable[..., object]) -> Callable[..., object]:
+        """``fn`` with a person's mistakes (a HookscopeError) shown as an error instead of
+        raised."""
+        def call(*args: object) -> object:
+            try:
+                return fn(*args)
+            except HookscopeError as exc:
+                self.error(str(exc))
+                return None
+        return call
+
 
 def files_the_session_reads(session: Session) -> ReadFiles:
     """Every file the open session has read (its registry: model, weights, inputs, vectors,

@@ -149,7 +149,7 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     assert np.array_equal(shown.output_with.numpy(),
                           got.run_cell(layer="blocks.1", pos=18).output_with.numpy())
     assert plot.chosen == (1, 4) and plot.marker.isVisible()
-    assert win.tree.selected_path() == "blocks.1" and win.session.can_undo
+    assert win.tree.selected_path() == "blocks.1" and win.session.history.can_undo
 
 
 def test_axes_from_the_tree_menu_and_the_token_strip(make_window, qtbot):
