@@ -126,3 +126,13 @@ def test_attention_dock_on_gpt2_and_a_click_on_a_head(make_window, qtbot, tmp_pa
             qtbot.waitUntil(lambda: win.width() == w)
             qtbot.wait(300)
             win.grab().save(str(Path(shots) / f"attention_gpt2_{w}x{h}.png"))
+
+
+def test_a_model_without_attention_says_so_in_the_dock(make_window, qtbot):
+    win = make_window(["demo:cnn"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    dock, view = open_attention(win, qtbot)
+    note = dock.findChild(type(view.readout), "attentionNote")
+    assert "no attention module" in note.text()
+    assert "attention" not in win.session.derived and not view.images
+    assert not win.error_text()
