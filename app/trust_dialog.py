@@ -52,14 +52,15 @@ class TrustDialog(QDialog):
         self.answer = CANCEL
         self.code = code
         layout = QVBoxLayout(self)
-        what = (f"{code.kind}: {code.target}\nfile: {code.origin}" if code.kind == MODULE
-                else f"{code.kind}: {code.origin}")
+        e = escape_controls  # each name's control characters shown as text (a path is text)
+        shown = (f"{code.kind}: {e(code.target)}\nfile: {e(code.origin)}"
+                 if code.kind == MODULE else f"{code.kind}: {e(code.origin)}")
         if code.folder:  # the yes covers every file the import could run, hashed together
-            what += (f"\nwith what it can import from {code.folder}: "
-                     f"{code.count} file{'s' if code.count != 1 else ''} in all")
+            shown += (f"\nwith what it can import from {e(code.folder)}: "
+                      f"{code.count} file{'s' if code.count != 1 else ''} in all")
         text = QLabel(  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
             "Opening this model runs the code in these files, with your permissions:\n\n"
-            f"{escape_controls(what)}\nsha256 of them all: {code.sha256}\n\n"
+            f"{shown}\nsha256 of them all: {code.sha256}\n\n"
             + (f"It is named by {escape_controls(asked_by)}, " if asked_by else
                "It was named by a session file, a recent entry or a dropped file, ")
             + "which anyone can send. Run it only if you trust where the file came from.",

@@ -88,7 +88,7 @@ def test_the_question_shows_the_file_and_hash_and_cancel_runs_nothing(window, qt
     text = dlg.findChild(QLabel, "trustCodeText").text()
     digest = code_to_run(f"{tmp_path}/evil.py:build").sha256   # evil.py, alone in its folder
     assert str((tmp_path / "evil.py").resolve()) in text and digest in text
-    assert "1 file in all" in text
+    assert "1 file in all" in text and "\\n" not in text   # lines, not an escaped newline
     assert f"It is named by the session file {path}," in text
     click(qtbot, dlg.cancel)
     qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
