@@ -140,11 +140,16 @@ def save_session(session: Session, ui: ActionUi, path: str | None = None) -> Pat
     return written
 
 
+def pick_session(ui: ActionUi) -> str | None:
+    """File → Open session's file dialog: the path picked, or ``None``."""
+    return pick_file(ui.parent, "session", "Open session", SESSION_FILTER) or None
+
+
 def read_session(ui: ActionUi, path: str | None = None) -> SessionSetup | None:
     """File → Open session: a checked setup to open, or ``None`` (the error is shown,
     nothing changed)."""
     if path is None:
-        path = pick_file(ui.parent, "session", "Open session", SESSION_FILTER)
+        path = pick_session(ui)
         if not path:
             return None
     try:

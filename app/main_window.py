@@ -182,7 +182,8 @@ class MainWindow(QMainWindow):
 
     def open_recent(self, spec: str, weights: str | None = None) -> int | None:
         """Open a recent-files entry: data, so code it names runs only after a yes."""
-        return self.trust_gate.open(lambda trust: self.load(spec, weights, trust=trust))
+        return self.trust_gate.open(lambda trust: self.load(spec, weights, trust=trust),
+                                    asked_by=f"the recent-files entry {spec}")
 
     def request_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; returns the request id."""
@@ -236,10 +237,12 @@ class MainWindow(QMainWindow):
         The file is data: a model in it that runs code is asked about first
         (:class:`~.trust_dialog.TrustGate`; ``None`` is returned while the question is
         open), unless ``trust_code`` (``hookscope FILE --trust-code``)."""
-        setup = files.read_session(self.ui, path)
+        path = path or files.pick_session(self.ui)
+        setup = files.read_session(self.ui, path) if path else None
         if setup is None:
             return None
-        return self.trust_gate.open(lambda trust: self.open_setup_with(setup, trust), trust_code)
+        return self.trust_gate.open(lambda trust: self.open_setup_with(setup, trust), trust_code,
+                                    asked_by=f"the session file {path}")
 
     def open_setup_with(self, setup, trust: CodeTrust) -> int:
         """Open a checked session setup under ``trust`` (raises what the session raises)."""

@@ -260,7 +260,7 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
               f"shared baseline and source forwards)"
               + (f", then running the {min(ns.verify, cells)} the estimate moves most"
                  if ns.verify else ""), file=err, flush=True)
-        what, total = "cell verified", min(ns.verify, cells)
+        what, total = "verified cell", min(ns.verify, cells)
     else:
         print(_announcement(sizes, ns), file=err, flush=True)
         what, total = "cell", cells
