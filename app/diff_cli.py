@@ -23,7 +23,7 @@ from typing import TextIO
 import torch
 
 from hookscope.core import (DiffRequest, HookscopeError, Plan, PlanError, Session,
-                            SteeringVector, load_model, save_vector_file)
+                            SteeringVector, save_vector_file)
 from hookscope.core.analyses import (DEFAULT_TOLERANCE, DTYPES, DiffResult,
                                      parse_vector_option, resolve_vectors, vector_spec_files)
 from hookscope.core.base import (escape_controls, files_read, is_dir, json_dumps,
@@ -202,21 +202,14 @@ def _analyse(session: Session, request: DiffRequest, err: TextIO) -> DiffResult:
 
 def _request(ns: argparse.Namespace, directions: tuple[str, ...],
              budget: int | None) -> DiffRequest:
-    """The analysis: model B loaded here from SPEC_B (and changed in place: it is ours), or
-    left to the request as a copy of A."""
+    """The analysis: model B is SPEC_B where given (loaded by the request, on A's device
+    unless --b-device says otherwise), else a copy of A."""
     if ns.spec_b is None:
         return DiffRequest(b_weights=ns.b_weights, b_dtype=ns.b_dtype, b_device=ns.b_device,
                            tolerance=ns.tolerance, directions=directions, budget_bytes=budget)
-    from hookscope.core import resolve_device
-    from hookscope.core.analyses import dtype_of
-
-    lm_b = load_model(ns.spec_b, ns.b_weights, trust_pickle=ns.trust_code)
-    dtype = dtype_of(ns.b_dtype)
-    if dtype is not None:
-        lm_b.module.to(dtype)
-    lm_b.module.to(resolve_device(ns.b_device or ns.device))
-    return DiffRequest(tolerance=ns.tolerance, directions=directions, budget_bytes=budget,
-                       b_module=lm_b.module)
+    return DiffRequest(b_spec=ns.spec_b, b_weights=ns.b_weights, b_dtype=ns.b_dtype,
+                       b_device=ns.b_device or ns.device, b_trust_code=ns.trust_code,
+                       tolerance=ns.tolerance, directions=directions, budget_bytes=budget)
 
 
 def _g(v: float | None) -> str:

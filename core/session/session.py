@@ -410,7 +410,8 @@ class Session:
         spec = other if isinstance(other, str) else None
         module = None if isinstance(other, str) else other
         return self.analyse(DiffRequest(spec, weights, dtype, device, tolerance,
-                                        tuple(directions), budget_bytes, module), timeout_s)
+                                        tuple(directions), budget_bytes, b_module=module),
+                            timeout_s)
 
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
              timeout_s: float | None = None) -> LensResult:
