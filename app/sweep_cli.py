@@ -27,7 +27,7 @@ from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_ove
 from hookscope.core.base import json_dumps
 from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable,
                                      parse_vector_option, resolve_vectors, sweep, sweep_size,
-                                     template_plan)
+                                     template_plan, template_sources)
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
@@ -166,6 +166,9 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         check_plot_dir(ns.save_plots)
     if ns.csv and not is_dir(Path(ns.csv).expanduser().parent):
         raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
+    # every cell's source files (patch:{s} over file names too), here or on a Ray pool
+    files_read(more=[("a source input file", f) for f in template_sources(over, intervene)],
+               into=reads)
     _refuse_outputs(ns, over, reads)
     if ns.verify < 0:
         raise PlanError(f"--verify {ns.verify}: give a number of cells, 0 or more")

@@ -30,12 +30,14 @@ import torch
 from torch import nn
 
 from ..base.user_text import spreadsheet_cell as _cell_text
-from ..base.errors import PlanError
+from ..base.errors import HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
+from ..plan.intervention_registry import parse_intervention
 from ..engine.receipts import Receipt
 from ..engine.run import RunResult, compare
-from .sweep_axes import DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_size
+from .sweep_axes import (DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_size, fill,
+                         placeholders)
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,
                           values_array)
@@ -203,6 +205,43 @@ def template_plan(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     axes = {name: axis_values(name, v, module, inputs) for name, v in over.items()}
     check_size(axes, max_cells)
     return Cells(intervene, None).plan({n: v[0] for n, v in axes.items()})
+
+
+#: The most filled-in templates :func:`template_sources` reads for their files.
+MAX_SOURCE_TEMPLATES = 10_000
+
+
+def template_sources(over: Mapping[str, Any], intervene: Mapping[Any, Any]) -> list[str]:
+    """The files the templates' interventions read in any cell (``patch:src.npy``,
+    ``patch:{s}`` over an axis of file names), found without the model, so that a sweep
+    can refuse an output over one of them before anything runs, here or on a Ray pool
+    where the model is elsewhere. Each string template is filled with every combination of
+    the axes it names whose values are read without the model (lists, ranges), up to
+    :data:`MAX_SOURCE_TEMPLATES`; a layer pattern or ``all`` needs the model and names a
+    layer or a position, never a file, so a template naming one is left to the cells."""
+    axes: dict[str, Sequence] = {}
+    for name, value in over.items():
+        try:
+            axes[name] = axis_values(name, value, None, None)  # type: ignore[arg-type]
+        except (HookscopeError, AttributeError, TypeError):  # needs the model or its input
+            continue
+    found: set[str] = set()
+    for tpl in intervene.values():
+        if not isinstance(tpl, str):
+            continue
+        names = sorted(placeholders(tpl))
+        if any(n not in axes for n in names) or \
+                np.prod([len(axes[n]) for n in names], dtype=float) > MAX_SOURCE_TEMPLATES:
+            continue
+        for combo in itertools.product(*(axes[n] for n in names)):
+            try:
+                source = parse_intervention(fill(tpl, dict(zip(names, combo)), "template"))\
+                    .pre_pass_input()
+            except HookscopeError:  # a malformed cell: refused with its reason where it runs
+                continue
+            if isinstance(source, str) and source.strip():
+                found.add(source)
+    return sorted(found)
 
 
 @dataclass(frozen=True, eq=False)
