@@ -241,6 +241,10 @@ class SweepRequest:
     normalise: bool = False
     estimate: bool = False
     verify: int = 0
+    #: many inputs instead of the run's (each a batch of one, as the model takes it), and
+    #: their names: each cell the mean over them (see :mod:`.sweep_inputs`)
+    input_set: Sequence[Any] | None = None
+    input_names: Sequence[str] | None = None
 
     name = "sweep"
 
@@ -250,7 +254,7 @@ class SweepRequest:
                      device=device, max_cells=self.max_cells, should_stop=should_stop,
                      progress=self.progress, bind=self.bind, batch=self.batch,
                      normalise=self.normalise, partial=self.partial, estimate=self.estimate,
-                     verify=self.verify)
+                     verify=self.verify, input_set=self.input_set, input_names=self.input_names)
 
 
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
