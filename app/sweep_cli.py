@@ -25,7 +25,7 @@ from hookscope.core import HookscopeError, InputError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_dumps
-from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable,
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable, check_grids,
                                      parse_vector_option, resolve_vectors, sweep,
                                      sweep_over_inputs, sweep_size, template_plan)
 from hookscope.core.dataset import open_inputs
@@ -269,6 +269,8 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
     bind = _binding(ns)(lm, x)
     # axes, templates, the first cell's plan and the metric: refused here, before any forward
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
+    if inputs is not None:
+        check_grids(lm.module, inputs, over, names)
     cells = math.prod(sizes.values())
     n = len(inputs) if inputs is not None else 1
     each = f" on each of {n} inputs" if inputs is not None else ""

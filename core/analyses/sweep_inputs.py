@@ -27,7 +27,7 @@ import numpy as np
 from ..base.errors import Cancelled, HookscopeError, InputError, PlanError
 from ..base.meaning import OutputMeaning
 from ..base.nested import tensor_leaves
-from .sweep_axes import DEFAULT_MAX_CELLS
+from .sweep_axes import DEFAULT_MAX_CELLS, axis_values
 from .sweep_batch import DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, rows_for_budget
 from .sweep_cells import (CellValue, SweepContext, _single, batch_rows, batchable, prepare_sweep,
                           values_array)
@@ -58,6 +58,25 @@ def _named(i: int, names: Sequence[str] | None) -> str:
     return f"input {i}"
 
 
+def check_grids(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
+                names: Sequence[str] | None = None) -> None:
+    """Refuse, before any forward, an input set whose inputs give different grids (an axis
+    such as ``pos=all`` counts each input's positions), naming the first input that differs."""
+    if len(inputs) == 0:
+        raise InputError("the input set is empty: give a file or folder with at least one input")
+    if not isinstance(over, Mapping):
+        return  # refused as a single sweep refuses it
+    first = None
+    for i, x in enumerate(inputs):
+        grid = {n: list(axis_values(n, v, module, x)) for n, v in over.items()}
+        if first is None:
+            first = grid
+        elif grid != first:
+            raise PlanError(f"{_named(i, names)} gives a different grid from input 0 (an axis "
+                            "such as pos=all counts its positions): give positions that every "
+                            "input has, e.g. pos=-3:0")
+
+
 def prepare_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
                    intervene: Mapping[Any, Any], metric: Any, *, names: Sequence[str] | None,
                    bind_of: Callable[[Any], Callable[[dict], dict] | None],
@@ -67,8 +86,7 @@ def prepare_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
     from the first input's) is refused naming it. Where cells batch, the first input of
     each shape runs its own baseline and the others' baselines are rows of batched forwards
     (checked against that first one)."""
-    if len(inputs) == 0:
-        raise InputError("the input set is empty: give a file or folder with at least one input")
+    check_grids(module, inputs, over, names)
     rows_batch = DEFAULT_MAX_ROWS if batch is True else batch
 
     def one(i: int, like: tuple[SweepContext, Any] | None = None) -> SweepContext:
@@ -281,4 +299,4 @@ def sweep_over_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any
     return res
 
 
-__all__ = ["DEFAULT_MAX_INPUT_ROWS", "input_cells", "prepare_inputs", "sweep_over_inputs"]
+__all__ = ["DEFAULT_MAX_INPUT_ROWS", "check_grids", "input_cells", "prepare_inputs", "sweep_over_inputs"]
