@@ -27,7 +27,6 @@ from torch import nn
 from ..base.devices import resolve_device
 from ..base.errors import Cancelled, HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
-from ..base.nested import map_tensors_keyed, tensor_leaves
 from ..model.module_walk import module_walk
 from ..plan.plan import LayerPlan, Plan
 from ..engine.forward_state import forward, restore, snapshot, to_device
@@ -38,6 +37,7 @@ from ..engine.source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
                           leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget,
+                          stack_rows,
                           rows_match, why_not_batched)
 from .sweep_baseline import make_baseline
 from .sweep_metrics import Metric, make_metric
@@ -393,9 +393,7 @@ def _row_inputs(parts: list[tuple[SweepContext, int]]) -> Any:
     order. Where every row has the same input, it is repeated (the sweep's own cells)."""
     if all(ctx is parts[0][0] for ctx, _ in parts):
         return repeat_rows(parts[0][0].x, len(parts))
-    leaves = [dict(tensor_leaves(ctx.x)) for ctx, _ in parts]
-    return map_tensors_keyed(lambda t, key: torch.cat([lv[key] for lv in leaves], dim=0),
-                             parts[0][0].x)
+    return stack_rows([ctx.x for ctx, _ in parts])
 
 
 def _cell_sources(ctx: SweepContext, k: int) -> dict[str, list[Any]]:

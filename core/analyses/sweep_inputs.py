@@ -23,12 +23,16 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import torch
 
 from ..base.errors import Cancelled, HookscopeError, InputError, PlanError
 from ..base.meaning import OutputMeaning
 from ..base.nested import tensor_leaves
+from ..engine.forward_state import forward, restore, snapshot, to_device
+from ..engine.run import stop_points
 from .sweep_axes import DEFAULT_MAX_CELLS, axis_values
-from .sweep_batch import DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, rows_for_budget
+from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, row_outputs,
+                          rows_for_budget, rows_match, stack_rows)
 from .sweep_cells import (CellValue, SweepContext, _single, batch_rows, batchable, prepare_sweep,
                           values_array)
 from .sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, check_estimable,
@@ -136,22 +140,13 @@ def _batched_baselines(lead: SweepContext, xs: list[Any], batch: bool | int,
     """The model's output on each of ``xs`` (inputs shaped as ``lead``'s), as rows of batched
     forwards with ``lead``'s input as a last, checked row; ``None`` where a batch fails or
     its rows are not independent (each input then runs its own baseline)."""
-    from ..engine.forward_state import forward, restore, snapshot, to_device
-    from ..engine.run import stop_points
-    from .sweep_batch import row_outputs, rows_match
-    import torch
-
     assert lead.shared is not None
     rows = max(2, rows_for_budget(lead.row_bytes, _rows_limit(batch), batch_bytes))
     got: list[Any] = []
     module = lead.module
     for start in range(0, len(xs), rows - 1):
         part = [to_device(x, lead.dev) for x in xs[start:start + rows - 1]] + [lead.x]
-        leaves = [dict(tensor_leaves(x)) for x in part]
-        from ..base.nested import map_tensors_keyed
-
-        xk = map_tensors_keyed(lambda t, key: torch.cat([lv[key] for lv in leaves], dim=0),
-                               lead.x)
+        xk = stack_rows(part)
         snap = snapshot(module)
         try:
             with stop_points(module, lead.should_stop):
@@ -237,7 +232,7 @@ def sweep_over_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any
                       should_stop: Callable[[], bool] | None = None,
                       progress: Callable[[int, int], None] | None = None,
                       bind: Callable[[dict], dict] | None = None,
-                      bind_of: Callable[[Any], Callable[[dict], dict]] | None = None,
+                      bind_of: Callable[[Any], Callable[[dict], dict] | None] | None = None,
                       batch: bool | int = True, batch_bytes: int = DEFAULT_BATCH_BYTES,
                       normalise: bool = False, estimate: bool = False, verify: int = 0,
                       estimate_budget: int | None = None) -> Any:
@@ -279,7 +274,8 @@ def sweep_over_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any
     res.inputs = [names[i] if names is not None and i < len(names) else str(i)
                   for i in range(len(inputs))]
     cleans = [ctx.clean for ctx in ctxs]
-    res.baseline = None if any(c is None for c in cleans) else float(np.mean(cleans))
+    known = [c for c in cleans if c is not None]
+    res.baseline = float(np.mean(known)) if len(known) == len(cleans) else None
     res._cell = None  # a cell of a set is many runs: run_cell would take one input
     for key in ("baseline", "source", "intervened"):
         res.forwards[key] = sum(ctx.counts[key] + (ctx.counts["batched"] if key == "intervened"
