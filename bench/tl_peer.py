@@ -38,7 +38,9 @@ def tl_gpt2(hf: Any) -> Any:
     v = tl_version() or "0"
     if _major(v) >= 4:
         from transformer_lens.model_bridge import TransformerBridge
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # saving and loading: no bars on the bench's stderr
         with tempfile.TemporaryDirectory(prefix="hookscope-tl-") as folder:
             hf.save_pretrained(folder)
             bridge = TransformerBridge.boot_transformers(folder, device="cpu")
