@@ -129,13 +129,14 @@ class CellBinding:
     def __call__(self, lm, x):
         vectors = dict(parse_vector_option(t) for t in self.vectors)
         source, reference = self.source_input, self.reference_input
+        memo: dict = {}  # a diff: vector once per layer, whatever the number of cells
 
         def bind(ivs: dict) -> dict:
             out = with_bare_sources(ivs, source, reference,
                                     "patch needs a source input: add --source-input X, or "
                                     "write patch:X in the template")
             if named_vectors(out):
-                out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec)
+                out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec, memo=memo)
             return out
         return bind
 
@@ -288,12 +289,10 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
         what, total = "cell", cells * n
     with user_code("the model's forward", ns.spec, ForwardError), \
             command_progress("hookscope sweep", what, total, err) as bar:
-        if inputs is not None:
-            binding = _binding(ns)
+        if inputs is not None:  # one binder: the first input reads the vectors' own inputs
             res = sweep_over_inputs(lm.module, inputs, over, intervene, ns.metric, names=names,
                                     meaning=lm.meaning, device=ns.device,
-                                    max_cells=ns.max_cells,
-                                    bind_of=lambda xi: binding(lm, xi), batch=_batch(ns),
+                                    max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
                                     estimate=ns.estimate, verify=ns.verify,
                                     progress=bar.advance_to)
         else:
