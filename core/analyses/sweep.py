@@ -119,7 +119,8 @@ class SweepResult:
         """That cell's comparison again, as a full :class:`~.run.RunResult`."""
         idx = self.index(**coords)
         if self._cell is None:
-            raise PlanError("this sweep result was read from a file: it cannot run cells again")
+            raise PlanError("this sweep result was read from a file or is a mean over an input "
+                            "set: it cannot run one cell again (run_cell is one input's run)")
         return self._cell({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
 
     def plan_of(self, **coords: Any) -> Plan:

@@ -47,6 +47,8 @@ def test_unbatched_cells_are_the_mean_of_single_sweeps_bit_for_bit(lm):
     assert np.array_equal(res.spread, singles.std(axis=0))
     assert res.per_input.shape == (len(xs), 2, 3) and res.inputs == ["0", "1", "2", "3"]
     assert not np.allclose(res.spread, 0)   # the inputs do differ
+    with pytest.raises(PlanError, match="mean over an input set"):
+        res.run_cell(layer="blocks.0", alpha=0.0)   # a cell of a set is many runs
 
 
 def test_inputs_of_one_shape_share_batched_forwards_and_agree_with_single_runs(lm):
