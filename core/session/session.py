@@ -442,7 +442,7 @@ class Session:
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
               timeout_s: float | None = None, batch: bool | int = True,
               normalise: bool = False, pool: Any = None, estimate: bool = False,
-              verify: int = 0) -> SweepResult:
+              verify: int = 0, inputs: Any = None) -> SweepResult:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.analyses.SweepResult` (see
         :func:`~hookscope.core.analyses.sweep`). The session's own plan is not applied in
@@ -454,7 +454,15 @@ class Session:
 
         ``estimate``: every cell estimated to first order from one forward and one backward
         (:attr:`~hookscope.core.analyses.SweepResult.estimates`), and only the ``verify``
-        cells the estimate moves most run for real (not with ``pool``)."""
+        cells the estimate moves most run for real (not with ``pool``).
+
+        ``inputs``: an input set (or the file or folder ``hookscope scan`` reads) instead of
+        the session's input: each cell is the mean over the inputs, with
+        :attr:`~hookscope.core.analyses.SweepResult.spread` and ``per_input`` (not with
+        ``pool``)."""
+        if pool is not None and inputs is not None:
+            raise HookscopeError("a sweep over inputs runs in this process only: sweep "
+                                 "without pool=")
         if pool is not None:
             if estimate:
                 raise HookscopeError("estimate runs in this process only: sweep without pool=")
@@ -462,7 +470,8 @@ class Session:
                                               over, intervene, metric, max_cells, progress,
                                               batch, normalise)
         return self.analyse(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
-                                               batch, normalise, estimate, verify), timeout_s)
+                                               batch, normalise, estimate, verify, inputs,
+                                               self.model), timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,
