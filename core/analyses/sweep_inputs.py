@@ -38,6 +38,7 @@ from .sweep_cells import (CellValue, SweepContext, _single, batch_rows, batchabl
 from .sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, check_estimable,
                              estimate_cells, largest_changes)
 from .sweep_metrics import NoScores
+from .sweep_result import sweep_result, verify_count, with_estimates
 
 #: Rows one batched forward over several inputs holds at most, unless the caller says
 #: otherwise (the batch budget may hold fewer).
@@ -237,16 +238,14 @@ def sweep_over_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any
                       normalise: bool = False, estimate: bool = False, verify: int = 0,
                       estimate_budget: int | None = None) -> Any:
     """:func:`~.sweep.sweep` over ``inputs`` (each a batch of one, as the model takes it):
-    the result's :attr:`~.sweep.SweepResult.values` are each cell's mean over the inputs,
-    :attr:`~.sweep.SweepResult.spread` their standard deviation (over the inputs, ``ddof=0``)
-    and :attr:`~.sweep.SweepResult.per_input` every input's own grid (first axis: the input).
+    the result's :attr:`~.sweep_result.SweepResult.values` are each cell's mean over the inputs,
+    :attr:`~.sweep_result.SweepResult.spread` their standard deviation (over the inputs, ``ddof=0``)
+    and :attr:`~.sweep_result.SweepResult.per_input` every input's own grid (first axis: the input).
     ``names``: a short name per input for messages and files. ``bind_of(x)``: the cell binder
     for input ``x`` (where binding depends on the input, as ``--vector`` does); else ``bind``.
     See the module docstring for batching and estimates."""
-    from .sweep import _verify_count, sweep_result, _with_estimates
-
     t0 = time.perf_counter()
-    verify = _verify_count(verify, estimate)
+    verify = verify_count(verify, estimate)
     if normalise:
         raise PlanError("normalise runs on one input: drop it, or normalise each input's "
                         "per_input grid yourself")
@@ -289,7 +288,7 @@ def sweep_over_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any
     if est is not None:
         mean_got = [CellValue(c.index, float(res.values[c.index]), c.receipts, c.batched)
                     for c in got[0]]
-        _with_estimates(res, est, mean_got)
+        with_estimates(res, est, mean_got)
         res.estimates_per_input = np.stack([e.values for e in ests])
     res.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
     return res

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..base.errors import HookscopeError
-from ..analyses.sweep import SweepResult, _labels
+from ..analyses.sweep_result import SweepResult, axis_labels
 from ..analyses.sweep_cells import (CellValue, SweepContext, prepare_sweep, sweep_cells,
                                    values_array)
 from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
@@ -105,7 +105,7 @@ def _context(loaded: Any, job: SweepJob) -> tuple[SweepContext, bool]:
 def sweep_outline(loaded: Any, job: SweepJob) -> Outline:
     """Task: prepare the sweep (every cell's plan checked) and say its shape."""
     ctx, new = _context(loaded, job)
-    labels = {n: _labels(n, v, ctx.inputs, ctx.codec) for n, v in ctx.coords.items()}
+    labels = {n: axis_labels(n, v, ctx.inputs, ctx.codec) for n, v in ctx.coords.items()}
     return Outline(ctx.coords, labels, ctx.metric.name, len(ctx.grid),
                    dict(ctx.counts) if new else {})
 
