@@ -218,10 +218,13 @@ class Session:
         setup's own ``trust_pickle`` is never read: a file cannot trust itself.
         """
         self.saved_scan = setup.scan
-        return self.open_model(setup.spec, setup.weights, plan=setup.plan,
-                               input_text=setup.input_text, device=setup.device,
-                               options=setup.options, view=setup.view, run_after=run_after,
-                               labels=setup.labels, trust=trust or CodeTrust.from_data())
+        future = self.open_model(setup.spec, setup.weights, plan=setup.plan,
+                                 input_text=setup.input_text, device=setup.device,
+                                 options=setup.options, view=setup.view, run_after=run_after,
+                                 labels=setup.labels, trust=trust or CodeTrust.from_data())
+        # attached once the model arrives (session_lm.attach_saved), before its first run
+        self._requests.setup.saes, self._requests.setup.views = setup.saes, setup.views
+        return future
 
     def open_model(self, spec: str, weights: str | None = None, *, trust_pickle: bool = False,
                    plan: Plan | None = None, input_text: str | None = None,

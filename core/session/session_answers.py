@@ -20,9 +20,11 @@ from ..plan.path_patterns import expand_plan, without_unknown_layers
 from ..plan.plan import Plan
 from .runner_messages import (Cancelled, Failed, Finished, Loaded, Observed, Progress, RunnerEvent,
                               Started)
-from .session_events import (DeviceChanged, Idle, LoadFailed, LoadWarning, ModelChanged,
-                             OptionsChanged, PlanChanged, ResultArrived, RunCancelled, RunFailed,
-                             RunProgress, RunStarted, TreeObserved)
+from .session_events import (DerivedChanged, DeviceChanged, Idle, LoadFailed, LoadWarning,
+                             ModelChanged, OptionsChanged, PlanChanged, ResultArrived,
+                             RunCancelled, RunFailed, RunProgress, RunStarted, SaesChanged,
+                             TreeObserved)
+from .session_lm import attach_saved
 from .session_types import tidy_input_text
 from ..model.class_labels import name_classes
 from ..model.tree import TreeNode
@@ -131,7 +133,12 @@ def _apply_load(s: Session, ev: RunnerEvent) -> None:
             s.labels = setup.labels
         except HookscopeError as exc:
             warnings.append(str(exc))
+    if setup.saes or setup.views:  # a session file's SAEs and LM views
+        attach_saved(s, setup.saes, setup.views, warnings)
     s._emit(ModelChanged(ev.model, request_id=rid))
+    if setup.saes or setup.views:
+        s._emit(SaesChanged(dict(s.saes), request_id=rid))
+        s._emit(DerivedChanged(dict(s.derived), request_id=rid))
     if s.plan_problem:
         warnings.insert(0, f"{s.plan_problem}\nThat part of the plan was left out: "
                            "tick the layers you meant in the tree.")

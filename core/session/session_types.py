@@ -5,7 +5,7 @@ options, the setup waiting for a load to arrive, and how typed input text is tid
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..plan.plan import Plan
@@ -40,3 +40,5 @@ class LoadSetup:
     trust_pickle: bool = False
     labels: str | None = None
     trust: Any = None  # the load's code_trust.CodeTrust (None: the spec was typed)
+    saes: dict = field(default_factory=dict)  # a session file's SAEs (session_lm.SaeEntry)
+    views: tuple = ()  # a session file's LM views
