@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TextIO
 
 from hookscope.core import HookscopeError, Session, parse_input
-from hookscope.core.export import save_captures, session_dict, standalone_script
+from hookscope.core.export import (sae_weights_file, save_captures, session_dict, standalone_script,
+                                   write_sae_weights)
 from hookscope.core.base import (ForwardError, ReadFiles, escape_controls, files_read, is_dir,
                                  json_dumps, refuse_overwrite, write_text as write_whole)
 from hookscope.core.plan import expand_plan
@@ -21,7 +22,7 @@ from hookscope.core.engine import flat_floats, output_verdict
 from hookscope.core.model import user_code
 
 from .arg_parser import OneLineParser
-from .lm_cli import (add_lm_options, attach_saes, compute_views, lm_views, print_views,
+from .lm_cli import (add_lm_options, attach_saes, attached_saes, compute_views, lm_views, print_views,
                      sae_args)
 from . import output_report
 from .options import add_model_options, model_options
@@ -80,7 +81,7 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
-    attach_saes(ns, lm, bool(scale.ray))
+    saes = attach_saes(ns, lm, bool(scale.ray))
     if opts.labels:
         from hookscope.core.model import name_classes
 
@@ -99,7 +100,8 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
 
         plots_folder(ns.save_plots)
     if ns.export_script:  # checked before the run, so a bad plan is reported once
-        script = standalone_script(spec, plan, opts.input or "", opts.weights, opts.device)
+        script = standalone_script(spec, plan, opts.input or "", opts.weights, opts.device,
+                                   saes=saes, script_path=ns.export_script)
     with user_code("the model's forward", spec, ForwardError):  # sys.exit() is reported
         result = compare_scaled(lm, x, plan, opts, scale)
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
@@ -120,6 +122,7 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
         write_text(ns.save_json, json_dumps(output_report.json_dict(  # compact, as --json
             result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:
+        write_sae_weights(ns.export_script, plan, saes)
         write_text(ns.export_script, script)
     if ns.save_session:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
@@ -151,9 +154,10 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
         reads = files_read(lm.spec, lm.weights, [s.input_text], s.labels, ns.session, plan)
         reads.update(s.read_files)  # what the session's runner opened as it loaded
         refuse_overwriting_inputs(ns, reads)
+        saes = attached_saes(lm.module, s.saes)
         if ns.export_script:
             script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
-                                       trust=s.code_trust)
+                                       trust=s.code_trust, saes=saes, script_path=ns.export_script)
         result = s.run()
         reads.update(s.read_files)  # and as it ran: no write below may replace those either
         (print_json if ns.json else print_table)(result, out)
@@ -163,6 +167,7 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
             write_text(ns.save_json, json.dumps(session_dict(result, lm.spec, plan, s.input_text,
                                                              lm.weights), indent=1))
         if ns.export_script:
+            write_sae_weights(ns.export_script, plan, saes)
             write_text(ns.export_script, script)
         if ns.save_session:
             s.save(ns.save_session)
@@ -225,9 +230,11 @@ def check_output_paths(ns: argparse.Namespace) -> None:
 def refuse_overwriting_inputs(ns: argparse.Namespace, reads: ReadFiles) -> None:
     """No output file may replace a file this command reads (its model file, weights, input,
     labels, session file): one line, before anything runs or is written."""
-    refuse_overwrite([(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
-                      ("--save-captures", "--save-json", "--export-script", "--save-session")],
-                     reads)
+    outputs = [(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
+               ("--save-captures", "--save-json", "--export-script", "--save-session")]
+    if ns.export_script:  # the SAEs of sae-* edits are written beside the script
+        outputs.append(("--export-script (its SAE weights)", str(sae_weights_file(ns.export_script))))
+    refuse_overwrite(outputs, reads)
 
 
 def write_text(path: str, text: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, TextIO
 
-from hookscope.core import HookscopeError, attach_sae
+from hookscope.core import HookscopeError, attach_sae, attached_sae
 from hookscope.core.analyses import (AttentionResult, GenerateRequest, Generation, LensRequest,
                                      LensResult, SaeReport, SaeRequest)
 
@@ -87,14 +87,18 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
     return views
 
 
-def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> None:
+def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> dict[str, Any]:
     """Attach every ``--sae`` to its layer of the loaded model (before the run: the
-    ``sae-*`` interventions need them)."""
+    ``sae-*`` interventions need them); the SAEs by layer."""
     saes = sae_args(ns)
     if saes and remote:
         raise HookscopeError("--sae works on a local model; drop --ray for it")
-    for layer, folder in saes.items():
-        attach_sae(lm.module, layer, folder)
+    return {layer: attach_sae(lm.module, layer, folder) for layer, folder in saes.items()}
+
+
+def attached_saes(module: Any, layers: Any) -> dict[str, Any]:
+    """The SAE attached to each of ``layers`` of ``module`` (a session's, for the export)."""
+    return {layer: attached_sae(module.get_submodule(layer)) for layer in layers}
 
 
 #: Each view's flag, as its progress names it.
