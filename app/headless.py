@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, Session, parse_input
+from hookscope.core import HookscopeError, Session, parse_input, saes_of
 from hookscope.core.export import (sae_weights_file, save_captures, session_dict, standalone_script,
                                    write_sae_weights)
 from hookscope.core.base import (ForwardError, ReadFiles, escape_controls, files_read, is_dir,
@@ -22,7 +22,7 @@ from hookscope.core.engine import flat_floats, output_verdict
 from hookscope.core.model import user_code
 
 from .arg_parser import OneLineParser
-from .lm_cli import (add_lm_options, attach_saes, attached_saes, compute_views, lm_views, print_views,
+from .lm_cli import (add_lm_options, attach_saes, compute_views, lm_views, print_views,
                      sae_args)
 from . import output_report
 from .options import add_model_options, model_options
@@ -81,7 +81,7 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
-    saes = attach_saes(ns, lm, bool(scale.ray))
+    saes = attach_saes(ns, lm)  # a Ray actor's model: kept on its stand-in, sent with the run
     if opts.labels:
         from hookscope.core.model import name_classes
 
@@ -103,12 +103,13 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
         script = standalone_script(spec, plan, opts.input or "", opts.weights, opts.device,
                                    saes=saes, script_path=ns.export_script)
     with user_code("the model's forward", spec, ForwardError):  # sys.exit() is reported
-        result = compare_scaled(lm, x, plan, opts, scale)
+        # a model in a Ray actor computes the views there, after its comparison
+        result = compare_scaled(lm, x, plan, opts, scale, views=tuple(views))
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
         x = result.inputs
     with user_code("the model's forward", spec, ForwardError):
-        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray),
-                                           err))
+        result.extras.update(compute_views(views, lm, x, plan, opts.device,
+                                           dict(result.extras) if scale.ray else None, err))
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:
@@ -154,7 +155,7 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
         reads = files_read(lm.spec, lm.weights, [s.input_text], s.labels, ns.session, plan)
         reads.update(s.read_files)  # what the session's runner opened as it loaded
         refuse_overwriting_inputs(ns, reads)
-        saes = attached_saes(lm.module, s.saes)
+        saes = saes_of(lm.module, s.saes)
         if ns.export_script:
             script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
                                        trust=s.code_trust, saes=saes, script_path=ns.export_script)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable, TextIO
 
-from hookscope.core import HookscopeError, attach_sae, attached_sae
+from hookscope.core import HookscopeError, attach_sae
+from hookscope.core.session import ViewFailed
 from hookscope.core.analyses import (AttentionResult, GenerateRequest, Generation, LensRequest,
                                      LensResult, SaeReport, SaeRequest)
 
@@ -89,16 +90,13 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
 
 def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> dict[str, Any]:
     """Attach every ``--sae`` to its layer of the loaded model (before the run: the
-    ``sae-*`` interventions need them); the SAEs by layer."""
+    ``sae-*`` interventions need them); the SAEs by layer. A model in a Ray actor keeps
+    them on its stand-in, and each run takes them to the actor; ``remote``: a pool of
+    workers that load the model themselves (refused)."""
     saes = sae_args(ns)
     if saes and remote:
         raise HookscopeError("--sae works on a local model; drop --ray for it")
     return {layer: attach_sae(lm.module, layer, folder) for layer, folder in saes.items()}
-
-
-def attached_saes(module: Any, layers: Any) -> dict[str, Any]:
-    """The SAE attached to each of ``layers`` of ``module`` (a session's, for the export)."""
-    return {layer: attached_sae(module.get_submodule(layer)) for layer in layers}
 
 
 #: Each view's flag, as its progress names it.
@@ -107,13 +105,19 @@ VIEW_FLAGS = {"lens": "--lens", "sae": "--sae", "generation": "--generate",
 
 
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
-                  remote: bool, err: TextIO) -> dict[str, Any]:
+                  remote: dict[str, Any] | None, err: TextIO) -> dict[str, Any]:
     """Each view computed, its progress on ``err`` (:mod:`.progress`): a generation's in
     tokens (both continuations), the others' in layer calls (two forwards' worth of leaf
-    modules, as the session runner estimates it; more where a layer runs twice)."""
-    if views and remote:
-        raise HookscopeError("--lens, --sae, --generate and --attention run on a local model; "
-                             "drop --ray for them")
+    modules, as the session runner estimates it; more where a layer runs twice).
+
+    ``remote``: the extras of a run in a Ray actor, which computed the views after its
+    comparison; a view that failed there raises its message, as it would here."""
+    if remote is not None:
+        for v in views:
+            answer = remote.get(v.name)
+            if isinstance(answer, ViewFailed):
+                raise HookscopeError(answer.message)
+        return {}
     out: dict[str, Any] = {}
     for v in views:
         if isinstance(v, GenerateRequest):
