@@ -127,7 +127,7 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
         write_text(ns.export_script, script)
     if ns.save_session:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
-                        opts.labels)
+                        opts.labels, sae_args(ns), views)
     if ns.save_plots:
         save_plots(result, ns.save_plots, lm.meaning, x, reads=reads)
     return 0

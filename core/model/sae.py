@@ -350,7 +350,8 @@ def attach_sae(root: nn.Module, path: str, sae: SparseAutoencoder | str | Path,
     ``sae-*`` interventions on that layer and its feature view use it. ``width``:
     the layer's output width where known (refused when it differs)."""
     module = None
-    if not isinstance(root, StandIn):
+    stand_in = root if isinstance(root, StandIn) else None
+    if stand_in is None:
         try:
             module = root.get_submodule(path)
         except AttributeError as exc:
@@ -359,9 +360,9 @@ def attach_sae(root: nn.Module, path: str, sae: SparseAutoencoder | str | Path,
         sae = load_sae(sae)
     if width is not None:
         sae.check_width(width, path)
-    if module is None:  # the layer is where the model is: checked there, at the run
-        root.saes[path] = sae  # type: ignore[index]  # a StandIn's
-    else:
+    if stand_in is not None:  # the layer is where the model is: checked there, at the run
+        stand_in.saes[path] = sae
+    elif module is not None:
         _ATTACHED[module] = sae
     return sae
 

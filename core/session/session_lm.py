@@ -78,9 +78,10 @@ def lm_to_dict(saes: dict[str, str], derived: dict[str, Any],
         out["saes"] = {layer: text if text == DEMO_SAE else rel(text) for layer, text in saes.items()}
     views = {}
     for name, view in derived.items():
-        if isinstance(view, VIEW_KINDS.get(name, ())):
+        kind = VIEW_KINDS.get(name)
+        if kind is not None and isinstance(view, kind):
             views[name] = {f.name: list(v) if isinstance(v := getattr(view, f.name), tuple) else v
-                           for f in dataclasses.fields(view)}
+                           for f in dataclasses.fields(kind)}
     if views:
         out["views"] = views
     return out

@@ -70,3 +70,18 @@ def test_a_version_1_file_still_opens(tmp_path):
         assert s.saes == {} and s.derived == {}
     finally:
         s.close()
+
+
+def test_a_cli_run_saved_with_sae_and_views_reruns_them_from_the_file(tmp_path, capsys):
+    from hookscope.app.cli import main
+
+    path = tmp_path / "cli.hookscope.json"
+    argv = ["--sae", "blocks.0=demo", "--intervene", "blocks.0=sae-ablate:1,2,3", "--lens", "logit",
+            "--generate", "3", "--attention", "blocks.1.attn"]
+    assert main(["run", "demo:lm", "--input", PROMPT, *argv, "--save-session", str(path),
+                 "--json", "--quiet"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(["run", "--session", str(path), "--json", "--quiet"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    for name in ("lens", "generation", "attention", "sae", "output_with"):
+        assert first[name] == again[name], name
