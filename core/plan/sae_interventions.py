@@ -23,6 +23,7 @@ import torch
 
 from ..base.errors import PlanError
 from .aim import aimed, fits
+from .at import At
 from .intervention_base import Intervention, InterventionContext, _no_fit_message
 from .param_values import check_number, param
 from ..base.nested import map_tensors_keyed
@@ -80,8 +81,14 @@ class SaeEdit(Intervention):
         raise NotImplementedError  # pragma: no cover - every kind defines it
 
     def edited_features(self, sae: SparseAutoencoder, x: torch.Tensor) -> torch.Tensor:
-        """The features of ``x`` after this edit (what the feature view shows)."""
-        return self.edit(sae.encode(x))
+        """The features of ``x`` (positions × width) after this edit (what the feature view
+        shows); with ``@pos=``, at the picked positions only."""
+        f = sae.encode(x)
+        at = self.where()
+        if at is None:
+            return self.edit(f)
+        return aimed(f[None], None, At(positions=at.positions),
+                     lambda part, _src: self.edit(part))[0]
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         if t.dim() == 0:

@@ -207,3 +207,21 @@ def test_an_aimed_feature_edit_changes_the_picked_position_alone(lm):
     assert torch.equal(got[:, :-1], base[:, :-1])
     torch.testing.assert_close(got[:, -1], every.captures["blocks.0"][0].tensor[:, -1])
     assert not torch.equal(got[:, -1], base[:, -1])
+
+
+def test_the_feature_view_of_an_aimed_edit_shows_it_at_the_picked_position_alone(lm):
+    x = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    sae = load_sae("demo")
+    report = sae_features(lm.module, x, Plan(interventions={
+        "blocks.0": parse_intervention("sae-clamp:4=3.5@pos=-1")}), "blocks.0", top_k=128)
+    view = report["blocks.0"]
+    acts = compare(lm.module, x, Plan(capture=["blocks.0"], keep_tensors=True)
+                   ).captures["blocks.0"][0].tensor[0]
+    f = sae.encode(acts)
+    as_dict = lambda row: {i: a for i, a in row}  # noqa: E731
+    for p in range(x.shape[1] - 1):  # untouched positions: the layer's own features
+        assert as_dict(view.top_with[p]) == pytest.approx(as_dict(view.top_without[p]))
+    last = as_dict(view.top_with[-1])
+    assert last[4] == pytest.approx(3.5)
+    want = {i: float(a) for i, a in enumerate(f[-1]) if a > 0 and i != 4}
+    assert {i: a for i, a in last.items() if i != 4} == pytest.approx(want, rel=1e-5, abs=1e-6)
