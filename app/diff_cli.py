@@ -20,18 +20,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+import torch
+
 from hookscope.core import (DiffRequest, HookscopeError, Plan, PlanError, Session,
-                            SteeringVector, load_model, save_vector_file)
+                            SteeringVector, save_vector_file)
 from hookscope.core.analyses import (DEFAULT_TOLERANCE, DTYPES, DiffResult,
                                      parse_vector_option, resolve_vectors, vector_spec_files)
 from hookscope.core.base import (escape_controls, files_read, is_dir, json_dumps,
                                  refuse_overwrite)
 from hookscope.core.model import set_max_input_bytes
 from hookscope.core.plan import expand_plan, named_vectors, syntax_help
+from hookscope.core.session import RunProgress, SessionEvent
 
 from .arg_parser import OneLineParser
 from .options import parse_clamp, parse_intervene
-from .progress import add_quiet_option, talk_stream
+from .progress import add_quiet_option, command_progress, talk_stream
 from .scale_options import _size
 
 VECTOR_SUFFIXES = (".pt", ".pth", ".safetensors", ".npy")
@@ -148,7 +151,8 @@ def diff_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
             plan = replace(plan, interventions=resolve_vectors(
                 lm.module, plan.interventions, vectors, x, lm.meaning.codec))
         session.set_plan(plan)
-        result = session.analyse(_request(ns, tuple(directions), budget))
+        request = _request(ns, tuple(directions), budget)
+        result = _analyse(session, request, err)
     finally:
         session.close()
     for layer, file in directions.items():
@@ -163,23 +167,49 @@ def diff_command(argv: list[str], out: TextIO | None = None, err: TextIO | None 
     return 0
 
 
+def _leaf_modules(module: torch.nn.Module) -> int:
+    return sum(1 for m in module.modules() if next(m.children(), None) is None)
+
+
+def _analyse(session: Session, request: DiffRequest, err: TextIO) -> DiffResult:
+    """Run the diff in the session, its progress on ``err``: the layer calls of the session's
+    forwards, counted at the runner's stop points (:class:`RunProgress`). The session's
+    first run observes model A, then runs it without and with the plan (three forwards: its
+    total, refined as it learns the layer calls); the diff's passes are one forward of
+    each model on top. A layer called twice in a forward makes the total grow as it is met."""
+    lm = session.model
+    assert lm is not None
+    a = _leaf_modules(lm.module)
+    extra = a + _leaf_modules(request.b_module or lm.module)
+    base = [3 * a]   # the comparison's layer calls, as the session last estimated them
+
+    def on_event(ev: SessionEvent) -> None:
+        if isinstance(ev, RunProgress):
+            p = ev.progress
+            if p.done < p.total:   # past it, the session's total is only its count so far
+                base[0] = p.total
+            bar.advance_to(p.done, base[0] + extra)
+
+    with command_progress("hookscope diff", "layer call", base[0] + extra, err) as bar:
+        unsubscribe = session.subscribe(on_event)
+        try:
+            result = session.analyse(request)
+        finally:
+            unsubscribe()
+        bar.advance_to(max(bar.done, bar.total or 0))   # the last calls fell between reports
+    return result
+
+
 def _request(ns: argparse.Namespace, directions: tuple[str, ...],
              budget: int | None) -> DiffRequest:
-    """The analysis: model B loaded here from SPEC_B (and changed in place: it is ours), or
-    left to the request as a copy of A."""
+    """The analysis: model B is SPEC_B where given (loaded by the request, on A's device
+    unless --b-device says otherwise), else a copy of A."""
     if ns.spec_b is None:
         return DiffRequest(b_weights=ns.b_weights, b_dtype=ns.b_dtype, b_device=ns.b_device,
                            tolerance=ns.tolerance, directions=directions, budget_bytes=budget)
-    from hookscope.core import resolve_device
-    from hookscope.core.analyses import dtype_of
-
-    lm_b = load_model(ns.spec_b, ns.b_weights, trust_pickle=ns.trust_code)
-    dtype = dtype_of(ns.b_dtype)
-    if dtype is not None:
-        lm_b.module.to(dtype)
-    lm_b.module.to(resolve_device(ns.b_device or ns.device))
-    return DiffRequest(tolerance=ns.tolerance, directions=directions, budget_bytes=budget,
-                       b_module=lm_b.module)
+    return DiffRequest(b_spec=ns.spec_b, b_weights=ns.b_weights, b_dtype=ns.b_dtype,
+                       b_device=ns.b_device or ns.device, b_trust_code=ns.trust_code,
+                       tolerance=ns.tolerance, directions=directions, budget_bytes=budget)
 
 
 def _g(v: float | None) -> str:

@@ -36,6 +36,17 @@ class ActionUi:
     error: Callable[[str], None]
     note: Callable[[str], None]
 
+    def guarded(self, fn: Callable[..., object]) -> Callable[..., object]:
+        """``fn`` with a person's mistakes (a HookscopeError) shown as an error instead of
+        raised."""
+        def call(*args: object) -> object:
+            try:
+                return fn(*args)
+            except HookscopeError as exc:
+                self.error(str(exc))
+                return None
+        return call
+
 
 def files_the_session_reads(session: Session) -> ReadFiles:
     """Every file the open session has read (its registry: model, weights, inputs, vectors,
@@ -139,11 +150,16 @@ def save_session(session: Session, ui: ActionUi, path: str | None = None) -> Pat
     return written
 
 
+def pick_session(ui: ActionUi) -> str | None:
+    """File → Open session's file dialog: the path picked, or ``None``."""
+    return pick_file(ui.parent, "session", "Open session", SESSION_FILTER) or None
+
+
 def read_session(ui: ActionUi, path: str | None = None) -> SessionSetup | None:
     """File → Open session: a checked setup to open, or ``None`` (the error is shown,
     nothing changed)."""
     if path is None:
-        path = pick_file(ui.parent, "session", "Open session", SESSION_FILTER)
+        path = pick_session(ui)
         if not path:
             return None
     try:

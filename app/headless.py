@@ -274,8 +274,10 @@ def print_table(result, out: TextIO) -> None:
     w(f"verdict         {output_verdict(result)}\n")
     t = result.timings_ms
     source = f"  source {t['source']:.3f}" if "source" in t else ""
-    w(f"timings (ms)    baseline {t['baseline']:.3f}  intervened {t['intervened']:.3f}{source}"
-      f"  total {t['total']:.3f}\n")
+    first = (" (first run on this input shape: includes one-time set-up)"
+             if result.first_run else "")
+    w(f"timings (ms)    baseline {t['baseline']:.3f}{first}  intervened {t['intervened']:.3f}"
+      f"{source}  total {t['total']:.3f}\n")
     if result.receipts:
         print_receipts(result, w)
     if result.captures:

@@ -167,7 +167,9 @@ def _open_session_file(win, path: str, ns: argparse.Namespace) -> None:
         if ns.screenshot or exc.code is None:
             raise
         win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))  # usable behind the question
-        win.trust_gate.consider(exc.code, lambda t: win.open_setup_with(setup, t), trust)
+        win.trust_gate.consider(exc.code, lambda t: win.open_setup_with(setup, t), trust,
+                                asked_by=f"the session file {path}",
+                                instead=f"the window shows {DEFAULT_SPEC} (exercise 1) instead")
 
 
 def wait_idle(win, timeout_s: float = 300.0) -> bool:

@@ -23,6 +23,7 @@ from hookscope.widgets.lens_view import LensView
 from hookscope.widgets.sae_view import SaeView
 
 from .analysis_docks import analysis_dock, fit_dock, show_dock
+from .attention_tool import install_attention_tool
 from .window_tools import _menu
 
 if TYPE_CHECKING:
@@ -30,9 +31,11 @@ if TYPE_CHECKING:
 
 
 def install_lm_tools(win: "MainWindow") -> None:
-    """Add View → Logit lens, View → Generation, File → Attach SAE and their docks to ``win``."""
+    """Add View → Logit lens, View → Generation, View → Attention, File → Attach SAE and
+    their docks to ``win``."""
     install_sae_tools(win)
     install_generation(win)
+    install_attention_tool(win)
     win.lens_view = LensView()
     dock = analysis_dock(win, "Logit lens", "lensDock", win.lens_view, "actionViewLens",
                          wanted_height=win.lens_view.wanted_height)

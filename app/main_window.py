@@ -15,18 +15,17 @@ from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QDialog, QMainWindow
+from PySide6.QtWidgets import QMainWindow
 
-from hookscope.core import HookscopeError, LoadedModel, Plan, RunResult
+from hookscope.core import LoadedModel, Plan, RunResult
 from hookscope.core.model import CodeTrust
 from hookscope.widgets.view_worker import ViewWorker
 
 from . import export_actions as files
 from . import window_chrome as chrome
 from .demo_setup import default_plan
-from .error_banner import ALARM, ERROR
 from .menus import Handlers, build_menus
-from .open_dialog import OpenModelDialog
+from .open_dialog import ask_and_load
 from .recent import RecentModels
 from .session_reactions import SessionReactions
 from .trust_dialog import TrustGate
@@ -38,6 +37,7 @@ from .sweep_tool import install_sweep_tool
 from .scan_tool import install_scan_tool
 from .compare_tool import install_compare_tool
 from .window_tools import install_window_tools
+from .vector_dialog import install_steer_dialog
 from .worker import ForwardWorker
 
 if TYPE_CHECKING:
@@ -53,8 +53,6 @@ if TYPE_CHECKING:
     from .compare_tool import CompareTool
     from hookscope.widgets.sae_view import SaeView
     from hookscope.widgets.intervention_panel import InterventionPanel
-
-    from .vector_dialog import SteerDialog
 
 
 class MainWindow(QMainWindow):
@@ -96,7 +94,6 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Hookscope")
         self.setAcceptDrops(True)
         self.recent = recent or RecentModels()
-        self._sticky_error = False
         self.remember_layout = True  # geometry and docks saved at close (QSettings)
         self._sized = False
         # runner_factory: a Ray or accelerate runner (hookscope SPEC --ray/--device-map);
@@ -119,14 +116,15 @@ class MainWindow(QMainWindow):
         self.panel.view_worker = self.view_worker
         s.shape_views = self.panel.shape_views
         self.actions_ = build_menus(self, Handlers(
-            open_model=self.open_model_dialog,
+            open_model=lambda: ask_and_load(self),
             open_demo=lambda n: self.load(f"demo:{n}", plan=default_plan(f"demo:{n}")),
             fill_recent=lambda menu: chrome.fill_recent_menu(menu, self.recent, self.open_recent),
             open_session=lambda: self.open_session(), save_session=lambda: self.save_session(),
             export_captures=lambda: files.export_captures(s, self.ui),
             export_script=lambda: files.export_script(s, self.ui),
             quit=self.close, undo=s.undo, redo=s.redo, run=self.request_run,
-            set_live=self.set_live, cancel=self.cancel_pending, set_stats_only=self.set_stats_only,
+            set_live=self.set_live, cancel=s.cancel,
+            set_stats_only=lambda on: s.set_options(stats_only=bool(on)),
             set_device=self.run_bar.set_device, about=lambda: chrome.show_about(self)),
             self.run_bar.devices,
             [self.layer_dock.toggleViewAction(), self.output_dock.toggleViewAction(),
@@ -139,6 +137,7 @@ class MainWindow(QMainWindow):
         install_sweep_tool(self)     # View → Sweep
         install_scan_tool(self)      # File → Open inputs, View → Scan
         install_compare_tool(self)   # File → Compare with…, View → Divergence
+        install_steer_dialog(self)   # the tree's Steer… on a layer
         # after every dock exists: the user's layout names the analysis docks too
         self._restored = chrome.restore_layout(self)
 
@@ -148,35 +147,13 @@ class MainWindow(QMainWindow):
         self.view_worker.drained.connect(self.reactions.settle)
         self.run_bar.runRequested.connect(self.request_run)
         self.run_bar.liveToggled.connect(self.set_live)
-        self.run_bar.deviceChanged.connect(self._guard(s.set_device))
-        self.run_bar.cancelRequested.connect(self.cancel_pending)
+        self.run_bar.deviceChanged.connect(self.ui.guarded(s.set_device))
+        self.run_bar.cancelRequested.connect(s.cancel)
         self.tree.model.errorOccurred.connect(self.show_error)
         self.tree.layerSelected.connect(self.panel.select)
         self.tree.layerSelected.connect(lambda p: s.view.__setitem__("selected", p))
-        self.banner.closed.connect(lambda: setattr(self, "_sticky_error", False))
-        self.tree.steerRequested.connect(self.open_steer_dialog)
         self.reactions._show_options()
         self.reactions._show_undo()
-
-    def _guard(self, fn):
-        """``fn`` with a person's mistakes shown in the banner instead of raised."""
-        def call(*args):
-            try:
-                return fn(*args)
-            except HookscopeError as exc:
-                self.show_error(str(exc))
-        return call
-
-    def open_steer_dialog(self, path: str) -> "SteerDialog":
-        """The dialog that builds a vector from two prompts at ``path`` and adds it there."""
-        from .vector_dialog import SteerDialog
-
-        dialog = SteerDialog(self.session, path, self)
-        self.resultShown.connect(dialog.show_result)
-        self.errorShown.connect(dialog.show_error)
-        dialog.finished.connect(lambda _r: dialog.deleteLater())
-        dialog.show()
-        return dialog
 
     # -- scripting API -----------------------------------------------------------
     @property
@@ -205,7 +182,8 @@ class MainWindow(QMainWindow):
 
     def open_recent(self, spec: str, weights: str | None = None) -> int | None:
         """Open a recent-files entry: data, so code it names runs only after a yes."""
-        return self.trust_gate.open(lambda trust: self.load(spec, weights, trust=trust))
+        return self.trust_gate.open(lambda trust: self.load(spec, weights, trust=trust),
+                                    asked_by=f"the recent-files entry {spec}")
 
     def request_run(self) -> int | None:
         """Queue a comparison with the current plan, input and device; returns the request id."""
@@ -219,13 +197,6 @@ class MainWindow(QMainWindow):
         future = s.submit_run()
         return future.request_id if future is not None else None
 
-    def current_plan(self) -> Plan:
-        return self.session.current_plan()
-
-    def set_stats_only(self, on: bool) -> None:
-        """Statistics-only captures (no tensors kept); re-runs at once in Live mode."""
-        self.session.set_options(stats_only=bool(on))
-
     def set_live(self, on: bool) -> None:
         """Live mode: every plan change (and every step of a drag) re-runs."""
         if on:
@@ -235,9 +206,6 @@ class MainWindow(QMainWindow):
     def is_live(self) -> bool:
         return self.session.options.live
 
-    def cancel_pending(self) -> bool:
-        return self.session.cancel()
-
     def refuse_output(self, what: str, path: str | Path) -> None:
         """Refuse (a HookscopeError) writing ``path`` over a file the open session reads: a
         plot's own export asks here (:mod:`hookscope.widgets.output_guard`)."""
@@ -245,46 +213,20 @@ class MainWindow(QMainWindow):
 
     def error_text(self) -> str:
         """The error the banner shows ("" when it shows none, or an alarm)."""
-        return self.banner.text() if self.banner.kind() == ERROR else ""
+        return self.banner.error_text()
 
     def alarm_text(self) -> str:
         """The alarm the banner shows: an intervention that may have done nothing."""
-        return self.banner.text() if self.banner.kind() == ALARM else ""
-
-    def show_alarm(self, message: str) -> None:
-        """Show news about the plan in the banner (amber); it goes at the next result, as a
-        non-sticky error does. A sticky error (a command-line mistake) stays, the alarm
-        under it."""
-        if self._sticky_error and not self.banner.isHidden():
-            self.banner.show_error(f"{self.banner.text()}\n{message}")
-            return
-        self.banner.show_alarm(message)
+        return self.banner.alarm_text()
 
     def show_error(self, message: str, sticky: bool = False) -> None:
-        """Show ``message`` in the banner. A non-sticky one goes at the next good
-        result; a sticky one (a command-line mistake) stays until closed."""
-        if self._sticky_error and not self.banner.isHidden():
-            message = f"{self.banner.text()}\n{message}"
-            sticky = True
-        self._sticky_error = sticky
-        self.banner.show_error(message)
-        self.errorShown.emit(message)
-
-    def clear_transient_error(self) -> None:
-        """Dismiss the banner unless its error is sticky (a command-line mistake)."""
-        if not self._sticky_error:
-            self.banner.dismiss()
+        """Show ``message`` in the banner (:meth:`~.error_banner.ErrorBanner.show_error`)."""
+        self.errorShown.emit(self.banner.show_error(message, sticky))
 
     def is_idle(self) -> bool:
         """No load or run in flight or queued, and no picture being made (for --screenshot
         and scripts)."""
         return not self.session.busy and not self.view_worker.busy
-
-    def open_model_dialog(self) -> None:
-        m = self.session.model
-        dlg = OpenModelDialog(self, spec=m.spec if m else "", weights=m.weights if m else None)
-        if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec():
-            self.load(dlg.spec(), dlg.weights(), trust_pickle=dlg.trust_pickle())
 
     def save_session(self, path: str | None = None) -> Path | None:
         return files.save_session(self.session, self.ui, path)
@@ -295,10 +237,12 @@ class MainWindow(QMainWindow):
         The file is data: a model in it that runs code is asked about first
         (:class:`~.trust_dialog.TrustGate`; ``None`` is returned while the question is
         open), unless ``trust_code`` (``hookscope FILE --trust-code``)."""
-        setup = files.read_session(self.ui, path)
+        path = path or files.pick_session(self.ui)
+        setup = files.read_session(self.ui, path) if path else None
         if setup is None:
             return None
-        return self.trust_gate.open(lambda trust: self.open_setup_with(setup, trust), trust_code)
+        return self.trust_gate.open(lambda trust: self.open_setup_with(setup, trust), trust_code,
+                                    asked_by=f"the session file {path}")
 
     def open_setup_with(self, setup, trust: CodeTrust) -> int:
         """Open a checked session setup under ``trust`` (raises what the session raises)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFormLayout,
@@ -17,6 +18,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
 from hookscope.core import demo_names
 from hookscope.core.demos import DEMO_DESCRIPTIONS
 from hookscope.widgets.last_folder import pick_file
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
 def factory_names(path: str | Path) -> list[str]:
@@ -27,6 +31,14 @@ def factory_names(path: str | Path) -> list[str]:
         return []
     return [n.name for n in tree.body
             if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+
+
+def ask_and_load(win: "MainWindow") -> None:
+    """File → Open model…: ask for a spec (the open model's filled in) and load it."""
+    m = win.session.model
+    dlg = OpenModelDialog(win, spec=m.spec if m else "", weights=m.weights if m else None)
+    if dlg.exec() == QDialog.DialogCode.Accepted and dlg.spec():
+        win.load(dlg.spec(), dlg.weights(), trust_pickle=dlg.trust_pickle())
 
 
 class OpenModelDialog(QDialog):

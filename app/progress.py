@@ -13,12 +13,13 @@ stays free of tqdm): ``progress(done, total)`` of a sweep (here, or its cells ov
 Ray pool), ``progress(done, total, eta_s)`` of a scan (here, or its shards over a Ray
 pool; tqdm's own ETA is shown), ``should_stop()`` of a generation or a comparison (one
 call a token, or a layer call: :meth:`CommandProgress.stop_point` counts it and never
-asks to stop); :meth:`CommandProgress.step` for anything else (the bench's rounds). A new long
-command (an estimate, a verification, a diff of two models) needs one ``with`` and
-the callback it already has::
+asks to stop), a session's ``RunProgress`` events (``hookscope diff``, which runs in a
+:class:`~hookscope.core.Session`: its layer calls); :meth:`CommandProgress.step` for
+anything else (the bench's rounds). A new long command needs one ``with`` and the
+callback it already has::
 
-    with command_progress("hookscope diff", "layer", n_layers, err) as bar:
-        result = diff(..., progress=bar.advance_to)
+    with command_progress("hookscope sweep", "cell", cells, err) as bar:
+        res = sweep(..., progress=bar.advance_to)
 
 Ctrl+C inside the ``with`` ends the bar and raises :class:`Interrupted`, whose message
 says how far it got ("interrupted after 37/120 cells; nothing written"); the CLI's

@@ -48,8 +48,8 @@ class SessionReactions:
         self.modelLoaded, self.resultShown, self.idle = win.modelLoaded, win.resultShown, win.idle
         self.setWindowTitle, self.statusBar = win.setWindowTitle, win.statusBar
         self.show_error, self.is_live, self.is_idle = win.show_error, win.is_live, win.is_idle
-        self.show_alarm = win.show_alarm
-        self._clear_transient_error = win.clear_transient_error
+        self.show_alarm = win.banner.show_alarm
+        self._clear_transient_error = win.banner.clear_transient
         self._win = win
         self._cancelled = False   # the last run was cancelled: the progress bar says so
         self._plan_before = self.session.plan
@@ -178,8 +178,8 @@ class SessionReactions:
 
     def _show_undo(self) -> None:
         assert self.actions_.undo is not None and self.actions_.redo is not None  # build_menus sets both
-        self.actions_.undo.setEnabled(self.session.can_undo)
-        self.actions_.redo.setEnabled(self.session.can_redo)
+        self.actions_.undo.setEnabled(self.session.history.can_undo)
+        self.actions_.redo.setEnabled(self.session.history.can_redo)
 
 #: The handler of each session event type (the types without one need no redraw here).
 REACTIONS: dict[type[SessionEvent], Callable[[SessionReactions, Any], None]] = {

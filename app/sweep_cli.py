@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, PlanError, parse_input
+from hookscope.core import HookscopeError, InputError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_dumps
-from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable,
-                                     parse_vector_option, resolve_vectors, sweep, sweep_size,
-                                     template_plan)
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable, check_grids,
+                                     parse_vector_option, resolve_vectors, sweep,
+                                     sweep_over_inputs, sweep_size, template_plan,
+                                     template_sources)
+from hookscope.core.dataset import open_inputs
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
@@ -48,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", metavar="FILE", help="state_dict for a factory's model")
     p.add_argument("--labels", metavar="FILE", help="class names, one a line")
     p.add_argument("--input", metavar="X", default=None, help="the input (as hookscope run)")
+    p.add_argument("--inputs", metavar="FILE|DIR", default=None,
+                   help="an input set instead of --input (as hookscope scan reads it: "
+                        "prompts.txt, set.jsonl, an image folder, batch.pt, *.safetensors): "
+                        "each cell is the mean over the inputs, with its spread and every "
+                        "input's value in --json/--csv")
     p.add_argument("--over", metavar="AXIS=VALUES", action="append", default=[],
                    help="an axis (repeatable): layer=PATTERN (blocks.*), pos=all, unit=0:16, "
                         "a comma list, linspace(A,B,N) or logspace(A,B,N)")
@@ -123,13 +130,14 @@ class CellBinding:
     def __call__(self, lm, x):
         vectors = dict(parse_vector_option(t) for t in self.vectors)
         source, reference = self.source_input, self.reference_input
+        memo: dict = {}  # a diff: vector once per layer, whatever the number of cells
 
         def bind(ivs: dict) -> dict:
             out = with_bare_sources(ivs, source, reference,
                                     "patch needs a source input: add --source-input X, or "
                                     "write patch:X in the template")
             if named_vectors(out):
-                out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec)
+                out = resolve_vectors(lm.module, out, vectors, x, lm.meaning.codec, memo=memo)
             return out
         return bind
 
@@ -150,7 +158,10 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         raise PlanError(f"--max-cells {ns.max_cells}: give a positive number of cells")
     if ns.batch is not None and ns.batch < 1:
         raise PlanError(f"--batch {ns.batch}: give a number of rows, at least 1")
-    reads = files_read(ns.spec, ns.weights, [ns.input, ns.source_input, ns.reference_input],
+    if ns.inputs is not None and ns.input is not None:
+        raise PlanError("--input and --inputs: give one (--inputs runs every input of a set)")
+    reads = files_read(ns.spec, ns.weights,
+                       [ns.input, ns.inputs, ns.source_input, ns.reference_input],
                        ns.labels, more=_vector_files(ns))
     over = _pairs(ns.over, "--over", "AXIS=VALUES, e.g. --over layer=blocks.* or --over pos=all")
     intervene = _pairs(ns.intervene, "--intervene",
@@ -166,6 +177,9 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         check_plot_dir(ns.save_plots)
     if ns.csv and not is_dir(Path(ns.csv).expanduser().parent):
         raise HookscopeError(f"--csv {ns.csv}: the folder {Path(ns.csv).parent} does not exist")
+    # every cell's source files (patch:{s} over file names too), here or on a Ray pool
+    files_read(more=[("a source input file", f) for f in template_sources(over, intervene)],
+               into=reads)
     _refuse_outputs(ns, over, reads)
     if ns.verify < 0:
         raise PlanError(f"--verify {ns.verify}: give a number of cells, 0 or more")
@@ -176,6 +190,12 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
     if ns.ray and ns.estimate:
         raise PlanError("--estimate runs here only: drop --ray (one forward and one backward "
                         "need no pool)")
+    if ns.inputs is not None and ns.ray:
+        raise PlanError("--inputs runs here only: drop --ray (a pool of workers takes the "
+                        "cells of one input)")
+    if ns.inputs is not None and ns.normalise:
+        raise PlanError("--normalise runs on one input: drop it, or normalise each input's "
+                        "per_input values from --json yourself")
     if ns.ray and ns.normalise:
         raise PlanError("--normalise runs here only: drop --ray, or drop --normalise and "
                         "normalise the --json values yourself")
@@ -244,7 +264,8 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
         from hookscope.core.model import name_classes
 
         name_classes(lm, ns.labels)
-    x = parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
+    inputs, names = _input_set(ns, lm) if ns.inputs is not None else (None, None)
+    x = inputs[0] if inputs else parse_input(ns.input or "", lm.example_input, lm.meaning.codec)
     try:  # the templates' own sources (patch:src.npy), declared before anything runs
         first = template_plan(lm.module, x, over, intervene, ns.max_cells)
     except HookscopeError:
@@ -253,27 +274,57 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
     bind = _binding(ns)(lm, x)
     # axes, templates, the first cell's plan and the metric: refused here, before any forward
     sizes = sweep_size(lm.module, x, over, ns.max_cells, intervene, ns.metric, lm.meaning, bind)
+    if inputs is not None:
+        check_grids(lm.module, inputs, over, names)
     cells = math.prod(sizes.values())
+    n = len(inputs) if inputs is not None else 1
+    each = f" on each of {n} inputs" if inputs is not None else ""
     if ns.estimate:
         check_estimable(lm.module, ns.metric, lm.meaning)
-        print(f"hookscope: estimating {cells} cells from one forward and one backward (plus the "
-              f"shared baseline and source forwards)"
+        print(f"hookscope: estimating {cells} cells from one forward and one backward{each} "
+              f"(plus the shared baseline and source forwards)"
               + (f", then running the {min(ns.verify, cells)} the estimate moves most"
                  if ns.verify else ""), file=err, flush=True)
-        what, total = "cell verified", min(ns.verify, cells)
+        what, total = "verified cell", min(ns.verify, cells) * n
     else:
-        print(_announcement(sizes, ns), file=err, flush=True)
-        what, total = "cell", cells
+        print(_announcement(sizes, ns) + (f"; each of {n} inputs, rows of inputs of one shape "
+                                          "sharing forwards" if inputs is not None else ""),
+              file=err, flush=True)
+        what, total = "cell", cells * n
     with user_code("the model's forward", ns.spec, ForwardError), \
             command_progress("hookscope sweep", what, total, err) as bar:
-        res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
-                    device=ns.device, max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
-                    normalise=ns.normalise, estimate=ns.estimate, verify=ns.verify,
-                    progress=bar.advance_to)
+        if inputs is not None:  # one binder: the first input reads the vectors' own inputs
+            res = sweep_over_inputs(lm.module, inputs, over, intervene, ns.metric, names=names,
+                                    meaning=lm.meaning, device=ns.device,
+                                    max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
+                                    estimate=ns.estimate, verify=ns.verify,
+                                    progress=bar.advance_to)
+        else:
+            res = sweep(lm.module, x, over, intervene, ns.metric, meaning=lm.meaning,
+                        device=ns.device, max_cells=ns.max_cells, bind=bind, batch=_batch(ns),
+                        normalise=ns.normalise, estimate=ns.estimate, verify=ns.verify,
+                        progress=bar.advance_to)
     if res.batch.get("note"):
         print(f"hookscope: {res.batched} of {res.cells} cells batched: {res.batch['note']}",
               file=err, flush=True)
     return res
+
+
+def _input_set(ns: argparse.Namespace, lm) -> tuple[list, list[str]]:
+    """Every input of ``--inputs`` as the model takes it, and a short name of each; an
+    empty set, or an input that cannot be read as the model's input, refused naming it."""
+    iset = open_inputs(ns.inputs)
+    if len(iset) == 0:
+        raise InputError(f"--inputs {ns.inputs}: the set holds no input; give at least one")
+    items, names = [], []
+    for i in range(len(iset)):
+        name = iset.describe(i)
+        try:
+            items.append(iset.item(i, lm.example_input, lm.meaning.codec))
+        except HookscopeError as exc:
+            raise InputError(f"--inputs {ns.inputs}: input {i} ({name}): {exc}") from exc
+        names.append(name)
+    return items, names
 
 
 def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
@@ -326,6 +377,8 @@ def _print_table(res, grid, out: TextIO, what: str) -> None:
     width = max(12, *(len(c) for c in cols))
     lines = [f"{what}metric {res.metric}" + ("" if res.baseline is None else
                                        f"   baseline {res.baseline:.6g}")
+             + ("" if res.spread is None else f"   mean over {len(res.per_input)} inputs "
+                f"(--json/--csv: spread and per_input)")
              + ("" if res.normalised is None else
                 f"   normalised: 0 = clean ({res.normalised['clean']:.6g}), "
                 f"1 = source ({res.normalised['source']:.6g})")]

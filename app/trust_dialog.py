@@ -9,7 +9,10 @@ catches it: code marked "Always trust" at this very hash (the
 :class:`~hookscope.core.model.trust_store.TrustStore`) opens at once; anything else
 is asked about in :class:`TrustDialog`, which shows what would run. The
 question is window-modal but does not block the caller (``open()``, not
-``exec()``): Cancel leaves the window as it was, with its model.
+``exec()``). It names what asked (``asked_by``: the session file, the recent-files
+entry). Cancel leaves the window as it was, with its model, and says in the banner
+what was not opened and why (a sticky error: it stays until closed, so that a window
+showing exercise 1 after a refused session file on the command line says why).
 """
 
 from __future__ import annotations
@@ -24,13 +27,24 @@ from hookscope.core.model import CodeToRun, CodeTrust, CodeTrustError, MODULE, T
 from hookscope.core.base import escape_controls
 
 ONCE, ALWAYS, CANCEL = "once", "always", "cancel"
+#: What the window shows after a Cancel, unless the caller says otherwise.
+KEPT = "the window keeps the model it had"
+
+
+def cancelled_message(code: CodeToRun, asked_by: str | None, instead: str) -> str:
+    """The banner's line after a Cancel: what was not opened, why, and what is shown."""
+    what = asked_by or f"the model in {code.origin}"
+    return escape_controls(f"not opened: {what}, because its model runs code ({code.kind} "
+                           f"{code.origin}) and you chose Cancel, so none of it ran; {instead}. "
+                           "Open it again to be asked again.")
 
 
 class TrustDialog(QDialog):
     """Shows ``code`` (kind, path or module, sha256); :attr:`answer` is :data:`ONCE`,
     :data:`ALWAYS` or :data:`CANCEL` once it is closed (Escape and the close box cancel)."""
 
-    def __init__(self, code: CodeToRun, parent: QWidget | None = None) -> None:
+    def __init__(self, code: CodeToRun, parent: QWidget | None = None,
+                 asked_by: str | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("trustCodeDialog")
         self.setWindowTitle("Run code from this file?")
@@ -38,16 +52,18 @@ class TrustDialog(QDialog):
         self.answer = CANCEL
         self.code = code
         layout = QVBoxLayout(self)
-        what = (f"{code.kind}: {code.target}\nfile: {code.origin}" if code.kind == MODULE
-                else f"{code.kind}: {code.origin}")
+        e = escape_controls  # each name's control characters shown as text (a path is text)
+        shown = (f"{code.kind}: {e(code.target)}\nfile: {e(code.origin)}"
+                 if code.kind == MODULE else f"{code.kind}: {e(code.origin)}")
         if code.folder:  # the yes covers every file the import could run, hashed together
-            what += (f"\nwith what it can import from {code.folder}: "
-                     f"{code.count} file{'s' if code.count != 1 else ''} in all")
+            shown += (f"\nwith what it can import from {e(code.folder)}: "
+                      f"{code.count} file{'s' if code.count != 1 else ''} in all")
         text = QLabel(  # type: ignore[call-overload]  # stubs omit Qt-property kwargs
             "Opening this model runs the code in these files, with your permissions:\n\n"
-            f"{escape_controls(what)}\nsha256 of them all: {code.sha256}\n\n"
-            "It was named by a session file, a recent entry or a dropped file, which anyone "
-            "can send. Run it only if you trust where the file came from.",
+            f"{shown}\nsha256 of them all: {code.sha256}\n\n"
+            + (f"It is named by {escape_controls(asked_by)}, " if asked_by else
+               "It was named by a session file, a recent entry or a dropped file, ")
+            + "which anyone can send. Run it only if you trust where the file came from.",
             objectName="trustCodeText")
         text.setTextFormat(Qt.TextFormat.PlainText)  # a path is never markup
         text.setWordWrap(True)
@@ -77,10 +93,11 @@ class TrustDialog(QDialog):
 class TrustGate:
     """Opens what a file names, asking first when it runs code (see the module docstring).
 
-    ``show_error``: the window's banner; ``note``: its status line.
+    ``show_error``: the window's banner (``show_error(message, sticky=...)``); ``note``: its
+    status line.
     """
 
-    def __init__(self, parent: QWidget, show_error: Callable[[str], None],
+    def __init__(self, parent: QWidget, show_error: Callable[..., None],
                  note: Callable[[str], None], store: TrustStore | None = None) -> None:
         self.parent = parent
         self.show_error = show_error
@@ -88,10 +105,12 @@ class TrustGate:
         self.store = store
         self.dialog: TrustDialog | None = None
 
-    def open(self, attempt: Callable[[CodeTrust], Any], trust_all: bool = False) -> Any:
+    def open(self, attempt: Callable[[CodeTrust], Any], trust_all: bool = False,
+             asked_by: str | None = None) -> Any:
         """``attempt(trust)`` (a load that checks ``trust`` before anything runs); when it
         refuses for want of trust, open it with the stored "Always" or ask. Returns what
-        ``attempt`` returned, or ``None`` when it failed or a question is pending."""
+        ``attempt`` returned, or ``None`` when it failed or a question is pending.
+        ``asked_by``: what named the code ("the session file PATH"), for the question."""
         base = CodeTrust.from_data(everything=trust_all)
         try:
             return attempt(base)
@@ -103,14 +122,16 @@ class TrustGate:
         except HookscopeError as exc:
             self.show_error(str(exc))
             return None
-        return self.consider(code, attempt, base)
+        return self.consider(code, attempt, base, asked_by)
 
-    def consider(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust) -> Any:
+    def consider(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust,
+                 asked_by: str | None = None, instead: str = KEPT) -> Any:
         """``attempt`` refused to run ``code`` under ``base``: run it at once if the file is
-        always trusted at this hash, else ask (``None`` while the question is open)."""
+        always trusted at this hash, else ask (``None`` while the question is open).
+        ``instead``: what the window shows after a Cancel, for the banner."""
         if self._store().trusts(code):
             return self._attempt(attempt, base.granting(code))
-        self._ask(code, attempt, base)
+        self._ask(code, attempt, base, asked_by, instead)
         return None
 
     @property
@@ -127,10 +148,11 @@ class TrustGate:
             self.show_error(str(exc))
             return None
 
-    def _ask(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust) -> None:
+    def _ask(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust,
+             asked_by: str | None, instead: str) -> None:
         if self.dialog is not None:  # one question at a time: the newest open wins
             self.dialog.reject()
-        dlg = TrustDialog(code, self.parent)
+        dlg = TrustDialog(code, self.parent, asked_by)
         self.dialog = dlg
 
         def answered(_result: int) -> None:
@@ -138,7 +160,8 @@ class TrustGate:
                 self.dialog = None
             dlg.deleteLater()
             if dlg.answer == CANCEL:
-                self.note(f"not opened: {code.kind} {code.origin} was not run")
+                self.show_error(cancelled_message(code, asked_by, instead), sticky=True)
+                self.note(f"not opened: {asked_by or code.origin}")
                 return
             if dlg.answer == ALWAYS:
                 try:

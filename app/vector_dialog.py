@@ -20,6 +20,8 @@ from hookscope.core import Add, HookscopeError, SteeringVector
 if TYPE_CHECKING:
     from hookscope.core import Session
 
+    from .main_window import MainWindow
+
 POSITIONS = {"last position": "diff:", "mean over positions": "diffmean:"}
 COMPUTING = "norm: computing (one forward on each prompt)..."
 
@@ -28,6 +30,22 @@ def input_of(text: str, has_tokenizer: bool) -> str:
     """A prompt as an input spec: ``text:PROMPT`` for a model with a tokenizer (a spec typed in
     full, ``text:...`` or a literal, is kept)."""
     return text if text.startswith("text:") or not has_tokenizer else f"text:{text}"
+
+
+def install_steer_dialog(win: "MainWindow") -> None:
+    """The layer tree's *Steer…* opens a :class:`SteerDialog` at that layer."""
+    win.tree.steerRequested.connect(lambda path: open_steer_dialog(win, path))
+
+
+def open_steer_dialog(win: "MainWindow", path: str) -> "SteerDialog":
+    """The dialog that builds a vector from two prompts at ``path`` and adds it there; it
+    shows the window's results and errors while open."""
+    dialog = SteerDialog(win.session, path, win)
+    win.resultShown.connect(dialog.show_result)
+    win.errorShown.connect(dialog.show_error)
+    dialog.finished.connect(lambda _r: dialog.deleteLater())
+    dialog.show()
+    return dialog
 
 
 class SteerDialog(QDialog):

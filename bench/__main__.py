@@ -318,6 +318,19 @@ def run_sweep_estimate(a: argparse.Namespace, meta: dict) -> str | None:
     return sweep_estimate_bench.render(got)
 
 
+def run_sweep_inputs(a: argparse.Namespace, meta: dict) -> str:
+    """The sweep-inputs case (bench/sweep_inputs_bench.py): its table, and its figures in
+    ``meta["sweep_inputs"]``."""
+    from . import sweep_inputs_bench
+    from .timing import CLOCKS
+
+    log("sweep-inputs (add at 8 strengths x 4 layers over a prompt set, demo:lm) ...")
+    got = sweep_inputs_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
+                                 now=CLOCKS[a.clock], smoke=a.smoke)
+    meta["sweep_inputs"] = got
+    return sweep_inputs_bench.render(got)
+
+
 def run_diff(a: argparse.Namespace, meta: dict) -> str | None:
     """The diff case (bench/diff_bench.py): its table, and its figures in ``meta["diff"]``."""
     from . import diff_bench
@@ -399,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     estimate_text = None
     if wanted("sweep-estimate", patterns) and a.device == "cpu":
         estimate_text = run_sweep_estimate(a, meta)
+    inputs_text = None
+    if wanted("sweep-inputs", patterns) and a.device == "cpu":
+        inputs_text = run_sweep_inputs(a, meta)
     diff_text = None
     if wanted("diff", patterns) and a.device == "cpu":
         diff_text = run_diff(a, meta)
@@ -426,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n" + generate_text)
         if estimate_text:
             print("\n" + estimate_text)
+        if inputs_text:
+            print("\n" + inputs_text)
         if diff_text:
             print("\n" + diff_text)
         print(f"\n({meta['seconds']} s)")

@@ -3,11 +3,10 @@
 * TorchLens 2.x: ``torchlens.trace(model, x)`` (saves every tensor operation's
   output by default; the pre-2.0 ``log_forward_pass`` is gone).
 * nnsight: ``NNsight(model).trace(x)`` saving every leaf module's output.
-* TransformerLens 3.x: ``HookedTransformer`` built from the GPT-2-small config
-  (no download), ``run_with_cache`` against its own plain forward; on the
-  GPT-2 shapes only. TransformerLens 4 removed ``HookedTransformer`` (its
-  ``TransformerBridge`` wraps a Hugging Face checkpoint by name), so the
-  ``bench`` extra pins ``transformer-lens<4``.
+* TransformerLens: a GPT-2-small-config model (no download; TransformerLens 4's
+  ``TransformerBridge`` booted from a saved Hugging Face GPT-2, or 3.x's
+  ``HookedTransformer``: :mod:`bench.tl_peer`), ``run_with_cache`` against its own
+  plain forward; on the GPT-2 shapes only.
 
 They come with the ``bench`` extra (``pip install -e '.[bench]'``; none of
 them pulls torchvision). Neither is a dependency of Hookscope; when one does
@@ -129,13 +128,10 @@ def _nnsight_case(bm: BenchModel, version: str) -> Case:
 def _transformer_lens_case(bm: BenchModel, version: str) -> Case | None:
     if not bm.name.startswith("gpt2"):
         return None
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from .tl_peer import tl_gpt2_config
 
     layers = len(bm.module.h)
-    cfg = HookedTransformerConfig(
-        n_layers=layers, d_model=768, n_ctx=1024, d_head=64, n_heads=12, d_mlp=3072,
-        d_vocab=50257, act_fn="gelu_new", normalization_type="LN", seed=0, device="cpu")
-    model = HookedTransformer(cfg).eval()
+    model = tl_gpt2_config(layers)
     x = bm.inputs
 
     def plain() -> Any:
@@ -147,7 +143,7 @@ def _transformer_lens_case(bm: BenchModel, version: str) -> Case | None:
             return model.run_with_cache(x)
     return Case("transformer_lens", f"TransformerLens {version}, run_with_cache", fn,
                 plain=plain, memory=False,
-                note=f"HookedTransformer, GPT-2-small config ({layers} layers); ratio against "
+                note=f"{type(model).__name__}, GPT-2-small config ({layers} layers); ratio against "
                      "its own plain forward")
 
 

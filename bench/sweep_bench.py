@@ -8,9 +8,10 @@ the *clean* one the source. Each cell patches the clean run's residual stream be
 ``L`` (``resid_pre``: the output of ``transformer.drop`` for ``L = 0``, of
 ``transformer.h.{L-1}`` after) at one position into the corrupted run, and reads the logit
 difference of two tokens at the last position. That is TransformerLens's
-``patching.get_act_patch_resid_pre`` grid exactly, so the same weights loaded into a
-``HookedTransformer`` (its logits checked against the Hugging Face model's first) must give
-the same numbers; the check column says how close they are.
+``patching.get_act_patch_resid_pre`` grid exactly, so the same weights in TransformerLens
+(TransformerLens 4's ``TransformerBridge`` booted from the saved model, or 3.x's
+``HookedTransformer``: :mod:`bench.tl_peer`; its logits checked against the Hugging Face
+model's first) must give the same numbers; the check column says how close they are.
 
 Rows, each timed as the median of ``repeats`` whole sweeps, against ``cells × one plain
 forward`` (``model(x)`` under ``inference_mode``, the median of as many forwards timed in
@@ -27,7 +28,6 @@ the same rounds):
 
 from __future__ import annotations
 
-import importlib
 import statistics
 import time
 from typing import Any, Callable
@@ -36,6 +36,8 @@ import torch
 
 from hookscope.core import At, Patch
 from hookscope.core.analyses import sweep
+
+from .tl_peer import tl_gpt2, tl_version
 
 SEED = 0
 DIFFER_AT = (1, 3, 5)  # the positions where the clean and corrupted prompts differ
@@ -65,32 +67,6 @@ def _median_s(fn: Callable[[], Any], n: int, now: Callable[[], float]) -> float:
         fn()
         times.append(now() - t0)
     return statistics.median(times)
-
-
-def _tl_version() -> str | None:
-    try:
-        mod = importlib.import_module("transformer_lens")
-    except Exception as exc:  # ImportError, or a broken install
-        return f"not installed ({type(exc).__name__})"
-    from importlib.metadata import version
-
-    return getattr(mod, "__version__", None) or version("transformer-lens")
-
-
-def _hooked_transformer(hf: Any, layers: int) -> Any:
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
-    from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
-
-    c = hf.config
-    cfg = HookedTransformerConfig(
-        n_layers=layers, d_model=c.n_embd, n_ctx=c.n_positions, d_head=c.n_embd // c.n_head,
-        n_heads=c.n_head, d_mlp=4 * c.n_embd, d_vocab=c.vocab_size, act_fn="gelu_new", normalization_type="LN", device="cpu",
-        default_prepend_bos=False)
-    tl = HookedTransformer(cfg)
-    tl.load_and_process_state_dict(convert_gpt2_weights(hf, cfg), fold_ln=False,
-                                   center_writing_weights=False, center_unembed=False,
-                                   fold_value_biases=False, refactor_factored_attn_matrices=False)
-    return tl.eval()
 
 
 def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = print,
@@ -150,20 +126,20 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
                      None, f"{batched.batch['forwards']} forwards of up to "
                            f"{batched.batch['rows']} rows; max |batched - one by one| "
                            f"{diff_batch:.2g}"))
-    tl_version = _tl_version() if peers else "not run (--no-peers)"
+    tl_ver = tl_version() if peers else "not run (--no-peers)"
     meta = {"layers": layers, "tokens": tokens, "cells": cells, "repeats": repeats,
             "plain_ms": statistics.median(plains) * 1e3,
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "transformer_lens": tl_version, "threads": torch.get_num_threads(),
+            "transformer_lens": tl_ver, "threads": torch.get_num_threads(),
             "clock": "cpu" if now is time.process_time else "wall"}
-    if tl_version is None or tl_version.startswith("not "):
-        rows.append({"name": "transformer_lens", "note": f"skipped: TransformerLens {tl_version}; "
-                     "pip install 'transformer-lens<4' (the bench extra) to compare"})
+    if tl_ver is None or tl_ver.startswith("not "):
+        rows.append({"name": "transformer_lens", "note": f"skipped: TransformerLens {tl_ver}; "
+                     "pip install 'transformer-lens>=4' (the bench extra) to compare"})
         return {"meta": meta, "rows": rows}
     from transformer_lens import patching
 
     patching.tqdm = lambda it, **_: it  # type: ignore[attr-defined]  # no progress bars on stderr
-    tl = _hooked_transformer(model, layers)
+    tl = tl_gpt2(model)
     with torch.inference_mode():
         want = model(clean).logits
         got = tl(clean)
@@ -191,7 +167,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     for _ in range(repeats):
         timed("tl", theirs)
     vs = float((grid.double() - torch.tensor(single.values)).abs().max())
-    rows.append(_row(f"transformer_lens {tl_version}", seconds["tl"], ratios["tl"], None,
+    rows.append(_row(f"transformer_lens {tl_ver}", seconds["tl"], ratios["tl"], None,
                      f"run_with_cache + get_act_patch_resid_pre; its own plain forward "
                      f"{tl_fwd * 1e3:.1f} ms; logits equal the HF model's to {logits_diff:.1g}; "
                      f"max |TL - hookscope| over the grid {vs:.2g}"))

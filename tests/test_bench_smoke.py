@@ -90,6 +90,13 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert "1 forward with gradients" in row["note"]
     assert by_name["hookscope sweep (batched, exact)"]["ratio"] > 0
     assert -1 <= est["meta"]["spearman"] <= 1
+    # The sweep-inputs case (smoke: 6 prompts x 2 strengths x 4 layers): the set against a
+    # loop of single-input sweeps, the same grid.
+    ins = data["meta"]["sweep_inputs"]
+    set_row = next(r for r in ins["rows"] if r["name"] == "sweep over the input set")
+    assert set_row["target"] == 5.0 and isinstance(set_row["met"], bool)
+    assert set_row["speedup"] > 0 and ins["meta"]["inputs"] == 6
+    assert ins["meta"]["max_abs_error"] < 1e-4
     # The diff case (smoke shapes): both models against their bfloat16 copies, every row a
     # small relative change, timed against the two plain forwards.
     diff_rows = {r["name"].split()[0]: r for r in data["meta"]["diff"]["rows"]}

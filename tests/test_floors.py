@@ -12,29 +12,17 @@ import ast
 from pathlib import Path
 
 import pytest
+from support.import_walk import runtime_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 FLOORS = sorted(p.name for p in CORE.iterdir() if (p / "__init__.py").exists())
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node except those under ``if TYPE_CHECKING:``."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                stack.extend(child.orelse)
-                continue
-            stack.append(child)
-
-
 def imports_of(path: Path, package: str) -> list[tuple[int, str]]:
     """``(line, absolute module)`` of every runtime import in ``path`` (in ``package``)."""
     out = []
-    for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+    for node in runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -182,7 +170,7 @@ def private_engine_imports(folder: Path) -> list[str]:
     for f in sorted(folder.rglob("*.py")):
         rel = f.relative_to(CORE).with_suffix("")
         package = ".".join(["hookscope.core", *rel.parts[:-1]])  # a module's or an __init__'s
-        nodes = _runtime_nodes(ast.parse(f.read_text(), filename=str(f)))
+        nodes = runtime_nodes(ast.parse(f.read_text(), filename=str(f)))
         for node in sorted((n for n in nodes if isinstance(n, ast.ImportFrom)),
                            key=lambda n: n.lineno):
             if node.level:

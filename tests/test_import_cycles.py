@@ -15,6 +15,7 @@ import functools
 from pathlib import Path
 
 import pytest
+from support.import_walk import runtime_nodes
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "widgets", "app")
@@ -28,19 +29,6 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
             parts = [x for x in p.relative_to(root).with_suffix("").parts if x != "__init__"]
             out[".".join(["hookscope", *parts])] = p
     return out
-
-
-def runtime_nodes(tree: ast.AST):
-    """Every node except those under ``if TYPE_CHECKING:`` (their ``else:`` runs)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                stack.extend(child.orelse)
-                continue
-            stack.append(child)
 
 
 @functools.cache

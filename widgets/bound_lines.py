@@ -216,7 +216,7 @@ class BoundLines(QObject):
         self._update_line_limits()
         s.intervene(self.path, iv, merge=self.path)
         if finished:
-            s.seal()   # the drag is over: the next edit is a new undo step
+            s.history.seal()   # the drag is over: the next edit is a new undo step
             self.place()
         self.place_labels()
 

@@ -22,6 +22,7 @@ from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelInde
 from PySide6.QtGui import QBrush, QColor, QFont
 
 from hookscope.core import Clamp, Intervention, Plan, PlanError, Session, SessionEvent, TreeNode
+from hookscope.core.plan import in_model_order
 from hookscope.core.session import ModelChanged, PlanChanged, TreeObserved
 
 from .value_format import format_bound, format_shape, parse_bound
@@ -169,7 +170,9 @@ class LayerTreeModel(QAbstractItemModel):
         """Replace the session's plan with ``plan`` (no ``planChanged``); captures in model order."""
         self._quiet = True
         try:
-            self.session.set_plan(replace(plan, capture=self.session.in_model_order(set(plan.capture))))
+            s = self.session
+            order = (n.path for n in s.tree.walk()) if s.tree is not None else ()
+            s.set_plan(replace(plan, capture=in_model_order(set(plan.capture), order, s.plan.capture)))
         finally:
             self._quiet = False
 

@@ -106,7 +106,7 @@ class LayerTreeWidget(QWidget):
         self.delegate = InterventionDelegate(self.view)
         self.view.setItemDelegateForColumn(COL_INTERVENTION, self.delegate)
         # One editing session of a cell is one undo step.
-        self.delegate.closeEditor.connect(lambda *_: self.model.session.seal())
+        self.delegate.closeEditor.connect(lambda *_: self.model.session.history.seal())
         header = self.view.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)

@@ -150,6 +150,15 @@ class SweepPlot(QWidget):
         self.point_mark = pg.ScatterPlotItem(size=13, pen=pg.mkPen((0, 0, 0), width=2),
                                              brush=None)
         self.plot.addItem(self.point_mark)
+        # a mean over an input set: mean ± spread at each point, and the largest mean marked
+        self.spread_bars = pg.ErrorBarItem(pen=pg.mkPen((31, 119, 180, 140), width=1), beam=0.0)
+        self.plot.addItem(self.spread_bars)
+        self.best_mark = pg.ScatterPlotItem(size=17, symbol="star", pen=None,
+                                            brush=(214, 39, 40))
+        self.best_mark.setZValue(21)
+        self.plot.addItem(self.best_mark)
+        #: the point of the largest mean (a curve over an input set), else ``None``
+        self.best: int | None = None
         self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get(SEQUENTIAL),
                                           interactive=False, width=12, colorMapMenu=False)
         self.colour_bar.axis.enableAutoSIPrefix(False)
@@ -178,8 +187,10 @@ class SweepPlot(QWidget):
         self.result = result
         if result is None:
             for item in (self.image, self.curve, self.baseline_line, self.backdrop,
-                         self.marker, self.hover_mark, self.point_mark, self.colour_bar):
+                         self.marker, self.hover_mark, self.point_mark, self.colour_bar,
+                         self.spread_bars, self.best_mark):
                 item.setVisible(False)
+            self.best = None
             self.left.set_labels([])
             self.bottom.set_labels([])
             self.plot.setLabel("left", "")
@@ -237,8 +248,10 @@ class SweepPlot(QWidget):
         self.colour_bar.axis.setLabel(self.metric_name(result))
         for item in (self.image, self.backdrop, self.colour_bar):
             item.setVisible(True)
-        for item in (self.curve, self.baseline_line, self.point_mark):
+        for item in (self.curve, self.baseline_line, self.point_mark, self.spread_bars,
+                     self.best_mark):
             item.setVisible(False)
+        self.best = None
         self.plot.invertY(True)
         self.left.set_labels(labels_of(result, names[0]))
         self.bottom.set_labels(column_labels(result))
@@ -265,12 +278,29 @@ class SweepPlot(QWidget):
             self.baseline_line.setValue(base)
         for item in (self.image, self.backdrop, self.colour_bar, self.marker, self.hover_mark):
             item.setVisible(False)
+        self._draw_spread(result, x, y)
         self.left.set_labels([])
         self.bottom.set_labels([] if numeric(result.coords[name]) else labels_of(result, name))
         self.plot.setLabel("left", self.metric_name(result))
         self.plot.setLabel("bottom", name)
 
     # -- pointing ------------------------------------------------------------------
+    def _draw_spread(self, result: SweepResult, x: np.ndarray, y: np.ndarray) -> None:
+        """Over an input set: a bar of mean ± spread at each point, the largest mean starred."""
+        spread = result.spread
+        finite = np.isfinite(y)
+        if spread is None or not finite.any():
+            self.spread_bars.setVisible(False)
+            self.best_mark.setVisible(False)
+            self.best = None
+            return
+        sd = np.nan_to_num(spread.reshape(-1).astype(np.float64))
+        self.spread_bars.setData(x=x, y=np.nan_to_num(y), height=2 * sd)
+        self.best = int(np.nanargmax(y))
+        self.best_mark.setData([x[self.best]], [y[self.best]])
+        self.spread_bars.setVisible(True)
+        self.best_mark.setVisible(True)
+
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
         """The cell (row, column) under a scene point, or ``None``."""
         if self.result is None or not self.plot.sceneBoundingRect().contains(scene_pos):
@@ -307,6 +337,11 @@ class SweepPlot(QWidget):
         v = float(self.grid()[row, col])
         shown = f"{v:.6g}" if math.isfinite(v) else "not run yet"
         base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"
+        spread, per = self.result.spread, self.result.per_input
+        if spread is not None and per is not None and math.isfinite(v):
+            sd = float(spread.reshape(spread.shape[0], -1)[row, col])
+            best = " (the largest mean)" if self.best == row and len(names) == 1 else ""
+            shown = f"{v:.6g} ± {sd:.3g} over {len(per)} inputs{best}"
         return f"{' · '.join(where)}: {self.metric_name(self.result)} = {shown}{base}"
 
     def _on_move(self, scene_pos: QPointF) -> None:

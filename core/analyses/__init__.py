@@ -36,10 +36,12 @@ from .scan_saved import SavedInputs, ScanDataError, scan_from_data, scan_to_data
 from .scanning import DEFAULT_BUDGET, LABEL_METRICS, ScanJob, ScanRequest, scan, scan_shard, shards
 from .steer_diff import (is_file_spec, parse_vector_option, resolve_vectors, vector_spec_files,
                          with_built_vectors)
-from .sweep import SweepRequest, SweepResult, sweep, sweep_result, sweep_size, template_plan
+from .sweep import (SweepRequest, SweepResult, sweep, sweep_result, sweep_size, template_plan,
+                    template_sources)
 from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
 from .sweep_estimate import EstimateRefused, check_estimable, spearman
+from .sweep_inputs import check_grids, sweep_over_inputs
 from .sweep_metrics import METRICS
 
 __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
@@ -52,6 +54,7 @@ __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", 
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",
            "ScanRequest", "ScanResult", "SweepContext", "SweepRequest", "SweepResult", "TopInput",
            "find_lens_head", "finish", "is_file_spec", "merge", "parse_vector_option",
-           "prepare_sweep", "resolve_vectors", "scan", "scan_from_data", "scan_shard",
-           "scan_to_data", "shards", "spearman", "sweep", "sweep_cells", "sweep_result", "sweep_size",
-           "target_id", "template_plan", "vector_spec_files", "with_built_vectors"]
+           "prepare_sweep", "check_grids", "resolve_vectors", "scan", "scan_from_data", "scan_shard",
+           "scan_to_data", "shards", "spearman", "sweep", "sweep_cells", "sweep_over_inputs",
+           "sweep_result", "sweep_size", "target_id", "template_plan", "template_sources",
+           "vector_spec_files", "with_built_vectors"]

@@ -236,7 +236,8 @@ class DiffRequest:
     diff, with ``b_weights``), else a copy of A (with ``b_weights``); then cast to
     ``b_dtype`` and placed on ``b_device`` where given (a copy of A starts on A's device, a
     module given stays on its own). The plan's
-    interventions apply to both. ``directions``: layers whose mean difference is kept
+    interventions apply to both. ``b_trust_code``: let a pickled ``b_spec`` run (the
+    command line's ``--trust-code``). ``directions``: layers whose mean difference is kept
     (:attr:`DiffResult.directions`). ``budget_bytes``: see :func:`diff`.
     """
 
@@ -247,6 +248,7 @@ class DiffRequest:
     tolerance: float = DEFAULT_TOLERANCE
     directions: tuple[str, ...] = ()
     budget_bytes: int | None = None
+    b_trust_code: bool = False
     b_module: Any = field(default=None, compare=False, repr=False)
     name: ClassVar[str] = "diff"
 
@@ -266,8 +268,8 @@ class DiffRequest:
             given = given.module
         weights = self.b_weights
         if given is None and self.b_spec:
-
-            given, owned, weights = load_model(self.b_spec, self.b_weights).module, True, None
+            given, owned, weights = load_model(self.b_spec, self.b_weights,
+                                               trust_pickle=self.b_trust_code).module, True, None
         b = model_b_from(module, given, weights, dtype_of(self.b_dtype), dev_b, owned)
         return diff_modules(module, b, inputs, tolerance=self.tolerance, plan=plan,
                             meaning=meaning, directions=self.directions,

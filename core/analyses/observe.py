@@ -12,6 +12,7 @@ from torch import nn
 
 from ..engine.forward_state import forward, restore, snapshot
 from ..base.nested import tensor_leaves
+from ..model.learned import memory_for
 from ..model.tree import TreeNode, module_tree
 
 
@@ -44,6 +45,7 @@ def observe(module: nn.Module, inputs: Any, tree: TreeNode | None = None) -> Tre
         for h in handles:
             h.remove()
         restore(module, start)
+    memory_for(module).first_forward_on(inputs)  # a warm-up too: the next run's time is its own
     by_path = dict(module.named_modules(remove_duplicate=False))
     for node in tree.walk():
         target = by_path.get(node.alias_of or node.path)

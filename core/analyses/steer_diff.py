@@ -148,9 +148,11 @@ def vector_spec_files(spec: str) -> list[tuple[str, str]]:
 
 def resolve_vectors(module: nn.Module | None, interventions: Mapping[str, Intervention],
                     specs: Mapping[str, str], example: Any = None, codec: Any = None,
-                    device: torch.device | None = None) -> dict[str, Intervention]:
+                    device: torch.device | None = None,
+                    memo: dict[tuple[str, str], Any] | None = None) -> dict[str, Intervention]:
     """``interventions`` with every vector named by a ``--vector`` spec given its values: a file
-    is read once; a ``diff:`` is computed at each layer that uses it."""
+    is read once; a ``diff:`` is computed at each layer that uses it (once per layer and spec
+    where ``memo`` keeps them, e.g. across a sweep's cells)."""
     wanted = named_vectors(interventions)
     missing = sorted(set(wanted) - set(specs))
     if missing:
@@ -165,8 +167,12 @@ def resolve_vectors(module: nn.Module | None, interventions: Mapping[str, Interv
                 check_diff_spec(specs[name])
                 out[path] = out[path].with_value("vector", specs[name])
                 continue
+            elif memo is not None and (path, specs[name]) in memo:
+                vec = memo[(path, specs[name])]
             else:
                 vec = diff_vector(module, path, specs[name], name, example, codec, device)
+                if memo is not None:
+                    memo[(path, specs[name])] = vec
             out.update(bind_vectors({path: out[path]}, {name: vec}))
     return out
 

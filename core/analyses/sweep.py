@@ -30,12 +30,14 @@ import torch
 from torch import nn
 
 from ..base.user_text import spreadsheet_cell as _cell_text
-from ..base.errors import PlanError
+from ..base.errors import HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
+from ..plan.intervention_registry import parse_intervention
 from ..engine.receipts import Receipt
 from ..engine.run import RunResult, compare
-from .sweep_axes import DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_size
+from .sweep_axes import (DEFAULT_MAX_CELLS, POSITION_AXES, axis_values, check_size, fill,
+                         placeholders)
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import (Cells, CellValue, SweepContext, check_used, prepare_sweep, sweep_cells,
                           values_array)
@@ -77,6 +79,14 @@ class SweepResult:
     #: the cells run for real beside their estimates: ``{"cells": [[i, j], ...],
     #: "estimates": [...], "values": [...], "spearman": r}`` (``None`` unless estimated)
     verified: dict[str, Any] | None = None
+    #: over an input set (see :mod:`.sweep_inputs`): each cell's standard deviation over the
+    #: inputs, every input's own grid (first axis: the input) and the inputs' names;
+    #: ``None`` for a sweep of one input
+    spread: np.ndarray | None = None
+    per_input: np.ndarray | None = field(default=None, repr=False)
+    inputs: list[str] | None = None
+    #: over an input set with estimates: every input's own estimates (first axis: the input)
+    estimates_per_input: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def cells(self) -> int:
@@ -111,7 +121,8 @@ class SweepResult:
         """That cell's comparison again, as a full :class:`~.run.RunResult`."""
         idx = self.index(**coords)
         if self._cell is None:
-            raise PlanError("this sweep result was read from a file: it cannot run cells again")
+            raise PlanError("this sweep result was read from a file or is a mean over an input "
+                            "set: it cannot run one cell again (run_cell is one input's run)")
         return self._cell({n: self.coords[n][i] for n, i in zip(self.axes, idx)})
 
     def plan_of(self, **coords: Any) -> Plan:
@@ -139,18 +150,26 @@ class SweepResult:
                 **({"normalised": dict(self.normalised)} if self.normalised is not None else {}),
                 **({"estimates": _nested(self.estimates), "verified": self.verified}
                    if self.estimates is not None else {}),
+                **({"inputs": list(self.inputs), "spread": _nested(self.spread),
+                    "per_input": _nested(self.per_input)}
+                   if self.per_input is not None and self.spread is not None
+                   and self.inputs is not None else {}),
                 "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()}}
 
     def to_csv(self) -> str:
         """One row per cell: each axis's label (and, for positions or units, its integer in a
-        ``NAME_index`` column), then the number. A label that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
+        ``NAME_index`` column), then the number (over an input set: the mean, its ``spread``
+        and one ``input_I`` column per input, I counting from 0). A label that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@`` and not a number) starts with ``'``."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         est = self.estimates
         names = list(self.axes)
         indexed = self._indexed()
+        spread, per_input = self.spread, self.per_input
         w.writerow([*(h for n in names for h in ((n, f"{n}_index") if n in indexed else (n,))),
-                    self.metric, *(["estimate"] if est is not None else [])])
+                    self.metric, *(["estimate"] if est is not None else []),
+                    *(["spread", *(f"input_{i}" for i in range(len(per_input)))]
+                      if spread is not None and per_input is not None else [])])
         for idx in itertools.product(*(range(len(self.axes[n])) for n in names)):
             cells = []
             for n, i in zip(names, idx):
@@ -158,6 +177,9 @@ class SweepResult:
                 if n in indexed:
                     cells.append(str(int(self.coords[n][i])))
             more = [] if est is None else [_number(float(est[idx]))]
+            if spread is not None and per_input is not None:
+                more += [_number(float(spread[idx])),
+                         *(_number(float(v[idx])) for v in per_input)]
             w.writerow([*cells, _number(float(self.values[idx])), *more])
         return buf.getvalue()
 
@@ -205,6 +227,43 @@ def template_plan(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     return Cells(intervene, None).plan({n: v[0] for n, v in axes.items()})
 
 
+#: The most filled-in templates :func:`template_sources` reads for their files.
+MAX_SOURCE_TEMPLATES = 10_000
+
+
+def template_sources(over: Mapping[str, Any], intervene: Mapping[Any, Any]) -> list[str]:
+    """The files the templates' interventions read in any cell (``patch:src.npy``,
+    ``patch:{s}`` over an axis of file names), found without the model, so that a sweep
+    can refuse an output over one of them before anything runs, here or on a Ray pool
+    where the model is elsewhere. Each string template is filled with every combination of
+    the axes it names whose values are read without the model (lists, ranges), up to
+    :data:`MAX_SOURCE_TEMPLATES`; a layer pattern or ``all`` needs the model and names a
+    layer or a position, never a file, so a template naming one is left to the cells."""
+    axes: dict[str, Sequence] = {}
+    for name, value in over.items():
+        try:
+            axes[name] = axis_values(name, value, None, None)  # type: ignore[arg-type]
+        except (HookscopeError, AttributeError, TypeError):  # needs the model or its input
+            continue
+    found: set[str] = set()
+    for tpl in intervene.values():
+        if not isinstance(tpl, str):
+            continue
+        names = sorted(placeholders(tpl))
+        if any(n not in axes for n in names) or \
+                np.prod([len(axes[n]) for n in names], dtype=float) > MAX_SOURCE_TEMPLATES:
+            continue
+        for combo in itertools.product(*(axes[n] for n in names)):
+            try:
+                source = parse_intervention(fill(tpl, dict(zip(names, combo)), "template"))\
+                    .pre_pass_input()
+            except HookscopeError:  # a malformed cell: refused with its reason where it runs
+                continue
+            if isinstance(source, str) and source.strip():
+                found.add(source)
+    return sorted(found)
+
+
 @dataclass(frozen=True, eq=False)
 class SweepRequest:
     """A sweep as a view the session's runner computes after a run (off the GUI thread),
@@ -222,6 +281,10 @@ class SweepRequest:
     normalise: bool = False
     estimate: bool = False
     verify: int = 0
+    #: many inputs instead of the run's (each a batch of one, as the model takes it), and
+    #: their names: each cell the mean over them (see :mod:`.sweep_inputs`)
+    input_set: Sequence[Any] | None = None
+    input_names: Sequence[str] | None = None
 
     name = "sweep"
 
@@ -231,7 +294,7 @@ class SweepRequest:
                      device=device, max_cells=self.max_cells, should_stop=should_stop,
                      progress=self.progress, bind=self.bind, batch=self.batch,
                      normalise=self.normalise, partial=self.partial, estimate=self.estimate,
-                     verify=self.verify)
+                     verify=self.verify, input_set=self.input_set, input_names=self.input_names)
 
 
 def _labels(name: str, values: Sequence[Any], inputs: Any, codec: Any) -> list[str]:
@@ -264,7 +327,9 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           bind: Callable[[dict], dict] | None = None, batch: bool | int = True,
           batch_bytes: int = DEFAULT_BATCH_BYTES, normalise: bool = False,
           partial: Callable[[SweepResult], None] | None = None, estimate: bool = False,
-          verify: int = 0, estimate_budget: int | None = None) -> SweepResult:
+          verify: int = 0, estimate_budget: int | None = None,
+          input_set: Sequence[Any] | None = None,
+          input_names: Sequence[str] | None = None) -> SweepResult:
     """Run ``intervene`` at every cell of the grid ``over`` spans; one ``metric`` number each.
 
     ``over``: ``{axis: values}``, e.g. ``{"layer": "blocks.*", "pos": "all"}`` or
@@ -292,7 +357,23 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     run (:attr:`SweepResult.verified`; :attr:`~SweepResult.values` holds those, NaN
     elsewhere). ``estimate_budget``: the bytes the forward with gradients may keep
     (default: half the free memory).
+
+    ``input_set``: many inputs (each as ``inputs`` would be; ``inputs`` is then ignored):
+    each cell is the mean over them, with :attr:`SweepResult.spread` and
+    :attr:`SweepResult.per_input` (:mod:`.sweep_inputs`; ``input_names`` name them).
     """
+    if input_set is not None:
+        from .sweep_inputs import sweep_over_inputs
+
+        if partial is not None:
+            raise PlanError("a sweep over an input set gives its grid when done: drop partial")
+        return sweep_over_inputs(module, input_set, over, intervene, metric, names=input_names,
+                                 codec=codec, meaning=meaning, device=device,
+                                 max_cells=max_cells, should_stop=should_stop,
+                                 progress=progress, bind=bind, batch=batch,
+                                 batch_bytes=batch_bytes, normalise=normalise,
+                                 estimate=estimate, verify=verify,
+                                 estimate_budget=estimate_budget)
     t0 = time.perf_counter()
     verify = _verify_count(verify, estimate)
     if estimate:  # a metric or mode the estimate refuses is said before any forward

@@ -96,6 +96,12 @@ def repeat_rows(x: Any, k: int) -> Any:
     return map_tensors(lambda t: t.expand(k, *t.shape[1:]).contiguous(), x)
 
 
+def stack_rows(xs: list[Any]) -> Any:
+    """Inputs of one layout, each a batch of one, as one batch (row ``i``: ``xs[i]``)."""
+    leaves = [dict(tensor_leaves(x)) for x in xs]
+    return map_tensors_keyed(lambda t, key: torch.cat([lv[key] for lv in leaves], dim=0), xs[0])
+
+
 def rows_for_budget(row_bytes: int, max_rows: int, budget: int) -> int:
     """How many rows a batch takes: at most ``max_rows``, and what ``budget`` bytes hold at
     ``row_bytes`` a row (at least 1)."""

@@ -37,6 +37,7 @@ from ..engine.source_pass import source_groups, source_outputs
 from .sweep_axes import Spaced, axis_values, check_size, fill, make_intervention, used_axes
 from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, RowHooks, RowWork,
                           leaf_bytes, output_rows, repeat_rows, row_outputs, rows_for_budget,
+                          stack_rows,
                           rows_match, why_not_batched)
 from .sweep_baseline import make_baseline
 from .sweep_metrics import Metric, make_metric
@@ -128,6 +129,8 @@ class SweepContext:
     #: the bytes of every leaf module's output in the baseline forward (what a forward with
     #: gradients keeps for its backward, roughly), when asked for (``measure=True``)
     activation_bytes: int | None = None
+    #: what one row of a batched forward takes, as the batch budget estimates it (0: unknown)
+    row_bytes: int = 0
 
     @property
     def names(self) -> list[str]:
@@ -142,14 +145,18 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
                   codec: Any = None, meaning: OutputMeaning | None = None, device: str = "cpu",
                   max_cells: int = 10_000, should_stop: Callable[[], bool] | None = None,
                   bind: Callable[[dict], dict] | None = None, batch: bool | int = True,
-                  batch_bytes: int = DEFAULT_BATCH_BYTES, measure: bool = False) -> SweepContext:
+                  batch_bytes: int = DEFAULT_BATCH_BYTES, measure: bool = False,
+                  like: tuple[SweepContext, Any] | None = None) -> SweepContext:
     """Check the grid, resolve every cell's plan (a bad cell fails before any forward), run
     the shared baseline and source forwards, and decide the batching. ``batch``: ``True``
     (batch where the model allows, up to :data:`~.sweep_batch.DEFAULT_MAX_ROWS` rows),
     a number of rows, or ``False``/``1`` (every cell a single comparison); ``batch_bytes``:
     the memory a batch's rows may take (estimated from the baseline's largest activation).
     ``measure``: note the baseline's activation bytes (:attr:`SweepContext.activation_bytes`)
-    even where cells are not batched."""
+    even where cells are not batched. ``like``: ``(context, output)``, another input's
+    context of the same sweep and model whose input has this one's shapes, and the model's
+    output on this input: its baseline stands in for this one's baseline forward (the leaf
+    shapes, sizes and source cache are that context's; see :mod:`.sweep_inputs`)."""
     t0 = time.perf_counter()
     if meaning is not None and codec is None:
         codec = meaning.codec
@@ -178,17 +185,29 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
         "batching was switched off (batch=False, --batch 1)")
     if not sensitive:  # one baseline and one source forward per source input serve every cell
         largest: list[int] = []
-        ctx.shared = make_baseline(module, x, resolved, dev, should_stop,
-                                    largest if note is None or measure else None, ctx.leaf_shapes)
-        ctx.activation_bytes = sum(largest) if largest else None
-        ctx.counts["baseline"] += 1
-        ctx.counts["source"] += _prime_sources(ctx)
+        if like is not None and like[0].shared is not None:
+            other, output = like
+            assert other.shared is not None
+            ctx.shared = dataclasses.replace(other.shared, output=output)
+            ctx.leaf_shapes = other.leaf_shapes
+            ctx.activation_bytes = other.activation_bytes
+            ctx.source_outputs = other.source_outputs
+            largest = [other.row_bytes]  # what a row takes, as that input's baseline said
+        else:
+            ctx.shared = make_baseline(module, x, resolved, dev, should_stop,
+                                       largest if note is None or measure else None,
+                                       ctx.leaf_shapes)
+            ctx.activation_bytes = sum(largest) if largest else None
+            ctx.counts["baseline"] += 1
+            ctx.counts["source"] += _prime_sources(ctx)
         if met.clean is not None:
             ctx.clean = met.clean(ctx.shared.output)
         if note is None:
             note = output_rows(ctx.shared.output)
         if note is None:
-            row_bytes = 3 * max(largest, default=0) + 2 * leaf_bytes(ctx.shared.output)
+            row_bytes = ctx.row_bytes = (largest[0] if like is not None else
+                                         3 * max(largest, default=0)
+                                         + 2 * leaf_bytes(ctx.shared.output))
             ctx.rows = min(rows_for_budget(row_bytes, max_rows, batch_bytes), len(grid) + 1)
             if ctx.rows < 2:
                 note = (f"one row takes about {row_bytes / 2**20:.0f} MiB, so a batch of two "
@@ -305,13 +324,26 @@ def _batch_or_single(ctx: SweepContext, chunk: list[int]) -> list[CellValue]:
 
 
 def _batch(ctx: SweepContext, chunk: list[int]) -> list[CellValue]:
-    base = ctx.shared
-    assert base is not None  # batching is only decided with a shared baseline
     check = not ctx.rows_checked
-    k = len(chunk) + (1 if check else 0)  # the last row, if any, is the clean one
-    hooks = RowHooks(k, ctx.leaf_shapes)
+    values = batch_rows([(ctx, k) for k in chunk], ctx if check else None)
+    if check:
+        ctx.rows_checked = True
+    return values
+
+
+def batch_rows(rows: list[tuple[SweepContext, int]],
+               clean: SweepContext | None = None) -> list[CellValue]:
+    """Cells as rows of one forward: ``rows`` are ``(context, cell)`` pairs, each row the
+    context's input with that cell's interventions (contexts of one model whose inputs share
+    their shapes: a sweep's own cells, or one cell on several inputs). ``clean``: a context
+    whose clean input goes in a last row, checked against its baseline
+    (:class:`~.sweep_batch.NotRowwise` where it differs)."""
+    first = rows[0][0] if rows else clean
+    assert first is not None
+    k = len(rows) + (1 if clean is not None else 0)
+    hooks = RowHooks(k, first.leaf_shapes)
     tallies: list[dict[str, Tally]] = []
-    for r, cell in enumerate(chunk):
+    for r, (ctx, cell) in enumerate(rows):
         layers = ctx.resolved[cell]
         sources = _cell_sources(ctx, cell)
         mine: dict[str, Tally] = {}
@@ -323,30 +355,45 @@ def _batch(ctx: SweepContext, chunk: list[int]) -> list[CellValue]:
             hooks.add(lp, RowWork(r, path, iv, sources.get(path), mine[path],
                                   site.n_heads if site is not None else None))
         tallies.append(mine)
-    xk = repeat_rows(ctx.x, k)
-    start = snapshot(ctx.module)
+    parts = [(ctx, 1) for ctx, _ in rows] + ([(clean, 1)] if clean is not None else [])
+    xk = _row_inputs(parts)
+    module = first.module
+    start = snapshot(module)
     try:
-        with stop_points(ctx.module, ctx.should_stop), hooks:
-            out = forward(ctx.module, xk, torch.inference_mode)
+        with stop_points(module, first.should_stop), hooks:
+            out = forward(module, xk, torch.inference_mode)
     finally:
-        restore(ctx.module, start)
-    rows = row_outputs(out, base.output, k)
-    if check:
-        if not rows_match(rows[-1], base.output):
+        restore(module, start)
+    for ctx, _ in parts:
+        assert ctx.shared is not None  # batching is only decided with a shared baseline
+    assert first.shared is not None
+    outs = row_outputs(out, first.shared.output, k)
+    if clean is not None:
+        assert clean.shared is not None
+        if not rows_match(outs[-1], clean.shared.output):
             raise NotRowwise("the model's rows are not independent (a batch's clean row "
                              "differs from the single run)")
-        ctx.rows_checked = True
-    ctx.counts["batched"] += 1
+    first.counts["batched"] += 1
     values = []
-    for r, cell in enumerate(chunk):
-        row = rows[r]
-        differ, max_diff, rel = output_change(base.output, row)
+    for r, (ctx, cell) in enumerate(rows):
+        assert ctx.shared is not None
+        base = ctx.shared.output
+        row = outs[r]
+        differ, max_diff, rel = output_change(base, row)
         described = {p: lp.intervention.describe() for p, lp in ctx.resolved[cell].items()
                      if lp.intervention is not None}
         receipts = receipts_for(tallies[r], described, differ, max_diff, rel)
-        values.append(CellValue(ctx.grid[cell], ctx.metric.cell(base.output, row), receipts,
+        values.append(CellValue(ctx.grid[cell], ctx.metric.cell(base, row), receipts,
                                 batched=True))
     return values
+
+
+def _row_inputs(parts: list[tuple[SweepContext, int]]) -> Any:
+    """The batched forward's input: each context's input (a batch of one) once per row, in
+    order. Where every row has the same input, it is repeated (the sweep's own cells)."""
+    if all(ctx is parts[0][0] for ctx, _ in parts):
+        return repeat_rows(parts[0][0].x, len(parts))
+    return stack_rows([ctx.x for ctx, _ in parts])
 
 
 def _cell_sources(ctx: SweepContext, k: int) -> dict[str, list[Any]]:

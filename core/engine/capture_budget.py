@@ -33,11 +33,7 @@ class CaptureDecision:
     plan: Plan
     kept_bytes: int
     budget: int
-    note: str | None = None
-
-    @property
-    def stats_only_chosen(self) -> bool:
-        return self.note is not None
+    note: str | None = None  # set when statistics only were chosen, saying why
 
 
 def available_memory() -> int:

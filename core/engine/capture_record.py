@@ -256,11 +256,6 @@ class CaptureRecord:
         return self._stats.shape if self._stats is not None else None
 
     @property
-    def after_intervention(self) -> bool:
-        """True when ``tensor`` is the value after this layer's intervention."""
-        return self.intervention is not None
-
-    @property
     def leaves(self) -> "tuple[CaptureRecord, ...]":
         """This record (the first tensor leaf) and one per other tensor leaf, in the output's order."""
         return (self, *self.extra_leaves) if self.extra_leaves else (self,)

@@ -118,6 +118,11 @@ class RunResult(_Captures):
     recaptured: tuple[str, ...] = ()
     baseline: Baseline | None = None
     baseline_reused: bool = False
+    #: The baseline forward was the model's first on inputs of this shape in this process:
+    #: its time includes one-time set-up (torch readying kernels for those shapes), often
+    #: many times the forward itself, so it is no measure of the model (see
+    #: ``ModelMemory.ran_on``). The CLI says "first run" beside it.
+    first_run: bool = False
     #: The input as it ran (the runner sets it: a ``text:`` prompt's token ids, or the
     #: tensors of the input text); ``None`` where nobody did.
     inputs: Any = None
@@ -165,7 +170,8 @@ class RunResult(_Captures):
                               if self.plan is not None else {}),
             "receipts": {p: r.to_json_dict() for p, r in self.receipts.items()},
             "device": self.device,
-            "timings_ms": {k: round(v, 4) for k, v in self.timings_ms.items()},
+            "timings_ms": {**{k: round(v, 4) for k, v in self.timings_ms.items()},
+                           "first_run": self.first_run},
             **{name: view.to_json_dict() for name, view in self.extras.items()},
         }
 
@@ -424,6 +430,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
     timings: dict[str, float] = {}
     owners = unique_modules(tree)
     start = snapshot(module, owners)  # every forward of the comparison starts from the same RNG state and buffers
+    first_run = not reused and memory.first_forward_on(x)
     with stop_points(module, should_stop):
         if not reused:
             # The same layers captured, nothing changed; the intervened-only layers carry
@@ -472,6 +479,7 @@ def compare(module: nn.Module, inputs: Any, plan: Plan | None = None, device: st
         recaptured=res.recaptured,
         baseline=baseline,
         baseline_reused=reused,
+        first_run=first_run,
         receipts=receipts,
     )
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from ..base.nested import tensor_leaves
+
 
 @dataclass
 class ModelMemory:
@@ -39,6 +41,20 @@ class ModelMemory:
     #: Whether watching its first run under a dispatch guard is worth it (``None``: not
     #: decided yet; see ``hookscope.core.fast.inplace_guard.worth_guarding``).
     guard_worth: bool | None = None
+    #: The input signatures (each tensor leaf's shape, dtype and device) a forward of this
+    #: model has run on in this process: the first forward on a new one carries one-time
+    #: set-up (torch picks and readies the kernels for those shapes), so a comparison whose
+    #: baseline is that forward says so (``RunResult.first_run``) instead of passing the
+    #: set-up off as the model's time.
+    ran_on: set[tuple] = field(default_factory=set)
+
+    def first_forward_on(self, inputs: object) -> bool:
+        """Whether no forward of the model has run on inputs like ``inputs`` (the same
+        tensor shapes, dtypes and devices) yet; notes that one runs now."""
+        sig = tuple((tuple(t.shape), t.dtype, t.device) for _, t in tensor_leaves(inputs))
+        new = sig not in self.ran_on
+        self.ran_on.add(sig)
+        return new
 
     def reset(self) -> None:
         """Forget every learned fact: the next run learns them again."""
@@ -47,6 +63,7 @@ class ModelMemory:
         self.no_remake.clear()
         self.needs_grad = False
         self.guard_worth = None
+        self.ran_on.clear()
 
 
 # The memory of a module run without one (a script calling compare(module, ...)). One

@@ -55,6 +55,15 @@ class TreeNode:
     def find(self, path: str) -> "TreeNode | None":
         return next((n for n in self.walk() if n.path == path), None)
 
+    def take_observed(self, observed: "TreeNode") -> None:
+        """The output shapes and call counts an observing pass found (``observed``, a tree
+        of the same model), onto this tree's nodes of the same paths."""
+        by_path = {n.path: n for n in observed.walk()}
+        for node in self.walk():
+            o = by_path.get(node.path)
+            if o is not None:
+                node.output_shape, node.calls = o.output_shape, o.calls
+
     def blocks_pattern(self) -> str | None:
         """The model's repeated blocks as a layer pattern (``blocks.*``, ``transformer.h.*``):
         the ``ModuleList`` with the most children; ``None`` when there is none."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Union
 
 from ..base.read_files import ReadFiles
+from ..engine.run import RunResult
 from ..plan.plan import Plan
 from ..model.code_trust import CodeTrust
 from ..model.loaded_model import LoadedModel
@@ -116,7 +117,7 @@ class Observed:
 @dataclass(frozen=True)
 class Finished:
     request_id: int
-    result: Any  # RunResult
+    result: RunResult
 
 
 @dataclass(frozen=True)

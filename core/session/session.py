@@ -52,21 +52,26 @@ from ..model.code_trust import CodeTrust, check_trust
 from ..base.devices import resolve_device
 from ..base.errors import HookscopeError
 from ..base.read_files import ReadFiles
+from ..engine.run import RunResult
+from ..model.sae import SparseAutoencoder
 from ..plan.interventions import Intervention
 from ..plan.plan import Plan
 from ..plan.plan_edits import PlanHistory, in_model_order
-from .runner import (Finished, Listener, LoadRequest, LocalRunner, RequestFuture, Runner,
-                     RunnerEvent, RunRequest)
-from .session_answers import apply_answer
-from .session_events import (DerivedChanged, DeviceChanged, InputChanged, OptionsChanged,
-                             PlanChanged, ResultArrived, SaesChanged, SessionEvent, Subscribers)
-from .session_requests import Requests, weak_listener
+from .runner import LocalRunner, Runner
+from .runner_messages import (Cancelled, Failed, Finished, Listener, Loaded, LoadRequest, Observed,
+                              Progress, RequestFuture, RunnerEvent, RunRequest, Started)
+from .session_events import (DerivedChanged, DeviceChanged, Idle, InputChanged, LoadFailed,
+                             LoadWarning, ModelChanged, OptionsChanged, PlanChanged,
+                             ResultArrived, RunCancelled, RunFailed, RunProgress, RunStarted,
+                             SaesChanged, SessionEvent, Subscribers, TreeObserved)
+from .session_requests import Requests, Settled, weak_listener
 from .session_views import DerivedViews
+from .session_lm import attach_saved
 from .session_types import LoadSetup, Options, tidy_input_text
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
 from .scan_sidecar import SavedScan
-from .session_file import read_session_file, write_session_file
+from .session_file import SessionSetup, read_session_file, write_session_file
 from ..model.class_labels import name_classes
 from ..model.live_model import is_live, live_model, module_device
 from .live_save import save_live
@@ -104,7 +109,7 @@ class Session:
         #: pictures; ``None`` (a script, the CLI): runs carry none.
         self.shape_views: Callable[[], Any] | None = None
         self._last_shapes: Any = None
-        self.last_result: Any = None
+        self.last_result: RunResult | None = None
         #: the last scan (and its shown unit), saved beside the session file (:mod:`.scan_sidecar`)
         self.saved_scan: SavedScan | None = None
         self.last_error: str | None = None
@@ -208,7 +213,7 @@ class Session:
             return save_live(self, Path(path).expanduser(), weights, write_session_file)
         return write_session_file(path, self)
 
-    def open_setup(self, setup: Any, run_after: bool = True,
+    def open_setup(self, setup: SessionSetup, run_after: bool = True,
                    trust: CodeTrust | None = None) -> RequestFuture:
         """Load what a session file describes (a :class:`~.session_file.SessionSetup`);
         the current model and plan stay until the load succeeds.
@@ -285,14 +290,10 @@ class Session:
     # -- the plan --------------------------------------------------------------
     def set_plan(self, plan: Plan, merge: str | None = None) -> None:
         """Replace the plan (undoable). Edits with the same ``merge`` key in a row
-        (the steps of one drag) are one undo step; :meth:`seal` ends such a run."""
+        (the steps of one drag) are one undo step; ``history.seal()`` ends such a run."""
         if plan != self.plan:
             self.history.record(self.plan, merge)
             self._set_plan(plan)
-
-    def seal(self) -> None:
-        """The next edit starts a new undo step."""
-        self.history.seal()
 
     def _set_plan(self, plan: Plan) -> None:
         self.plan = plan
@@ -300,18 +301,15 @@ class Session:
         self._changed()
 
     def capture(self, *paths: str) -> None:
-        """Capture these layers too."""
+        """Capture these layers too (``set_capture(paths, False)`` stops)."""
         self.set_capture(paths, True)
-
-    def uncapture(self, *paths: str) -> None:
-        self.set_capture(paths, False)
 
     def set_capture(self, paths: Any, on: bool) -> None:
         """Capture (or stop capturing) ``paths``, one undo step; the plan keeps model order."""
         paths = [paths] if isinstance(paths, str) else list(paths)
         now = set(self.plan.capture)
         now = now | set(paths) if on else now - set(paths)
-        self.set_plan(dataclasses.replace(self.plan, capture=self.in_model_order(now)))
+        self.set_plan(dataclasses.replace(self.plan, capture=self._in_model_order(now)))
 
     def intervene(self, path: str, intervention: Intervention, merge: str | None = None) -> None:
         """Give ``path`` this intervention, replacing the one it had (one per layer)."""
@@ -320,10 +318,7 @@ class Session:
     def clear_intervention(self, path: str) -> None:
         self.set_plan(self.plan.without_intervention(path))
 
-    def intervention_for(self, path: str) -> Intervention | None:
-        return self.plan.intervention_for(path)
-
-    def in_model_order(self, paths: set[str]) -> tuple[str, ...]:
+    def _in_model_order(self, paths: set[str]) -> tuple[str, ...]:
         """``paths`` in the tree's order; paths it does not have last."""
         order = (n.path for n in self.tree.walk()) if self.tree is not None else ()
         return in_model_order(paths, order, self.plan.capture)
@@ -334,20 +329,13 @@ class Session:
         return self._step(self.history.undo(self.plan))
 
     def redo(self) -> bool:
+        """Make the last undone plan edit again; whether there was one."""
         return self._step(self.history.redo(self.plan))
 
     def _step(self, plan: Plan | None) -> bool:
         if plan is not None:
             self._set_plan(plan)
         return plan is not None
-
-    @property
-    def can_undo(self) -> bool:
-        return self.history.can_undo
-
-    @property
-    def can_redo(self) -> bool:
-        return self.history.can_redo
 
     # -- input, device, options ----------------------------------------------
     def set_input(self, text: str) -> bool:
@@ -426,7 +414,8 @@ class Session:
         spec = other if isinstance(other, str) else None
         module = None if isinstance(other, str) else other
         return self.analyse(DiffRequest(spec, weights, dtype, device, tolerance,
-                                        tuple(directions), budget_bytes, module), timeout_s)
+                                        tuple(directions), budget_bytes, b_module=module),
+                            timeout_s)
 
     def lens(self, target: str | int | None = None, head: str | None = None, top_k: int = 5,
              timeout_s: float | None = None) -> LensResult:
@@ -457,7 +446,7 @@ class Session:
               max_cells: int | None = None, progress: Callable[[int, int], None] | None = None,
               timeout_s: float | None = None, batch: bool | int = True,
               normalise: bool = False, pool: Any = None, estimate: bool = False,
-              verify: int = 0) -> SweepResult:
+              verify: int = 0, inputs: Any = None) -> SweepResult:
         """Run a sweep on the session's model, input and device (in the runner) and wait: a
         :class:`~hookscope.core.analyses.SweepResult` (see
         :func:`~hookscope.core.analyses.sweep`). The session's own plan is not applied in
@@ -469,7 +458,15 @@ class Session:
 
         ``estimate``: every cell estimated to first order from one forward and one backward
         (:attr:`~hookscope.core.analyses.SweepResult.estimates`), and only the ``verify``
-        cells the estimate moves most run for real (not with ``pool``)."""
+        cells the estimate moves most run for real (not with ``pool``).
+
+        ``inputs``: an input set (or the file or folder ``hookscope scan`` reads) instead of
+        the session's input: each cell is the mean over the inputs, with
+        :attr:`~hookscope.core.analyses.SweepResult.spread` and ``per_input`` (not with
+        ``pool``)."""
+        if pool is not None and inputs is not None:
+            raise HookscopeError("a sweep over inputs runs in this process only: sweep "
+                                 "without pool=")
         if pool is not None:
             if estimate:
                 raise HookscopeError("estimate runs in this process only: sweep without pool=")
@@ -477,7 +474,8 @@ class Session:
                                               over, intervene, metric, max_cells, progress,
                                               batch, normalise)
         return self.analyse(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
-                                               batch, normalise, estimate, verify), timeout_s)
+                                               batch, normalise, estimate, verify, inputs,
+                                               self.model), timeout_s)
 
     def scan(self, inputs: Any, capture: Any = None, intervene: Any = None, metric: Any = None,
              *, top_k: int = 9, limit: int | None = None, budget_bytes: int | None = None,
@@ -498,7 +496,7 @@ class Session:
         self.saved_scan = SavedScan(result)
         return result
 
-    def attach_sae(self, layer: str, folder: str | Path) -> Any:
+    def attach_sae(self, layer: str, folder: str | Path) -> SparseAutoencoder:
         """Attach the SAE in ``folder`` (SAELens layout; ``"demo"`` for ``demo:lm``) to
         ``layer``: its ``sae-*`` interventions and feature view use it. A width that differs
         from the layer's output (where a run has shown it) is refused with both sizes."""
@@ -556,7 +554,7 @@ class Session:
             self._last_shapes = self.shape_views()
         return self._last_shapes
 
-    def run(self, timeout_s: float | None = None) -> Any:
+    def run(self, timeout_s: float | None = None) -> RunResult:
         """Run now and wait: the :class:`~hookscope.core.RunResult` (raises what the run raised)."""
         if self.model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
@@ -565,7 +563,7 @@ class Session:
                                  "one to run again; its plan and last result are still here")
         return self._wait_run(self.submit_run(), timeout_s)
 
-    def _wait_run(self, future: RequestFuture | None, timeout_s: float | None) -> Any:
+    def _wait_run(self, future: RequestFuture | None, timeout_s: float | None) -> RunResult:
         """The result of the run ``future`` stands for (raises what it raised)."""
         if future is None:
             raise HookscopeError("a model is still loading: wait for it (Session.load waits), "
@@ -597,4 +595,89 @@ class Session:
 
     def _drain(self) -> None:
         """Apply every answer that may be applied now, in order (the ``post`` thread)."""
-        self._requests.drain(lambda ev: apply_answer(self, ev))
+        self._requests.drain(self._apply)
+
+    def _apply(self, ev: RunnerEvent) -> None:
+        """Where every answer lands (the ``post`` thread), once the requests have said what
+        it is to this session (:meth:`~.session_requests.Requests.settle`)."""
+        what, rid = self._requests.settle(ev), ev.request_id
+        if what is Settled.LOAD:
+            self._apply_load(ev)
+        elif what is Settled.OBSERVED and isinstance(ev, Observed):
+            if self.tree is not None:
+                self.tree.take_observed(ev.tree)
+            self._emit(TreeObserved(self.tree, request_id=rid))
+        elif what is Settled.OLDER_RESULT and isinstance(ev, Finished):
+            self.last_result, self.last_error = ev.result, None
+            self._emit(ResultArrived(ev.result, request_id=rid))
+        elif what is Settled.NEWEST:
+            if isinstance(ev, Started):
+                self._emit(RunStarted(request_id=rid))
+            elif isinstance(ev, Progress):
+                self._emit(RunProgress(ev, request_id=rid))
+            elif isinstance(ev, (Finished, Failed, Cancelled)):
+                if isinstance(ev, Finished):
+                    self.last_result, self.last_error = ev.result, None
+                    self._emit(ResultArrived(ev.result, request_id=rid))
+                elif isinstance(ev, Failed):
+                    self.last_error = ev.message
+                    self._emit(RunFailed(ev.message, request_id=rid))
+                else:
+                    self._emit(RunCancelled(request_id=rid))
+                self._emit(Idle(request_id=rid))
+
+    def _apply_load(self, ev: RunnerEvent) -> None:
+        """A load's answer: the new model and tree, and what the load was asked to set up
+        (plan, input, device, options, labels), told in the order a window redraws in."""
+        rid, setup = ev.request_id, self._requests.setup
+        if isinstance(ev, Started):
+            self._emit(RunStarted(request_id=rid))
+        if isinstance(ev, (Started, Progress)):
+            return
+        if isinstance(ev, Failed):
+            self._emit(LoadFailed(ev.message, request_id=rid))
+        if not isinstance(ev, Loaded):
+            self._emit(Idle(request_id=rid))
+            return
+        self.model, self.tree = ev.model, ev.tree
+        self._views.saes.clear()  # SAEs were attached to the modules of the model this one replaces
+        self.trust_pickle, self.code_trust = setup.trust_pickle, setup.trust
+        self.last_result = self.last_error = None
+        self.plan, self.plan_problem = setup.plan_on(ev.model, ev.tree)
+        self.history.clear()
+        self.input_text = setup.input_on(ev.model)
+        warnings: list[str] = []  # told after "model", which clears a window's old messages
+        if setup.device is not None:
+            try:
+                resolve_device(setup.device)
+                self.device = setup.device
+                self._emit(DeviceChanged(self.device, request_id=rid))
+            except HookscopeError as exc:
+                warnings.append(str(exc))
+        if setup.options is not None:
+            self.options = setup.options
+        self.view, self.labels = dict(setup.view or {}), None
+        if setup.labels is not None:
+            try:
+                name_classes(ev.model, setup.labels)
+                self.labels = setup.labels
+            except HookscopeError as exc:
+                warnings.append(str(exc))
+        if setup.saes or setup.views:  # a session file's SAEs and LM views
+            attach_saved(self, setup.saes, setup.views, warnings)
+        self._emit(ModelChanged(ev.model, request_id=rid))
+        if setup.saes or setup.views:
+            self._emit(SaesChanged(dict(self.saes), request_id=rid))
+            self._emit(DerivedChanged(dict(self.derived), request_id=rid))
+        if self.plan_problem:
+            warnings.insert(0, f"{self.plan_problem}\nThat part of the plan was left out: "
+                               "tick the layers you meant in the tree.")
+        self.load_warnings = warnings
+        for message in warnings:
+            self._emit(LoadWarning(message, request_id=rid))
+        self._emit(PlanChanged(self.plan, request_id=rid))
+        self._emit(OptionsChanged(self.options, request_id=rid))
+        if setup.run_after or self.options.live:
+            self.submit_run()
+        if not self.busy:
+            self._emit(Idle(request_id=rid))

@@ -4,8 +4,14 @@ the order they are applied, and waiting for one.
 :class:`Requests` is owned by a :class:`~hookscope.core.session.session.Session`
 (composition: it holds no reference back). It records each request the session
 submits (the load in flight, the one run whose answer is still wanted) and queues
-the runner's answers until the session applies them
-(:func:`~.session_answers.apply_answer`, on the session's ``post`` thread).
+the runner's answers until the session applies them, on the session's ``post``
+thread. :meth:`Requests.settle` tells the session what each answer is to it (the
+load's, the newest run's, a replaced run's result still worth showing, or one to
+drop) and does this object's own bookkeeping for it; the session writes its own
+fields (:meth:`Session._apply <hookscope.core.session.session.Session._apply>`).
+An answer to a replaced model or a replaced run is dropped, except a replaced run
+that finished after the newest shown one (Live lets a nearly done run finish):
+that result is shown while the newest runs.
 
 Ordering without a lock held across ``submit``: the runner's thread may answer a
 request before ``submit`` has returned its future to the session, and an answer
@@ -21,6 +27,7 @@ its timeout and cancellation into messages for a person.
 
 from __future__ import annotations
 
+import enum
 import threading
 import weakref
 from collections import deque
@@ -30,8 +37,19 @@ from typing import Callable
 
 from ..base.errors import Cancelled as CancelledError
 from ..base.errors import HookscopeError
-from .runner_messages import Finished, Listener, Loaded, RequestFuture, RunnerEvent
+from .runner_messages import (Cancelled, Failed, Finished, Listener, Loaded, Observed, Progress,
+                              RequestFuture, RunnerEvent, Started)
 from .session_types import LoadSetup
+
+
+class Settled(enum.Enum):
+    """What an answer is to the session (:meth:`Requests.settle`)."""
+
+    LOAD = "the answer of the load in flight"
+    OBSERVED = "the shapes an observing pass found"
+    OLDER_RESULT = "the result of a replaced run, newer than the one shown: show it"
+    NEWEST = "an answer about the newest run"
+    DROPPED = "an answer about a replaced model or run"
 
 
 class Requests:
@@ -80,6 +98,37 @@ class Requests:
             self._recorded = max(self._recorded, rid)
 
     # -- answers -------------------------------------------------------------------
+    def settle(self, ev: RunnerEvent) -> Settled:
+        """What ``ev`` is to the session, with this object's bookkeeping for it done
+        (the ``post`` thread, one answer at a time)."""
+        rid = ev.request_id
+        if rid == self.load_id:
+            if not isinstance(ev, (Started, Progress)):
+                self.load_id = None
+            if isinstance(ev, Loaded):
+                self.valid_from, self.observed_key, self.newest_run = rid, None, None
+                self.load_serial += 1
+            return Settled.LOAD
+        if rid < self.valid_from:
+            return Settled.DROPPED  # the model it ran on was replaced
+        if isinstance(ev, Observed):
+            key = self.observe_keys.pop(rid, None)
+            if key is not None:
+                self.observed_key = key
+            return Settled.OBSERVED
+        if rid != self.newest_run:
+            # An older run the runner let finish (Live: it was nearly done) is shown
+            # while the newest runs; anything else of a replaced run is dropped.
+            if isinstance(ev, Finished) and self.newest_run is not None and rid > self.shown_run:
+                self.shown_run = rid
+                return Settled.OLDER_RESULT
+            return Settled.DROPPED
+        if isinstance(ev, (Finished, Failed, Cancelled)):
+            self.newest_run = None
+        if isinstance(ev, Finished):
+            self.shown_run = rid
+        return Settled.NEWEST
+
     def arrived(self, ev: RunnerEvent) -> None:
         """The runner's thread: queue an answer (the session then posts a drain)."""
         with self._lock:

@@ -69,9 +69,21 @@ class DerivedViews:
     @staticmethod
     def sweep(over: Any, intervene: Any, metric: Any, max_cells: int | None,
               progress: Callable[[int, int], None] | None, batch: bool | int = True,
-              normalise: bool = False, estimate: bool = False, verify: int = 0) -> SweepRequest:
+              normalise: bool = False, estimate: bool = False, verify: int = 0,
+              inputs: Any = None, model: LoadedModel | None = None) -> SweepRequest:
+        """The request of :meth:`Session.sweep`; ``inputs`` (an input set, or the file or
+        folder :func:`~hookscope.core.dataset.open_inputs` reads) read as ``model`` takes them."""
+        items = names = None
+        if inputs is not None:
+            if model is None:
+                raise HookscopeError("no model is open: load one first (Session.load(spec))")
+            iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
+            items = [iset.item(i, model.example_input, model.meaning.codec)
+                     for i in range(len(iset))]
+            names = [iset.describe(i) for i in range(len(iset))]
         return SweepRequest(over, intervene, metric, max_cells or DEFAULT_MAX_CELLS, progress,
-                            batch=batch, normalise=normalise, estimate=estimate, verify=verify)
+                            batch=batch, normalise=normalise, estimate=estimate, verify=verify,
+                            input_set=items, input_names=names)
 
     def sae_report(self, layers: tuple[str, ...], top_k: int) -> SaeRequest:
         return SaeRequest(tuple(layers or self.saes), top_k)

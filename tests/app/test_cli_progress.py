@@ -39,6 +39,13 @@ SLOW_SCAN = ["scan", "slow.py:build_classifier", "--inputs", "inputs.pt", "--cap
              "--intervene", "0=scale:0.5", "--budget", "1", "--json"]  # one input a batch
 SLOW_GENERATE = ["run", "slow.py:build_lm", "--intervene", "emb=scale:0.5", "--generate", "40",
                  "--json"]  # 40 tokens without, 40 with
+# 80 cells estimated from one forward and one backward, then the 40 it moves most run
+SLOW_ESTIMATE = ["sweep", "slow.py:build_classifier", "--over", "f=linspace(0,1,80)",
+                 "--intervene", "0=scale:{f}", "--metric", "logit:#1", "--estimate", "--verify",
+                 "40", "--batch", "1", "--json"]
+# 20 layers, counted per layer call: the session's first run (observe, without and with
+# the plan: 3 forwards of model A), then the diff's forward of A and of B (2 more)
+SLOW_DIFF = ["diff", "slow.py:build_deep", "--b-dtype", "float64", "--json"]
 
 # A model whose code talks on stdout, and warns, as models found online do.
 TALKY_MODEL = '''
@@ -84,7 +91,9 @@ def _shows_progress(stderr: str, what: str, total: int) -> None:
     (SLOW_SWEEP, "hookscope sweep", 80),
     (SLOW_SCAN, "hookscope scan", 40),
     (SLOW_GENERATE, "hookscope run --generate", 80),
-], ids=["sweep", "scan", "generate"])
+    (SLOW_ESTIMATE, "hookscope sweep", 40),
+    (SLOW_DIFF, "hookscope diff", 5 * 20),
+], ids=["sweep", "scan", "generate", "estimate-verify", "diff"])
 def test_a_terminal_sees_a_bar_and_stdout_is_the_same_bytes(tmp_path, argv, what, total):
     (tmp_path / "slow.py").write_text(SLOW_MODEL)
     torch.save(torch.randn(40, 4, generator=torch.Generator().manual_seed(0)),

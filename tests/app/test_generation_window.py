@@ -4,22 +4,17 @@ continuations side by side, the first divergence highlighted."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
 
 from hookscope.core import generate
 from hookscope.widgets.generation_view import FIRST
+from support.window_menus import click_view_action
 
 
 def test_generate_shows_both_continuations(make_window, qtbot):
     win = make_window(["demo:lm", "--intervene", "blocks.0=scale:0.2"])
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
-    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
-    win.activateWindow()
-    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
-    qtbot.waitUntil(view_menu.isVisible)
-    toggle = win.findChild(QAction, "actionViewGeneration")
-    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton, pos=view_menu.actionGeometry(toggle).center())
+    click_view_action(qtbot, win, "actionViewGeneration")
     qtbot.waitUntil(win.generation_dock.isVisible)
     view = win.generation_view
     view.steps.selectAll()

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
 
 from hookscope.app.layout import arrange_docks
 from hookscope.core import logit_lens
+from support.window_menus import click_view_action
 
 
 def _open_lens(win, qtbot):
-    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
-    win.activateWindow()
-    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
-    qtbot.waitUntil(view_menu.isVisible)
-    toggle = win.findChild(QAction, "actionViewLens")
-    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton, pos=view_menu.actionGeometry(toggle).center())
+    click_view_action(qtbot, win, "actionViewLens")
     qtbot.waitUntil(win.lens_dock.isVisible)
 
 

@@ -2,16 +2,16 @@
 strength stepped in Live mode, and receipts with a visible alarm."""
 
 import torch
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QContextMenuEvent
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QDialog, QDoubleSpinBox
+from PySide6.QtWidgets import QDialog, QDoubleSpinBox
 
 from hookscope.core import Add, Plan, SteeringVector, compare, load_model, parse_input
 from hookscope.core.engine.receipts import CHANGED_NOTHING, plan_effect
 from hookscope.core.analyses.steer_diff import diff_vector
 from hookscope.widgets.intervention_editor import InterventionEditor
-from hookscope.widgets.layer_tree_model import COL_INTERVENTION, COL_LAYER
+from hookscope.widgets.layer_tree_model import COL_INTERVENTION
+from support.window_menus import tree_context_menu
 
 PROMPT = "text:the cat sat on the "
 
@@ -22,22 +22,10 @@ def wait_idle(qtbot, win, test=lambda r: True):
     return win.last_result
 
 
-def context_menu(qtbot, win, path):
-    w = win.tree
-    w.select_path(path)
-    rect = w.view.visualRect(w.proxy.mapFromSource(w.model.index_for_path(path, COL_LAYER)))
-    pos = QPoint(rect.left() + 20, rect.center().y())
-    QTest.mouseClick(w.view.viewport(), Qt.MouseButton.RightButton, pos=pos)
-    QApplication.sendEvent(w.view.viewport(), QContextMenuEvent(
-        QContextMenuEvent.Reason.Mouse, pos, w.view.viewport().mapToGlobal(pos)))
-    qtbot.waitUntil(lambda: w.menu is not None and w.menu.isVisible())
-    return w.menu
-
-
 def test_a_vector_from_two_prompts_steers_and_its_alpha_steps_live(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT, "--live"])
     wait_idle(qtbot, win)
-    menu = context_menu(qtbot, win, "blocks.0")
+    menu = tree_context_menu(qtbot, win, "blocks.0")
     action = next(a for a in menu.actions() if a.objectName() == "actionSteer")
     QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
     qtbot.waitUntil(lambda: win.findChild(QDialog, "steerDialog") is not None)

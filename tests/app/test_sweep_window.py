@@ -9,27 +9,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QAction, QContextMenuEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication
 
 from hookscope.core import At, Plan, Zero, parse_input
 from hookscope.core.analyses import sweep
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.mouse_events import hover
+from support.window_menus import click_view_action, tree_context_menu
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
 
 
 def _open_sweep(win, qtbot):
-    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
-    win.activateWindow()
-    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
-    qtbot.waitUntil(view_menu.isVisible)
-    toggle = win.findChild(QAction, "actionViewSweep")
-    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton,
-                     pos=view_menu.actionGeometry(toggle).center())
+    click_view_action(qtbot, win, "actionViewSweep")
     qtbot.waitUntil(win.sweep_dock.isVisible)
 
 
@@ -76,18 +69,6 @@ def _hover_reads(qtbot, plot, want, row, col=0):
         return plot.readout.text() == want
 
     qtbot.waitUntil(moved, timeout=5_000)
-
-
-def _context_menu(qtbot, win, path):
-    w = win.tree
-    w.select_path(path)
-    rect = w.view.visualRect(w.proxy.mapFromSource(w.model.index_for_path(path, COL_LAYER)))
-    pos = QPoint(rect.left() + 20, rect.center().y())
-    QTest.mouseClick(w.view.viewport(), Qt.MouseButton.RightButton, pos=pos)
-    QApplication.sendEvent(w.view.viewport(), QContextMenuEvent(
-        QContextMenuEvent.Reason.Mouse, pos, w.view.viewport().mapToGlobal(pos)))
-    qtbot.waitUntil(lambda: w.menu is not None and w.menu.isVisible())
-    return w.menu
 
 
 def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, qtbot):
@@ -149,19 +130,19 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     assert np.array_equal(shown.output_with.numpy(),
                           got.run_cell(layer="blocks.1", pos=18).output_with.numpy())
     assert plot.chosen == (1, 4) and plot.marker.isVisible()
-    assert win.tree.selected_path() == "blocks.1" and win.session.can_undo
+    assert win.tree.selected_path() == "blocks.1" and win.session.history.can_undo
 
 
 def test_axes_from_the_tree_menu_and_the_token_strip(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
     _ready(win, qtbot)
-    menu = _context_menu(qtbot, win, "blocks.0.mlp")
+    menu = tree_context_menu(qtbot, win, "blocks.0.mlp")
     action = next(a for a in menu.actions() if a.text() == "Sweep over blocks.*.mlp (2 layers)")
     QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
     qtbot.waitUntil(win.sweep_dock.isVisible)
     view = win.sweep_view
     assert view.axes.text() == "layer=blocks.*.mlp; pos=all"
-    menu = _context_menu(qtbot, win, "head")
+    menu = tree_context_menu(qtbot, win, "head")
     add = next(a for a in menu.actions() if a.objectName() == "actionSweepAdd")
     QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(add).center())
     qtbot.waitUntil(lambda: view.axes.text() == "layer=blocks.*.mlp,head; pos=all")

@@ -9,6 +9,7 @@ from PySide6.QtGui import QAction, QImage
 
 from hookscope.app.window_tools import export_figure, refresh_hooks
 from hookscope.core import HookSession, Plan
+from support.window_menus import click_view_action
 
 
 def _ready(qtbot, win):
@@ -152,12 +153,7 @@ def test_at_1000_by_650_the_output_chart_has_room_and_an_empty_hooks_list_stays_
     assert not out.diff_plot.isVisible()
     qtbot.waitUntil(lambda: out.plot.getViewBox().height() >= 100)
     # View → Hooks through the menu, with the keyboard and the mouse
-    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
-    win.activateWindow()
-    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
-    qtbot.waitUntil(view_menu.isVisible)
-    toggle = win.findChild(QAction, "actionViewHooks")
-    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton, pos=view_menu.actionGeometry(toggle).center())
+    click_view_action(qtbot, win, "actionViewHooks")
     qtbot.waitUntil(win.hooks_dock.isVisible)
     assert not win.hooks_view.hooks and win.hooks_view.table.isHidden()
     qtbot.waitUntil(lambda: win.hooks_dock.height() <= 0.15 * win.height())

@@ -7,7 +7,7 @@ import pytest
 
 from hookscope.core import HookscopeError
 from hookscope.core.analyses import (Analysis, AnalysisResult, AttentionRequest, AttentionResult,
-                                     GenerateRequest, LensRequest, LensResult,
+                                     DiffRequest, DiffResult, GenerateRequest, LensRequest, LensResult,
                                      SaeRequest, ScanJob, SweepRequest, analysis_from_text,
                                      get_analysis, register_analysis, registered_analyses,
                                      unregister_analysis)
@@ -16,12 +16,14 @@ from hookscope.core.analyses import (Analysis, AnalysisResult, AttentionRequest,
 def test_the_built_in_analyses_are_registered_and_follow_the_protocol():
     assert registered_analyses() == {"lens": LensRequest, "generation": GenerateRequest,
                                      "sae": SaeRequest, "sweep": SweepRequest, "scan": ScanJob,
-                                     "attention": AttentionRequest}
+                                     "attention": AttentionRequest, "diff": DiffRequest}
     for request in (LensRequest(), GenerateRequest(2), SaeRequest(("blocks.0",)),
                     SweepRequest({"f": [1.0]}, {"fc1": "scale:{f}"}),
                     AttentionRequest(("blocks.0.attn",))):
         assert isinstance(request, Analysis)
+    assert isinstance(DiffRequest(b_spec="demo:lm"), Analysis)
     assert issubclass(LensResult, AnalysisResult) and issubclass(AttentionResult, AnalysisResult)
+    assert issubclass(DiffResult, AnalysisResult)
 
 
 @dataclass(frozen=True)

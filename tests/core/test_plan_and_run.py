@@ -68,7 +68,7 @@ def test_compare_result_fields():
     assert torch.equal(r.output_without, ref_without)
     assert r.outputs_differ and r.max_abs_diff == pytest.approx(float((r.output_with - ref_without).abs().max()))
     rec = r.captures["conv1"][0]
-    assert rec.intervention == "clamp(-0.1, 0.1)" and rec.after_intervention
+    assert rec.intervention == "clamp(-0.1, 0.1)"
     assert rec.tensor.min() >= -0.1 and rec.tensor.max() <= 0.1
     assert torch.equal(rec.tensor, rec.pre_tensor.clamp(-0.1, 0.1))
     frac = float(((rec.pre_tensor < -0.1) | (rec.pre_tensor > 0.1)).float().mean())

@@ -95,17 +95,17 @@ def test_undo_redo_of_plan_edits_and_one_step_per_drag(session):
     plans.append(s.plan)
     for hi in (0.9, 0.7, 0.5):    # the steps of one drag
         s.intervene("0", Clamp(-1, hi), merge="0")
-    s.seal()
+    s.history.seal()
     plans.append(s.plan)
     s.intervene("1", Scale(3.0))
     plans.append(s.plan)
     assert s.undo() and s.plan == plans[2]
     assert s.undo() and s.plan == plans[1]   # the whole drag is one step
     assert s.undo() and s.plan == plans[0]
-    assert not s.undo() and not s.can_undo
+    assert not s.undo() and not s.history.can_undo
     assert s.redo() and s.redo() and s.plan == plans[2]
     s.capture("1")                            # a new edit drops what could be redone
-    assert not s.can_redo and not s.redo()
+    assert not s.history.can_redo and not s.redo()
 
 
 def test_stats_only_and_train_options_reach_the_run(session):
@@ -275,7 +275,7 @@ def test_a_session_naming_a_layer_the_model_lacks_keeps_the_rest_and_says_so(ses
     seen = []
     s.subscribe(lambda ev: seen.append(ev))
     try:
-        assert s.plan.capture == ("conv1",) and isinstance(s.intervention_for("conv2"), Zero)
+        assert s.plan.capture == ("conv1",) and isinstance(s.plan.intervention_for("conv2"), Zero)
         assert "unknown layer 'conv9'" in s.plan_problem and "'conv1'" in s.plan_problem
         r = s.run()  # the rest of the plan runs
         assert set(r.captures) == {"conv1"}

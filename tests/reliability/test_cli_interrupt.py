@@ -86,3 +86,21 @@ def test_ctrl_c_in_a_forward_leaves_no_hook_and_no_file(tmp_path, monkeypatch, c
     (model,) = interrupted_model.BUILT
     for m in model.modules():
         assert not m._forward_hooks and not m._forward_pre_hooks, m
+
+
+def test_sigint_mid_diff_writes_no_direction_and_says_how_far(tmp_path):
+    (tmp_path / "slow.py").write_text(SLOW_MODEL)
+    before = set(tmp_path.iterdir())
+
+    def some_calls_done(stderr: str) -> bool:
+        return any((counts(f) or (0, 0))[0] >= 10 for f in frames(stderr, "hookscope diff"))
+
+    ran = run_on_terminal(tmp_path, ["diff", "slow.py:build_deep", "--b-dtype", "float64",
+                                     "--save-direction", "5=dir.pt", "--json"],
+                          interrupt_when=some_calls_done)
+    assert ran.returncode == 130, ran.stderr
+    m = re.search(r"^hookscope: interrupted after (\d+)/(\d+) layer calls; nothing written\r?$",
+                  ran.stderr, re.M)
+    assert m and 10 <= int(m.group(1)) < int(m.group(2)), ran.stderr
+    assert "Traceback" not in ran.stderr and ran.stdout == b""
+    assert set(tmp_path.iterdir()) - {tmp_path / "cfg"} == before   # no dir.pt

@@ -88,12 +88,33 @@ def test_the_question_shows_the_file_and_hash_and_cancel_runs_nothing(window, qt
     text = dlg.findChild(QLabel, "trustCodeText").text()
     digest = code_to_run(f"{tmp_path}/evil.py:build").sha256   # evil.py, alone in its folder
     assert str((tmp_path / "evil.py").resolve()) in text and digest in text
-    assert "1 file in all" in text
+    assert "1 file in all" in text and "\\n" not in text   # lines, not an escaped newline
+    assert f"It is named by the session file {path}," in text
     click(qtbot, dlg.cancel)
     qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
     assert not marker.exists()
     assert_usable(qtbot, window, before)
-    assert not window.error_text()
+    assert_refused_in_banner(window, path, "the window keeps the model it had")
+
+
+def assert_refused_in_banner(win, path: Path, shown: str) -> None:
+    """The banner says which file was not opened, why, and what the window shows."""
+    said = win.error_text()
+    assert f"not opened: the session file {path}, because its model runs code" in said, said
+    assert "you chose Cancel, so none of it ran" in said and shown in said, said
+    assert win.banner.isVisible()
+
+
+def test_cancel_keeps_the_model_the_window_had(make_window, qtbot, tmp_path):
+    path, marker = evil_session(tmp_path)
+    win = make_window(["demo:features"])
+    wait_loaded(qtbot, win, "demo:features")
+    win.open_session(str(path))
+    click(qtbot, wait_question(qtbot, win).cancel)
+    qtbot.waitUntil(lambda: win.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists()
+    assert_usable(qtbot, win, "demo:features")
+    assert_refused_in_banner(win, path, "the window keeps the model it had")  # after a run too
 
 
 @pytest.mark.parametrize("key", [Qt.Key.Key_Escape, Qt.Key.Key_Return])
@@ -178,6 +199,21 @@ def test_a_session_on_the_command_line_opens_the_demo_and_asks(make_window, qtbo
     assert marker.exists()
 
 
+def test_a_session_on_the_command_line_cancelled_says_why_in_the_banner(make_window, qtbot,
+                                                                         tmp_path):
+    path, marker = evil_session(tmp_path)
+    win = make_window([str(path)])
+    dlg = wait_question(qtbot, win)
+    assert f"It is named by the session file {path}," in \
+        dlg.findChild(QLabel, "trustCodeText").text()
+    wait_loaded(qtbot, win, "demo:clamp")
+    click(qtbot, dlg.cancel)
+    qtbot.waitUntil(lambda: win.trust_gate.dialog is None, timeout=5_000)
+    assert not marker.exists()
+    assert_usable(qtbot, win, "demo:clamp")
+    assert_refused_in_banner(win, path, "the window shows demo:clamp (exercise 1) instead")
+
+
 def test_a_session_on_the_command_line_with_trust_code_does_not_ask(make_window, qtbot, tmp_path):
     path, marker = evil_session(tmp_path)
     win = make_window([str(path), "--trust-code"])
@@ -194,9 +230,13 @@ def test_a_recent_entry_is_data_and_asks(window, qtbot, tmp_path):
     qtbot.waitUntil(menu.isVisible, timeout=5_000)
     act = next(a for a in menu.actions() if a.text() == spec)
     qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(act).center())
-    click(qtbot, wait_question(qtbot, window).cancel)
+    dlg = wait_question(qtbot, window)
+    assert f"It is named by the recent-files entry {spec}," in \
+        dlg.findChild(QLabel, "trustCodeText").text()
+    click(qtbot, dlg.cancel)
     assert not marker.exists()
     assert_usable(qtbot, window, "demo:clamp")
+    assert f"not opened: the recent-files entry {spec}" in window.error_text()
 
 
 def test_a_damaged_trust_store_trusts_nothing(window, qtbot, tmp_path, trust_store_dir):

@@ -12,13 +12,13 @@ import pytest
 import torch
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
-from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLineEdit
 
 from hookscope.app.cli import main
 from hookscope.core import Patch, Session, load_model
 from hookscope.core.demos.demo_lm import ALPHABET
 from hookscope.widgets.layer_tree_model import COL_LAYER
+from support.window_menus import click_view_action
 
 PROMPT = "text:the cat sat on the "
 A, B = "the dog sat on the ", "the cat sat on the "
@@ -147,13 +147,7 @@ def test_panel_patch_source_keeps_its_trailing_space_and_its_last_token_patches(
 def test_sweep_dock_template_keeps_its_prompt(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
     _wait_idle(qtbot, win)
-    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
-    win.activateWindow()
-    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
-    qtbot.waitUntil(view_menu.isVisible)
-    toggle = win.findChild(QAction, "actionViewSweep")
-    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton,
-                     pos=view_menu.actionGeometry(toggle).center())
+    click_view_action(qtbot, win, "actionViewSweep")
     qtbot.waitUntil(win.sweep_dock.isVisible)
     view = win.sweep_view
     _type(view.axes, "layer=blocks.0")

@@ -92,12 +92,26 @@ def test_a_sweep_never_replaces_a_templates_patch_source(files, capsys):
              "src.npy", "a source input file")
 
 
-def test_a_source_named_by_a_later_cell_is_refused_before_the_write(files, capsys):
-    # Only the first cell's source is known before the run; the second cell reads other.npy,
-    # and the write is refused with everything read by then.
+def test_a_source_named_by_a_later_cell_is_refused_before_anything_runs(files, capsys):
+    # The second cell reads other.npy: every cell's template is filled in before the first
+    # forward, so the output is refused with nothing run (no announcement on stderr).
     _refused(capsys, ["sweep", "net.py:build", *TRUSTED, "--over", "s=src.npy,other.npy",
                       "--intervene", "0=patch:{s}", "--csv", "other.npy"],
-             "other.npy", "the input file", talk=1)
+             "other.npy", "a source input file")
+
+
+@pytest.mark.parametrize("over", [["layer=0,1"], ["s=src.npy,other.npy", "--over", "layer=0"]],
+                         ids=["fixed source", "source axis"])
+def test_a_ray_sweep_never_replaces_a_templates_patch_source(files, capsys, over):
+    # The model and the templates' files are read on the Ray workers, where this process's
+    # registry never sees them: the templates are read here, and Ray never starts.
+    tpl = "{layer}=patch:src.npy" if over == ["layer=0,1"] else "{layer}=patch:{s}"
+    victim = "src.npy" if over == ["layer=0,1"] else "other.npy"
+    import ray  # noqa: F401  (the --ray flags need it installed; it must not start)
+    _refused(capsys, ["sweep", "net.py:build", *TRUSTED, "--over", *over, "--intervene", tpl,
+                      "--ray", "local", "--ray-workers", "1", "--csv", victim],
+             victim, "a source input file")
+    assert not ray.is_initialized()
 
 
 def test_a_scan_never_replaces_its_patch_source(files, capsys):

@@ -149,7 +149,7 @@ def test_any_bytes_read_or_say_why(content, tmp_path_factory):
 
 def _state(s: Session) -> tuple:
     return (s.model, s.plan, s.input_text, s.device, s.options, dict(s.view), s.last_result,
-            s.can_undo)
+            s.history.can_undo)
 
 
 @FEW

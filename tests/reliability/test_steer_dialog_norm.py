@@ -5,14 +5,13 @@ with the reason when the run failed."""
 from __future__ import annotations
 
 import torch
-from PySide6.QtCore import QPoint, Qt
-from PySide6.QtGui import QContextMenuEvent
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QDialog
+from PySide6.QtWidgets import QDialog
 
 from hookscope.core import load_model
 from hookscope.core.analyses.steer_diff import diff_vector
-from hookscope.widgets.layer_tree_model import COL_LAYER
+from support.window_menus import tree_context_menu
 
 PROMPT = "text:the cat sat on the "
 
@@ -24,16 +23,9 @@ def wait_idle(qtbot, win):
 def typed_dialog(qtbot, win, path, a, b):
     """The tree's context menu → Steer… on ``path``, the two prompts typed."""
     wait_idle(qtbot, win)
-    w = win.tree
-    w.select_path(path)
-    rect = w.view.visualRect(w.proxy.mapFromSource(w.model.index_for_path(path, COL_LAYER)))
-    pos = QPoint(rect.left() + 20, rect.center().y())
-    QTest.mouseClick(w.view.viewport(), Qt.MouseButton.RightButton, pos=pos)
-    QApplication.sendEvent(w.view.viewport(), QContextMenuEvent(
-        QContextMenuEvent.Reason.Mouse, pos, w.view.viewport().mapToGlobal(pos)))
-    qtbot.waitUntil(lambda: w.menu is not None and w.menu.isVisible())
-    action = next(a for a in w.menu.actions() if a.objectName() == "actionSteer")
-    QTest.mouseClick(w.menu, Qt.MouseButton.LeftButton, pos=w.menu.actionGeometry(action).center())
+    menu = tree_context_menu(qtbot, win, path)
+    action = next(a for a in menu.actions() if a.objectName() == "actionSteer")
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
     qtbot.waitUntil(lambda: win.findChild(QDialog, "steerDialog") is not None)
     dialog = win.findChild(QDialog, "steerDialog")
     qtbot.waitExposed(dialog)

@@ -57,6 +57,12 @@ def build_classifier():
 def build_lm():
     torch.manual_seed(0)
     return TinyLM(), torch.tensor([[1, 2, 3]])
+
+
+def build_deep():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 4), *[Slow() for _ in range(18)], nn.Linear(4, 2)), \
+        torch.ones(1, 4)
 '''
 
 

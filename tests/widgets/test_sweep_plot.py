@@ -135,3 +135,33 @@ def test_past_two_axes_the_columns_name_every_combination(plot):
     g = plot.graphics
     hover(g, g.mapFromScene(plot.cell_center(1, 3)))
     assert plot.readout.text() == f"layer b · pos · f 1 · 1: kl = {v[1, 1, 1]:.6g}"
+
+
+def test_a_curve_over_an_input_set_shows_mean_and_spread_with_the_best_strength_starred(plot):
+    import torch
+
+    from hookscope.core import Add, parse_input
+
+    lm = load_model("demo:lm")
+    xs = [parse_input("text:" + t, lm.example_input, lm.meaning.codec)
+          for t in ("the cat sat on", "a dog", "the quick brown fox")]
+    v = torch.randn(lm.module.head.in_features, generator=torch.Generator().manual_seed(5))
+    res = sweep(lm.module, None, {"alpha": "linspace(0,8,8)"},
+                {"blocks.0": lambda alpha: Add(v, alpha)}, "logit:e", meaning=lm.meaning,
+                input_set=xs)
+    plot.show_result(res)
+    x, y = plot.curve.getData()
+    assert np.array_equal(y, res.values)   # the curve is the mean over the inputs
+    bars = plot.spread_bars.opts
+    assert plot.spread_bars.isVisible()
+    assert np.array_equal(bars["height"], 2 * res.spread) and np.array_equal(bars["y"], res.values)
+    best = int(np.argmax(res.values))
+    assert plot.best == best and plot.best_mark.isVisible()
+    bx, by = plot.best_mark.getData()
+    assert (bx[0], by[0]) == (x[best], y[best])
+    g = plot.graphics
+    hover(g, g.mapFromScene(plot.cell_center(best)))
+    assert (f"= {res.values[best]:.6g} ± {res.spread[best]:.3g} over 3 inputs (the largest mean)"
+            in plot.readout.text())
+    plot.show_result(grid([[1.0, 2.0]], ["a"], ["p0", "p1"]))   # a heat map: no bars, no star
+    assert not plot.spread_bars.isVisible() and not plot.best_mark.isVisible()
