@@ -17,9 +17,10 @@ from typing import Callable
 
 from PySide6.QtWidgets import QWidget
 
-from hookscope.core import HookscopeError, Session
+from hookscope.core import HookscopeError, Session, saes_of
 from hookscope.core.base import ReadFiles, files_read, refuse_overwrite, write_text
-from hookscope.core.export import save_captures, standalone_script
+from hookscope.core.export import (sae_weights_file, save_captures, standalone_script,
+                                   write_sae_weights)
 from hookscope.core.session import LiveModelNotSaved, SUFFIX, SessionSetup, read_session_file
 from hookscope.core.analyses import with_built_vectors
 from hookscope.widgets.last_folder import pick_file
@@ -96,8 +97,14 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
         last = session.last_result
         # diff: vectors are computed where the model runs: the last run's values go in the script
         plan = with_built_vectors(session.current_plan(), last.plan if last is not None else None)
-        text = standalone_script(session.model.spec, plan, session.input_text,
-                                 session.model.weights, session.device, trust=session.code_trust)
+        saes = saes_of(session.model.module, session.saes)
+
+        def script(to: str) -> str:  # sae-* edits name the SAE weights file beside it
+            assert session.model is not None
+            return standalone_script(session.model.spec, plan, session.input_text,
+                                     session.model.weights, session.device,
+                                     trust=session.code_trust, saes=saes, script_path=to)
+        text = script(path or "hookscope_repro.py")
     except HookscopeError as exc:
         ui.error(str(exc))
         return None
@@ -106,6 +113,9 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
         return None
     try:
         _refuse_inputs(session, "the script", path)
+        _refuse_inputs(session, "the script's SAE weights", str(sae_weights_file(path)))
+        text = script(path)
+        write_sae_weights(path, plan, saes)
         write_text(path, text)  # whole or not at all
     except HookscopeError as exc:
         ui.error(str(exc))

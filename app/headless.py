@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from hookscope.core import HookscopeError, Session, parse_input
-from hookscope.core.export import save_captures, session_dict, standalone_script
+from hookscope.core import HookscopeError, Session, parse_input, saes_of
+from hookscope.core.export import (sae_weights_file, save_captures, session_dict, standalone_script,
+                                   write_sae_weights)
 from hookscope.core.base import (ForwardError, ReadFiles, escape_controls, files_read, is_dir,
                                  json_dumps, refuse_overwrite, write_text as write_whole)
 from hookscope.core.plan import expand_plan
@@ -80,7 +81,7 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
     lm = load_scaled(opts, scale)  # through accelerate, or in a Ray actor, when asked
     if not scale.ray:  # a Ray actor's model is set up remotely
         lm.module.train(opts.train)  # loaded in eval; --train asks for train mode
-    attach_saes(ns, lm, bool(scale.ray))
+    saes = attach_saes(ns, lm)  # a Ray actor's model: kept on its stand-in, sent with the run
     if opts.labels:
         from hookscope.core.model import name_classes
 
@@ -99,14 +100,16 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
 
         plots_folder(ns.save_plots)
     if ns.export_script:  # checked before the run, so a bad plan is reported once
-        script = standalone_script(spec, plan, opts.input or "", opts.weights, opts.device)
+        script = standalone_script(spec, plan, opts.input or "", opts.weights, opts.device,
+                                   saes=saes, script_path=ns.export_script)
     with user_code("the model's forward", spec, ForwardError):  # sys.exit() is reported
-        result = compare_scaled(lm, x, plan, opts, scale)
+        # a model in a Ray actor computes the views there, after its comparison
+        result = compare_scaled(lm, x, plan, opts, scale, views=tuple(views))
     if result.inputs is not None:  # the input as it ran (the prompt's tokens)
         x = result.inputs
     with user_code("the model's forward", spec, ForwardError):
-        result.extras.update(compute_views(views, lm, x, plan, opts.device, bool(scale.ray),
-                                           err))
+        result.extras.update(compute_views(views, lm, x, plan, opts.device,
+                                           dict(result.extras) if scale.ray else None, err))
     if ns.json:  # compact: the output by meaning; every value only when small or asked for
         output_report.print_json(result, out, lm.meaning, x, ns.full_output)
     else:
@@ -120,10 +123,11 @@ def run_command(argv: list[str], out: TextIO | None = None, err: TextIO | None =
         write_text(ns.save_json, json_dumps(output_report.json_dict(  # compact, as --json
             result, lm.meaning, x, ns.full_output, session), indent=1))
     if ns.export_script:
+        write_sae_weights(ns.export_script, plan, saes)
         write_text(ns.export_script, script)
     if ns.save_session:
         save_session_of(ns.save_session, lm, opts.input, opts.device, plan, opts.stats_only,
-                        opts.labels)
+                        opts.labels, sae_args(ns), views)
     if ns.save_plots:
         save_plots(result, ns.save_plots, lm.meaning, x, reads=reads)
     return 0
@@ -151,9 +155,10 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
         reads = files_read(lm.spec, lm.weights, [s.input_text], s.labels, ns.session, plan)
         reads.update(s.read_files)  # what the session's runner opened as it loaded
         refuse_overwriting_inputs(ns, reads)
+        saes = saes_of(lm.module, s.saes)
         if ns.export_script:
             script = standalone_script(lm.spec, plan, s.input_text, lm.weights, s.device,
-                                       trust=s.code_trust)
+                                       trust=s.code_trust, saes=saes, script_path=ns.export_script)
         result = s.run()
         reads.update(s.read_files)  # and as it ran: no write below may replace those either
         (print_json if ns.json else print_table)(result, out)
@@ -163,6 +168,7 @@ def run_session_command(ns: argparse.Namespace, out: TextIO) -> int:
             write_text(ns.save_json, json.dumps(session_dict(result, lm.spec, plan, s.input_text,
                                                              lm.weights), indent=1))
         if ns.export_script:
+            write_sae_weights(ns.export_script, plan, saes)
             write_text(ns.export_script, script)
         if ns.save_session:
             s.save(ns.save_session)
@@ -225,9 +231,11 @@ def check_output_paths(ns: argparse.Namespace) -> None:
 def refuse_overwriting_inputs(ns: argparse.Namespace, reads: ReadFiles) -> None:
     """No output file may replace a file this command reads (its model file, weights, input,
     labels, session file): one line, before anything runs or is written."""
-    refuse_overwrite([(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
-                      ("--save-captures", "--save-json", "--export-script", "--save-session")],
-                     reads)
+    outputs = [(flag, getattr(ns, flag[2:].replace("-", "_"), None)) for flag in
+               ("--save-captures", "--save-json", "--export-script", "--save-session")]
+    if ns.export_script:  # the SAEs of sae-* edits are written beside the script
+        outputs.append(("--export-script (its SAE weights)", str(sae_weights_file(ns.export_script))))
+    refuse_overwrite(outputs, reads)
 
 
 def write_text(path: str, text: str) -> None:

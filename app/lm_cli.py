@@ -9,6 +9,7 @@ import argparse
 from typing import Any, Callable, TextIO
 
 from hookscope.core import HookscopeError, attach_sae
+from hookscope.core.session import ViewFailed
 from hookscope.core.analyses import (AttentionResult, GenerateRequest, Generation, LensRequest,
                                      LensResult, SaeReport, SaeRequest)
 
@@ -87,14 +88,15 @@ def lm_views(ns: argparse.Namespace) -> list[Any]:
     return views
 
 
-def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> None:
+def attach_saes(ns: argparse.Namespace, lm: Any, remote: bool = False) -> dict[str, Any]:
     """Attach every ``--sae`` to its layer of the loaded model (before the run: the
-    ``sae-*`` interventions need them)."""
+    ``sae-*`` interventions need them); the SAEs by layer. A model in a Ray actor keeps
+    them on its stand-in, and each run takes them to the actor; ``remote``: a pool of
+    workers that load the model themselves (refused)."""
     saes = sae_args(ns)
     if saes and remote:
         raise HookscopeError("--sae works on a local model; drop --ray for it")
-    for layer, folder in saes.items():
-        attach_sae(lm.module, layer, folder)
+    return {layer: attach_sae(lm.module, layer, folder) for layer, folder in saes.items()}
 
 
 #: Each view's flag, as its progress names it.
@@ -103,13 +105,19 @@ VIEW_FLAGS = {"lens": "--lens", "sae": "--sae", "generation": "--generate",
 
 
 def compute_views(views: list[Any], lm: Any, inputs: Any, plan: Any, device: str,
-                  remote: bool, err: TextIO) -> dict[str, Any]:
+                  remote: dict[str, Any] | None, err: TextIO) -> dict[str, Any]:
     """Each view computed, its progress on ``err`` (:mod:`.progress`): a generation's in
     tokens (both continuations), the others' in layer calls (two forwards' worth of leaf
-    modules, as the session runner estimates it; more where a layer runs twice)."""
-    if views and remote:
-        raise HookscopeError("--lens, --sae, --generate and --attention run on a local model; "
-                             "drop --ray for them")
+    modules, as the session runner estimates it; more where a layer runs twice).
+
+    ``remote``: the extras of a run in a Ray actor, which computed the views after its
+    comparison; a view that failed there raises its message, as it would here."""
+    if remote is not None:
+        for v in views:
+            answer = remote.get(v.name)
+            if isinstance(answer, ViewFailed):
+                raise HookscopeError(answer.message)
+        return {}
     out: dict[str, Any] = {}
     for v in views:
         if isinstance(v, GenerateRequest):

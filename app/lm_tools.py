@@ -40,6 +40,8 @@ def install_lm_tools(win: "MainWindow") -> None:
     dock = analysis_dock(win, "Logit lens", "lensDock", win.lens_view, "actionViewLens",
                          wanted_height=win.lens_view.wanted_height)
     win.lens_dock = dock
+    # before the lens asks: a session file's views shown with its settings
+    win.modelLoaded.connect(lambda _spec: show_saved_views(win))
     dock.visibilityChanged.connect(lambda _shown: ask_for_lens(win))
     win.lens_view.tokenChanged.connect(lambda _t: ask_for_lens(win))
     win.modelLoaded.connect(lambda _spec: ask_for_lens(win, run=False))
@@ -88,9 +90,35 @@ def ask_for_generation(win: "MainWindow", n: int, temperature: float, seed: int)
 
 
 def forget_saes(win: "MainWindow") -> None:
-    """A new model has no SAEs: the view empties and runs stop computing features."""
+    """A new model has no SAEs: the view empties and runs stop computing features; one
+    opened from a session file has that file's (their view shown when it was open)."""
+    if win.session.saes and "sae" in win.session.derived:
+        show_dock(win, win.sae_dock)
+        return
     win.session.set_derived("sae", None)
     win.sae_view.show_report(None)
+
+
+def show_saved_views(win: "MainWindow") -> None:
+    """The LM views a session file set (:meth:`Session.open_file`): their docks shown with
+    the saved settings, so the window asks for what the file asked for. The docks share one
+    tab area and a tab behind another computes nothing: a generation is shown in front,
+    the lens's tab keeps its settings for when it is brought forward."""
+    d = win.session.derived
+    gen, lens = d.get("generation"), d.get("lens")
+    if isinstance(lens, LensRequest) and not win.lens_dock.isVisible():
+        win.lens_view.head.setText(lens.head or "")
+        win.lens_view.token.setText("" if lens.target is None else str(lens.target))
+        show_dock(win, win.lens_dock)
+    if isinstance(gen, GenerateRequest) and not win.generation_dock.isVisible():
+        view = win.generation_view
+        view.steps.setValue(gen.n)
+        view.temperature.setValue(gen.temperature)
+        view.seed.setValue(gen.seed)
+        show_dock(win, win.generation_dock)
+        # showing it switches the tab area, whose visibility changes on the way stop a
+        # generation: asked for again once it is in front
+        win.session.set_derived("generation", gen)
 
 
 def attach_sae_dialog(win: "MainWindow", folder: str | None = None) -> bool:

@@ -120,8 +120,10 @@ def open_model(spec: str, weights: str | None, trust_pickle: bool) -> LoadedMode
 
 
 def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleOptions,
-                   err: TextIO | None = None):
-    """One comparison, here or in the model's Ray actor (bytes moved noted on ``err``).
+                   err: TextIO | None = None, views: tuple = ()):
+    """One comparison, here or in the model's Ray actor (bytes moved noted on ``err``);
+    there, ``views`` (analyses: the lens, a generation...) are computed after it, their
+    answers in ``result.extras`` (here the caller computes them).
 
     With a device map or a ``--memory-budget``, statistics only (with a note) when
     the kept captures would pass the budget.
@@ -132,7 +134,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
     if isinstance(lm.module, RemoteModel):
         session = lm.module.session
         try:
-            result = session.run(lm, opts.input or "example", plan, opts.device)
+            result = session.run(lm, opts.input or "example", plan, opts.device, views)
             print(f"hookscope: note: {one_line(session.last_transfer.describe())}", file=err)
             return result
         finally:

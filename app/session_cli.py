@@ -18,6 +18,7 @@ Never imports Qt.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from hookscope.core import Options, Plan, Session
 from hookscope.core.model import LoadedModel
@@ -32,8 +33,14 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
 
 
 def save_session_of(path: str, lm: LoadedModel, input_text: str | None, device: str, plan: Plan,
-                    stats_only: bool, labels: str | None = None) -> None:
-    """Write the setup of a plain ``hookscope run`` as a session file."""
+                    stats_only: bool, labels: str | None = None,
+                    saes: dict[str, str] | None = None, views: Any = ()) -> None:
+    """Write the setup of a plain ``hookscope run`` as a session file, with its ``--sae``
+    folders (``saes``, by layer) and LM views (``views``: --lens, --generate...)."""
     s = Session.offline(lm, input_text or "example", device, plan, Options(stats_only=stats_only))
     s.labels = labels
+    for layer, folder in (saes or {}).items():
+        s.attach_sae(layer, folder)
+    for view in views:
+        s.set_derived(view.name, view)
     s.save(path)

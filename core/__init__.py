@@ -35,7 +35,8 @@ from .analyses.model_diff_result import DiffResult, DiffRow
 from .analyses.logit_lens import LensHead, LensRequest, LensResult, find_lens_head, logit_lens
 from .plan.plan import Plan
 from .engine.receipts import Receipt
-from .model.sae import SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae
+from .model.sae import (SaeError, SparseAutoencoder, attach_sae, attached_sae, detach_sae, load_sae,
+                        saes_of)
 from .analyses.sae_features import SaeFeatures, SaeReport, SaeRequest, sae_features
 from .plan.sae_interventions import SaeAblate, SaeClamp, SaeEdit, SaeScale
 from .engine.run import Baseline, ForwardResult, RunResult, compare, run
@@ -62,6 +63,7 @@ __all__ = [
     "DiffRequest", "DiffResult", "DiffRow", "diff",
     "LensHead", "LensRequest", "LensResult", "find_lens_head", "logit_lens",
     "SaeError", "SparseAutoencoder", "attach_sae", "attached_sae", "detach_sae", "load_sae",
+    "saes_of",
     "SaeFeatures", "SaeReport", "SaeRequest", "sae_features", "SaeAblate", "SaeClamp", "SaeEdit", "SaeScale",
     "Plan", "keep_freed_memory", "release_freed_memory", "freed_memory_kept",
     "Baseline", "ForwardResult", "RunResult", "compare", "run",

@@ -5,5 +5,7 @@ here, never from a module inside (tests/test_floors.py checks it).
 """
 
 from .export import CAPTURE_FORMATS, save_captures, session_dict, standalone_script
+from .script_sae import sae_weights_file, write_sae_weights
 
-__all__ = ["CAPTURE_FORMATS", "save_captures", "session_dict", "standalone_script"]
+__all__ = ["CAPTURE_FORMATS", "save_captures", "session_dict", "standalone_script",
+           "sae_weights_file", "write_sae_weights"]

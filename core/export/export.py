@@ -33,6 +33,8 @@ from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
 from ..plan.residual_points import named_points_resolved
 from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites
+from .script_sae import sae_section, saes_for
+from ..model.sae import SparseAutoencoder
 from .script_template import HELPERS, SCRIPT, STATS, comment_text
 from ..model.inputs import parse_input
 from .script_model import model_section
@@ -97,7 +99,9 @@ INLINE_PAYLOAD_BYTES = 2 << 20
 
 def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str | None = None,
                       device: str = "cpu", trust_pickle: bool = False,
-                      sidecar: str | Path | None = None, trust: Any = None) -> str:
+                      sidecar: str | Path | None = None, trust: Any = None,
+                      saes: dict[str, SparseAutoencoder] | None = None,
+                      script_path: str | Path | None = None) -> str:
     """A runnable Python script that reproduces this comparison with plain PyTorch hooks.
 
     It needs torch alone (no Hookscope import): the model is written as
@@ -122,6 +126,9 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     beside itself. Without it, or for smaller payloads (every demo), the
     script is one self-contained file. ``trust``: the :class:`~.code_trust.CodeTrust`
     the model was loaded under (a session file's model is held to the same yes).
+    ``saes``: the SAE attached to each layer (``sae-*`` edits need theirs); the script
+    reads their weights from :func:`~.script_sae.sae_weights_file` of ``script_path``,
+    which :func:`~.script_sae.write_sae_weights` writes.
     """
 
     interventions = plan.all_interventions()
@@ -163,6 +170,12 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     if aiming:
         definitions.update(dict.fromkeys(inspect.getsource(fn).strip("\n") for fn in AIM_NEEDS))
     functions = "\n".join(src + "\n\n" for src in definitions)
+    used_saes = saes_for(plan, saes)
+    if used_saes:
+        if script_path is None:
+            raise HookscopeError("the script export of sae-* edits writes the SAEs' weights "
+                                 "beside the script: name the script's path")
+        functions = sae_section(used_saes, script_path) + functions
     if aiming:
         functions += AIM_HELPERS.strip("\n") + "\n\n"
     # The comment is user text (a source input's file name): escaped, so it stays one comment.
@@ -170,6 +183,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
                         f"  # {comment_text(iv.describe())}\n"
                         for path, iv in interventions.items())
     every_leaf = {p for p, iv in interventions.items() if iv.leaf_kinds == "all"}
+    first_leaf = {p for p, iv in interventions.items() if iv.leaf_kinds == "first"}
     what = " and the model's weights" if "state_dict" in extra else ""
     return SCRIPT.substitute(
         spec=repr(spec), device=repr(device), capture=repr(list(plan.capture)),
@@ -179,6 +193,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         functions=functions or "# (no interventions)\n", intervene=intervene,
         describe=repr({p: iv.describe() for p, iv in interventions.items()}),
         every_leaf=repr(every_leaf) if every_leaf else "set()", head_sites=repr(sites),
+        first_leaf=repr(first_leaf) if first_leaf else "set()",
     )
 
 

@@ -207,11 +207,12 @@ INTERVENE = {  # layer -> the change to each tensor of its output
 $intervene}
 DESCRIBE = $describe  # layer -> the intervention in Hookscope's words
 EVERY_LEAF = $every_leaf  # layers whose bool/complex tensors change too (others keep them)
+FIRST_LEAF = $first_leaf  # layers whose first floating-point tensor alone changes (an SAE edit)
 # layer -> (its output projection, heads): picked heads are changed at the projection's input
 HEAD_SITES = $head_sites
 
 
-def make_layer_hook(name, store, change=None, every_leaf=False, sources=None):
+def make_layer_hook(name, store, change=None, every_leaf=False, sources=None, first_leaf=False):
     """One hook per layer, made by a factory (no late binding from a loop variable):
     it applies the layer's change, if any, and records the first tensor before and after."""
     calls = [0]
@@ -222,9 +223,14 @@ def make_layer_hook(name, store, change=None, every_leaf=False, sources=None):
         new = output
         if change is not None:
             src = dict(leaves(sources[n])) if sources is not None and n < len(sources) else {}
+            done = [False]
 
             def one(t, key):
-                if not every_leaf and (t.dtype == torch.bool or t.is_complex()):
+                if first_leaf:  # the first floating-point tensor alone
+                    if done[0] or not t.is_floating_point():
+                        return t
+                    done[0] = True
+                elif not every_leaf and (t.dtype == torch.bool or t.is_complex()):
                     return t
                 return change(t, module, src.get(key))
             new = map_tensors(one, output)
@@ -316,7 +322,7 @@ for i, source in enumerate(SOURCE_INPUTS):
 captures = {}
 hooks = [(name, make_layer_hook(name, captures if name in CAPTURE else None,
                                 None if name in HEAD_SITES else change,
-                                name in EVERY_LEAF, source_outputs.get(name)))
+                                name in EVERY_LEAF, source_outputs.get(name), name in FIRST_LEAF))
          for name, change in INTERVENE.items()]
 hooks += [(name, make_layer_hook(name, captures)) for name in CAPTURE if name not in INTERVENE]
 pre_hooks = [(proj, make_head_hook(INTERVENE[name], layers[name], source_outputs.get(name)))

@@ -334,25 +334,52 @@ def _numel(shape: tuple[int, ...]) -> int:
 _ATTACHED: "weakref.WeakKeyDictionary[nn.Module, SparseAutoencoder]" = weakref.WeakKeyDictionary()
 
 
+class StandIn(nn.Module):
+    """A module standing for a model held elsewhere (a Ray actor's): it has no layers here,
+    so the SAEs attached to its layers are kept on it by layer path (``saes``) and travel
+    with each run to be attached where the model is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saes: dict[str, SparseAutoencoder] = {}
+
+
 def attach_sae(root: nn.Module, path: str, sae: SparseAutoencoder | str | Path,
                width: int | None = None) -> SparseAutoencoder:
     """Attach ``sae`` (or the folder holding one) to layer ``path`` of ``root``: the
     ``sae-*`` interventions on that layer and its feature view use it. ``width``:
     the layer's output width where known (refused when it differs)."""
-    try:
-        module = root.get_submodule(path)
-    except AttributeError as exc:
-        raise PlanError(f"no layer {shown(path)} to attach an SAE to") from exc
+    module = None
+    stand_in = root if isinstance(root, StandIn) else None
+    if stand_in is None:
+        try:
+            module = root.get_submodule(path)
+        except AttributeError as exc:
+            raise PlanError(f"no layer {shown(path)} to attach an SAE to") from exc
     if not isinstance(sae, SparseAutoencoder):
         sae = load_sae(sae)
     if width is not None:
         sae.check_width(width, path)
-    _ATTACHED[module] = sae
+    if stand_in is not None:  # the layer is where the model is: checked there, at the run
+        stand_in.saes[path] = sae
+    elif module is not None:
+        _ATTACHED[module] = sae
     return sae
 
 
+def saes_of(root: nn.Module, layers: Any) -> dict[str, SparseAutoencoder]:
+    """The SAE attached to each of ``layers`` of ``root`` (a stand-in's as it keeps them)."""
+    if isinstance(root, StandIn):
+        return {layer: root.saes[layer] for layer in layers if layer in root.saes}
+    found = {layer: attached_sae(root.get_submodule(layer)) for layer in layers}
+    return {layer: sae for layer, sae in found.items() if sae is not None}
+
+
 def detach_sae(root: nn.Module, path: str) -> None:
-    _ATTACHED.pop(root.get_submodule(path), None)
+    if isinstance(root, StandIn):
+        root.saes.pop(path, None)
+    else:
+        _ATTACHED.pop(root.get_submodule(path), None)
 
 
 def attached_sae(module: nn.Module | None) -> SparseAutoencoder | None:

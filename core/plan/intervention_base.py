@@ -98,7 +98,8 @@ class Intervention:
     leaf_helpers: ClassVar[tuple[Callable[..., Any], ...]] = ()
     #: One line for error messages and ``--help``: how ``parse`` reads ``KIND:ARGS``.
     syntax: ClassVar[str] = ""
-    #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex) or ``"all"``.
+    #: Which tensor leaves the kind changes: ``"numeric"`` (not bool/complex), ``"all"``, or
+    #: ``"first"`` (the first floating-point leaf only: an SAE edit of a block's residual stream).
     leaf_kinds: ClassVar[str] = "numeric"
     #: Whether a sweep may apply it to one row of a batched forward, handing it that row's
     #: slice (a batch of one, as a single run would); ``False`` for a kind whose change

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 
 from ..base.errors import PlanError
-from .intervention_base import Intervention, InterventionContext
+from .aim import aimed, fits
+from .at import At
+from .intervention_base import Intervention, InterventionContext, _no_fit_message
 from .param_values import check_number, param
 from ..base.nested import map_tensors_keyed
 from ..model.sae import SparseAutoencoder, attached_sae
 from .intervention_registry import register
+from .sae_leaf import SAE_HELPERS, sae_ablate_leaf, sae_clamp_leaf, sae_scale_leaf
 
 
 class SaeEdit(Intervention):
@@ -34,6 +37,9 @@ class SaeEdit(Intervention):
 
     features: tuple[int, ...]
     per_position: ClassVar[bool] = True  # the SAE encodes and decodes each token alone
+    leaf_kinds: ClassVar[str] = "first"  # the first floating-point leaf (the residual stream)
+    # the exported script's form (:mod:`.sae_leaf`): the SAE's weights travel beside it
+    leaf_helpers: ClassVar[tuple[Callable[..., Any], ...]] = SAE_HELPERS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(int(u) for u in (self.features or ())))
@@ -41,12 +47,21 @@ class SaeEdit(Intervention):
     def apply(self, value: Any, context: InterventionContext | None = None) -> Any:
         ctx = context or InterventionContext()
         done = [False]
+        at = self.where()
 
         def leaf(t: torch.Tensor, _key: str) -> torch.Tensor:
             if done[0] or not t.is_floating_point():
                 return t
             done[0] = True
-            return self.apply_tensor(t, ctx)
+            if at is None:
+                return self.apply_tensor(t, ctx)
+            # @pos=...: the picked positions alone are encoded, edited and decoded
+            where = f" in layer {ctx.path!r}" if ctx.path else ""
+            if not fits(t, at, ctx.module, ctx.n_heads):
+                raise PlanError(_no_fit_message(self.name, at, [tuple(t.shape)], where,
+                                                ctx.n_heads))
+            return aimed(t, None, at, lambda part, _src: self.apply_tensor(part, ctx),
+                         ctx.module, ctx.n_heads, where)
 
         return map_tensors_keyed(leaf, value)
 
@@ -66,8 +81,14 @@ class SaeEdit(Intervention):
         raise NotImplementedError  # pragma: no cover - every kind defines it
 
     def edited_features(self, sae: SparseAutoencoder, x: torch.Tensor) -> torch.Tensor:
-        """The features of ``x`` after this edit (what the feature view shows)."""
-        return self.edit(sae.encode(x))
+        """The features of ``x`` (positions × width) after this edit (what the feature view
+        shows); with ``@pos=``, at the picked positions only."""
+        f = sae.encode(x)
+        at = self.where()
+        if at is None:
+            return self.edit(f)
+        return aimed(f[None], None, At(positions=at.positions),
+                     lambda part, _src: self.edit(part))[0]
 
     def apply_tensor(self, t: torch.Tensor, ctx: InterventionContext) -> torch.Tensor:
         if t.dim() == 0:
@@ -101,6 +122,7 @@ class SaeAblate(SaeEdit):
 
     features: tuple[int, ...] = param("units", (), start=(0,), help="SAE features to zero")
     name: ClassVar[str] = "sae-ablate"
+    leaf_function: ClassVar[Any] = staticmethod(sae_ablate_leaf)
     syntax: ClassVar[str] = "sae-ablate:FEATURES (e.g. sae-ablate:12,40; needs --sae)"
 
     def edit(self, f: torch.Tensor) -> torch.Tensor:
@@ -116,6 +138,7 @@ class SaeClamp(SaeEdit):
     features: tuple[int, ...] = param("units", (), start=(0,), help="SAE features to set")
     value: float = param("float", 0.0, lo=-1e6, hi=1e6, help="their activation")
     name: ClassVar[str] = "sae-clamp"
+    leaf_function: ClassVar[Any] = staticmethod(sae_clamp_leaf)
     draggable: ClassVar[tuple[str, ...]] = ("value",)
     syntax: ClassVar[str] = "sae-clamp:FEATURES=VALUE (e.g. sae-clamp:12=5.0; needs --sae)"
 
@@ -137,6 +160,7 @@ class SaeScale(SaeEdit):
     features: tuple[int, ...] = param("units", (), start=(0,), help="SAE features to scale")
     factor: float = param("float", 1.0, lo=-1e6, hi=1e6, help="multiplier")
     name: ClassVar[str] = "sae-scale"
+    leaf_function: ClassVar[Any] = staticmethod(sae_scale_leaf)
     draggable: ClassVar[tuple[str, ...]] = ("factor",)
     syntax: ClassVar[str] = "sae-scale:FEATURES=FACTOR (e.g. sae-scale:12=0.5; needs --sae)"
 

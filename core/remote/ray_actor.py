@@ -48,6 +48,7 @@ from ..engine.forward_state import to_device
 from ..analyses.steer_diff import has_pending_vectors, resolve_pending
 from ..analyses.observe import observe as observe_tree
 from ..model.inputs import parse_input
+from ..model.sae import attach_sae
 
 
 @dataclass(frozen=True)
@@ -176,16 +177,17 @@ class ModelHost:
     # -- running -----------------------------------------------------------------
     def run(self, rid: int, serial: int, input_id: int, input_blob: bytes | None, plan: Any,
             device: str, observe: bool, train: bool, wanted: list[str] | None,
-            budget: int, derived: tuple = ()) -> tuple:
+            budget: int, derived: tuple = (), saes: dict | None = None) -> tuple:
         """One comparison, and the analyses of ``derived`` after it (their answers in the
         result's ``extras``); ``('finished', blob)``, ``('failed', message)`` or
-        ``('cancelled',)``.
+        ``('cancelled',)``. ``saes``: the SAEs attached on the client, by layer path
+        (attached here first: the ``sae-*`` edits and the SAE view read them).
 
         ``input_blob`` is ``None`` when this host already holds input ``input_id``.
         """
         try:
             return self._run(rid, serial, input_id, input_blob, plan, device, observe, train,
-                             wanted, budget, derived)
+                             wanted, budget, derived, saes or {})
         except Cancelled:
             return ("cancelled",)
         except BaseException as exc:  # noqa: BLE001 - whatever a model throws is a message
@@ -195,9 +197,11 @@ class ModelHost:
                 self._cancelled.discard(rid)
 
     def _run(self, rid, serial, input_id, input_blob, plan, device, observe, train, wanted, budget,
-             derived):
+             derived, saes):
         if self._lm is None or serial != self._serial:
             return ("failed", "the remote model was replaced or is gone: open the model again")
+        for layer, sae in saes.items():
+            attach_sae(self._lm.module, layer, sae)
         if input_blob is not None:
             value = pickle.loads(input_blob)
             if isinstance(value, TextInput):  # tokenized here, where the tokenizer is

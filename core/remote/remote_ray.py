@@ -44,8 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from torch import nn
-
 from ..model.code_trust import PICKLE
 from ..base.errors import HookscopeError
 from ..base.extras import require
@@ -56,6 +54,7 @@ from ..session.runner import (Cancelled, Failed, Finished, Listener, Loaded, Loa
                               ViewFailed, same_values)
 from .ray_actor import ModelHost, TextInput, dumps, is_text_input
 from ..model.loaded_model import LoadedModel
+from ..model.sae import StandIn
 
 #: Bytes of captured tensors one run may send back unless told otherwise.
 DEFAULT_BYTE_BUDGET = 64 << 20
@@ -93,8 +92,9 @@ class Transfer:
                 f"{self.tensor_bytes} of them captured tensors){held}")
 
 
-class RemoteModel(nn.Module):
-    """Stands for a model that lives in a Ray actor; it cannot be called here."""
+class RemoteModel(StandIn):
+    """Stands for a model that lives in a Ray actor; it cannot be called here. The SAEs
+    attached to its layers (``saes``) go to the actor with each run."""
 
     def __init__(self, host_key: str, serial: int) -> None:
         super().__init__()
@@ -398,7 +398,7 @@ class RayRunner(QueueRunner):
         derived, refused = self._sendable(req.derived)
         answer = self._call(job, self._actor.run.remote(
             job.rid, self._serial, input_id, ref, req.plan, req.device, req.observe_tree,
-            req.train, self.tensor_layers, self.byte_budget, derived))
+            req.train, self.tensor_layers, self.byte_budget, derived, dict(stand_in.saes)))
         if blob is not None:
             self._input = (input_id, inputs, len(blob))
         sent = plan_bytes + (len(blob) if blob is not None else 0)
@@ -473,8 +473,12 @@ class RemoteModelSession:
         assert isinstance(ev, Loaded)
         return ev.model
 
-    def run(self, model: LoadedModel, input_text: str, plan: Any, device: str = "cpu"):
-        ev = self._wait(self.runner.submit(RunRequest(model, input_text or "example", plan, device)))
+    def run(self, model: LoadedModel, input_text: str, plan: Any, device: str = "cpu",
+            derived: tuple = ()):
+        """One comparison; ``derived``: analyses computed after it in the actor (the logit
+        lens, a generation, attention, SAE features), answered in ``result.extras``."""
+        ev = self._wait(self.runner.submit(RunRequest(model, input_text or "example", plan, device,
+                                                      derived=tuple(derived))))
         assert isinstance(ev, Finished)
         return ev.result
 

@@ -66,6 +66,7 @@ from .session_events import (DerivedChanged, DeviceChanged, Idle, InputChanged, 
                              SaesChanged, SessionEvent, Subscribers, TreeObserved)
 from .session_requests import Requests, Settled, weak_listener
 from .session_views import DerivedViews
+from .session_lm import attach_saved
 from .session_types import LoadSetup, Options, tidy_input_text
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
@@ -222,10 +223,13 @@ class Session:
         setup's own ``trust_pickle`` is never read: a file cannot trust itself.
         """
         self.saved_scan = setup.scan
-        return self.open_model(setup.spec, setup.weights, plan=setup.plan,
-                               input_text=setup.input_text, device=setup.device,
-                               options=setup.options, view=setup.view, run_after=run_after,
-                               labels=setup.labels, trust=trust or CodeTrust.from_data())
+        future = self.open_model(setup.spec, setup.weights, plan=setup.plan,
+                                 input_text=setup.input_text, device=setup.device,
+                                 options=setup.options, view=setup.view, run_after=run_after,
+                                 labels=setup.labels, trust=trust or CodeTrust.from_data())
+        # attached once the model arrives (session_lm.attach_saved), before its first run
+        self._requests.setup.saes, self._requests.setup.views = setup.saes, setup.views
+        return future
 
     def open_model(self, spec: str, weights: str | None = None, *, trust_pickle: bool = False,
                    plan: Plan | None = None, input_text: str | None = None,
@@ -659,7 +663,12 @@ class Session:
                 self.labels = setup.labels
             except HookscopeError as exc:
                 warnings.append(str(exc))
+        if setup.saes or setup.views:  # a session file's SAEs and LM views
+            attach_saved(self, setup.saes, setup.views, warnings)
         self._emit(ModelChanged(ev.model, request_id=rid))
+        if setup.saes or setup.views:
+            self._emit(SaesChanged(dict(self.saes), request_id=rid))
+            self._emit(DerivedChanged(dict(self.derived), request_id=rid))
         if self.plan_problem:
             warnings.insert(0, f"{self.plan_problem}\nThat part of the plan was left out: "
                                "tick the layers you meant in the tree.")

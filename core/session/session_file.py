@@ -11,6 +11,9 @@ One JSON object::
      "options": {"stats_only": false, "train": false, "live": false},
      "view": {"selected": "conv1"}}
 
+``saes`` and ``views`` (optional): the SAEs attached to layers and the open LM views'
+settings (:mod:`.session_lm`; version 2).
+
 ``model.labels`` (optional) is a labels file naming the output's classes.
 ``scan`` (optional), ``{"file": "NAME.hookscope.scan.json", "sha256": ...}``, names the
 sidecar holding the session's scan result (:mod:`.scan_sidecar`); one that cannot be read
@@ -42,10 +45,11 @@ from ..base.errors import HookscopeError
 from ..plan.plan import Plan
 from ..base.regular_file import read_regular
 from .scan_sidecar import SavedScan, SidecarError, read_sidecar, write_sidecar
+from .session_lm import SaeEntry, lm_to_dict, saes_from_dict, views_from_dict
 from .session_types import Options
 
 FORMAT = "hookscope-session"
-VERSION = 1
+VERSION = 2  # 2: saes and views (a version-1 file reads as before)
 SUFFIX = ".hookscope.json"
 MAX_BYTES = 16 * 1024 * 1024
 #: How deep the ``view`` object may nest: the window writes two or three levels.
@@ -73,6 +77,9 @@ class SessionSetup:
     #: the scan result its sidecar file holds (:mod:`.scan_sidecar`), or why it is not shown
     scan: SavedScan | None = None
     scan_note: str | None = None
+    #: the SAEs to attach, by layer (each already read, :mod:`.session_lm`), and the LM views
+    saes: dict[str, SaeEntry] = field(default_factory=dict)
+    views: tuple = ()
 
 
 def _encode(v: Any) -> Any:
@@ -149,6 +156,7 @@ def session_to_dict(session: Any, base: Path, model: dict | None = None,
         "plan": plan.to_dict(),
         "options": dataclasses.asdict(session.options),
         "view": _encode(dict(session.view)),
+        **lm_to_dict(session.saes, session.derived, lambda p: _rel(p, base)),
     }
 
 
@@ -240,6 +248,9 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
                                "window writes two or three: remove the view, or save the "
                                "session again")
     _get(view, "selected", str, "view", None)  # a layer path: the window looks it up by it
+    saes = saes_from_dict(d["saes"], lambda p: _abs(p, base), SessionFileError) \
+        if d.get("saes") is not None else {}
+    views = views_from_dict(d["views"], SessionFileError) if d.get("views") is not None else ()
     scan, scan_note = None, None
     if d.get("scan") is not None:  # a sidecar that is not read leaves a note, never an error
         try:
@@ -250,7 +261,7 @@ def setup_from_dict(d: Any, base: Path) -> SessionSetup:
                         weights=_abs(weights, base) if weights else None,
                         input_text=text, device=device, plan=plan, options=Options(**opts_d),
                         view=view, labels=_abs(labels, base) if labels else None,
-                        scan=scan, scan_note=scan_note)
+                        scan=scan, scan_note=scan_note, saes=saes, views=views)
 
 
 def _depth(value: Any) -> int:

@@ -5,7 +5,7 @@ options, the setup waiting for a load to arrive, and how typed input text is tid
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.errors import HookscopeError
@@ -44,6 +44,8 @@ class LoadSetup:
     trust_pickle: bool = False
     labels: str | None = None
     trust: Any = None  # the load's code_trust.CodeTrust (None: the spec was typed)
+    saes: dict = field(default_factory=dict)  # a session file's SAEs (session_lm.SaeEntry)
+    views: tuple = ()  # a session file's LM views
 
     def plan_on(self, model: LoadedModel, tree: TreeNode | None) -> tuple[Plan, str | None]:
         """The plan to use on the loaded ``model``: this setup's, its wildcards (a command

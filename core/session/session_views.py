@@ -18,7 +18,7 @@ from ..analyses import (DEFAULT_BUDGET, DEFAULT_MAX_CELLS, GenerateRequest, Lens
 from ..base.errors import HookscopeError, PlanError
 from ..dataset import open_inputs
 from ..model.loaded_model import LoadedModel
-from ..model.sae import attach_sae
+from ..model.sae import SparseAutoencoder, attach_sae
 from ..model.tree import TreeNode
 from .runner_messages import ViewFailed
 
@@ -46,12 +46,13 @@ class DerivedViews:
         return tuple({**self.by_name, **{v.name: v for v in extra}}.values())
 
     def attach_sae(self, model: LoadedModel, tree: TreeNode | None, layer: str,
-                   folder: str | Path) -> Any:
-        """Attach the SAE in ``folder`` to ``layer`` of ``model``; refused where the width
-        differs from the layer's output as a run has shown it."""
+                   folder: str | Path, sae: SparseAutoencoder | None = None) -> Any:
+        """Attach the SAE in ``folder`` (``sae``: already read from it) to ``layer`` of
+        ``model``; refused where the width differs from the layer's output as a run has
+        shown it."""
         node = tree.find(layer) if tree is not None else None
         shape = node.output_shape if node is not None else None
-        sae = attach_sae(model.module, layer, folder, shape[-1] if shape else None)
+        sae = attach_sae(model.module, layer, sae or folder, shape[-1] if shape else None)
         self.saes[layer] = str(folder)
         return sae
 

@@ -193,3 +193,35 @@ def test_hf_gpt2_block_edit_equals_hand_and_empty_edit_changes_nothing(tmp_path)
         h.remove()
     r = compare(lm.module, x, Plan().with_intervention("transformer.h.0", SaeAblate(tuple(feats))))
     assert torch.allclose(r.output_with.logits, expected, atol=1e-5) and r.outputs_differ
+
+
+def test_an_aimed_feature_edit_changes_the_picked_position_alone(lm):
+    """sae-clamp@pos=-1: the last position is encoded, edited and decoded as the unaimed edit
+    does it; every other position of the block's output is left as it was."""
+    x = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    aimed = compare(lm.module, x, Plan(capture=["blocks.0"], interventions={
+        "blocks.0": parse_intervention("sae-clamp:4=3.5@pos=-1")}))
+    every = compare(lm.module, x, Plan(capture=["blocks.0"], interventions={
+        "blocks.0": parse_intervention("sae-clamp:4=3.5")}))
+    got, base = aimed.captures["blocks.0"][0].tensor, aimed.captures["blocks.0"][0].baseline_tensor
+    assert torch.equal(got[:, :-1], base[:, :-1])
+    torch.testing.assert_close(got[:, -1], every.captures["blocks.0"][0].tensor[:, -1])
+    assert not torch.equal(got[:, -1], base[:, -1])
+
+
+def test_the_feature_view_of_an_aimed_edit_shows_it_at_the_picked_position_alone(lm):
+    x = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    sae = load_sae("demo")
+    report = sae_features(lm.module, x, Plan(interventions={
+        "blocks.0": parse_intervention("sae-clamp:4=3.5@pos=-1")}), "blocks.0", top_k=128)
+    view = report["blocks.0"]
+    acts = compare(lm.module, x, Plan(capture=["blocks.0"], keep_tensors=True)
+                   ).captures["blocks.0"][0].tensor[0]
+    f = sae.encode(acts)
+    as_dict = lambda row: {i: a for i, a in row}  # noqa: E731
+    for p in range(x.shape[1] - 1):  # untouched positions: the layer's own features
+        assert as_dict(view.top_with[p]) == pytest.approx(as_dict(view.top_without[p]))
+    last = as_dict(view.top_with[-1])
+    assert last[4] == pytest.approx(3.5)
+    want = {i: float(a) for i, a in enumerate(f[-1]) if a > 0 and i != 4}
+    assert {i: a for i, a in last.items() if i != 4} == pytest.approx(want, rel=1e-5, abs=1e-6)
