@@ -664,7 +664,8 @@ class Session:
             except HookscopeError as exc:
                 warnings.append(str(exc))
         if setup.saes or setup.views:  # a session file's SAEs and LM views
-            attach_saved(self, setup.saes, setup.views, warnings)
+            attach_saved(self._views, self.model, self.tree, self.read_files, setup.saes,
+                         setup.views, warnings)
         self._emit(ModelChanged(ev.model, request_id=rid))
         if setup.saes or setup.views:
             self._emit(SaesChanged(dict(self.saes), request_id=rid))

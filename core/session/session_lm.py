@@ -27,7 +27,11 @@ from typing import Any, Callable
 
 from ..analyses import AttentionRequest, GenerateRequest, LensRequest, SaeRequest
 from ..base.errors import HookscopeError
+from ..base.read_files import ReadFiles
+from ..model.loaded_model import LoadedModel
 from ..model.sae import DEMO_SAE, SparseAutoencoder, load_sae
+from ..model.tree import TreeNode
+from .session_views import DerivedViews
 
 #: the LM views a session file keeps, by the name a run's ``extras`` gives them
 VIEW_KINDS: dict[str, type] = {"lens": LensRequest, "generation": GenerateRequest,
@@ -140,15 +144,17 @@ def _short(v: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def attach_saved(session: Any, entries: dict[str, SaeEntry], views: tuple,
+def attach_saved(derived: DerivedViews, model: LoadedModel, tree: TreeNode | None,
+                 read_files: ReadFiles, entries: dict[str, SaeEntry], views: tuple,
                  warnings: list[str]) -> None:
-    """Once a session file's model has arrived: attach its SAEs (a width the model refuses
-    is a warning, the rest still opens) and set its LM views on ``session``."""
+    """Once a session file's model has arrived: attach its SAEs to ``model`` through the
+    session's ``derived`` views (a width the model refuses is a warning, the rest still
+    opens), record their folders as read, and set its LM views."""
     for layer, entry in entries.items():
         try:
-            session._views.attach_sae(session.model, session.tree, layer, entry.text, entry.sae)
-            session.read_files.add("the SAE folder", Path(entry.sae.folder))
+            derived.attach_sae(model, tree, layer, entry.text, entry.sae)
+            read_files.add("the SAE folder", Path(entry.sae.folder))
         except HookscopeError as exc:
             warnings.append(f"the SAE of {layer} was not attached: {exc}")
     for view in views:
-        session._views.set(view.name, view)
+        derived.set(view.name, view)
