@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import fnmatch
+import importlib
 import math
 import os
 import platform
 import statistics
 import sys
 import time
+from typing import NamedTuple
 
 import torch
 
@@ -268,83 +270,46 @@ def run_model(name: str, a: argparse.Namespace, patterns: list[str],
     return info, rows, missing
 
 
-def run_sweep(a: argparse.Namespace, meta: dict) -> str | None:
-    """The sweep case (bench/sweep_bench.py): its table, and its figures in ``meta["sweep"]``."""
-    from . import sweep_bench
+class SeparateCase(NamedTuple):
+    """A case with a table of its own (not per model): its module in bench/, the key of its
+    figures in ``meta``, and what the log says while it runs."""
+
+    name: str
+    module: str
+    key: str
+    what: str
+
+
+SEPARATE_CASES = (
+    SeparateCase("sweep", "sweep_bench", "sweep",
+                 "layers x positions patching, HF GPT-2 shape"),
+    SeparateCase("generate", "generate_bench", "generate",
+                 "new input shapes, generation with an intervention"),
+    SeparateCase("sweep-estimate", "sweep_estimate_bench", "sweep_estimate",
+                 "the resid_pre grid estimated to first order, HF GPT-2 shape"),
+    SeparateCase("sweep-inputs", "sweep_inputs_bench", "sweep_inputs",
+                 "add at 8 strengths x 4 layers over a prompt set, demo:lm"),
+    SeparateCase("diff", "diff_bench", "diff",
+                 "ResNet-18 and the GPT-2-small shape against themselves in bfloat16"),
+)
+
+
+def run_separate(case: SeparateCase, a: argparse.Namespace, meta: dict) -> str | None:
+    """Run ``case`` (its module's ``run``): its table, its figures in ``meta[case.key]``; a
+    case whose optional package (transformers) is missing is listed in ``meta["missing"]``."""
     from .timing import CLOCKS
 
-    log("sweep (layers x positions patching, HF GPT-2 shape) ...")
+    module = importlib.import_module(f".{case.module}", __package__)
+    log(f"{case.name} ({case.what}) ...")
+    extra = {"peers": not a.no_peers} if case.name == "sweep" else {}
     try:
-        got = sweep_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
-                              peers=not a.no_peers, smoke=a.smoke)
+        got = module.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
+                         smoke=a.smoke, **extra)
     except ImportError as exc:  # transformers, for the Hugging Face GPT-2
-        meta["missing"] = sorted(set(meta["missing"]) | {f"sweep: skipped ({exc})"})
+        meta["missing"] = sorted(set(meta["missing"]) | {f"{case.name}: skipped ({exc})"})
         return None
-    meta["sweep"] = got
-    return sweep_bench.render(got)
-
-
-def run_generate(a: argparse.Namespace, meta: dict) -> str | None:
-    """The generation case (bench/generate_bench.py): a new shape's first compare(), and
-    generation against a cached transformers generate(); its figures in ``meta["generate"]``."""
-    from . import generate_bench
-    from .timing import CLOCKS
-
-    log("generate (new input shapes, generation with an intervention) ...")
-    try:
-        got = generate_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
-                                 now=CLOCKS[a.clock], smoke=a.smoke)
-    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
-        meta["missing"] = sorted(set(meta["missing"]) | {f"generate: skipped ({exc})"})
-        return None
-    meta["generate"] = got
-    return generate_bench.render(got)
-
-
-def run_sweep_estimate(a: argparse.Namespace, meta: dict) -> str | None:
-    """The sweep-estimate case (bench/sweep_estimate_bench.py): its table, and its figures in
-    ``meta["sweep_estimate"]``."""
-    from . import sweep_estimate_bench
-    from .timing import CLOCKS
-
-    log("sweep-estimate (the resid_pre grid estimated to first order, HF GPT-2 shape) ...")
-    try:
-        got = sweep_estimate_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
-                                       now=CLOCKS[a.clock], smoke=a.smoke)
-    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
-        meta["missing"] = sorted(set(meta["missing"]) | {f"sweep-estimate: skipped ({exc})"})
-        return None
-    meta["sweep_estimate"] = got
-    return sweep_estimate_bench.render(got)
-
-
-def run_sweep_inputs(a: argparse.Namespace, meta: dict) -> str:
-    """The sweep-inputs case (bench/sweep_inputs_bench.py): its table, and its figures in
-    ``meta["sweep_inputs"]``."""
-    from . import sweep_inputs_bench
-    from .timing import CLOCKS
-
-    log("sweep-inputs (add at 8 strengths x 4 layers over a prompt set, demo:lm) ...")
-    got = sweep_inputs_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log,
-                                 now=CLOCKS[a.clock], smoke=a.smoke)
-    meta["sweep_inputs"] = got
-    return sweep_inputs_bench.render(got)
-
-
-def run_diff(a: argparse.Namespace, meta: dict) -> str | None:
-    """The diff case (bench/diff_bench.py): its table, and its figures in ``meta["diff"]``."""
-    from . import diff_bench
-    from .timing import CLOCKS
-
-    log("diff (ResNet-18 and the GPT-2-small shape against themselves in bfloat16) ...")
-    try:
-        got = diff_bench.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
-                             smoke=a.smoke)
-    except ImportError as exc:  # transformers, for the Hugging Face GPT-2
-        meta["missing"] = sorted(set(meta["missing"]) | {f"diff: skipped ({exc})"})
-        return None
-    meta["diff"] = got
-    return diff_bench.render(got)
+    meta[case.key] = got
+    return module.render(got)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,21 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         meta["models"][name] = info
         rows += mrows
         meta["missing"] = sorted(set(meta["missing"]) | set(missing))
-    sweep_text = None
-    if wanted("sweep", patterns) and a.device == "cpu":
-        sweep_text = run_sweep(a, meta)
-    generate_text = None
-    if wanted("generate", patterns) and a.device == "cpu":
-        generate_text = run_generate(a, meta)
-    estimate_text = None
-    if wanted("sweep-estimate", patterns) and a.device == "cpu":
-        estimate_text = run_sweep_estimate(a, meta)
-    inputs_text = None
-    if wanted("sweep-inputs", patterns) and a.device == "cpu":
-        inputs_text = run_sweep_inputs(a, meta)
-    diff_text = None
-    if wanted("diff", patterns) and a.device == "cpu":
-        diff_text = run_diff(a, meta)
+    tables = [run_separate(case, a, meta) for case in SEPARATE_CASES
+              if wanted(case.name, patterns) and a.device == "cpu"]
     fixed = [compare_clamp_case(a.device), *arm_hooks_case(1000)]
     for case in fixed:
         if wanted(case.name, patterns):
@@ -436,16 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         print(render_text(meta, rows))
         for m in meta["missing"]:
             print(f"- {m}")
-        if sweep_text:
-            print("\n" + sweep_text)
-        if generate_text:
-            print("\n" + generate_text)
-        if estimate_text:
-            print("\n" + estimate_text)
-        if inputs_text:
-            print("\n" + inputs_text)
-        if diff_text:
-            print("\n" + diff_text)
+        for table in tables:
+            if table:
+                print("\n" + table)
         print(f"\n({meta['seconds']} s)")
     return 0
 

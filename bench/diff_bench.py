@@ -24,6 +24,8 @@ import torch
 from hookscope.core import diff
 from hookscope.core.base import OutputMeaning, TOKENS
 
+from .timing import median_seconds
+
 SEED = 0
 TARGET = 1.3
 
@@ -46,15 +48,6 @@ def gpt2(layers: int, width: int, tokens: int) -> tuple[torch.nn.Module, Any, Ou
     return model, {"input_ids": ids}, OutputMeaning(kind=TOKENS, field="logits")
 
 
-def _median_s(fn: Callable[[], Any], n: int, now: Callable[[], float]) -> float:
-    times = []
-    for _ in range(n):
-        t0 = now()
-        fn()
-        times.append(now() - t0)
-    return statistics.median(times)
-
-
 def _case(name: str, a: torch.nn.Module, x: Any, meaning: OutputMeaning | None, repeats: int,
           now: Callable[[], float], log: Callable[[str], None]) -> dict:
     b = copy.deepcopy(a).to(torch.bfloat16)
@@ -75,9 +68,9 @@ def _case(name: str, a: torch.nn.Module, x: Any, meaning: OutputMeaning | None, 
     got = ours()
     ratios, seconds, plains = [], [], []
     for r in range(repeats):
-        pa = _median_s(plain(a, x), 3, now)
-        pb = _median_s(plain(b, xb), 3, now)
-        s = _median_s(ours, 1, now)
+        pa = median_seconds(plain(a, x), 3, now)
+        pb = median_seconds(plain(b, xb), 3, now)
+        s = median_seconds(ours, 1, now)
         plains.append(pa + pb)
         seconds.append(s)
         ratios.append(s / (pa + pb))

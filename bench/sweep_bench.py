@@ -38,6 +38,7 @@ from hookscope.core import At, Patch
 from hookscope.core.analyses import sweep
 
 from .tl_peer import tl_gpt2, tl_version
+from .timing import median_seconds, ratio_row
 
 SEED = 0
 DIFFER_AT = (1, 3, 5)  # the positions where the clean and corrupted prompts differ
@@ -58,15 +59,6 @@ def build(layers: int, tokens: int, width: int = 768,
         if p < tokens:
             corrupted[0, p] = torch.randint(0, vocab, (1,), generator=g)
     return model, clean, corrupted
-
-
-def _median_s(fn: Callable[[], Any], n: int, now: Callable[[], float]) -> float:
-    times = []
-    for _ in range(n):
-        t0 = now()
-        fn()
-        times.append(now() - t0)
-    return statistics.median(times)
 
 
 def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = print,
@@ -108,9 +100,9 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     seconds: dict[str, list[float]] = {"single": [], "batched": [], "tl": []}
 
     def timed(key: str, fn: Callable[[], Any]) -> None:
-        plain_s = _median_s(plain, max(5, cells // 8), now)  # this round's plain forward
+        plain_s = median_seconds(plain, max(5, cells // 8), now)  # this round's plain forward
         plains.append(plain_s)
-        s = _median_s(fn, 1, now)
+        s = median_seconds(fn, 1, now)
         seconds[key].append(s)
         ratios[key].append(s / (cells * plain_s))
 
@@ -119,10 +111,10 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
         timed("batched", ours(True))
         log(f"  sweep round {r + 1}/{repeats}")
     diff_batch = float((torch.tensor(batched.values) - torch.tensor(single.values)).abs().max())
-    rows.append(_row("hookscope sweep (one by one)", seconds["single"], ratios["single"],
+    rows.append(ratio_row("hookscope sweep (one by one)", seconds["single"], ratios["single"],
                      1.10, f"{single.forwards['intervened']} forwards of one input, "
                            "each cell its compare() bit for bit"))
-    rows.append(_row("hookscope sweep (batched)", seconds["batched"], ratios["batched"],
+    rows.append(ratio_row("hookscope sweep (batched)", seconds["batched"], ratios["batched"],
                      None, f"{batched.batch['forwards']} forwards of up to "
                            f"{batched.batch['rows']} rows; max |batched - one by one| "
                            f"{diff_batch:.2g}"))
@@ -163,26 +155,15 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
         with torch.inference_mode():
             return tl(x)
 
-    tl_fwd = _median_s(tl_plain, max(5, cells // 8), now)
+    tl_fwd = median_seconds(tl_plain, max(5, cells // 8), now)
     for _ in range(repeats):
         timed("tl", theirs)
     vs = float((grid.double() - torch.tensor(single.values)).abs().max())
-    rows.append(_row(f"transformer_lens {tl_ver}", seconds["tl"], ratios["tl"], None,
+    rows.append(ratio_row(f"transformer_lens {tl_ver}", seconds["tl"], ratios["tl"], None,
                      f"run_with_cache + get_act_patch_resid_pre; its own plain forward "
                      f"{tl_fwd * 1e3:.1f} ms; logits equal the HF model's to {logits_diff:.1g}; "
                      f"max |TL - hookscope| over the grid {vs:.2g}"))
     return {"meta": meta, "rows": rows}
-
-
-def _row(name: str, seconds: list[float], ratios: list[float], target: float | None,
-         note: str) -> dict:
-    ratio = statistics.median(ratios)
-    row = {"name": name, "seconds": statistics.median(seconds), "ratio": ratio,
-           "ratio_range": [min(ratios), max(ratios)], "note": note}
-    if target is not None:
-        row["target"] = target
-        row["met"] = ratio <= target
-    return row
 
 
 def render(result: dict) -> str:

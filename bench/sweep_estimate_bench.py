@@ -27,7 +27,8 @@ import torch
 from hookscope.core import At, Patch
 from hookscope.core.analyses import spearman, sweep
 
-from .sweep_bench import _median_s, build
+from .sweep_bench import build
+from .timing import median_seconds, ratio_row
 
 TARGET = 5.0  # plain forwards' time for every cell's estimate
 
@@ -66,9 +67,9 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     plains: list[float] = []
     for r in range(repeats):
         for key, fn in (("estimate", estimated), ("exact", exact)):
-            plain_s = _median_s(plain, 9, now)
+            plain_s = median_seconds(plain, 9, now)
             plains.append(plain_s)
-            s = _median_s(fn, 1, now)
+            s = median_seconds(fn, 1, now)
             seconds[key].append(s)
             ratios[key].append(s / plain_s)
         log(f"  sweep-estimate round {r + 1}/{repeats}")
@@ -77,14 +78,14 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     spread = float(np.ptp(ref.values))
     parts = est.timings_ms
     rows = [
-        _row("hookscope sweep --estimate", seconds["estimate"], ratios["estimate"], TARGET,
+        ratio_row("hookscope sweep --estimate", seconds["estimate"], ratios["estimate"], TARGET,
              f"every cell from {est.forwards['baseline']} baseline + {est.forwards['source']} "
              f"source forward + {est.forwards['gradient']} forward with gradients and its "
              f"backward (prepare {parts.get('prepare', 0):.0f} ms, estimate "
              f"{parts.get('estimate', 0):.0f} ms); Spearman with the exact grid "
              f"{rho if rho is None else round(rho, 4)}; max |estimate - exact| {err:.3g} "
              f"(the exact grid spans {spread:.3g})"),
-        _row("hookscope sweep (batched, exact)", seconds["exact"], ratios["exact"], None,
+        ratio_row("hookscope sweep (batched, exact)", seconds["exact"], ratios["exact"], None,
              f"{ref.batch['forwards']} batched forwards of up to {ref.batch['rows']} rows"),
     ]
     meta = {"layers": layers, "tokens": tokens, "width": width, "cells": cells,
@@ -93,17 +94,6 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
             "max_abs_error": err, "exact_span": spread, "threads": torch.get_num_threads(),
             "clock": "cpu" if now is time.process_time else "wall"}
     return {"meta": meta, "rows": rows}
-
-
-def _row(name: str, seconds: list[float], ratios: list[float], target: float | None,
-         note: str) -> dict:
-    ratio = statistics.median(ratios)
-    row = {"name": name, "seconds": statistics.median(seconds), "ratio": ratio,
-           "ratio_range": [min(ratios), max(ratios)], "note": note}
-    if target is not None:
-        row["target"] = target
-        row["met"] = ratio <= target
-    return row
 
 
 def render(result: dict) -> str:

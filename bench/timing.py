@@ -321,3 +321,25 @@ def memory_cuda(fn: Callable[[], object]) -> dict:
     del out
     return {"peak_above_model_mib": peak / 2**20, "method": "cuda.max_memory_allocated"}
 
+
+def median_seconds(fn: Callable[[], object], n: int, now: Callable[[], float]) -> float:
+    """The median of ``n`` calls of ``fn``, timed with the clock ``now``."""
+    times = []
+    for _ in range(n):
+        t0 = now()
+        fn()
+        times.append(now() - t0)
+    return statistics.median(times)
+
+
+def ratio_row(name: str, seconds: list[float], ratios: list[float], target: float | None,
+              note: str) -> dict:
+    """A row of a separate case's table: the medians over rounds of its seconds and of its
+    ratio to the plain forward (with their range), judged against ``target`` where set."""
+    ratio = statistics.median(ratios)
+    row = {"name": name, "seconds": statistics.median(seconds), "ratio": ratio,
+           "ratio_range": [min(ratios), max(ratios)], "note": note}
+    if target is not None:
+        row["target"] = target
+        row["met"] = ratio <= target
+    return row

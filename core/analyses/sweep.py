@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -32,7 +33,8 @@ from ..base.meaning import OutputMeaning
 from ..plan.plan import Plan
 from ..plan.intervention_registry import parse_intervention
 from ..engine.run import compare
-from .sweep_axes import DEFAULT_MAX_CELLS, axis_values, check_size, fill, placeholders
+from .sweep_axes import (DEFAULT_MAX_CELLS, axis_count, axis_values, check_size, fill,
+                         placeholders)
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import Cells, CellValue, check_used, prepare_sweep, sweep_cells
 from .sweep_metrics import NoScores, make_metric
@@ -97,7 +99,7 @@ def template_sources(over: Mapping[str, Any], intervene: Mapping[Any, Any]) -> l
             continue
         names = sorted(placeholders(tpl))
         if any(n not in axes for n in names) or \
-                np.prod([len(axes[n]) for n in names], dtype=float) > MAX_SOURCE_TEMPLATES:
+                math.prod(axis_count(axes[n]) for n in names) > MAX_SOURCE_TEMPLATES:
             continue
         for combo in itertools.product(*(axes[n] for n in names)):
             try:

@@ -140,16 +140,16 @@ def axis_values(name: str, value: Any, module: nn.Module, inputs: Any) -> Sequen
 def check_size(axes: Mapping[str, Sequence], max_cells: int) -> int:
     """The number of cells; refuses an empty axis or more than ``max_cells`` cells."""
     for name, vals in axes.items():
-        if _count(vals) == 0:
+        if axis_count(vals) == 0:
             raise PlanError(f"sweep axis {name!r} has no values: it would run nothing")
-    n = math.prod(_count(v) for v in axes.values())
+    n = math.prod(axis_count(v) for v in axes.values())
     if n > max_cells:
         raise PlanError(f"the sweep has {n:,} cells, over the limit of {max_cells:,}: narrow an "
                         "axis, or raise the limit (max_cells=, --max-cells N)")
     return n
 
 
-def _count(vals: Sequence) -> int:
+def axis_count(vals: Sequence) -> int:
     """``len(vals)``, also past what ``len`` can return (``linspace(0,1,10**22)``, a range
     ``0:10**22``): such a count is refused by the cell limit, not by an OverflowError."""
     if isinstance(vals, Spaced):
