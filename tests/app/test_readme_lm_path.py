@@ -323,3 +323,64 @@ def test_generation(make_window, qtbot, capsys):
     assert g.without.ids == cli["generation"]["without"]["ids"]
     assert as_json(g) == cli["generation"]
     assert_same_run(win, result, cli)
+
+
+def readme_sweep_command() -> list[str]:
+    """The README's patching grid over layers × positions (a plain ``` block, not ``sh``)."""
+    text = README.read_text(encoding="utf-8").replace("\\\n", " ")
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip().startswith("hookscope sweep demo:lm --input") and "pos=all" in ln
+             and "--normalise" in ln and "--ray" not in ln]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])[2:]
+
+
+def test_patching_sweep_over_layers_and_positions(make_window, qtbot, capsys, tmp_path,
+                                                  monkeypatch):
+    import numpy as np
+
+    argv = readme_sweep_command()
+    monkeypatch.chdir(tmp_path)   # its --csv and --save-plots land here
+    assert main(["sweep", *argv, "--json", "-q"]) == 0
+    out, err = capsys.readouterr()
+    cli = json.loads(out)
+    assert err == "" and (tmp_path / flag(argv, "--csv")).is_file()
+    overs = [argv[i + 1] for i, a in enumerate(argv) if a == "--over"]
+    metric = flag(argv, "--metric")
+    win = open_window(make_window, qtbot, argv)
+    click_view_action(qtbot, win, "actionViewSweep")
+    qtbot.waitUntil(win.sweep_dock.isVisible)
+    view = win.sweep_view
+
+    def type_over(field, text):
+        field.setFocus()
+        QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+        QTest.keyClicks(field, text)
+
+    type_over(view.axes, "; ".join(overs))
+    type_over(view.template, flag(argv, "--intervene"))
+    type_over(view.source, flag(argv, "--source-input"))
+    kind, tokens = metric.split(":", 1)
+    combo = view.metric_box.kind
+    combo.setFocus()
+    QTest.keyClick(combo, Qt.Key.Key_Home)
+    while combo.currentText() != kind:
+        QTest.keyClick(combo, Qt.Key.Key_Down)
+    for box, token in zip(view.metric_box.tokens, tokens.split(",")):
+        type_over(box.lineEdit(), token)
+    # a bare token typed is completed to the model's prediction of it: picked by its id
+    codec = win.session.model.meaning.codec
+    ids = [t if t.startswith("'") else f"#{codec.encode(t)[0]}" for t in tokens.split(",")]
+    assert view.metric_box.text() == f"{kind}:{','.join(ids)}"
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not None and view.run_button.isEnabled(), timeout=WAIT)
+    got = view.result
+    assert [got.axes[k] for k in got.axes] == [cli["axes"][k] for k in cli["axes"]]
+    # The dock has no --normalise: its grid is the raw metric, the CLI's before
+    # (m - clean) / (source - clean); the clean run is the dock's baseline, bit for bit, and
+    # the grid normalised by the CLI's two ends equals the CLI's to float rounding.
+    clean, source = cli["normalised"]["clean"], cli["normalised"]["source"]
+    assert got.baseline == clean
+    np.testing.assert_allclose((np.asarray(got.values, dtype=float) - clean) / (source - clean),
+                               np.asarray(cli["values"], dtype=float), rtol=0, atol=1e-9)
+    assert np.array_equal(view.plot.image.image, got.values)   # what the heat map draws
