@@ -145,6 +145,11 @@ class InterventionEditor(QWidget):
                 self._add_param(spec)
             if cls is not None:
                 self._add_at()
+            # Shown now, not on Qt's queued show: the layout counts only shown fields, and
+            # fit_to_cell below sizes the editor from it (else a kind picked in the cell
+            # leaves the editor as narrow as the cell, its new fields clipped).
+            for w in self._extra:
+                w.show()
         self._shown = kind
         values = iv.values() if iv is not None else {}
         self._given = {}
