@@ -11,6 +11,7 @@ step got (:mod:`.progress`).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from hookscope.core import HookscopeError
@@ -24,6 +25,7 @@ from .std_streams import talk_on_stderr
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl+C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a writer whose reader left
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     except HookscopeError as exc:
         print(f"hookscope: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except BrokenPipeError:
+        # stdout's reader went away (`| head`): stop quietly, as other Unix tools do, with
+        # stdout pointed at /dev/null so the interpreter's last flush does not fail again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # a stdout with no descriptor (a test's capture)
+            pass
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as exc:
         said = str(exc) if isinstance(exc, Interrupted) else "interrupted"
         print(f"hookscope: {said}", file=sys.stderr, flush=True)
