@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -50,7 +51,7 @@ def build(layers: int, tokens: int, width: int = 768,
 
     torch.manual_seed(SEED)
     cfg = GPT2Config(n_layer=layers, n_embd=width, n_head=width // 64, n_positions=1024,
-                     vocab_size=vocab)
+                     vocab_size=vocab, bos_token_id=vocab - 1, eos_token_id=vocab - 1)
     model = GPT2LMHeadModel(cfg).eval()
     g = torch.Generator().manual_seed(SEED + 1)
     clean = torch.randint(0, vocab, (1, tokens), generator=g)
@@ -59,6 +60,42 @@ def build(layers: int, tokens: int, width: int = 768,
         if p < tokens:
             corrupted[0, p] = torch.randint(0, vocab, (1,), generator=g)
     return model, clean, corrupted
+
+
+@dataclass
+class ResidPreGrid:
+    """The sweep case's grid, shared by the sweep-estimate case: the model, the clean source
+    and the corrupted input, the metric, the axes and the patch template."""
+
+    layers: int
+    tokens: int
+    width: int
+    model: Any
+    clean: torch.Tensor
+    corrupted: torch.Tensor
+    metric: str
+    over: dict
+    template: dict
+    a_tok: int  # the metric is the logit of a_tok minus that of b_tok at the last position
+    b_tok: int
+
+    @property
+    def cells(self) -> int:
+        return self.layers * self.tokens
+
+
+def resid_pre_grid(quick: bool, smoke: bool) -> ResidPreGrid:
+    """The resid_pre patching grid in the full, ``quick`` or ``smoke`` shape."""
+    layers, tokens = (2, 4) if smoke else (4, 8) if quick else (12, 16)
+    width, vocab = (64, 512) if smoke else (768, 50257)
+    model, clean, corrupted = build(layers, tokens, width, vocab)
+    a_tok, b_tok = int(clean[0, -1]), int(corrupted[0, 2])
+    names = ["transformer.drop"] + [f"transformer.h.{i}" for i in range(layers - 1)]
+    return ResidPreGrid(layers, tokens, width, model, clean, corrupted,
+                        f"logit-diff:#{a_tok},#{b_tok}",
+                        {"layer": ",".join(names), "pos": list(range(tokens))},
+                        {"{layer}": lambda pos: Patch(clean, at=At(positions=[pos]))},
+                        a_tok, b_tok)
 
 
 def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = print,
@@ -70,16 +107,10 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     same round))."""
     import transformers
 
-    layers, tokens = (2, 4) if smoke else (4, 8) if quick else (12, 16)
-    width, vocab = (64, 512) if smoke else (768, 50257)
-    model, clean, corrupted = build(layers, tokens, width, vocab)
-    a_tok, b_tok = int(clean[0, -1]), int(corrupted[0, 2])
-    metric = f"logit-diff:#{a_tok},#{b_tok}"
-    names = ["transformer.drop"] + [f"transformer.h.{i}" for i in range(layers - 1)]
-    over = {"layer": ",".join(names), "pos": list(range(tokens))}
-    tpl = {"{layer}": lambda pos: Patch(clean, at=At(positions=[pos]))}
-    cells = layers * tokens
-    x = corrupted
+    g = resid_pre_grid(quick, smoke)
+    layers, tokens, model, clean, metric, over, tpl = (g.layers, g.tokens, g.model, g.clean,
+                                                        g.metric, g.over, g.template)
+    cells, x = g.cells, g.corrupted
 
     def plain() -> Any:
         with torch.inference_mode():
@@ -142,7 +173,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
         return {"meta": meta, "rows": rows}
 
     def tl_metric(logits: torch.Tensor) -> torch.Tensor:
-        return logits[0, -1, a_tok] - logits[0, -1, b_tok]
+        return logits[0, -1, g.a_tok] - logits[0, -1, g.b_tok]
 
     def theirs() -> Any:
         with torch.inference_mode():

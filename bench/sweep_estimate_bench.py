@@ -24,10 +24,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from hookscope.core import At, Patch
 from hookscope.core.analyses import spearman, sweep
 
-from .sweep_bench import build
+from .sweep_bench import resid_pre_grid
 from .timing import median_seconds, ratio_row
 
 TARGET = 5.0  # plain forwards' time for every cell's estimate
@@ -37,16 +36,10 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
         now: Callable[[], float] = time.perf_counter, smoke: bool = False) -> dict:
     """Time the two rows; returns ``{"meta": ..., "rows": [...]}`` (see :func:`render`).
     ``smoke``: the sweep case's smoke shape (2 layers, 64 wide), to check the case runs."""
-    layers, tokens = (2, 4) if smoke else (4, 8) if quick else (12, 16)
-    width, vocab = (64, 512) if smoke else (768, 50257)
-    model, clean, corrupted = build(layers, tokens, width, vocab)
-    a_tok, b_tok = int(clean[0, -1]), int(corrupted[0, 2])
-    metric = f"logit-diff:#{a_tok},#{b_tok}"
-    names = ["transformer.drop"] + [f"transformer.h.{i}" for i in range(layers - 1)]
-    over = {"layer": ",".join(names), "pos": list(range(tokens))}
-    tpl = {"{layer}": lambda pos: Patch(clean, at=At(positions=[pos]))}
-    cells = layers * tokens
-    x = corrupted
+    g = resid_pre_grid(quick, smoke)
+    layers, tokens, width, model, metric, over, tpl = (g.layers, g.tokens, g.width, g.model,
+                                                        g.metric, g.over, g.template)
+    cells, x = g.cells, g.corrupted
 
     def plain() -> Any:
         with torch.inference_mode():
