@@ -36,17 +36,9 @@ def source_row(model, layer, ids, call):
     return got[0]
 
 
-def hand_patched(model, ids, n, layer, row, call, growing=False):
-    """The whole sequence each step; the prompt's last position of ``layer`` replaced by
-    ``row`` at every step (``growing``: the sequence's last token instead, as positions
-    counted in the whole sequence would)."""
-    last = ids.shape[1] - 1
-
-    def hook(_m, _i, out):
-        t = _block_out(out).clone()
-        t[:, -1 if growing else last] = row
-        return _with_block(out, t)
-
+def greedy_with_hook(model, ids, n, layer, hook, call):
+    """``n`` greedy tokens by the whole-sequence loop, ``hook`` on ``layer``'s output at
+    every step, removed afterwards."""
     h = model.get_submodule(layer).register_forward_hook(hook)
     try:
         out = []
@@ -58,6 +50,20 @@ def hand_patched(model, ids, n, layer, row, call, growing=False):
         return out
     finally:
         h.remove()
+
+
+def hand_patched(model, ids, n, layer, row, call, growing=False):
+    """The whole sequence each step; the prompt's last position of ``layer`` replaced by
+    ``row`` at every step (``growing``: the sequence's last token instead, as positions
+    counted in the whole sequence would)."""
+    last = ids.shape[1] - 1
+
+    def hook(_m, _i, out):
+        t = _block_out(out).clone()
+        t[:, -1 if growing else last] = row
+        return _with_block(out, t)
+
+    return greedy_with_hook(model, ids, n, layer, hook, call)
 
 
 def _demo():
@@ -173,17 +179,7 @@ def hand_on_generated(model, ids, n, layer, factor, call):
         t[:, prompt:] *= factor
         return _with_block(out, t)
 
-    h = model.get_submodule(layer).register_forward_hook(hook)
-    try:
-        out = []
-        for _ in range(n):
-            with torch.no_grad():
-                tok = int(call(model, ids)[0, -1].argmax())
-            out.append(tok)
-            ids = torch.cat([ids, torch.tensor([[tok]])], 1)
-        return out
-    finally:
-        h.remove()
+    return greedy_with_hook(model, ids, n, layer, hook, call)
 
 
 def test_pos_gen_acts_on_the_generated_tokens_only(model):
