@@ -9,6 +9,10 @@ re-runs), an integer one an integer spin box, anything else a line of text
 the output it acts, written as the command line's suffix (``@pos=-1@heads=0,5``;
 empty: everywhere). The delegate commits every change at once; the steps of one
 editing session are one undo step.
+
+The fields flow left to right and wrap onto further rows when the tree is narrower
+than one row (each label stays with its field), so no field ever lies over another;
+the editor then grows downwards over the rows below the edited one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import (QAbstractItemModel, QModelIndex, QPersistentModelIndex, QRect,
                             QSortFilterProxyModel, Qt, Signal)
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
                                QLineEdit, QSpinBox, QStyledItemDelegate, QStyleOptionViewItem,
                                QWidget)
@@ -25,6 +30,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel,
 from hookscope.core import At, HookscopeError, Intervention, kinds
 from hookscope.core.base import typed_text
 
+from .flow_layout import FlowLayout
 from .param_fields import read_param, show_param
 
 NONE = "none"
@@ -56,9 +62,8 @@ class InterventionEditor(QWidget):
         self.setObjectName("interventionEditor")
         self.setAutoFillBackground(True)
         self._kinds = kinds()
-        self._lay = QHBoxLayout(self)
+        self._lay = FlowLayout(self, spacing=3)
         self._lay.setContentsMargins(1, 0, 1, 0)
-        self._lay.setSpacing(3)
         self.kind_combo = QComboBox(objectName="interventionKind")  # type: ignore[call-arg]  # PySide6 stubs omit property kwargs
         self.kind_combo.setMinimumContentsLength(7)   # "project" whole, not an arrow
         self.kind_combo.addItem(NONE)
@@ -77,16 +82,29 @@ class InterventionEditor(QWidget):
 
     def fit_to_cell(self, cell: QRect | None = None) -> None:
         """Sit on ``cell`` (the last one when ``None``); wider than the cell, slide left over
-        the names so every label and field stays whole ("factor", never "fac")."""
+        the names so every label and field stays whole ("factor", never "fac"); wider than
+        the view, take the view's width and wrap the fields onto more rows, growing down
+        over the rows below (up, where the view ends first)."""
         self._cell = QRect(cell) if cell is not None else self._cell  # the option's rect is a loan
         r = self._cell
         if r is None:
             return
-        width = max(r.width(), self.sizeHint().width())
+        self._lay.activate()   # fields added since the last layout counted
+        width = max(r.width(), self._lay.sizeHint().width())
         parent = self.parentWidget()
         room = parent.width() if parent is not None else width
+        height_room = parent.height() if parent is not None else r.bottom()
         width = min(width, max(room, r.width()))
-        self.setGeometry(max(0, min(r.x(), room - width)), r.y(), width, r.height())
+        height = max(r.height(), self._lay.heightForWidth(width))
+        y = r.y() if r.y() + height <= height_room else max(0, height_room - height)
+        self.setGeometry(max(0, min(r.x(), room - width)), y, width, height)
+        self.raise_()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        """Kept here: a press a field lets pass (a spin box's text, a gap between fields)
+        would reach the tree under the editor's second row, pick that row and close the
+        editor."""
+        event.accept()
 
     # -- value ---------------------------------------------------------------------
     def set_value(self, iv: Intervention | None) -> None:
@@ -165,6 +183,17 @@ class InterventionEditor(QWidget):
 
     _at_edit: QLineEdit | None = None
 
+    def _add_pair(self, label: QLabel, field: QWidget) -> None:
+        """``label`` and its ``field`` side by side, one piece of the flow (never parted)."""
+        pair = QWidget(self)
+        row = QHBoxLayout(pair)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(3)
+        row.addWidget(label)
+        row.addWidget(field, 1)
+        self._lay.addWidget(pair)
+        self._extra.append(pair)
+
     def _add_at(self) -> None:
         label = QLabel("at")
         label.setMinimumWidth(label.sizeHint().width())
@@ -176,9 +205,7 @@ class InterventionEditor(QWidget):
                      "heads), @units=SEL (features); SEL: 0,5 or 3:6 or -1 or last or all. "
                      "Empty: the whole output.")
         w.editingFinished.connect(self.changed)
-        for x in (label, w):
-            self._lay.addWidget(x)
-            self._extra.append(x)
+        self._add_pair(label, w)
         self._at_edit = w
 
     _shown = NONE
@@ -207,9 +234,7 @@ class InterventionEditor(QWidget):
             w.editingFinished.connect(self.changed)
         w.setObjectName(f"param_{spec.name}")
         self._set_widget(how, w, None if how == "text" and spec.optional else spec.start)
-        for x in (label, w):
-            self._lay.addWidget(x)
-            self._extra.append(x)
+        self._add_pair(label, w)
         self._params[spec.name] = (how, w)
 
     _set_widget = staticmethod(show_param)
