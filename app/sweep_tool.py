@@ -7,7 +7,8 @@ picked from the model's predictions. Before a run the dock states the runs, time
 (:mod:`.sweep_estimate`); while it runs, progress with an ETA and the grid so far come from
 the runner's thread through queued signals (at most ~20 grids a second); Cancel keeps the
 grid so far. Clicking a cell makes its plan the window's and runs it: the main view's
-panels show that cell's before and after.
+panels show that cell's before and after. Estimate runs the same request estimated to
+first order (every cell at once), Verify top K with its K most changed cells run for real.
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ class SweepTool(QObject):
             self._finish()
             self.view.show_result(got)
             # a cell's share of the whole sweep: batched cells share a forward, so the
-            # pace of one (batched) forward times the cells would be far too slow
-            if lm is not None and got.cells:
+            # pace of one (batched) forward times the cells would be far too slow (an
+            # estimated sweep ran few cells: its time says nothing of a cell's)
+            if lm is not None and got.cells and got.estimates is None:
                 self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / got.cells
         elif isinstance(got, ViewFailed):
             self._finish()
@@ -140,7 +142,10 @@ class SweepTool(QObject):
         self.win.sweep_dock.raise_()
 
     # -- running -------------------------------------------------------------------
-    def start(self, axes: str, template: str, source: str, metric: str) -> None:
+    def start(self, axes: str, template: str, source: str, metric: str,
+              estimate: bool = False, verify: int = 0) -> None:
+        """Run the sweep the fields describe (``estimate``: every cell estimated to first
+        order, and the ``verify`` cells the estimate ranks first run for real)."""
         win = self.win
         if win.session.model is None:
             win.show_error("open a model first, then run a sweep on it")
@@ -156,9 +161,11 @@ class SweepTool(QObject):
         relay.progressed.connect(lambda d, t: self._progressed(relay, d, t))
         relay.grew.connect(lambda r: self._grew(relay, r))
         request = SweepRequest(over, intervene, metric.strip(), progress=relay.progress,
-                               bind=source_binder(source), partial=relay.partial)
+                               bind=source_binder(source), partial=relay.partial,
+                               estimate=estimate, verify=verify)
         self.view.set_running(0)
         self.view.plot.show_result(None)
+        self.view.scatter.show_verified(None)
         if win.session.submit_run(extra=(request,)) is None:
             self._finish()
             self.view.show_note("a model is still loading: run the sweep once it is open")
@@ -258,6 +265,9 @@ def install_sweep_tool(win: "MainWindow") -> None:
                                    wanted_height=view.wanted_height)
     tool = SweepTool(win, view)
     view.runRequested.connect(tool.start)
+    view.estimateRequested.connect(
+        lambda axes, template, source, metric, verify: tool.start(
+            axes, template, source, metric, estimate=True, verify=verify))
     view.cancelRequested.connect(tool.cancel)
     view.cellChosen.connect(tool.show_cell)
     view.fieldsChanged.connect(tool.refresh_estimate)
