@@ -20,7 +20,8 @@ from hookscope.widgets.plot_style import plain_axes
 
 
 def rho_text(verified: dict[str, Any] | None) -> str:
-    """``ρ = 0.93 over 8 cells`` (``ρ undefined`` where it cannot be computed)."""
+    """``ρ = 0.930 over 8 cells`` (``ρ undefined`` where it cannot be computed: fewer than
+    two cells, or every estimate or value alike)."""
     if not verified:
         return ""
     n = len(verified.get("cells") or [])
@@ -37,12 +38,12 @@ class EstimateScatter(QWidget):
         super().__init__(parent)
         self.graphics = named(pg.GraphicsLayoutWidget(self), "sweepScatterPlot")
         self.graphics.setBackground("w")
-        self.graphics.setMinimumHeight(150)
+        self.graphics.setMinimumSize(140, 120)
         self.plot = plain_axes(self.graphics.addPlot(row=0, col=0))
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
-        self.plot.setLabel("bottom", "estimate (first order)")
-        self.plot.setLabel("left", "actual (run)")
+        self.plot.setLabel("bottom", "estimate")
+        self.plot.setLabel("left", "run")
         self.diagonal = pg.PlotDataItem(pen=pg.mkPen((150, 150, 150), width=1,
                                                      style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.diagonal)
@@ -56,7 +57,8 @@ class EstimateScatter(QWidget):
         self.setVisible(False)
 
     def show_verified(self, verified: dict[str, Any] | None, metric: str = "") -> None:
-        """Plot the verified cells (``None`` or none verified: hidden)."""
+        """Plot the verified cells (``None`` or none verified: hidden); ``metric`` names the
+        axes' numbers."""
         pairs = [(e, v) for e, v in zip((verified or {}).get("estimates") or [],
                                         (verified or {}).get("values") or [])
                  if e is not None and v is not None]
@@ -68,9 +70,10 @@ class EstimateScatter(QWidget):
         x = np.array([p[0] for p in pairs], dtype=float)
         y = np.array([p[1] for p in pairs], dtype=float)
         self.points.setData(x, y)
+        self.setToolTip(f"{metric or 'the metric'} of each verified cell: its first-order "
+                        "estimate (x) against its real run (y); on the dashed line they agree")
         lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
         self.diagonal.setData([lo, hi], [lo, hi])
-        what = f"{metric}: " if metric else ""
-        self.plot.setTitle(f"{what}estimate against actual, {rho_text(verified)}", size="9pt")
+        self.plot.setTitle(rho_text(verified), size="9pt")
         self.plot.autoRange(padding=0.08)
         self.setVisible(True)

@@ -176,11 +176,17 @@ class SweepPlot(QWidget):
         self.colour_bar.axis.enableAutoSIPrefix(False)
         self.colour_bar.axis.setSIPrefixEnableRanges(())
         self.graphics.addItem(self.colour_bar, row=0, col=1)
+        # an estimated sweep says so above its grid, in words that wrap in a narrow dock
+        self.estimated = named(QLabel(""), "sweepEstimated")
+        self.estimated.setWordWrap(True)
+        self.estimated.setStyleSheet("color: #8a5a00;")
+        self.estimated.setVisible(False)
         self.readout = named(QLabel(" "), "sweepReadout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setWordWrap(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.estimated)
         lay.addWidget(self.graphics, 1)
         lay.addWidget(self.readout)
         self.chosen: tuple[int, int] | None = None
@@ -209,6 +215,7 @@ class SweepPlot(QWidget):
             self.plot.setLabel("left", "")
             self.plot.setLabel("bottom", "")
             self.plot.setTitle(None)
+            self.estimated.setVisible(False)
             self._shape = None
             self.chosen = None
             return
@@ -220,12 +227,16 @@ class SweepPlot(QWidget):
             self._draw_curve(result, names[0])
         self._draw_verified(result)
         done = int(np.isfinite(result.values).sum()) if result.values.size else 0
+        # (the title sets the plot's least width: an estimate's mark goes in a label that
+        # wraps, above the plot)
+        shown = f"{self.metric_name(result)} by {' × '.join(names)}"
         if result.estimates is not None:
-            shown = f"{self.metric_name(result)} by {' × '.join(names)}: {ESTIMATED}" + (
-                f" ({done} verified)" if done else "")
-        else:
-            shown = f"{self.metric_name(result)} by {' × '.join(names)}" + (
-                "" if done == result.cells else f" ({done} of {result.cells} cells)")
+            self.estimated.setText(ESTIMATED + (
+                f", {done} verified (outlined): hover a cell for its estimate and its run"
+                if done else ": hover a cell for its estimate"))
+        elif done != result.cells:
+            shown += f" ({done} of {result.cells} cells)"
+        self.estimated.setVisible(result.estimates is not None)
         self.plot.setTitle(shown, size="10pt")
         if not same:
             self._shape = result.values.shape

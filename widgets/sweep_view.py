@@ -32,6 +32,8 @@ from hookscope.widgets.sweep_plot import SweepPlot
 from hookscope.widgets.token_strip import TokenStrip
 
 POSITION_AXIS = "pos"
+#: the plots' width from which the scatter stands beside the grid rather than under it
+PLOTS_SIDE_BY_SIDE = 640
 
 
 def seconds(s: float) -> str:
@@ -149,11 +151,17 @@ class SweepView(QWidget):
         left_lay.addLayout(buttons)
         left_lay.addLayout(estimates)
         left_lay.addWidget(self.note)
-        left_lay.addWidget(self.scatter, 1)
         # side by side in a wide dock, stacked in a narrow one
         self.split = named(QSplitter(Qt.Orientation.Horizontal), "sweepSplit")
         self.split.addWidget(left)
-        self.split.addWidget(self.plot)
+        # the grid, and beside it (once cells are verified) estimate against actual
+        self.plots = named(QSplitter(Qt.Orientation.Horizontal), "sweepPlots")
+        self.plots.addWidget(self.plot)
+        self.plots.addWidget(self.scatter)
+        self.plots.setStretchFactor(0, 3)
+        self.plots.setStretchFactor(1, 2)
+        self.plots.setChildrenCollapsible(False)
+        self.split.addWidget(self.plots)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 2)
         self.split.setChildrenCollapsible(False)
@@ -189,6 +197,19 @@ class SweepView(QWidget):
             size = self.width() if wide else self.height()
             self.split.setSizes([int(size * 0.42), size - int(size * 0.42)])
             self._split_set = True
+        self._lay_plots()
+
+    def _lay_plots(self, share: bool = False) -> None:
+        """The scatter beside the grid where the plots are wide enough for both, else under
+        it; ``share`` (or a new orientation): the grid gets about 60 %."""
+        wide = self.plots.width() >= PLOTS_SIDE_BY_SIDE
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if orientation != self.plots.orientation():
+            self.plots.setOrientation(orientation)
+            share = True
+        if share and not self.scatter.isHidden():
+            size = sum(self.plots.sizes())
+            self.plots.setSizes([size - int(size * 0.4), int(size * 0.4)])
 
     _split_set = False
 
@@ -282,7 +303,10 @@ class SweepView(QWidget):
 
     def _show_verified(self, result: SweepResult | None) -> None:
         verified = result.verified if result is not None else None
+        hidden = self.scatter.isHidden()
         self.scatter.show_verified(verified, self.plot.metric_name(result) if result else "")
+        if hidden and not self.scatter.isHidden():   # it appears: the grid keeps the most
+            self._lay_plots(share=True)
 
     def show_result(self, result: SweepResult | None) -> None:
         self.set_running(None)
@@ -294,9 +318,9 @@ class SweepView(QWidget):
             forwards = sum(result.forwards.values())
             n = len((result.verified or {}).get("cells") or [])
             if n:
-                self.note.setText(f"{result.cells} cells estimated and the {n} with the largest "
-                                  f"estimated change run for real (outlined) in {seconds(total)} "
-                                  f"({forwards} forwards): {rho_text(result.verified)} "
+                self.note.setText(f"{result.cells} cells estimated; the {n} with the largest "
+                                  f"estimated change run for real (outlined), {seconds(total)}, "
+                                  f"{forwards} forwards: {rho_text(result.verified)} "
                                   "(Spearman, estimate against actual).")
             else:
                 self.note.setText(f"{result.cells} cells estimated to first order in "

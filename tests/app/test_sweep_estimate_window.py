@@ -99,7 +99,8 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
     np.testing.assert_allclose(got.estimates, want.estimates, rtol=1e-5, atol=1e-6)
     assert np.isnan(got.values).all()   # nothing ran for real
     np.testing.assert_allclose(view.plot.image.image, got.estimates, rtol=0, atol=0)
-    assert ESTIMATED in view.plot.plot.titleLabel.text
+    assert view.plot.estimated.isVisible()
+    assert view.plot.estimated.text().startswith(ESTIMATED)
     assert "estimated to first order" in view.note.text()
     assert not view.scatter.isVisible() and not view.plot.verified_mark.isVisible()
 
@@ -131,7 +132,8 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
     assert view.plot.verified_mark.isVisible()
     rho = f"ρ = {ver['spearman']:.3f} over 6 cells"
     assert rho in view.note.text() and rho in view.scatter.plot.titleLabel.text
-    assert "(6 verified)" in view.plot.plot.titleLabel.text
+    assert view.plot.estimated.isVisible() and view.plot.estimated.text().startswith(
+        f"{ESTIMATED}, 6 verified (outlined)")
     qtbot.waitUntil(view.scatter.isVisible)
     sx, sy = view.scatter.points.getData()
     assert np.array_equal(sx, np.array(ver["estimates"])) and np.array_equal(
@@ -139,6 +141,13 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
     r, c = cells[0]
     _hover_reads(qtbot, view.plot, r, c,
                  f"≈ {got.estimates[r, c]:.6g} (first-order estimate), run: {got.values[r, c]:.6g}")
+    # the picture: the dock made taller, as a person drags its edge to see grid and scatter
+    win.resizeDocks([win.sweep_dock], [520], Qt.Orientation.Vertical)
+    qtbot.waitUntil(lambda: win.sweep_dock.height() >= 500)
+    # plots narrower than PLOTS_SIDE_BY_SIDE stack the scatter under the grid, which fits
+    qtbot.waitUntil(lambda: view.plots.orientation() == Qt.Orientation.Vertical)
+    g = view.plot.graphics
+    qtbot.waitUntil(lambda: view.plot.plot.sceneBoundingRect().right() <= g.viewport().width())
     os.makedirs(SHOTS, exist_ok=True)
     win.grab().save(f"{SHOTS}/estimate_verified_1400x900.png")
 
@@ -191,4 +200,4 @@ def test_a_metric_the_estimate_refuses_says_why_in_the_dock(make_window, qtbot):
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _done(win, view, None), timeout=60_000)
     assert view.result.estimates is None and np.isfinite(view.result.values).all()
-    assert ESTIMATED not in view.plot.plot.titleLabel.text
+    assert view.plot.estimated.isHidden()
