@@ -14,9 +14,11 @@ first order (every cell at once), Verify top K with its K most changed cells run
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from hookscope.core import HookscopeError, PlanError, RunResult
@@ -74,6 +76,7 @@ class SweepTool(QObject):
         self.relay: _Relay | None = None
         self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
         self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
+        self._paint_tree = False   # the sweep in flight answers the tree's "Estimate effects"
 
     # -- before a run --------------------------------------------------------------
     def default_axes(self) -> None:
@@ -103,9 +106,15 @@ class SweepTool(QObject):
         self.view.set_tokens(input_token_strings(result.inputs, meaning))
         self.view.metric_box.set_choices(predictions(result, meaning))
         got = result.extras.get("sweep")
+        paint = self._paint_tree and isinstance(got, (SweepResult, ViewFailed))
+        if isinstance(got, (SweepResult, ViewFailed)):
+            self._paint_tree = False
         if isinstance(got, SweepResult):
             self._finish()
             self.view.show_result(got)
+            if paint and got.estimates is not None:
+                self.win.tree.model.set_effects(layer_effects(got),
+                                                self.view.plot.metric_name(got))
             # a cell's share of the whole sweep: batched cells share a forward, so the
             # pace of one (batched) forward times the cells would be far too slow (an
             # estimated sweep ran few cells: its time says nothing of a cell's)
@@ -141,12 +150,22 @@ class SweepTool(QObject):
         show_dock(self.win, self.win.sweep_dock)
         self.win.sweep_dock.raise_()
 
+    def estimate_effects(self, layers: str) -> None:
+        """The tree's "Estimate effects": the dock's sweep over ``layers`` estimated to first
+        order, and the tree painted by each layer's largest estimated change."""
+        self.sweep_layers(layers)
+        v = self.view
+        self.start(v.axes.text(), v.template.text(), v.source.text(), v.metric_box.text(),
+                   estimate=True)
+        self._paint_tree = self.relay is not None
+
     # -- running -------------------------------------------------------------------
     def start(self, axes: str, template: str, source: str, metric: str,
               estimate: bool = False, verify: int = 0) -> None:
         """Run the sweep the fields describe (``estimate``: every cell estimated to first
         order, and the ``verify`` cells the estimate ranks first run for real)."""
         win = self.win
+        self._paint_tree = False
         if win.session.model is None:
             win.show_error("open a model first, then run a sweep on it")
             return
@@ -257,6 +276,19 @@ def predictions(result: RunResult, meaning: Any) -> list[tuple[str, str]]:
             for t in top]
 
 
+def layer_effects(result: SweepResult) -> dict[str, float]:
+    """Each layer of an estimated sweep's ``layer`` axis (the first axis if it has none) ->
+    its largest estimated change from the baseline over the other axes."""
+    assert result.estimates is not None
+    names = list(result.axes)
+    axis = names.index("layer") if "layer" in names else 0
+    base = result.baseline if result.baseline is not None else 0.0
+    change = np.abs(np.moveaxis(result.estimates, axis, 0) - base)
+    change = change.reshape(change.shape[0], -1)
+    return {str(layer): float(np.nanmax(row)) if np.isfinite(row).any() else math.nan
+            for layer, row in zip(result.coords[names[axis]], change)}
+
+
 def install_sweep_tool(win: "MainWindow") -> None:
     """Add View → Sweep and its dock (hidden until asked for) to ``win``."""
     view = SweepView()
@@ -273,6 +305,7 @@ def install_sweep_tool(win: "MainWindow") -> None:
     view.fieldsChanged.connect(tool.refresh_estimate)
     view.templateRequested.connect(tool.from_editor)
     win.tree.sweepRequested.connect(tool.sweep_layers)
+    win.tree.effectsRequested.connect(tool.estimate_effects)
     win.resultShown.connect(tool.on_result)
     win.idle.connect(tool.on_idle)
     win.modelLoaded.connect(lambda _spec: tool.default_axes())

@@ -16,7 +16,8 @@ from hookscope.core import parse_input
 from hookscope.core.analyses import EstimateRefused, check_estimable, spearman, sweep
 from hookscope.widgets.sweep_plot import ESTIMATED
 from support.mouse_events import hover
-from support.window_menus import click_view_action
+from hookscope.widgets.layer_tree_model import COL_LAYER
+from support.window_menus import click_view_action, tree_context_menu
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
@@ -201,3 +202,42 @@ def test_a_metric_the_estimate_refuses_says_why_in_the_dock(make_window, qtbot):
     qtbot.waitUntil(lambda: _done(win, view, None), timeout=60_000)
     assert view.result.estimates is None and np.isfinite(view.result.values).all()
     assert view.plot.estimated.isHidden()
+
+
+def test_estimate_effects_on_the_tree_paints_each_layer_by_its_largest_estimate(make_window,
+                                                                                 qtbot):
+    win = make_window(["demo:lm", "--input", PROMPT])
+    win.resize(1400, 900)
+    _ready(win, qtbot)
+    _open_sweep(win, qtbot)
+    view = _patch_fields(qtbot, win)
+    menu = tree_context_menu(qtbot, win, "blocks.0.mlp")
+    act = next(a for a in menu.actions() if a.objectName() == "actionEstimateEffects")
+    assert act.text() == "Estimate effects of blocks.*.mlp"
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(act).center())
+    model = win.tree.model
+    qtbot.waitUntil(lambda: bool(model.effects) and win.is_idle(), timeout=60_000)
+    assert view.axes.text() == "layer=blocks.*.mlp; pos=all"
+    lm = win.session.model
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    want = sweep(lm.module, x, {"layer": "blocks.*.mlp", "pos": "all"},
+                 {"{layer}": f"patch:{SOURCE}@pos={{pos}}"}, "logit-diff:#3,#5",
+                 meaning=lm.meaning, estimate=True)
+    largest = np.abs(want.estimates - want.baseline).max(axis=1)
+    assert sorted(model.effects) == ["blocks.0.mlp", "blocks.1.mlp"]
+    np.testing.assert_allclose([model.effects["blocks.0.mlp"], model.effects["blocks.1.mlp"]],
+                               largest, rtol=1e-5, atol=1e-6)
+    # the larger effect is painted the stronger; layers not estimated are not painted
+    alpha = {p: model.data(model.index_for_path(p, COL_LAYER),
+                           Qt.ItemDataRole.BackgroundRole).color().alpha()
+             for p in model.effects}
+    big, small = sorted(model.effects, key=model.effects.get, reverse=True)
+    assert alpha[big] > alpha[small] > 0
+    assert model.data(model.index_for_path("blocks.0.attn", COL_LAYER),
+                      Qt.ItemDataRole.BackgroundRole) is None
+    tip = model.data(model.index_for_path(big, COL_LAYER), Qt.ItemDataRole.ToolTipRole)
+    assert f"largest estimated effect on logit-diff:#3,#5: {model.effects[big]:.4g}" in tip
+    # the dock shows the same estimates
+    np.testing.assert_allclose(view.result.estimates, want.estimates, rtol=1e-5, atol=1e-6)
+    os.makedirs(SHOTS, exist_ok=True)
+    win.grab().save(f"{SHOTS}/tree_effects_1400x900.png")
