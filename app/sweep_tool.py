@@ -7,15 +7,18 @@ picked from the model's predictions. Before a run the dock states the runs, time
 (:mod:`.sweep_estimate`); while it runs, progress with an ETA and the grid so far come from
 the runner's thread through queued signals (at most ~20 grids a second); Cancel keeps the
 grid so far. Clicking a cell makes its plan the window's and runs it: the main view's
-panels show that cell's before and after.
+panels show that cell's before and after. Estimate runs the same request estimated to
+first order (every cell at once), Verify top K with its K most changed cells run for real.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from hookscope.core import HookscopeError, PlanError, RunResult
@@ -73,6 +76,7 @@ class SweepTool(QObject):
         self.relay: _Relay | None = None
         self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
         self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
+        self._paint_tree = False   # the sweep in flight answers the tree's "Estimate effects"
 
     # -- before a run --------------------------------------------------------------
     def default_axes(self) -> None:
@@ -102,12 +106,19 @@ class SweepTool(QObject):
         self.view.set_tokens(input_token_strings(result.inputs, meaning))
         self.view.metric_box.set_choices(predictions(result, meaning))
         got = result.extras.get("sweep")
+        paint = self._paint_tree and isinstance(got, (SweepResult, ViewFailed))
+        if isinstance(got, (SweepResult, ViewFailed)):
+            self._paint_tree = False
         if isinstance(got, SweepResult):
             self._finish()
             self.view.show_result(got)
+            if paint and got.estimates is not None:
+                self.win.tree.model.set_effects(layer_effects(got),
+                                                self.view.plot.metric_name(got))
             # a cell's share of the whole sweep: batched cells share a forward, so the
-            # pace of one (batched) forward times the cells would be far too slow
-            if lm is not None and got.cells:
+            # pace of one (batched) forward times the cells would be far too slow (an
+            # estimated sweep ran few cells: its time says nothing of a cell's)
+            if lm is not None and got.cells and got.estimates is None:
                 self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / got.cells
         elif isinstance(got, ViewFailed):
             self._finish()
@@ -139,9 +150,22 @@ class SweepTool(QObject):
         show_dock(self.win, self.win.sweep_dock)
         self.win.sweep_dock.raise_()
 
+    def estimate_effects(self, layers: str) -> None:
+        """The tree's "Estimate effects": the dock's sweep over ``layers`` estimated to first
+        order, and the tree painted by each layer's largest estimated change."""
+        self.sweep_layers(layers)
+        v = self.view
+        self.start(v.axes.text(), v.template.text(), v.source.text(), v.metric_box.text(),
+                   estimate=True)
+        self._paint_tree = self.relay is not None
+
     # -- running -------------------------------------------------------------------
-    def start(self, axes: str, template: str, source: str, metric: str) -> None:
+    def start(self, axes: str, template: str, source: str, metric: str,
+              estimate: bool = False, verify: int = 0) -> None:
+        """Run the sweep the fields describe (``estimate``: every cell estimated to first
+        order, and the ``verify`` cells the estimate ranks first run for real)."""
         win = self.win
+        self._paint_tree = False
         if win.session.model is None:
             win.show_error("open a model first, then run a sweep on it")
             return
@@ -156,9 +180,11 @@ class SweepTool(QObject):
         relay.progressed.connect(lambda d, t: self._progressed(relay, d, t))
         relay.grew.connect(lambda r: self._grew(relay, r))
         request = SweepRequest(over, intervene, metric.strip(), progress=relay.progress,
-                               bind=source_binder(source), partial=relay.partial)
+                               bind=source_binder(source), partial=relay.partial,
+                               estimate=estimate, verify=verify)
         self.view.set_running(0)
         self.view.plot.show_result(None)
+        self.view.scatter.show_verified(None)
         if win.session.submit_run(extra=(request,)) is None:
             self._finish()
             self.view.show_note("a model is still loading: run the sweep once it is open")
@@ -250,6 +276,19 @@ def predictions(result: RunResult, meaning: Any) -> list[tuple[str, str]]:
             for t in top]
 
 
+def layer_effects(result: SweepResult) -> dict[str, float]:
+    """Each layer of an estimated sweep's ``layer`` axis (the first axis if it has none) ->
+    its largest estimated change from the baseline over the other axes."""
+    assert result.estimates is not None
+    names = list(result.axes)
+    axis = names.index("layer") if "layer" in names else 0
+    base = result.baseline if result.baseline is not None else 0.0
+    change = np.abs(np.moveaxis(result.estimates, axis, 0) - base)
+    change = change.reshape(change.shape[0], -1)
+    return {str(layer): float(np.nanmax(row)) if np.isfinite(row).any() else math.nan
+            for layer, row in zip(result.coords[names[axis]], change)}
+
+
 def install_sweep_tool(win: "MainWindow") -> None:
     """Add View → Sweep and its dock (hidden until asked for) to ``win``."""
     view = SweepView()
@@ -258,11 +297,15 @@ def install_sweep_tool(win: "MainWindow") -> None:
                                    wanted_height=view.wanted_height)
     tool = SweepTool(win, view)
     view.runRequested.connect(tool.start)
+    view.estimateRequested.connect(
+        lambda axes, template, source, metric, verify: tool.start(
+            axes, template, source, metric, estimate=True, verify=verify))
     view.cancelRequested.connect(tool.cancel)
     view.cellChosen.connect(tool.show_cell)
     view.fieldsChanged.connect(tool.refresh_estimate)
     view.templateRequested.connect(tool.from_editor)
     win.tree.sweepRequested.connect(tool.sweep_layers)
+    win.tree.effectsRequested.connect(tool.estimate_effects)
     win.resultShown.connect(tool.on_result)
     win.idle.connect(tool.on_idle)
     win.modelLoaded.connect(lambda _spec: tool.default_axes())

@@ -38,6 +38,8 @@ HEADERS = ("Layer", "✓", "Intervention", "Low", "High", "Output shape", "Type"
            "Params", "Calls", "Device")
 #: Rows of intervened layers are tinted, so every one is seen at a glance.
 INTERVENED_BRUSH = QBrush(QColor("#fdebd0"))
+#: A layer's estimated effect paints its name: this colour, opaque at the largest effect.
+EFFECT_COLOUR = (230, 120, 20)
 #: Custom role: the layer path of a row (any column).
 PATH_ROLE = Qt.ItemDataRole.UserRole + 1
 
@@ -80,6 +82,9 @@ class LayerTreeModel(QAbstractItemModel):
         self._quiet = False
         self._shown_plan = self.session.plan
         self._capture: set[str] = set(self._shown_plan.capture)
+        #: layer path -> its largest estimated effect (:meth:`set_effects`), and what on
+        self.effects: dict[str, float] = {}
+        self._effects_on = ""
         self._unsubscribe = self.session.subscribe(self._on_session)
         self.destroyed.connect(lambda *_: self._unsubscribe())
         if root is not None:
@@ -90,6 +95,7 @@ class LayerTreeModel(QAbstractItemModel):
     # -- the session's events ----------------------------------------------------
     def _on_session(self, ev: SessionEvent) -> None:
         if isinstance(ev, ModelChanged):
+            self.effects = {}   # another model's effects say nothing of this one
             self._show_tree(self.session.tree)
         elif isinstance(ev, PlanChanged):
             self._show_plan(ev.plan)
@@ -276,6 +282,9 @@ class LayerTreeModel(QAbstractItemModel):
             return self._check_state(item)
         if role == Qt.ItemDataRole.ToolTipRole:
             return self._tooltip(node, col)
+        if role == Qt.ItemDataRole.BackgroundRole and col == COL_LAYER \
+                and node.path in self.effects:
+            return self._effect_brush(node.path)
         if role == Qt.ItemDataRole.BackgroundRole and self._intervened(node.path):
             return INTERVENED_BRUSH
         if role == Qt.ItemDataRole.FontRole and col in (COL_LAYER, COL_INTERVENTION) \
@@ -344,6 +353,21 @@ class LayerTreeModel(QAbstractItemModel):
             return node.device or ""
         return None
 
+    def set_effects(self, effects: dict[str, float], on: str = "") -> None:
+        """Paint each layer's name by its largest estimated effect (``on``: the metric, for
+        the tooltip); an empty dict clears the paint."""
+        old = set(self.effects)
+        self.effects, self._effects_on = dict(effects), on
+        for p in old | set(effects):
+            self._emit_row_changed(p, COL_LAYER, COL_LAYER)
+
+    def _effect_brush(self, path: str) -> QBrush | None:
+        v = self.effects.get(path)
+        top = max((abs(x) for x in self.effects.values() if math.isfinite(x)), default=0.0)
+        if v is None or not math.isfinite(v) or top <= 0:
+            return None
+        return QBrush(QColor(*EFFECT_COLOUR, int(20 + 200 * abs(v) / top)))
+
     def _intervened(self, path: str) -> bool:
         return path in self._shown_plan.clamp or path in self._shown_plan.interventions
 
@@ -354,6 +378,9 @@ class LayerTreeModel(QAbstractItemModel):
             extra = f" (also reached as {', '.join(node.aliases)})" if node.aliases else ""
             if node.device and self.spans_devices():   # the Device column may be a scroll away
                 extra += f" · on {node.device}"
+            if node.path in self.effects:
+                extra += (f" · largest estimated effect on {self._effects_on or 'the metric'}: "
+                          f"{self.effects[node.path]:.4g} (first order)")
             return node.path + extra
         if col == COL_CALLS and self._observed and node.calls == 0:
             return ("0: this module's own forward never ran (a container such as ModuleList, "

@@ -60,6 +60,7 @@ class LayerTreeWidget(QWidget):
     layerSelected = Signal(str)
     steerRequested = Signal(str)
     sweepRequested = Signal(str, bool)   # layer axis value, add to the axis (else replace)
+    effectsRequested = Signal(str)       # "Estimate effects": the layer axis value
 
     def __init__(self, model: LayerTreeModel | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -302,7 +303,8 @@ class LayerTreeWidget(QWidget):
             steer = menu.addAction("Steer with a vector from two prompts…",
                                    lambda: self.steerRequested.emit(path))
             steer.setObjectName("actionSteer")
-            add_sweep_entries(menu, self.model.tree(), path, self.sweepRequested.emit)
+            add_sweep_entries(menu, self.model.tree(), path, self.sweepRequested.emit,
+                              self.effectsRequested.emit)
         n = len(self.proxy.matching_paths())
         if n:
             menu.addAction(f"Capture all matching ‘{self.filter_edit.text().strip()}’ ({n})",

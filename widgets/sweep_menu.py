@@ -2,6 +2,8 @@
 the layers a sweep would most likely run over — the same place in every repeated block
 (``blocks.0.mlp`` -> ``blocks.*.mlp``), every layer of the same type (``conv1, conv2``),
 the row's children — each offered with its count; and "add this layer" to grow a list.
+"Estimate effects" asks for the first of those layer sets estimated to first order, to
+paint the tree by each layer's largest estimated effect.
 """
 
 from __future__ import annotations
@@ -48,12 +50,19 @@ def sweep_choices(root: TreeNode, path: str) -> list[tuple[str, str]]:
 
 
 def add_sweep_entries(menu: QMenu, root: TreeNode | None, path: str,
-                      emit: Callable[[str, bool], None]) -> None:
-    """Append the sweep entries for ``path`` to ``menu``; ``emit(value, add)``."""
+                      emit: Callable[[str, bool], None],
+                      estimate: Callable[[str], None] | None = None) -> None:
+    """Append the sweep entries for ``path`` to ``menu``; ``emit(value, add)``;
+    ``estimate(value)``: "Estimate effects" over the first layer set offered (or the row)."""
     if root is None or not path:
         return
     menu.addSeparator()
-    for text, value in sweep_choices(root, path):
+    choices = sweep_choices(root, path)
+    if estimate is not None:
+        value = choices[0][1] if choices else path
+        menu.addAction(f"Estimate effects of {value if len(value) <= 40 else value[:39] + '…'}",
+                       partial(estimate, value)).setObjectName("actionEstimateEffects")
+    for text, value in choices:
         menu.addAction(text, partial(emit, value, False)).setObjectName("actionSweepOver")
     menu.addAction(f"Add {path} to the sweep's layers",
                    partial(emit, path, True)).setObjectName("actionSweepAdd")

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
@@ -28,6 +28,7 @@ DIVERGING = "CET-D1"   # blue-white-red, white at zero
 SEQUENTIAL = "viridis"
 NOT_RUN = QColor(225, 225, 225)
 LABEL_CHARS = 18       # longer tick labels are cut in the middle (the read-out has them whole)
+ESTIMATED = "estimates — first order"   # the title's mark of a grid of estimates
 
 
 def short(label: str, n: int = LABEL_CHARS) -> str:
@@ -157,6 +158,17 @@ class SweepPlot(QWidget):
                                             brush=(214, 39, 40))
         self.best_mark.setZValue(21)
         self.plot.addItem(self.best_mark)
+        # an estimated sweep: the cells also run for real outlined (a grid), or their real
+        # values as points beside the curve of estimates
+        self.verified_mark = QGraphicsPathItem()
+        self.verified_mark.setPen(pg.mkPen((20, 20, 20), width=1.5, cosmetic=True,
+                                           style=Qt.PenStyle.DashLine))
+        self.verified_mark.setZValue(18)
+        self.plot.addItem(self.verified_mark)
+        self.verified_points = pg.ScatterPlotItem(size=9, symbol="s", pen=pg.mkPen((20, 20, 20)),
+                                                  brush=(255, 160, 0))
+        self.verified_points.setZValue(18)
+        self.plot.addItem(self.verified_points)
         #: the point of the largest mean (a curve over an input set), else ``None``
         self.best: int | None = None
         self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get(SEQUENTIAL),
@@ -164,11 +176,17 @@ class SweepPlot(QWidget):
         self.colour_bar.axis.enableAutoSIPrefix(False)
         self.colour_bar.axis.setSIPrefixEnableRanges(())
         self.graphics.addItem(self.colour_bar, row=0, col=1)
+        # an estimated sweep says so above its grid, in words that wrap in a narrow dock
+        self.estimated = named(QLabel(""), "sweepEstimated")
+        self.estimated.setWordWrap(True)
+        self.estimated.setStyleSheet("color: #8a5a00;")
+        self.estimated.setVisible(False)
         self.readout = named(QLabel(" "), "sweepReadout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setWordWrap(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.estimated)
         lay.addWidget(self.graphics, 1)
         lay.addWidget(self.readout)
         self.chosen: tuple[int, int] | None = None
@@ -188,7 +206,8 @@ class SweepPlot(QWidget):
         if result is None:
             for item in (self.image, self.curve, self.baseline_line, self.backdrop,
                          self.marker, self.hover_mark, self.point_mark, self.colour_bar,
-                         self.spread_bars, self.best_mark):
+                         self.spread_bars, self.best_mark, self.verified_mark,
+                         self.verified_points):
                 item.setVisible(False)
             self.best = None
             self.left.set_labels([])
@@ -196,6 +215,7 @@ class SweepPlot(QWidget):
             self.plot.setLabel("left", "")
             self.plot.setLabel("bottom", "")
             self.plot.setTitle(None)
+            self.estimated.setVisible(False)
             self._shape = None
             self.chosen = None
             return
@@ -205,9 +225,18 @@ class SweepPlot(QWidget):
             self._draw_grid(result, names)
         else:
             self._draw_curve(result, names[0])
+        self._draw_verified(result)
         done = int(np.isfinite(result.values).sum()) if result.values.size else 0
-        shown = f"{self.metric_name(result)} by {' × '.join(names)}" + (
-            "" if done == result.cells else f" ({done} of {result.cells} cells)")
+        # (the title sets the plot's least width: an estimate's mark goes in a label that
+        # wraps, above the plot)
+        shown = f"{self.metric_name(result)} by {' × '.join(names)}"
+        if result.estimates is not None:
+            self.estimated.setText(ESTIMATED + (
+                f", {done} verified (outlined): hover a cell for its estimate and its run"
+                if done else ": hover a cell for its estimate"))
+        elif done != result.cells:
+            shown += f" ({done} of {result.cells} cells)"
+        self.estimated.setVisible(result.estimates is not None)
         self.plot.setTitle(shown, size="10pt")
         if not same:
             self._shape = result.values.shape
@@ -216,11 +245,42 @@ class SweepPlot(QWidget):
             self.point_mark.setVisible(False)
             self.plot.autoRange(padding=0.02)
 
+    def shown(self) -> np.ndarray:
+        """The numbers drawn, in the sweep's shape: its estimates where it was estimated
+        (the values then hold only the verified cells), else its values."""
+        assert self.result is not None
+        est = self.result.estimates
+        return est if est is not None else self.result.values
+
     def grid(self) -> np.ndarray:
         """The numbers drawn, rows × columns (one column for one axis)."""
-        assert self.result is not None
-        v = self.result.values
+        v = self.shown()
         return v.reshape(v.shape[0], -1) if v.ndim else v.reshape(1, 1)
+
+    def verified_cells(self) -> list[tuple[int, int]]:
+        """The (row, column) of each cell of an estimated sweep that ran for real."""
+        if self.result is None or self.result.estimates is None:
+            return []
+        v = self.result.values
+        g = v.reshape(v.shape[0], -1) if v.ndim else v.reshape(1, 1)
+        return [(int(r), int(c)) for r, c in zip(*np.nonzero(np.isfinite(g)))]
+
+    def _draw_verified(self, result: SweepResult) -> None:
+        cells = self.verified_cells()
+        grid = result.values.ndim >= 2
+        path = QPainterPath()
+        if grid:
+            for r, c in cells:
+                path.addRect(QRectF(c - 0.5, r - 0.5, 1, 1))
+        self.verified_mark.setPath(path)
+        self.verified_mark.setVisible(grid and bool(cells))
+        if not grid and cells:
+            x = self._x(result, next(iter(result.axes)))
+            rows = [r for r, _ in cells]
+            self.verified_points.setData(x[rows], result.values.reshape(-1)[rows])
+        else:
+            self.verified_points.setData([], [])
+        self.verified_points.setVisible(not grid and bool(cells))
 
     def _levels(self, finite: np.ndarray) -> tuple[str, float, float]:
         if not finite.size:
@@ -265,7 +325,7 @@ class SweepPlot(QWidget):
 
     def _draw_curve(self, result: SweepResult, name: str) -> None:
         x = self._x(result, name)
-        y = result.values.reshape(-1).astype(np.float64)
+        y = self.shown().reshape(-1).astype(np.float64)
         self.plot.invertY(False)
         self.plot.setLimits(xMin=None, xMax=None, yMin=None, yMax=None)
         self.curve.setData(x, y)
@@ -324,7 +384,7 @@ class SweepPlot(QWidget):
         if self.result.values.ndim >= 2:
             return self.plot.vb.mapViewToScene(QPointF(col, row))
         x = self._x(self.result, next(iter(self.result.axes)))
-        y = float(self.result.values.reshape(-1)[row])
+        y = float(self.shown().reshape(-1)[row])
         return self.plot.vb.mapViewToScene(QPointF(float(x[row]), y if math.isfinite(y) else 0.0))
 
     def describe(self, row: int, col: int) -> str:
@@ -337,12 +397,20 @@ class SweepPlot(QWidget):
         v = float(self.grid()[row, col])
         shown = f"{v:.6g}" if math.isfinite(v) else "not run yet"
         base = "" if self.result.baseline is None else f" (baseline {self.result.baseline:.6g})"
+        if self.result.estimates is not None:
+            shown = f"{v:.6g} (first-order estimate)" if math.isfinite(v) else "no estimate"
+            g = self.result.values
+            real = float(g.reshape(g.shape[0], -1)[row, col] if g.ndim else g)
+            if math.isfinite(real):
+                shown += f", run: {real:.6g}"
         spread, per = self.result.spread, self.result.per_input
-        if spread is not None and per is not None and math.isfinite(v):
+        if (spread is not None and per is not None and math.isfinite(v)
+                and self.result.estimates is None):
             sd = float(spread.reshape(spread.shape[0], -1)[row, col])
             best = " (the largest mean)" if self.best == row and len(names) == 1 else ""
             shown = f"{v:.6g} ± {sd:.3g} over {len(per)} inputs{best}"
-        return f"{' · '.join(where)}: {self.metric_name(self.result)} = {shown}{base}"
+        sign = "=" if self.result.estimates is None else "≈"
+        return f"{' · '.join(where)}: {self.metric_name(self.result)} {sign} {shown}{base}"
 
     def _on_move(self, scene_pos: QPointF) -> None:
         cell = self.cell_at(scene_pos)

@@ -2,6 +2,10 @@
 of runs and an estimate of time and memory; Run and Cancel with a progress bar and its ETA;
 the grid as a heatmap (a curve for one axis) that fills in cell by cell.
 
+Estimate draws every cell's first-order estimate at once (one forward and one backward);
+Verify top K runs for real the K cells whose estimate moves furthest, outlines them, and
+plots estimate against actual with their Spearman ρ.
+
 Axes can be typed (``layer=blocks.*; pos=all``), set from the layer tree's menu
 (:meth:`set_axis`) or, for token positions, picked in the token strip here. Clicking a
 cell asks for that cell's run in the main view (``cellChosen``).
@@ -17,16 +21,19 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QScrollArea, QSplitter, QVBoxLayout,
-                               QWidget)
+                               QProgressBar, QPushButton, QScrollArea, QSpinBox, QSplitter,
+                               QVBoxLayout, QWidget)
 
 from hookscope.core.analyses import SweepResult
+from hookscope.widgets.estimate_scatter import EstimateScatter, rho_text
 from hookscope.widgets.named import named
 from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
 from hookscope.widgets.sweep_plot import SweepPlot
 from hookscope.widgets.token_strip import TokenStrip
 
 POSITION_AXIS = "pos"
+#: the plots' width from which the scatter stands beside the grid rather than under it
+PLOTS_SIDE_BY_SIDE = 640
 
 
 def seconds(s: float) -> str:
@@ -47,6 +54,8 @@ class SweepView(QWidget):
     """Fields, estimate, Run/Cancel, progress and the plot (object names ``sweep*``)."""
 
     runRequested = Signal(str, str, str, str)  # axes, template, source input, metric
+    #: axes, template, source input, metric, and how many cells to verify (0: estimate only)
+    estimateRequested = Signal(str, str, str, str, int)
     cancelRequested = Signal()
     cellChosen = Signal(int, int)   # row, column of a clicked cell (0 for one axis)
     fieldsChanged = Signal()        # (debounced) the app states the runs and the estimate
@@ -73,9 +82,22 @@ class SweepView(QWidget):
         self.source = named(QLineEdit(""), "sweepSource")
         self.source.setPlaceholderText("text:... (the input a bare patch takes)")
         self.metric_box = MetricChooser()
-        self.estimate = named(QLabel(""), "sweepEstimate")
+        # the runs, time and memory a run would take (not the first-order estimate)
+        self.estimate = named(QLabel(""), "sweepCost")
         self.estimate.setWordWrap(True)
         self.run_button = named(QPushButton("Run sweep"), "sweepRun")
+        self.estimate_button = named(QPushButton("Estimate"), "sweepEstimate")
+        self.estimate_button.setToolTip(
+            "Every cell estimated to first order from one forward and one backward "
+            "(attribution patching): where to look before running the cells")
+        self.verify_k = named(QSpinBox(), "sweepVerifyK")
+        self.verify_k.setRange(1, 10_000)
+        self.verify_k.setValue(8)
+        self.verify_k.setToolTip("How many cells to run for real: those whose estimate moves "
+                                 "furthest from the baseline")
+        self.verify_button = named(QPushButton("Verify top K"), "sweepVerify")
+        self.verify_button.setToolTip("Estimate every cell, then run the K with the largest "
+                                      "estimated change for real and compare")
         self.cancel_button = named(QPushButton("Cancel"), "sweepCancel")
         self.cancel_button.setEnabled(False)
         self.progress = named(QProgressBar(), "sweepProgress")
@@ -87,6 +109,7 @@ class SweepView(QWidget):
         self.note = named(QLabel(""), "sweepNote")
         self.note.setWordWrap(True)
         self.plot = SweepPlot()
+        self.scatter = EstimateScatter()
 
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
@@ -102,6 +125,12 @@ class SweepView(QWidget):
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.progress, 1)
+        estimates = QHBoxLayout()
+        estimates.addWidget(self.estimate_button)
+        estimates.addWidget(self.verify_button)
+        estimates.addWidget(QLabel("K"))
+        estimates.addWidget(self.verify_k)
+        estimates.addStretch(1)
         top = self._fields = QWidget()
         top_lay = QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
@@ -120,11 +149,19 @@ class SweepView(QWidget):
         left_lay.addWidget(scroll, 1)
         left_lay.addWidget(self.estimate)
         left_lay.addLayout(buttons)
+        left_lay.addLayout(estimates)
         left_lay.addWidget(self.note)
         # side by side in a wide dock, stacked in a narrow one
         self.split = named(QSplitter(Qt.Orientation.Horizontal), "sweepSplit")
         self.split.addWidget(left)
-        self.split.addWidget(self.plot)
+        # the grid, and beside it (once cells are verified) estimate against actual
+        self.plots = named(QSplitter(Qt.Orientation.Horizontal), "sweepPlots")
+        self.plots.addWidget(self.plot)
+        self.plots.addWidget(self.scatter)
+        self.plots.setStretchFactor(0, 3)
+        self.plots.setStretchFactor(1, 2)
+        self.plots.setChildrenCollapsible(False)
+        self.split.addWidget(self.plots)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 2)
         self.split.setChildrenCollapsible(False)
@@ -141,6 +178,8 @@ class SweepView(QWidget):
         self.axes.textChanged.connect(self._show_picked)
         self.tokens.positionsChanged.connect(self._on_positions)
         self.run_button.clicked.connect(self._run)
+        self.estimate_button.clicked.connect(lambda: self._estimate(0))
+        self.verify_button.clicked.connect(lambda: self._estimate(self.verify_k.value()))
         for edit in (self.axes, self.template, self.source):   # Enter runs, as Run sweep does
             edit.returnPressed.connect(self._run_if_idle)
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
@@ -158,6 +197,19 @@ class SweepView(QWidget):
             size = self.width() if wide else self.height()
             self.split.setSizes([int(size * 0.42), size - int(size * 0.42)])
             self._split_set = True
+        self._lay_plots()
+
+    def _lay_plots(self, share: bool = False) -> None:
+        """The scatter beside the grid where the plots are wide enough for both, else under
+        it; ``share`` (or a new orientation): the grid gets about 60 %."""
+        wide = self.plots.width() >= PLOTS_SIDE_BY_SIDE
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if orientation != self.plots.orientation():
+            self.plots.setOrientation(orientation)
+            share = True
+        if share and not self.scatter.isHidden():
+            size = sum(self.plots.sizes())
+            self.plots.setSizes([size - int(size * 0.4), int(size * 0.4)])
 
     _split_set = False
 
@@ -210,6 +262,11 @@ class SweepView(QWidget):
         self.runRequested.emit(self.axes.text(), self.template.text(), self.source.text(),
                                self.metric_box.text())
 
+    def _estimate(self, verify: int) -> None:
+        self.plot.metric_names[self.metric_box.text().strip()] = self.metric_box.shown_text()
+        self.estimateRequested.emit(self.axes.text(), self.template.text(), self.source.text(),
+                                    self.metric_box.text(), verify)
+
     # -- running -------------------------------------------------------------------------
     def show_estimate(self, text: str, ok: bool = True) -> None:
         """Before a run: the number of runs and what they will cost (or why they cannot run)."""
@@ -219,7 +276,8 @@ class SweepView(QWidget):
     def set_running(self, total: int | None) -> None:
         """Running with ``total`` cells (``None``: stopped)."""
         running = total is not None
-        self.run_button.setEnabled(not running)
+        for button in (self.run_button, self.estimate_button, self.verify_button):
+            button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
         self.progress.setVisible(running)
         if running:
@@ -241,11 +299,34 @@ class SweepView(QWidget):
     def show_partial(self, result: SweepResult) -> None:
         """The grid so far (cells not run yet are NaN)."""
         self.plot.show_result(result)
+        self._show_verified(result)
+
+    def _show_verified(self, result: SweepResult | None) -> None:
+        verified = result.verified if result is not None else None
+        hidden = self.scatter.isHidden()
+        self.scatter.show_verified(verified, self.plot.metric_name(result) if result else "")
+        if hidden and not self.scatter.isHidden():   # it appears: the grid keeps the most
+            self._lay_plots(share=True)
 
     def show_result(self, result: SweepResult | None) -> None:
         self.set_running(None)
         self.plot.show_result(result)
-        if result is not None:
+        self._show_verified(result)
+        if result is not None and result.estimates is not None:
+            self.progress.setVisible(False)
+            total = result.timings_ms.get("total", 0) / 1e3
+            forwards = sum(result.forwards.values())
+            n = len((result.verified or {}).get("cells") or [])
+            if n:
+                self.note.setText(f"{result.cells} cells estimated; the {n} with the largest "
+                                  f"estimated change run for real (outlined), {seconds(total)}, "
+                                  f"{forwards} forwards: {rho_text(result.verified)} "
+                                  "(Spearman, estimate against actual).")
+            else:
+                self.note.setText(f"{result.cells} cells estimated to first order in "
+                                  f"{seconds(total)} ({forwards} forwards and one backward). "
+                                  "Verify top K runs the cells the estimate ranks first.")
+        elif result is not None:
             # the last cell's progress may come after the result (another queue): all ran
             self.progress.setRange(0, max(1, result.cells))
             self.progress.setValue(result.cells)
