@@ -18,6 +18,7 @@ from hookscope.widgets.sweep_plot import ESTIMATED
 from support.mouse_events import hover
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.window_menus import click_view_action, tree_context_menu
+from support.keys import choose, retype
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
@@ -27,25 +28,6 @@ SHOTS = "/tmp/estimate_shots"
 def _open_sweep(win, qtbot):
     click_view_action(qtbot, win, "actionViewSweep")
     qtbot.waitUntil(win.sweep_dock.isVisible)
-
-
-def _type(field, text):
-    field.setFocus()
-    QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    if text:
-        QTest.keyClicks(field, text)
-    else:
-        QTest.keyClick(field, Qt.Key.Key_Delete)
-
-
-def _choose(combo, text):
-    combo.setFocus()
-    QTest.keyClick(combo, Qt.Key.Key_Home)
-    for _ in range(combo.count()):
-        if combo.currentText() == text:
-            return
-        QTest.keyClick(combo, Qt.Key.Key_Down)
-    assert combo.currentText() == text
 
 
 def _ready(win, qtbot):
@@ -69,12 +51,12 @@ def _hover_reads(qtbot, plot, row, col, want):
 
 def _patch_fields(qtbot, win):
     view = win.sweep_view
-    _type(view.axes, "layer=blocks.*; pos=all")
-    _type(view.template, "{layer}=patch@pos={pos}")
-    _type(view.source, SOURCE)
-    _choose(view.metric_box.kind, "logit-diff")
-    _type(view.metric_box.tokens[0].lineEdit(), "#3")
-    _type(view.metric_box.tokens[1].lineEdit(), "#5")
+    retype(view.axes, "layer=blocks.*; pos=all")
+    retype(view.template, "{layer}=patch@pos={pos}")
+    retype(view.source, SOURCE)
+    choose(view.metric_box.kind, "logit-diff")
+    retype(view.metric_box.tokens[0].lineEdit(), "#3")
+    retype(view.metric_box.tokens[1].lineEdit(), "#5")
     assert view.metric_box.text() == "logit-diff:#3,#5"
     return view
 
@@ -158,9 +140,9 @@ def test_an_estimate_of_one_axis_is_a_curve_with_the_verified_points(make_window
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = _patch_fields(qtbot, win)
-    _type(view.axes, "f=linspace(0,2,5)")
-    _type(view.template, "blocks.1=scale:{f}")
-    _type(view.verify_k, "2")
+    retype(view.axes, "f=linspace(0,2,5)")
+    retype(view.template, "blocks.1=scale:{f}")
+    retype(view.verify_k, "2")
     QTest.mouseClick(view.verify_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _done(win, view, None), timeout=60_000)
     got = view.result
@@ -182,9 +164,9 @@ def test_a_metric_the_estimate_refuses_says_why_in_the_dock(make_window, qtbot):
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "layer=blocks.*; pos=0:3")
-    _type(view.template, "{layer}=zero@pos={pos}")
-    _choose(view.metric_box.kind, "kl")
+    retype(view.axes, "layer=blocks.*; pos=0:3")
+    retype(view.template, "{layer}=zero@pos={pos}")
+    choose(view.metric_box.kind, "kl")
     lm = win.session.model
     try:
         check_estimable(lm.module, "kl", lm.meaning)

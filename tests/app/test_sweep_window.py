@@ -16,6 +16,7 @@ from hookscope.core.analyses import sweep
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.mouse_events import hover
 from support.window_menus import click_view_action, tree_context_menu
+from support.keys import choose, retype
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
@@ -24,26 +25,6 @@ SOURCE = "text:the dog sat on the "
 def _open_sweep(win, qtbot):
     click_view_action(qtbot, win, "actionViewSweep")
     qtbot.waitUntil(win.sweep_dock.isVisible)
-
-
-def _type(field, text):
-    field.setFocus()
-    QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    if text:
-        QTest.keyClicks(field, text)
-    else:
-        QTest.keyClick(field, Qt.Key.Key_Delete)
-
-
-def _choose(combo, text):
-    """Pick ``text`` in a combo with the keyboard (Home, then Down until it shows)."""
-    combo.setFocus()
-    QTest.keyClick(combo, Qt.Key.Key_Home)
-    for _ in range(combo.count()):
-        if combo.currentText() == text:
-            return
-        QTest.keyClick(combo, Qt.Key.Key_Down)
-    assert combo.currentText() == text
 
 
 def _ready(win, qtbot):
@@ -77,14 +58,14 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "layer=blocks.*; pos=14:19")
-    _type(view.template, "{layer}=patch@pos={pos}")
-    _type(view.source, SOURCE)
-    _choose(view.metric_box.kind, "logit-diff")
+    retype(view.axes, "layer=blocks.*; pos=14:19")
+    retype(view.template, "{layer}=patch@pos={pos}")
+    retype(view.source, SOURCE)
+    choose(view.metric_box.kind, "logit-diff")
     assert view.metric_box.tokens[1].isVisible()
     # 'm' completes to the model's prediction of that token (picked: its id); "'r'" is typed
-    _type(view.metric_box.tokens[0].lineEdit(), "m")
-    _type(view.metric_box.tokens[1].lineEdit(), "'r'")
+    retype(view.metric_box.tokens[0].lineEdit(), "m")
+    retype(view.metric_box.tokens[1].lineEdit(), "'r'")
     m_id = win.session.model.meaning.codec.encode("m")[0]
     assert view.metric_box.tokens[0].currentText().startswith(f"m  #{m_id} p=")
     metric = f"logit-diff:#{m_id},'r'"
@@ -153,7 +134,7 @@ def test_axes_from_the_tree_menu_and_the_token_strip(make_window, qtbot):
     assert view.axes.text() == "layer=blocks.*.mlp,head; pos=4,8"
     QTest.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=strip.token_rect_center(4))
     assert view.axes.text() == "layer=blocks.*.mlp,head; pos=8"
-    _type(view.template, "{layer}=zero@pos={pos}")
+    retype(view.template, "{layer}=zero@pos={pos}")
     qtbot.waitUntil(lambda: view.estimate.text().startswith("3 runs (3 layer × 1 pos)"),
                     timeout=10_000)
 
@@ -173,10 +154,10 @@ def test_template_from_the_intervention_panel(make_window, qtbot):
     QTest.mouseClick(w.view.viewport(), Qt.MouseButton.LeftButton,
                      pos=QPoint(rect.left() + 12, rect.center().y()))
     qtbot.waitUntil(lambda: win.intervention_panel.path() == "blocks.1.mlp")
-    _type(view.axes, "layer=blocks.*; pos=all")
+    retype(view.axes, "layer=blocks.*; pos=all")
     QTest.mouseClick(view.from_editor, Qt.MouseButton.LeftButton)
     assert view.template.text() == "{layer}=zero@pos={pos}"
-    _type(view.axes, "unit=0:4")
+    retype(view.axes, "unit=0:4")
     QTest.mouseClick(view.from_editor, Qt.MouseButton.LeftButton)
     assert view.template.text() == "blocks.1.mlp=zero@pos=3@units={unit}"
 
@@ -186,9 +167,9 @@ def test_a_template_without_its_source_says_so_in_the_banner(make_window, qtbot)
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "layer=blocks.*")
-    _type(view.template, "{layer}=patch")
-    _type(view.source, "")
+    retype(view.axes, "layer=blocks.*")
+    retype(view.template, "{layer}=patch")
+    retype(view.source, "")
     qtbot.waitUntil(lambda: "source input" in view.estimate.text(), timeout=10_000)
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "source input" in win.error_text(), timeout=60_000)
@@ -200,9 +181,9 @@ def test_cancel_keeps_the_grid_so_far_and_the_window_usable(make_window, qtbot):
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "f=linspace(0,1,9000)")
-    _type(view.template, "blocks.0=scale:{f}")
-    _choose(view.metric_box.kind, "max-abs-diff")
+    retype(view.axes, "f=linspace(0,1,9000)")
+    retype(view.template, "blocks.0=scale:{f}")
+    choose(view.metric_box.kind, "max-abs-diff")
     run_at, cancel_at = view.run_button.geometry(), view.cancel_button.geometry()
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     # the curve fills in while the sweep runs
@@ -252,9 +233,9 @@ def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "layer=conv1,conv2; unit=0:4")
-    _type(view.template, "{layer}=zero@units={unit}")
-    _choose(view.metric_box.kind, metric)
+    retype(view.axes, "layer=conv1,conv2; unit=0:4")
+    retype(view.template, "{layer}=zero@units={unit}")
+    choose(view.metric_box.kind, metric)
     QTest.keyClick(view.template, Qt.Key.Key_Return)   # Enter in a field runs the sweep
     qtbot.waitUntil(lambda: view.result is not None and win.is_idle(), timeout=60_000)
     cnn = win.session.model
@@ -264,8 +245,8 @@ def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
     assert view.plot.left.labels == ["conv1", "conv2"]
     assert view.plot.bottom.labels == ["0", "1", "2", "3"]
     # One axis: a curve over the factor's values, the baseline-free metric on the y axis.
-    _type(view.axes, "factor=linspace(0,2,5)")
-    _type(view.template, "conv2=scale:{factor}")
+    retype(view.axes, "factor=linspace(0,2,5)")
+    retype(view.template, "conv2=scale:{factor}")
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None and view.result.values.ndim == 1
                     and win.is_idle() and view.run_button.isEnabled(), timeout=60_000)
@@ -282,8 +263,8 @@ def test_the_windows_own_cancel_stops_the_sweep_and_the_dock_says_so(make_window
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "layer=blocks.*; f=linspace(0,1,4000)")
-    _type(view.template, "{layer}=scale:{f}")
+    retype(view.axes, "layer=blocks.*; f=linspace(0,1,4000)")
+    retype(view.template, "{layer}=scale:{f}")
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None
                     and np.isfinite(view.result.values).sum() >= 3, timeout=60_000)
@@ -325,12 +306,12 @@ def test_a_hugging_face_gpt2_grid_units_and_curve_from_the_window(make_window, q
         ({"f": "linspace(0,2,5)"}, "f=linspace(0,2,5)", "transformer.h.1=scale:{f}",
          {"transformer.h.1": "scale:{f}"}),
     ]
-    _type(view.source, source)
-    _choose(view.metric_box.kind, "kl")
+    retype(view.source, source)
+    choose(view.metric_box.kind, "kl")
     for over, axes, template, intervene in cases:
         before = view.result
-        _type(view.axes, axes)
-        _type(view.template, template)
+        retype(view.axes, axes)
+        retype(view.template, template)
         QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: view.result is not None and view.result is not before
                         and win.is_idle() and view.run_button.isEnabled(), timeout=120_000)
@@ -355,16 +336,16 @@ def test_after_a_batched_sweep_the_estimate_is_its_pace_not_a_forward_per_cell(m
     _ready(win, qtbot)
     _open_sweep(win, qtbot)
     view = win.sweep_view
-    _type(view.axes, "layer=blocks.*; pos=0:19")
-    _type(view.template, "{layer}=zero@pos={pos}")
-    _choose(view.metric_box.kind, "kl")
+    retype(view.axes, "layer=blocks.*; pos=0:19")
+    retype(view.template, "{layer}=zero@pos={pos}")
+    choose(view.metric_box.kind, "kl")
     QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None and view.run_button.isEnabled()
                     and win.is_idle(), timeout=60_000)
     got = view.result
     assert got.cells == 38 and got.batched == 38 and sum(got.forwards.values()) < got.cells
-    _type(view.axes, "layer=blocks.*; pos=0:18")   # the same grid less one position
-    _type(view.axes, "layer=blocks.*; pos=0:19")
+    retype(view.axes, "layer=blocks.*; pos=0:18")   # the same grid less one position
+    retype(view.axes, "layer=blocks.*; pos=0:19")
     took = got.timings_ms["total"] / 1e3
     qtbot.waitUntil(lambda: "the last sweep's pace" in view.estimate.text(), timeout=10_000)
     text = view.estimate.text()
@@ -379,14 +360,14 @@ def test_the_axes_it_proposes_are_the_models_own_blocks(make_window, qtbot, gpt2
     view = win.sweep_view
     assert view.axes.text() == "layer=transformer.h.*; pos=all"
     # with the source input the proposed patch needs, the sweep can run as proposed
-    _type(view.source, "text:the cat sat on a")
+    retype(view.source, "text:the cat sat on a")
     n = win.last_result.inputs["input_ids"].shape[1] if isinstance(
         win.last_result.inputs, dict) else win.last_result.inputs.shape[1]
     qtbot.waitUntil(lambda: view.estimate.text().startswith(f"{2 * n} runs (2 layer × {n} pos)"),
                     timeout=10_000)
     assert view.estimate.styleSheet() == ""   # not red
     # axes the person typed stay when another model opens
-    _type(view.axes, "layer=transformer.h.0; pos=all")
+    retype(view.axes, "layer=transformer.h.0; pos=all")
     win.load("demo:lm")
     qtbot.waitUntil(lambda: win.session.model.spec == "demo:lm" and win.is_idle(), timeout=60_000)
     assert view.axes.text() == "layer=transformer.h.0; pos=all"

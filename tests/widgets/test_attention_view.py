@@ -11,6 +11,7 @@ from hookscope.core import Plan, load_model
 from hookscope.core.analyses.attention_patterns import attention_patterns
 from hookscope.widgets.attention_view import AttentionView
 from support.mouse_events import hover
+from support.keys import choose
 
 
 @pytest.fixture(scope="module")
@@ -21,16 +22,6 @@ def result():
 
     return attention_patterns(lm.module, torch.tensor([x]), Plan(clamp={"blocks.0": (-0.1, 0.1)}),
                               lm.meaning, ["blocks.1.attn", "blocks.0.attn"])
-
-
-def choose(combo, text):
-    combo.setFocus()
-    QTest.keyClick(combo, Qt.Key.Key_Home)
-    for _ in range(combo.count()):
-        if combo.currentText() == text:
-            return
-        QTest.keyClick(combo, Qt.Key.Key_Down)
-    assert combo.currentText() == text
 
 
 def test_maps_follow_the_choosers(qtbot, result):
