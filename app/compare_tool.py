@@ -26,7 +26,7 @@ from hookscope.widgets import DivergenceView
 from hookscope.widgets.named import named
 
 from .analysis_docks import analysis_dock, show_dock
-from .window_tools import _menu
+from .window_tools import insert_file_action
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -108,12 +108,7 @@ class CompareTool:
         act.setStatusTip("Run another model, or this one with other weights, dtype or device, "
                          "and compare every layer")
         act.triggered.connect(self.open_dialog)
-        file_menu = _menu(win, "File")
-        if file_menu is not None:
-            after = win.findChild(QAction, "actionOpenInputs")
-            actions = file_menu.actions()
-            i = actions.index(after) + 1 if after in actions else len(actions)
-            file_menu.insertAction(actions[i] if i < len(actions) else None, act)  # type: ignore[arg-type]
+        insert_file_action(win, act, "actionOpenInputs")
         self.action = act
 
     def open_dialog(self) -> CompareDialog:

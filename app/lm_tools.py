@@ -24,7 +24,7 @@ from hookscope.widgets.sae_view import SaeView
 
 from .analysis_docks import analysis_dock, fit_dock, show_dock
 from .attention_tool import install_attention_tool
-from .window_tools import _menu
+from .window_tools import insert_file_action
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -56,12 +56,7 @@ def install_sae_tools(win: "MainWindow") -> None:
     attach.setObjectName("actionAttachSae")
     attach.setStatusTip("Attach a sparse autoencoder (SAELens folder) to the selected layer")
     attach.triggered.connect(lambda: attach_sae_dialog(win))
-    file_menu = _menu(win, "File")
-    if file_menu is not None:
-        after = win.findChild(QAction, "actionExportFigure")
-        actions = file_menu.actions()
-        i = actions.index(after) + 1 if after in actions else len(actions)
-        file_menu.insertAction(actions[i] if i < len(actions) else None, attach)  # type: ignore[arg-type]
+    insert_file_action(win, attach, "actionExportFigure")
     win.addAction(attach)
     win.modelLoaded.connect(lambda _spec: forget_saes(win))
 

@@ -27,7 +27,7 @@ from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 
 from .analysis_docks import analysis_dock, show_dock
-from .window_tools import _menu
+from .window_tools import insert_file_action
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -64,12 +64,7 @@ class ScanTool:
         act.setObjectName("actionOpenInputs")
         act.setStatusTip("Open a folder of images, a .txt, .jsonl, .pt or .safetensors input set")
         act.triggered.connect(self.open_dialog)
-        file_menu = _menu(win, "File")
-        if file_menu is not None:
-            after = win.findChild(QAction, "actionSaveSession")
-            actions = file_menu.actions()
-            i = actions.index(after) + 1 if after in actions else len(actions)
-            file_menu.insertAction(actions[i] if i < len(actions) else None, act)  # type: ignore[arg-type]
+        insert_file_action(win, act, "actionSaveSession")
         self.action = act
 
     def open_dialog(self) -> QFileDialog:

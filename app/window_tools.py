@@ -31,6 +31,18 @@ def _menu(win: "MainWindow", title: str) -> QMenu | None:
     return None
 
 
+def insert_file_action(win: "MainWindow", act: QAction, after_name: str) -> None:
+    """Put ``act`` in the File menu right after the action named ``after_name`` (at the end
+    where that action is not in the menu)."""
+    file_menu = _menu(win, "File")
+    if file_menu is None:
+        return
+    after = win.findChild(QAction, after_name)
+    actions = file_menu.actions()
+    i = actions.index(after) + 1 if after in actions else len(actions)
+    file_menu.insertAction(actions[i] if i < len(actions) else None, act)  # type: ignore[arg-type]
+
+
 def install_window_tools(win: "MainWindow") -> None:
     """Add the readouts, File → Export figure and View → Hooks to ``win``."""
     win.panel.readout.connect(win.status.show_readout)
