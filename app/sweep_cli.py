@@ -9,7 +9,9 @@ The number of runs is stated on stderr before the first forward, then the cells 
 (:mod:`.progress`); Ctrl+C stops between layer calls with every hook removed (the
 forwards' own ``finally``), before any file is written. With ``--ray ADDRESS``
 the model is loaded only in a pool of Ray actors (``--ray-workers N``), which share the
-cells (:mod:`hookscope.core.remote.pool_sweep`); the numbers are the same.
+cells (:mod:`hookscope.core.remote.pool_sweep`), the shards of an input set
+(:mod:`hookscope.core.remote.pool_sweep_inputs`) or, estimated, the verified cells; the
+numbers are the same.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable
                                      parse_vector_option, resolve_vectors, sweep,
                                      sweep_over_inputs, sweep_size, template_plan,
                                      template_sources)
-from hookscope.core.dataset import open_inputs
+from hookscope.core.dataset import open_inputs, read_items
 from hookscope.core.model import set_max_input_bytes, user_code
 from hookscope.core.base import ForwardError
 from hookscope.core.plan import named_vectors, syntax_help, with_bare_sources
@@ -187,12 +189,6 @@ def sweep_command(argv: list[str], out: TextIO | None = None, err: TextIO | None
         raise PlanError("--verify runs the cells an estimate ranks first: add --estimate, or "
                         "drop --verify to run every cell")
     check_ray_options(ns)
-    if ns.ray and ns.estimate:
-        raise PlanError("--estimate runs here only: drop --ray (one forward and one backward "
-                        "need no pool)")
-    if ns.inputs is not None and ns.ray:
-        raise PlanError("--inputs runs here only: drop --ray (a pool of workers takes the "
-                        "cells of one input)")
     if ns.inputs is not None and ns.normalise:
         raise PlanError("--normalise runs on one input: drop it, or normalise each input's "
                         "per_input values from --json yourself")
@@ -252,6 +248,22 @@ def _announcement(sizes: dict[str, int], ns: argparse.Namespace, where: str = ""
             f"(and one source forward per patch input){where}")
 
 
+def _talk(sizes: dict[str, int], ns: argparse.Namespace, inputs: int | bool,
+          where: str = "") -> str:
+    """What the sweep will run, said before the first forward (``inputs``: how many inputs
+    the set holds, or ``False`` for one input; ``where``: on a pool, how it is shared)."""
+    cells = math.prod(sizes.values())
+    if ns.estimate:
+        each = f" on each of {inputs} inputs" if inputs else ""
+        return (f"hookscope: estimating {cells} cells from one forward and one backward{each} "
+                f"(plus the shared baseline and source forwards){where}"
+                + (f", then running the {min(ns.verify, cells)} the estimate moves most"
+                   if ns.verify else ""))
+    return _announcement(sizes, ns, where) + (
+        f"; each of {inputs} inputs, rows of inputs of one shape sharing forwards"
+        if inputs else "")
+
+
 def _batch(ns: argparse.Namespace) -> bool | int:
     return True if ns.batch is None else ns.batch
 
@@ -278,19 +290,12 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
         check_grids(lm.module, inputs, over, names)
     cells = math.prod(sizes.values())
     n = len(inputs) if inputs is not None else 1
-    each = f" on each of {n} inputs" if inputs is not None else ""
     if ns.estimate:
         check_estimable(lm.module, ns.metric, lm.meaning)
-        print(f"hookscope: estimating {cells} cells from one forward and one backward{each} "
-              f"(plus the shared baseline and source forwards)"
-              + (f", then running the {min(ns.verify, cells)} the estimate moves most"
-                 if ns.verify else ""), file=err, flush=True)
         what, total = "verified cell", min(ns.verify, cells) * n
     else:
-        print(_announcement(sizes, ns) + (f"; each of {n} inputs, rows of inputs of one shape "
-                                          "sharing forwards" if inputs is not None else ""),
-              file=err, flush=True)
         what, total = "cell", cells * n
+    print(_talk(sizes, ns, inputs is not None and n), file=err, flush=True)
     with user_code("the model's forward", ns.spec, ForwardError), \
             command_progress("hookscope sweep", what, total, err) as bar:
         if inputs is not None:  # one binder: the first input reads the vectors' own inputs
@@ -313,18 +318,18 @@ def _sweep_here(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO
 def _input_set(ns: argparse.Namespace, lm) -> tuple[list, list[str]]:
     """Every input of ``--inputs`` as the model takes it, and a short name of each; an
     empty set, or an input that cannot be read as the model's input, refused naming it."""
+    iset = _opened_set(ns)
+    names = [iset.describe(i) for i in range(len(iset))]
+    return read_items(iset, range(len(iset)), lm.example_input, lm.meaning.codec,
+                      f"--inputs {ns.inputs}"), names
+
+
+def _opened_set(ns: argparse.Namespace):
+    """The set ``--inputs`` names; an empty one refused."""
     iset = open_inputs(ns.inputs)
     if len(iset) == 0:
         raise InputError(f"--inputs {ns.inputs}: the set holds no input; give at least one")
-    items, names = [], []
-    for i in range(len(iset)):
-        name = iset.describe(i)
-        try:
-            items.append(iset.item(i, lm.example_input, lm.meaning.codec))
-        except HookscopeError as exc:
-            raise InputError(f"--inputs {ns.inputs}: input {i} ({name}): {exc}") from exc
-        names.append(name)
-    return items, names
+    return iset
 
 
 def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: TextIO):
@@ -332,18 +337,29 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     if ns.train:
         raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
     attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
+    iset = _opened_set(ns) if ns.inputs is not None else None   # before Ray starts
+    n = len(iset) if iset is not None else 1
     with open_ray_pool(ns) as pool:
         print(f"hookscope: {pool.size} Ray workers at {ns.ray} hold the model (started in "
               f"{pool.startup_s:.1f} s)", file=err, flush=True)
-        with command_progress("hookscope sweep", "cell", None, err) as bar:
-            def outline(o) -> None:  # the grid, known once a worker has read the templates
-                sizes = {n: len(v) for n, v in o.coords.items()}
-                bar.advance_to(0, math.prod(sizes.values()))
-                bar.note(_announcement(sizes, ns, f", over {pool.size} Ray workers (the "
-                                                  "baseline once in each)"))
-            return pool.sweep(ns.input, over, intervene, ns.metric, device=ns.device,
-                              max_cells=ns.max_cells, bind=_binding(ns), batch=_batch(ns),
-                              outline=outline, progress=bar.advance_to)
+        what = "verified cell" if ns.estimate else "cell"
+        with command_progress("hookscope sweep", what, None, err) as bar:
+            def outline(sizes: dict[str, int]) -> None:  # known once a worker read the templates
+                cells = math.prod(sizes.values())
+                bar.advance_to(0, n * (min(ns.verify, cells) if ns.estimate else cells))
+                where = (f", over {pool.size} Ray workers in shards of inputs" if iset is not None
+                         else f", on one of {pool.size} Ray workers" if ns.estimate
+                         else f", over {pool.size} Ray workers (the baseline once in each)")
+                bar.note(_talk(sizes, ns, iset is not None and n, where))
+            options = dict(device=ns.device, max_cells=ns.max_cells, bind=_binding(ns),
+                           batch=_batch(ns), estimate=ns.estimate, verify=ns.verify,
+                           progress=bar.advance_to)
+            if iset is not None:
+                return pool.sweep_inputs(iset, over, intervene, ns.metric,
+                                         names=[iset.describe(i) for i in range(n)],
+                                         what=f"--inputs {ns.inputs}", outline=outline, **options)
+            return pool.sweep(ns.input, over, intervene, ns.metric, **options,
+                              outline=lambda o: outline({k: len(v) for k, v in o.coords.items()}))
 
 
 def print_grid(res, out: TextIO) -> None:

@@ -20,6 +20,7 @@ estimate moves furthest from the mean clean metric, on every input.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -38,7 +39,7 @@ from .sweep_cells import (CellValue, SweepContext, _single, batch_rows, batchabl
 from .sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, check_estimable,
                              estimate_cells, largest_changes)
 from .sweep_metrics import NoScores
-from .sweep_result import sweep_result, verify_count, with_estimates
+from .sweep_result import SweepResult, sweep_result, verify_count, with_estimates
 
 #: Rows one batched forward over several inputs holds at most, unless the caller says
 #: otherwise (the batch budget may hold fewer).
@@ -57,10 +58,10 @@ def _shape_key(x: Any) -> tuple:
     return tuple((key, tuple(t.shape), str(t.dtype)) for key, t in tensor_leaves(x))
 
 
-def _named(i: int, names: Sequence[str] | None) -> str:
+def _named(i: int, names: Sequence[str] | None, offset: int = 0) -> str:
     if names is not None and i < len(names):
-        return f"input {i} ({names[i]})"
-    return f"input {i}"
+        return f"input {offset + i} ({names[i]})"
+    return f"input {offset + i}"
 
 
 def check_grids(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
@@ -86,9 +87,11 @@ def prepare_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
                    intervene: Mapping[Any, Any], metric: Any, *, names: Sequence[str] | None,
                    bind_of: Callable[[Any], Callable[[dict], dict] | None],
                    estimate: bool, batch: bool | int = True,
-                   batch_bytes: int = DEFAULT_BATCH_BYTES, **kw: Any) -> list[SweepContext]:
+                   batch_bytes: int = DEFAULT_BATCH_BYTES, offset: int = 0,
+                   **kw: Any) -> list[SweepContext]:
     """A sweep context per input; an input the model cannot take (or whose grid differs
-    from the first input's) is refused naming it. Where cells batch, the first input of
+    from the first input's) is refused naming it (``offset``: the number of ``inputs[0]``
+    in its set, where these are a shard of it). Where cells batch, the first input of
     each shape runs its own baseline and the others' baselines are rows of batched forwards
     (checked against that first one)."""
     check_grids(module, inputs, over, names)
@@ -107,12 +110,12 @@ def prepare_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
         except Cancelled:
             raise
         except PlanError as exc:
-            if i == 0:
+            if offset + i == 0:
                 raise
-            raise PlanError(f"{_named(i, names)}: {exc}") from exc
+            raise PlanError(f"{_named(i, names, offset)}: {exc}") from exc
         except Exception as exc:  # the model's own error on this input
             first = str(exc).splitlines()[0][:300] if str(exc) else ""
-            raise InputError(f"{_named(i, names)}: the model cannot take it "
+            raise InputError(f"{_named(i, names, offset)}: the model cannot take it "
                              f"({type(exc).__name__}: {first}); remove it from the set") from exc
         return ctx
 
@@ -130,7 +133,7 @@ def prepare_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
     out = [ctxs[i] for i in range(len(inputs))]
     for i, ctx in enumerate(out):
         if ctx.coords != out[0].coords:
-            raise PlanError(f"{_named(i, names)} gives a different grid from input 0 (an axis "
+            raise PlanError(f"{_named(i, names, offset)} gives a different grid from input 0 (an axis "
                             "such as pos=all counts its positions): give positions that every "
                             "input has, e.g. pos=-3:0")
     return out
@@ -256,42 +259,103 @@ def sweep_over_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any
                           bind_of=bind_of or (lambda x: bind), estimate=estimate, codec=codec,
                           meaning=meaning, device=device, max_cells=max_cells,
                           should_stop=should_stop, batch=batch, batch_bytes=batch_bytes)
-    est = None
+    ests = None
     cells: Sequence[int] | None = None
     if estimate:
         ests = [estimate_cells(ctx, estimate_budget) for ctx in ctxs]
-        est = np.mean([e.values for e in ests], axis=0)
-        clean = float(np.mean([e.clean for e in ests]))
-        cells = largest_changes(est, clean, verify)
+        cells = verify_choice([e.values for e in ests], [e.clean for e in ests], verify)
     got = input_cells(ctxs, cells, batch, batch_bytes, progress) if cells != [] else \
         [[] for _ in ctxs]
-    per_input = np.stack([values_array(ctx.coords, g) for ctx, g in zip(ctxs, got)])
-    res = sweep_result(ctxs[0], got[0])
-    res.values = per_input.mean(axis=0)
-    res.spread = per_input.std(axis=0)
-    res.per_input = per_input
-    res.inputs = [names[i] if names is not None and i < len(names) else str(i)
-                  for i in range(len(inputs))]
-    cleans = [ctx.clean for ctx in ctxs]
-    known = [c for c in cleans if c is not None]
-    res.baseline = float(np.mean(known)) if len(known) == len(cleans) else None
-    res._cell = None  # a cell of a set is many runs: run_cell would take one input
-    for key in ("baseline", "source", "intervened"):
-        res.forwards[key] = sum(ctx.counts[key] + (ctx.counts["batched"] if key == "intervened"
-                                                    else 0) for ctx in ctxs)
-    if estimate:
-        res.forwards["gradient"] = sum(ctx.counts.get("gradient", 0) for ctx in ctxs)
-    batched = sum(1 for g in got for c in g if c.batched)
-    res.batch = {"cells": batched, "forwards": sum(ctx.counts["batched"] for ctx in ctxs),
-                 "note": next((ctx.batch_note for ctx in ctxs if ctx.batch_note), None),
-                 "inputs": len(ctxs)}
-    if est is not None:
-        mean_got = [CellValue(c.index, float(res.values[c.index]), c.receipts, c.batched)
-                    for c in got[0]]
-        with_estimates(res, est, mean_got)
-        res.estimates_per_input = np.stack([e.values for e in ests])
+    part = inputs_part(ctxs, got, holds_first=True)
+    res = inputs_result([part], [names[i] if names is not None and i < len(names) else str(i)
+                                 for i in range(len(inputs))],
+                        None if ests is None else [e.values for e in ests])
     res.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
     return res
 
 
-__all__ = ["DEFAULT_MAX_INPUT_ROWS", "check_grids", "input_cells", "prepare_inputs", "sweep_over_inputs"]
+def verify_choice(estimates: Sequence[np.ndarray], cleans: Sequence[float], verify: int) -> list[int]:
+    """The ``verify`` cells whose mean estimate over the inputs (``estimates``: one grid an
+    input, in the set's order) moves furthest from the mean clean metric."""
+    return largest_changes(np.mean(estimates, axis=0), float(np.mean(cleans)), verify)
+
+
+@dataclass
+class InputsPart:
+    """Some inputs' share of a sweep over an input set (a shard's, on a pool worker, or every
+    input's here): their own grids and what they cost. :func:`inputs_result` makes the
+    whole's result of the parts, in the inputs' order."""
+
+    #: every input's own grid (first axis: the input)
+    per_input: np.ndarray
+    #: the metric on each input's baseline run (``None`` for a metric of a difference)
+    cleans: list[float | None]
+    #: forwards run: baseline, source, intervened (a batched forward is one), gradient
+    forwards: dict[str, int]
+    #: cells run as rows of batched forwards, those forwards, and why cells ran alone
+    batched: int = 0
+    batch_forwards: int = 0
+    note: str | None = None
+    #: where the part holds the set's first input: the result shaped by it (labels,
+    #: receipts, timings) and its computed cells, in the order they were asked for
+    first: SweepResult | None = None
+    first_cells: list[CellValue] | None = None
+
+
+def forwards_of(ctxs: Sequence[SweepContext]) -> dict[str, int]:
+    """The forwards ``ctxs`` have run, as :attr:`InputsPart.forwards` counts them."""
+    out = {key: sum(ctx.counts[key] + (ctx.counts["batched"] if key == "intervened" else 0)
+                    for ctx in ctxs) for key in ("baseline", "source", "intervened")}
+    out["gradient"] = sum(ctx.counts.get("gradient", 0) for ctx in ctxs)
+    out["batched"] = sum(ctx.counts["batched"] for ctx in ctxs)
+    return out
+
+
+def inputs_part(ctxs: Sequence[SweepContext], got: Sequence[Sequence[CellValue]],
+                holds_first: bool) -> InputsPart:
+    """The :class:`InputsPart` of ``ctxs`` (some inputs' contexts, in the set's order) and
+    their computed cells ``got`` (:func:`input_cells`); ``holds_first``: ``ctxs[0]`` is the
+    set's first input."""
+    counted = forwards_of(ctxs)
+    return InputsPart(np.stack([values_array(ctx.coords, g) for ctx, g in zip(ctxs, got)]),
+                      [ctx.clean for ctx in ctxs], counted,
+                      batched=sum(1 for g in got for c in g if c.batched),
+                      batch_forwards=counted.pop("batched"),
+                      note=next((ctx.batch_note for ctx in ctxs if ctx.batch_note), None),
+                      first=sweep_result(ctxs[0], got[0]) if holds_first else None,
+                      first_cells=list(got[0]) if holds_first else None)
+
+
+def inputs_result(parts: Sequence[InputsPart], names: list[str],
+                  estimates: Sequence[np.ndarray] | None = None) -> SweepResult:
+    """The sweep over an input set made of its ``parts`` (in the inputs' order; one holds
+    the first input): the mean of every cell over the inputs, its spread and every input's
+    grid; ``names``: every input's; ``estimates``: every input's estimates where the sweep
+    was estimated. The numbers are the same whatever the parts (one array, reduced once)."""
+    first = next(p for p in parts if p.first is not None)
+    res = first.first
+    assert res is not None and first.first_cells is not None
+    per_input = np.concatenate([p.per_input for p in parts])
+    res.values = per_input.mean(axis=0)
+    res.spread = per_input.std(axis=0)
+    res.per_input = per_input
+    res.inputs = list(names)
+    cleans = [c for p in parts for c in p.cleans]
+    known = [c for c in cleans if c is not None]
+    res.baseline = float(np.mean(known)) if len(known) == len(cleans) else None
+    res._cell = None  # a cell of a set is many runs: run_cell would take one input
+    for key in ("baseline", "source", "intervened", *(("gradient",) if estimates is not None
+                                                       else ())):
+        res.forwards[key] = sum(p.forwards.get(key, 0) for p in parts)
+    res.batch = {"cells": sum(p.batched for p in parts),
+                 "forwards": sum(p.batch_forwards for p in parts),
+                 "note": next((p.note for p in parts if p.note), None), "inputs": len(cleans)}
+    if estimates is not None:
+        mean_got = [CellValue(c.index, float(res.values[c.index]), c.receipts, c.batched)
+                    for c in first.first_cells]
+        with_estimates(res, np.mean(estimates, axis=0), mean_got)
+        res.estimates_per_input = np.stack(estimates)
+    return res
+
+__all__ = ["DEFAULT_MAX_INPUT_ROWS", "InputsPart", "check_grids", "forwards_of", "input_cells",
+           "inputs_part", "inputs_result", "prepare_inputs", "sweep_over_inputs", "verify_choice"]

@@ -6,7 +6,7 @@ here, never from a module inside (tests/test_floors.py checks it).
 """
 
 from .input_sets import (IMAGE_PATTERNS, SET_PATTERNS, ImageFolder, InputSet, JsonLines,
-                         TensorBatch, TextLines, image_set_root, open_inputs)
+                         TensorBatch, TextLines, image_set_root, open_inputs, read_items)
 
 __all__ = ["IMAGE_PATTERNS", "ImageFolder", "InputSet", "JsonLines", "SET_PATTERNS", "TensorBatch",
-           "TextLines", "image_set_root", "open_inputs"]
+           "TextLines", "image_set_root", "open_inputs", "read_items"]

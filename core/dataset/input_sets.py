@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..base.errors import InputError
+from ..base.errors import HookscopeError, InputError
 from ..base.nested import tensor_leaves
 from ..base.user_text import shorten, shown, user_path
 from ..model.inputs import IMAGE_SUFFIXES, _load_file, load_image
@@ -372,3 +372,18 @@ def open_inputs(text: str | Path) -> InputSet:
         return tensor_batch_file(path)
     raise InputError(f"inputs {shown(path)}: give a folder of images, a .txt (one prompt a line), "
                      ".jsonl, .pt or .safetensors file")
+
+
+def read_items(iset: InputSet, indices: Sequence[int], example: Any = None, codec: Any = None,
+               what: str = "the input set") -> list[Any]:
+    """Inputs ``indices`` of ``iset`` as the model takes them (``example``, ``codec``: the
+    model's example input and tokenizer); one that cannot be read so is refused naming it by
+    its number in the set and its name (``what``: the set, as the person named it, e.g.
+    ``--inputs prompts.txt``)."""
+    items = []
+    for i in indices:
+        try:
+            items.append(iset.item(i, example, codec))
+        except HookscopeError as exc:
+            raise InputError(f"{what}: input {i} ({iset.describe(i)}): {exc}") from exc
+    return items

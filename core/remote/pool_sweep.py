@@ -10,6 +10,10 @@ whichever worker is free; a part whose worker dies runs again on another (see
 with the same baseline as in :func:`~hookscope.core.analyses.sweep.sweep`, so the values,
 their order and the receipts are the local ones; only ``forwards`` differ (each worker
 pays its own baseline).
+
+An estimated sweep (``estimate=True``) estimates every cell on one worker (one forward and
+one backward, :func:`~hookscope.core.analyses.sweep_estimate.estimate_cells`: no pool makes
+that faster), then the ``verify`` cells it moves most run as ordinary cells over the pool.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..base.errors import HookscopeError
-from ..analyses.sweep_result import SweepResult, axis_labels
+from ..analyses.sweep_result import SweepResult, axis_labels, verify_count, with_estimates
 from ..analyses.sweep_cells import (CellValue, SweepContext, prepare_sweep, sweep_cells,
                                    values_array)
 from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
+from ..analyses.sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, Estimates,
+                                      check_estimable, estimate_cells, largest_changes)
+from ..analyses.sweep_metrics import NoScores
 from ..model.inputs import parse_input
 from ..session.runner import error_message
 from .pool_errors import PoolTaskError
@@ -58,6 +65,8 @@ class SweepJob:
     key: str = ""
     #: as :func:`~hookscope.core.analyses.sweep.sweep`'s: a worker batches within its own parts
     batch: bool | int = True
+    #: the sweep is estimated (its baseline notes the bytes a backward keeps)
+    estimate: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,9 +104,16 @@ def _context(loaded: Any, job: SweepJob) -> tuple[SweepContext, bool]:
     _prepared.clear()
     x = parse_input(job.input_text or "", loaded.example_input, loaded.meaning.codec)
     bind = job.bind(loaded, x) if job.bind is not None else None
-    ctx = prepare_sweep(loaded.module, x, job.over, job.intervene, job.metric,
-                        meaning=loaded.meaning, device=job.device, max_cells=job.max_cells,
-                        bind=bind, batch=job.batch)
+    if job.estimate:  # a metric or mode the estimate refuses, before any forward
+        check_estimable(loaded.module, job.metric, loaded.meaning)
+    try:
+        ctx = prepare_sweep(loaded.module, x, job.over, job.intervene, job.metric,
+                            meaning=loaded.meaning, device=job.device, max_cells=job.max_cells,
+                            bind=bind, batch=job.batch, measure=job.estimate)
+    except NoScores as exc:
+        if not job.estimate:
+            raise
+        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
     _prepared["last"] = (weakref.ref(loaded), job.key, ctx)
     return ctx, True
 
@@ -125,6 +141,16 @@ def sweep_part(loaded: Any, cells: list[int], job: SweepJob) -> Part:
         raise
     clean = ctx.clean if 0 in cells else None
     return Part(out, {k: v - before.get(k, 0) for k, v in ctx.counts.items()}, clean)
+
+
+def sweep_estimates(loaded: Any, _item: Any, job: SweepJob) -> tuple[Estimates, float | None,
+                                                                    dict[str, int]]:
+    """Task: every cell's first-order estimate, the metric on the baseline run, and the
+    forwards this took here (the preparing's too where this worker had not prepared it)."""
+    ctx, new = _context(loaded, job)
+    before = {k: 0 for k in ctx.counts} if new else dict(ctx.counts)
+    est = estimate_cells(ctx)
+    return est, ctx.clean, {k: v - before.get(k, 0) for k, v in ctx.counts.items()}
 
 
 def _naming(exc: BaseException, prefix: str) -> HookscopeError:
@@ -172,7 +198,8 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
                bind: Callable[[Any, Any], Any] | None = None,
                progress: Callable[[int, int], None] | None = None, batch: bool | int = True,
                parts_per_worker: int = PARTS_PER_WORKER,
-               outline: Callable[[Outline], None] | None = None) -> SweepResult:
+               outline: Callable[[Outline], None] | None = None, estimate: bool = False,
+               verify: int = 0) -> SweepResult:
     """:func:`~hookscope.core.analyses.sweep.sweep` on ``pool``'s model, its cells spread over
     the workers (see the module docstring). ``input_text`` as ``--input`` (``None``: the
     model's example input); ``bind`` as :class:`SweepJob`'s; ``progress(done, total)`` in
@@ -182,16 +209,27 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
     :class:`~hookscope.core.base.errors.ForwardError` for a model that throws), its message
     starting with the cell (``cell layer='blocks.1', pos=3: ...``); a part of the grid that
     no live worker could compute raises :class:`~.ray_pool.PoolError` naming its cells.
+    ``estimate``/``verify``: as the local sweep's (see the module docstring); ``progress``
+    then counts the verified cells.
     """
     t0 = time.perf_counter()
+    verify = verify_count(verify, estimate)
     job = SweepJob(input_text, dict(over), dict(intervene), metric, device, max_cells, bind,
-                   uuid.uuid4().hex, batch)
+                   uuid.uuid4().hex, batch, estimate)
     shape = _unwrapped(lambda: pool.run_one(sweep_outline, job))
     if outline is not None:
         outline(shape)
     t_outline = time.perf_counter() - t0
-    n_parts = max(1, min(shape.cells, pool.size * max(1, parts_per_worker)))
-    parts = [p.tolist() for p in np.array_split(np.arange(shape.cells), n_parts)]
+    est: Estimates | None = None
+    todo = np.arange(shape.cells)
+    counted = [shape.forwards]
+    if estimate:  # one forward and one backward, on one worker
+        est, est_clean, est_forwards = _unwrapped(lambda: pool.run_one(sweep_estimates, None,
+                                                                       job))
+        todo = np.array(largest_changes(est.values, est.clean, verify), dtype=int)
+        counted.append(est_forwards)
+    n_parts = max(1, min(len(todo), pool.size * max(1, parts_per_worker)))
+    parts = [p.tolist() for p in np.array_split(todo, n_parts)] if len(todo) else []
     names = list(shape.coords)
     grid = list(itertools.product(*(range(len(shape.coords[n])) for n in names)))
 
@@ -206,17 +244,18 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
     def arrived(i: int, _part: Part) -> None:
         done[0] += len(parts[i])
         if progress is not None:
-            progress(done[0], shape.cells)
+            progress(done[0], len(todo))
 
     answers: list[Part] = _unwrapped(lambda: pool.map(sweep_part, parts, job, names=part_name,
                                                       on_result=arrived))
     cells = [c for a in answers for c in a.cells]
     forwards: dict[str, int] = {}
-    for counted in [shape.forwards, *(a.forwards for a in answers)]:
-        for k, v in counted.items():
+    for counts in [*counted, *(a.forwards for a in answers)]:
+        for k, v in counts.items():
             forwards[k] = forwards.get(k, 0) + v
     forwards["intervened"] = forwards.get("intervened", 0) + forwards.pop("batched", 0)
-    clean = next((a.clean for a in answers if a.clean is not None), None)
+    clean = est_clean if est is not None else next(
+        (a.clean for a in answers if a.clean is not None), None)
 
     def run_cell(c: Mapping[str, Any]) -> Any:
         return _unwrapped(lambda: pool.run_one(sweep_cell_run, dict(c), job))
@@ -225,7 +264,10 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
         return _unwrapped(lambda: pool.run_one(sweep_cell_plan, dict(c), job))
 
     timings = {"total": (time.perf_counter() - t0) * 1e3, "outline": t_outline * 1e3}
-    return SweepResult(values_array(shape.coords, cells), shape.labels, shape.coords,
-                       shape.metric, clean, {c.index: c.receipts for c in cells}, timings,
-                       forwards, run_cell, plan_of,
-                       batch={"cells": sum(1 for c in cells if c.batched), "note": None})
+    res = SweepResult(values_array(shape.coords, cells), shape.labels, shape.coords,
+                      shape.metric, clean, {c.index: c.receipts for c in cells}, timings,
+                      forwards, run_cell, plan_of,
+                      batch={"cells": sum(1 for c in cells if c.batched), "note": None})
+    if est is not None:
+        with_estimates(res, est.values, cells)
+    return res

@@ -52,6 +52,7 @@ from .pool_errors import PoolError, PoolTaskError
 from .remote_ray import CONNECT_TIMEOUT_S, check_address, connect, remote_spec, spec_folder
 from .pool_actor import PoolWorker
 from .pool_sweep import pool_sweep
+from .pool_sweep_inputs import pool_sweep_inputs
 
 #: How long the workers may take to start and load the model before the pool gives up.
 START_TIMEOUT_S = 300.0
@@ -258,6 +259,12 @@ class RayPool:
         """A sweep whose cells are split over the workers; see
         :func:`~.pool_sweep.pool_sweep` (equal to the local sweep, cell for cell)."""
         return pool_sweep(self, input_text, over, intervene, metric, **options)
+
+    def sweep_inputs(self, inputs: Any, over: Any, intervene: Any,
+                     metric: Any = "max-abs-diff", **options: Any) -> Any:
+        """A sweep over the input set ``inputs``, its inputs in shards over the workers; see
+        :func:`~.pool_sweep_inputs.pool_sweep_inputs` (equal to the local sweep)."""
+        return pool_sweep_inputs(self, inputs, over, intervene, metric, **options)
 
     def close(self) -> None:
         """Stop every worker (Ray itself stays up: this process may use it again)."""

@@ -454,25 +454,21 @@ class Session:
 
         ``pool``: a :class:`~hookscope.core.remote.RayPool` holding the same model spec
         (``RayPool("local", spec, 2)``): the cells are spread over its workers instead,
-        with the same values, in the same order.
+        with the same values, in the same order; with ``inputs``, the inputs in shards; with
+        ``estimate``, the estimate on one worker (one per shard of inputs) and the
+        ``verify`` cells over the pool.
 
         ``estimate``: every cell estimated to first order from one forward and one backward
         (:attr:`~hookscope.core.analyses.SweepResult.estimates`), and only the ``verify``
-        cells the estimate moves most run for real (not with ``pool``).
+        cells the estimate moves most run for real.
 
         ``inputs``: an input set (or the file or folder ``hookscope scan`` reads) instead of
         the session's input: each cell is the mean over the inputs, with
-        :attr:`~hookscope.core.analyses.SweepResult.spread` and ``per_input`` (not with
-        ``pool``)."""
-        if pool is not None and inputs is not None:
-            raise HookscopeError("a sweep over inputs runs in this process only: sweep "
-                                 "without pool=")
+        :attr:`~hookscope.core.analyses.SweepResult.spread` and ``per_input``."""
         if pool is not None:
-            if estimate:
-                raise HookscopeError("estimate runs in this process only: sweep without pool=")
             return DerivedViews.sweep_on_pool(pool, self.model, self.input_text, self.device,
                                               over, intervene, metric, max_cells, progress,
-                                              batch, normalise)
+                                              batch, normalise, estimate, verify, inputs)
         return self.analyse(DerivedViews.sweep(over, intervene, metric, max_cells, progress,
                                                batch, normalise, estimate, verify, inputs,
                                                self.model), timeout_s)

@@ -102,8 +102,10 @@ class DerivedViews:
     @staticmethod
     def sweep_on_pool(pool: Any, model: LoadedModel | None, input_text: str, device: str,
                       over: Any, intervene: Any, metric: Any, max_cells: int | None,
-                      progress: Any, batch: bool | int, normalise: bool) -> Any:
-        """:meth:`Session.sweep` over a pool of workers holding the session's model."""
+                      progress: Any, batch: bool | int, normalise: bool, estimate: bool = False,
+                      verify: int = 0, inputs: Any = None) -> Any:
+        """:meth:`Session.sweep` over a pool of workers holding the session's model
+        (``inputs``: an input set, or the file or folder it is read from, in shards)."""
         if model is None:
             raise HookscopeError("no model is open: load one first (Session.load(spec))")
         held = (pool.model.spec, pool.model.weights)
@@ -113,9 +115,12 @@ class DerivedViews:
                                  "start the pool with the session's model")
         if normalise:
             raise HookscopeError("normalise runs in this process only: sweep without pool=")
-        return pool.sweep(input_text, over, intervene, metric, device=device,
-                          max_cells=max_cells or DEFAULT_MAX_CELLS, progress=progress,
-                          batch=batch)
+        options = dict(device=device, max_cells=max_cells or DEFAULT_MAX_CELLS,
+                       progress=progress, batch=batch, estimate=estimate, verify=verify)
+        if inputs is not None:
+            iset = open_inputs(inputs) if isinstance(inputs, (str, Path)) else inputs
+            return pool.sweep_inputs(iset, over, intervene, metric, **options)
+        return pool.sweep(input_text, over, intervene, metric, **options)
 
     @staticmethod
     def answer(result: Any, view: Any) -> Any:
