@@ -333,6 +333,124 @@ def test_session_sweep_over_a_pool_equals_the_session_sweep(lm_pool):
         assert other.close()
 
 
+PROMPTS = "the cat sat on the\na dog ran to the\nmy bird is on\nthe sun is up\nwe go to the\n"
+
+
+def _close(a, b) -> bool:
+    """Equal to float rounding (a batched forward's rows, a backward on another thread count)."""
+    return np.allclose(np.array(a, dtype=float), np.array(b, dtype=float), rtol=1e-5, atol=1e-6,
+                       equal_nan=True)
+
+
+def assert_same_set_sweep(got, want, exact=True):
+    """Equal input by input (per_input), and the mean and spread with them: bit for bit
+    where neither side batched, batched to float rounding. The estimates (a backward in a
+    worker, whose thread count differs from this process's) to float rounding, the
+    verified cells the same cells with the same values."""
+    assert got.axes == want.axes and got.coords == want.coords and got.inputs == want.inputs
+    same = (lambda a, b: np.array_equal(a, b, equal_nan=True)) if exact else _close
+    for name in ("values", "spread", "per_input"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.shape == b.shape and same(a, b), name
+    for name in ("estimates", "estimates_per_input"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None) and (a is None or _close(a, b)), name
+    assert got.baseline == want.baseline if exact else np.isclose(got.baseline, want.baseline)
+    assert (got.verified is None) == (want.verified is None)
+    if want.verified is not None:
+        assert got.verified["cells"] == want.verified["cells"]
+        assert same(np.array(got.verified["values"], dtype=float),
+                    np.array(want.verified["values"], dtype=float))
+        assert _close(got.verified["estimates"], want.verified["estimates"])
+        assert np.isclose(got.verified["spearman"], want.verified["spearman"])
+
+
+def test_input_sets_and_estimates_on_a_pool_equal_the_local_sweeps(lm_pool, tmp_path):
+    """An input set's inputs in shards over the workers, estimates per input averaged and
+    the verified cells on the pool, a single input's estimate on one worker and its verified
+    cells over the pool, and Session.sweep(pool=) over a set: the local numbers."""
+    from hookscope.core import InputError, Session
+    from hookscope.core.dataset import open_inputs, read_items
+
+    lm = load_model("demo:lm")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(PROMPTS)
+    iset = open_inputs(prompts)
+    items = read_items(iset, range(len(iset)), lm.example_input, lm.meaning.codec)
+    names = [iset.describe(i) for i in range(len(iset))]
+    # estimates well apart (scaling a layer moves the metric in proportion to f - 1), so the
+    # cells an estimate ranks first are the same whatever its rounding
+    over = {"layer": "blocks.0.attn,blocks.0.mlp", "f": "0,0.3,0.6,1.2,2.5"}
+    iv = {"{layer}": "scale:{f}"}
+
+    def local(**kw):
+        return sweep(lm.module, None, over, iv, "logit:e", meaning=lm.meaning, input_set=items,
+                     input_names=names, **kw)
+
+    seen: list = []
+    got = lm_pool.sweep_inputs(iset, over, iv, "logit:e", batch=False,
+                               progress=lambda d, n: seen.append((d, n)))
+    assert_same_set_sweep(got, local(batch=False))  # every cell its own forward: bit for bit
+    assert seen[-1] == (5 * 10, 5 * 10) and len(seen) == 5  # a shard an input (2 workers x 4)
+    cell = dict(layer="blocks.0.mlp", f=0.6)
+    assert got.plan_of(**cell) == local(batch=False).plan_of(**cell)
+    assert_same_set_sweep(lm_pool.sweep_inputs(iset, over, iv, "logit:e"), local(), exact=False)
+    est = lm_pool.sweep_inputs(iset, over, iv, "logit:e", batch=False, estimate=True, verify=3)
+    want = local(batch=False, estimate=True, verify=3)
+    assert_same_set_sweep(est, want)
+    assert len(want.verified["cells"]) == 3 and np.isfinite(want.estimates).all()
+    assert est.forwards["gradient"] == 5
+
+    x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
+    one = lm_pool.sweep(PROMPT, over, iv, "logit:e", batch=False, estimate=True, verify=4)
+    mine = sweep(lm.module, x, over, iv, "logit:e", meaning=lm.meaning, batch=False,
+                 estimate=True, verify=4)
+    assert _close(one.estimates, mine.estimates) and one.baseline == mine.baseline
+    assert np.array_equal(one.values, mine.values, equal_nan=True)
+    assert one.verified["cells"] == mine.verified["cells"] and len(one.verified["cells"]) == 4
+    assert one.verified["values"] == mine.verified["values"]
+    assert one.forwards["gradient"] == 1
+
+    prompts.write_text(PROMPTS + "x" * 80 + "\n")  # demo:lm reads at most 64 characters
+    with pytest.raises(InputError, match=r"input 5 \(xxxx.*cannot take it.*at most 64"):
+        lm_pool.sweep_inputs(open_inputs(prompts), over, iv, "logit:e")
+    prompts.write_text(PROMPTS)
+    s = Session.load("demo:lm", input_text=PROMPT)
+    try:
+        kw = dict(inputs=str(prompts), estimate=True, verify=2)
+        assert_same_set_sweep(s.sweep(over, iv, "logit:e", pool=lm_pool, **kw),
+                              s.sweep(over, iv, "logit:e", **kw), exact=False)
+    finally:
+        assert s.close()
+
+
+def test_cli_sweep_inputs_estimated_on_ray_prints_the_local_json(ray_local, tmp_path):
+    """hookscope sweep --inputs --estimate --verify over two Ray workers: the local JSON."""
+    from hookscope.app.sweep_cli import sweep_command
+
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(PROMPTS)
+    argv = ["demo:lm", "--inputs", str(prompts), "--over", "layer=blocks.0.attn,blocks.0.mlp",
+            "--over", "f=0,0.3,0.6,1.2,2.5", "--intervene", "{layer}=scale:{f}", "--metric",
+            "logit:e", "--estimate", "--verify", "3", "--json", "--batch", "1"]
+    outs = []
+    for extra in ([], ["--ray", "local", "--ray-workers", "2"]):
+        out, err = io.StringIO(), io.StringIO()
+        assert sweep_command(argv + extra, out, err) == 0
+        d = json.loads(out.getvalue())
+        d.pop("timings_ms")
+        d.pop("forwards")   # each worker counts its own
+        outs.append((d, err.getvalue()))
+    (local, _), (remote, note) = outs
+    # the estimates: a backward in a worker, to float rounding; the rest bit for bit (--batch 1)
+    assert _close(remote.pop("estimates"), local.pop("estimates"))
+    ver, mine = remote.pop("verified"), local.pop("verified")
+    assert ver["cells"] == mine["cells"] and ver["values"] == mine["values"]
+    assert _close(ver["estimates"], mine["estimates"]) and len(mine["cells"]) == 3
+    assert remote == local and len(local["per_input"]) == 5
+    assert "estimating 10 cells" in note and "in shards of inputs" in note
+
+
 def test_cli_sweep_on_ray_prints_the_local_json(ray_local, tmp_path):
     from hookscope.app.sweep_cli import sweep_command
 

@@ -25,7 +25,6 @@ DETECTOR = ["sweep", "demo:detector", "--over", "f=0.5,2", "--intervene", "backb
     (DETECTOR + ["--metric", "box-count"], "box-count"),
     (DETECTOR + ["--metric", "top-score"], "box lists"),
     (CNN + ["--metric", "prob:#3", "--train"], "train mode"),
-    (CNN + ["--metric", "prob:#3", "--ray", "local"], "runs here only"),
 ])
 def test_refused_in_one_line_before_any_forward(argv, words, capsys, monkeypatch):
     calls = []

@@ -45,7 +45,6 @@ def test_a_grid_that_differs_between_inputs_names_the_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("more, words", [
     (["--input", "text:the cat"], "give one"),
-    (["--ray", "local"], "--inputs runs here only"),
     (["--normalise"], "--normalise runs on one input"),
 ])
 def test_options_it_does_not_combine_with_are_refused(tmp_path, capsys, more, words):

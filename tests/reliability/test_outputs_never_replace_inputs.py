@@ -114,6 +114,17 @@ def test_a_ray_sweep_never_replaces_a_templates_patch_source(files, capsys, over
     assert not ray.is_initialized()
 
 
+def test_a_ray_sweep_never_replaces_a_file_of_its_input_set(files, capsys):
+    # The set's inputs are read on the Ray workers: the set is declared here, and Ray
+    # never starts.
+    import ray  # noqa: F401  (the --ray flags need it installed; it must not start)
+    _refused(capsys, ["sweep", "net.py:build", *TRUSTED, "--inputs", "inputs", "--over",
+                      "f=0.5,2", "--intervene", "0=scale:{f}", "--ray", "local",
+                      "--ray-workers", "1", "--csv", "inputs/1.npy"],
+             "inputs/1.npy", "the input folder", named="inputs")
+    assert not ray.is_initialized()
+
+
 def test_a_scan_never_replaces_its_patch_source(files, capsys):
     _refused(capsys, ["scan", "net.py:build", *TRUSTED, "--inputs", "inputs",
                       "--intervene", "0=patch:src.npy", "--csv", "src.npy"],
