@@ -18,8 +18,9 @@ metric on the first input (nothing runs): a bad sweep fails once, whole.
 ``estimate``: each shard estimates its inputs (one forward and one backward an input);
 the estimates come back here and are averaged as the local sweep averages them; then the
 ``verify`` cells whose mean estimate moves most run on every input, shard by shard. A
-worker keeps the shards it prepared for the estimate, so a verify part that comes back
-to it runs no baseline again (one that goes to another worker prepares it there).
+worker keeps the shards it prepared for the estimate until their cells have run, so a
+shard that comes back to it runs no baseline again (one that goes to another worker
+prepares it there); a sweep without an estimate keeps nothing.
 
 An image folder or a text file is read by the workers from the same path (a cluster needs
 it on a shared file system); a ``.pt`` or ``.safetensors`` set travels inside the job.
@@ -100,7 +101,8 @@ def _contexts(loaded: Any, shard: list[int], job: InputsJob) -> tuple[list[Sweep
                           names=[job.names[i] for i in shard], bind_of=lambda x: bind,
                           estimate=job.estimate, batch=job.batch, offset=shard[0],
                           meaning=loaded.meaning, device=job.device, max_cells=job.max_cells)
-    _prepared[key] = (weakref.ref(loaded), job.key, ctxs)
+    if job.estimate:  # kept from the estimate for the verified cells (see inputs_shard)
+        _prepared[key] = (weakref.ref(loaded), job.key, ctxs)
     return ctxs, True
 
 
@@ -138,6 +140,7 @@ def inputs_shard(loaded: Any, shard: list[int], job: InputsJob,
     if before is not None:
         part.forwards = {k: v - before.get(k, 0) for k, v in part.forwards.items()}
         part.batch_forwards -= before["batched"]
+    _prepared.pop(tuple(shard), None)  # the shard is done: its baselines are not kept
     if part.first is not None:  # its cell runner and plans are this worker's: not sent
         part.first._cell = part.first._plan = None
     return part
