@@ -37,9 +37,8 @@ from .sweep_axes import (DEFAULT_MAX_CELLS, axis_count, axis_values, check_size,
                          placeholders)
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import Cells, CellValue, check_used, prepare_sweep, sweep_cells
-from .sweep_metrics import NoScores, make_metric
-from .sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, check_estimable, estimate_cells,
-                             verify_cells)
+from .sweep_metrics import make_metric
+from .sweep_estimate import (check_estimable, estimate_cells, prepared, verify_cells)
 from .sweep_inputs import sweep_over_inputs
 from .sweep_result import SweepResult, normal_ends, sweep_result, verify_count, with_estimates
 
@@ -202,14 +201,10 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     verify = verify_count(verify, estimate)
     if estimate:  # a metric or mode the estimate refuses is said before any forward
         check_estimable(module, metric, meaning)
-    try:
-        ctx = prepare_sweep(module, inputs, over, intervene, metric, codec=codec, meaning=meaning,
-                            device=device, max_cells=max_cells, should_stop=should_stop,
-                            bind=bind, batch=batch, batch_bytes=batch_bytes, measure=estimate)
-    except NoScores as exc:
-        if not estimate:
-            raise
-        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
+    ctx = prepared(lambda: prepare_sweep(
+        module, inputs, over, intervene, metric, codec=codec, meaning=meaning, device=device,
+        max_cells=max_cells, should_stop=should_stop, bind=bind, batch=batch,
+        batch_bytes=batch_bytes, measure=estimate), estimate)
     if normalise:
         normal_ends(ctx)  # refused before the cells run
     est = None

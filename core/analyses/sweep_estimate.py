@@ -57,6 +57,17 @@ class EstimateRefused(PlanError):
     """This sweep cannot be estimated to first order; the message says why and what to use."""
 
 
+def prepared(prepare: Callable[[], SweepContext], estimate: bool) -> SweepContext:
+    """``prepare()`` (a sweep's preparation); an output with no scores (:class:`NoScores`)
+    is the estimate's refusal when the sweep is estimated."""
+    try:
+        return prepare()
+    except NoScores as exc:
+        if not estimate:
+            raise
+        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
+
+
 @dataclass
 class _Site:
     """One swept place: the layer's value (output, ``:input``, ``resid_mid``) or a head

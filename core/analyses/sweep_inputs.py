@@ -36,9 +36,7 @@ from .sweep_batch import (DEFAULT_BATCH_BYTES, DEFAULT_MAX_ROWS, NotRowwise, row
                           rows_for_budget, rows_match, stack_rows)
 from .sweep_cells import (CellValue, SweepContext, _single, batch_rows, batchable, prepare_sweep,
                           values_array)
-from .sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, check_estimable,
-                             estimate_cells, largest_changes)
-from .sweep_metrics import NoScores
+from .sweep_estimate import (check_estimable, estimate_cells, EstimateRefused, largest_changes, prepared)
 from .sweep_result import SweepResult, sweep_result, verify_count, with_estimates
 
 #: Rows one batched forward over several inputs holds at most, unless the caller says
@@ -100,14 +98,10 @@ def prepare_inputs(module: Any, inputs: Sequence[Any], over: Mapping[str, Any],
     def one(i: int, like: tuple[SweepContext, Any] | None = None) -> SweepContext:
         x = inputs[i]
         try:
-            ctx = prepare_sweep(module, x, over, intervene, metric, bind=bind_of(x),
-                                measure=estimate, batch=rows_batch, batch_bytes=batch_bytes,
-                                like=like, **kw)
-        except NoScores as exc:
-            if not estimate:
-                raise
-            raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
-        except Cancelled:
+            ctx = prepared(lambda: prepare_sweep(
+                module, x, over, intervene, metric, bind=bind_of(x), measure=estimate,
+                batch=rows_batch, batch_bytes=batch_bytes, like=like, **kw), estimate)
+        except (Cancelled, EstimateRefused):
             raise
         except PlanError as exc:
             if offset + i == 0:

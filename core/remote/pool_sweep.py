@@ -32,9 +32,7 @@ from ..analyses.sweep_result import SweepResult, axis_labels, verify_count, with
 from ..analyses.sweep_cells import (CellValue, SweepContext, prepare_sweep, sweep_cells,
                                    values_array)
 from ..analyses.sweep_axes import DEFAULT_MAX_CELLS
-from ..analyses.sweep_estimate import (NOT_DIFFERENTIABLE, EstimateRefused, Estimates,
-                                      check_estimable, estimate_cells, largest_changes)
-from ..analyses.sweep_metrics import NoScores
+from ..analyses.sweep_estimate import (check_estimable, estimate_cells, Estimates, largest_changes, prepared)
 from ..model.inputs import parse_input
 from ..session.runner import error_message
 from .pool_errors import PoolTaskError
@@ -106,14 +104,10 @@ def _context(loaded: Any, job: SweepJob) -> tuple[SweepContext, bool]:
     bind = job.bind(loaded, x) if job.bind is not None else None
     if job.estimate:  # a metric or mode the estimate refuses, before any forward
         check_estimable(loaded.module, job.metric, loaded.meaning)
-    try:
-        ctx = prepare_sweep(loaded.module, x, job.over, job.intervene, job.metric,
-                            meaning=loaded.meaning, device=job.device, max_cells=job.max_cells,
-                            bind=bind, batch=job.batch, measure=job.estimate)
-    except NoScores as exc:
-        if not job.estimate:
-            raise
-        raise EstimateRefused(NOT_DIFFERENTIABLE) from exc
+    ctx = prepared(lambda: prepare_sweep(
+        loaded.module, x, job.over, job.intervene, job.metric, meaning=loaded.meaning,
+        device=job.device, max_cells=job.max_cells, bind=bind, batch=job.batch,
+        measure=job.estimate), job.estimate)
     _prepared["last"] = (weakref.ref(loaded), job.key, ctx)
     return ctx, True
 
@@ -165,7 +159,7 @@ def _naming(exc: BaseException, prefix: str) -> HookscopeError:
     return HookscopeError(message)
 
 
-def _unwrapped(call: Callable[[], Any]) -> Any:
+def unwrapped(call: Callable[[], Any]) -> Any:
     """``call()``, a task's own project exception raised as itself (the local sweep's kind
     and message: a failing cell names itself), the pool's error as its cause."""
     try:
@@ -216,7 +210,7 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
     verify = verify_count(verify, estimate)
     job = SweepJob(input_text, dict(over), dict(intervene), metric, device, max_cells, bind,
                    uuid.uuid4().hex, batch, estimate)
-    shape = _unwrapped(lambda: pool.run_one(sweep_outline, job))
+    shape = unwrapped(lambda: pool.run_one(sweep_outline, job))
     if outline is not None:
         outline(shape)
     t_outline = time.perf_counter() - t0
@@ -224,7 +218,7 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
     todo = np.arange(shape.cells)
     counted = [shape.forwards]
     if estimate:  # one forward and one backward, on one worker
-        est, est_clean, est_forwards = _unwrapped(lambda: pool.run_one(sweep_estimates, None,
+        est, est_clean, est_forwards = unwrapped(lambda: pool.run_one(sweep_estimates, None,
                                                                        job))
         todo = np.array(largest_changes(est.values, est.clean, verify), dtype=int)
         counted.append(est_forwards)
@@ -246,7 +240,7 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
         if progress is not None:
             progress(done[0], len(todo))
 
-    answers: list[Part] = _unwrapped(lambda: pool.map(sweep_part, parts, job, names=part_name,
+    answers: list[Part] = unwrapped(lambda: pool.map(sweep_part, parts, job, names=part_name,
                                                       on_result=arrived))
     cells = [c for a in answers for c in a.cells]
     forwards: dict[str, int] = {}
@@ -258,10 +252,10 @@ def pool_sweep(pool: Any, input_text: str | None, over: Mapping[str, Any],
         (a.clean for a in answers if a.clean is not None), None)
 
     def run_cell(c: Mapping[str, Any]) -> Any:
-        return _unwrapped(lambda: pool.run_one(sweep_cell_run, dict(c), job))
+        return unwrapped(lambda: pool.run_one(sweep_cell_run, dict(c), job))
 
     def plan_of(c: Mapping[str, Any]) -> Any:
-        return _unwrapped(lambda: pool.run_one(sweep_cell_plan, dict(c), job))
+        return unwrapped(lambda: pool.run_one(sweep_cell_plan, dict(c), job))
 
     timings = {"total": (time.perf_counter() - t0) * 1e3, "outline": t_outline * 1e3}
     res = SweepResult(values_array(shape.coords, cells), shape.labels, shape.coords,

@@ -46,7 +46,7 @@ from ..analyses.sweep_inputs import (InputsPart, check_grids, forwards_of, input
 from ..analyses.sweep_result import SweepResult, verify_count
 from ..base.errors import InputError
 from ..dataset import InputSet, read_items
-from .pool_sweep import PARTS_PER_WORKER, _unwrapped
+from .pool_sweep import PARTS_PER_WORKER, unwrapped
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ def pool_sweep_inputs(pool: Any, inputs: InputSet, over: Mapping[str, Any],
     named = list(names) if names is not None else [inputs.describe(i) for i in range(n)]
     job = InputsJob(inputs, named, what, dict(over), dict(intervene), metric, device,
                     max_cells, bind, uuid.uuid4().hex, batch, estimate)
-    sizes = _unwrapped(lambda: pool.run_one(inputs_outline, None, job))
+    sizes = unwrapped(lambda: pool.run_one(inputs_outline, None, job))
     if outline is not None:
         outline(sizes)
     shards = [s.tolist() for s in
@@ -190,7 +190,7 @@ def pool_sweep_inputs(pool: Any, inputs: InputSet, over: Mapping[str, Any],
     todo: list[int] | None = None
     first_forwards: list[dict[str, int]] = [{} for _ in shards]
     if estimate:
-        answers = _unwrapped(lambda: pool.map(inputs_estimates, shards, job, names=shard_name))
+        answers = unwrapped(lambda: pool.map(inputs_estimates, shards, job, names=shard_name))
         ests = [v for a in answers for v in a[0]]
         todo = verify_choice(ests, [c for a in answers for c in a[1]], verify)
         first_forwards = [a[2] for a in answers]
@@ -202,7 +202,7 @@ def pool_sweep_inputs(pool: Any, inputs: InputSet, over: Mapping[str, Any],
         if progress is not None:
             progress(done[0], n * per_input)
 
-    parts: list[InputsPart] = _unwrapped(lambda: pool.map(
+    parts: list[InputsPart] = unwrapped(lambda: pool.map(
         inputs_shard, shards, job, todo, names=shard_name, on_result=arrived))
     for part, counted in zip(parts, first_forwards):
         for k, v in counted.items():
@@ -213,7 +213,7 @@ def pool_sweep_inputs(pool: Any, inputs: InputSet, over: Mapping[str, Any],
     res = inputs_result(parts, named, ests)
 
     def plan_of(c: Mapping[str, Any]) -> Any:
-        return _unwrapped(lambda: pool.run_one(inputs_cell_plan, dict(c), job))
+        return unwrapped(lambda: pool.run_one(inputs_cell_plan, dict(c), job))
 
     res._plan = plan_of
     res.timings_ms["total"] = (time.perf_counter() - t0) * 1e3
