@@ -2,8 +2,8 @@
 panel as model A against model B (the light series A, the dark B, in the same bins, their
 difference in words), with the numbers two hand-hooked models give; an upstream layer is
 equal in both; an intervention set on a panel applies to both models; a layer the run does
-not capture gets a panel of its own; Close comparison brings the panels back to
-without/with.
+not capture gets a panel of its own; a row clicked in the tree is shown so too; Close
+comparison brings the panels back to without/with.
 
 Tolerances: the window runs its forwards on the runner's thread, the hand hooks on this
 one; the same float32 kernels, compared to 1e-6 relative (never bit for bit)."""
@@ -170,12 +170,23 @@ def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_wind
     assert "pool1" not in win.last_result.captures
     panel = click_point(win, qtbot, "pool1")
     assert_shows(panel, clamped_a["pool1"], clamped_b["pool1"], "demo:cnn with nudged.pt")
+    assert next(iter(win.panel.panels())) == ("pool1", 0)   # first in the column
+
+    # a row clicked in the layer tree is shown as A against B too
+    tree = win.tree
+    idx = tree.proxy.mapFromSource(tree.model.index_for_path("relu2"))
+    tree.view.scrollTo(idx)
+    QTest.mouseClick(tree.view.viewport(), Qt.MouseButton.LeftButton,
+                     pos=tree.view.visualRect(idx).center())
+    panel = wait_pair(win, qtbot, "relu2")
+    assert_shows(panel, clamped_a["relu2"], clamped_b["relu2"], "demo:cnn with nudged.pt")
+    assert ("pool1", 0) not in win.panel.panels()   # no longer selected: its panel went
 
     # Close comparison: without/with again, the uncaptured layer's panel gone, model B let go
     QTest.mouseClick(tool.view.close_button, Qt.MouseButton.LeftButton)
     assert not tool.dock.isVisible() and tool.result is None and not tool.cache.holds
     panels = win.panel.panels()
-    assert ("pool1", 0) not in panels
+    assert ("relu2", 0) not in panels
     assert all(p.record.pair is None for p in panels.values())
     assert panels[("conv2", 0)].record is win.last_result.captures["conv2"][0]
     assert "(light," not in panels[("conv2", 0)].stats_label.text()
