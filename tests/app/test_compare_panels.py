@@ -198,7 +198,8 @@ def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_wind
 
 
 def test_model_b_in_bfloat16_shows_its_own_values_against_a(make_window, qtbot):
-    """B in bfloat16: its panel holds B's values (upcast exactly) against A's float32 ones."""
+    """B in bfloat16: its panel holds B's values (upcast exactly) against A's float32 ones;
+    in Live, a bound dragged on that panel re-runs both models with the clamp."""
     lm = load_model("demo:cnn")
     a = lm.module.eval()
     b = copy.deepcopy(a).to(torch.bfloat16)
@@ -213,3 +214,18 @@ def test_model_b_in_bfloat16_shows_its_own_values_against_a(make_window, qtbot):
     assert panel.record.tensor.dtype == torch.float32
     assert_shows(panel, hand_a["conv2"], hand_b["conv2"].float(), "demo:cnn in bfloat16")
     assert 1e-3 < panel.record.pair.relative_change < 5e-2   # bfloat16's rounding, not zero
+
+    # Live: a bound dragged on the A/B panel re-runs both models with it as it moves
+    QTest.mouseClick(win.run_bar.live_toggle, Qt.MouseButton.LeftButton)
+    assert win.is_live()
+    panel.grab()
+    drag_line(panel.hist_widget, panel.lo_line, 0.0)
+    lo, hi = win.session.plan.clamp["conv2"]
+    qtbot.waitUntil(lambda: win.is_idle() and win.last_result.plan.clamp.get("conv2") == (lo, hi),
+                    timeout=60_000)
+    panel = wait_pair(win, qtbot, "conv2")
+    # each model clamps in its own dtype: B at the bound as bfloat16 holds it
+    assert panel.record.baseline_tensor.min() >= torch.tensor(lo, dtype=torch.float32)
+    assert panel.record.tensor.min() >= torch.tensor(lo, dtype=torch.bfloat16).float()
+    close(panel.record.baseline_tensor, hand_a["conv2"].clamp(lo, hi))
+    close(panel.record.tensor, hand_b["conv2"].clamp(lo, hi).float())
