@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLineEdit, QPushButton, QWidget)
@@ -179,7 +180,9 @@ class CompareTool:
             self.win.show_error(f"model A against model B: {pairs.message}")
         elif isinstance(pairs, LayerPairs) and self.request is not None:
             for path in pairs.captures:
-                self.win.panel.select(path)   # its panels in view (first of the column if not ticked)
+                # its panels in view (first of the column if not ticked), once the column
+                # has fitted their heights (queued behind the panel's own fit)
+                QTimer.singleShot(0, lambda p=path: self.win.panel.select(p))
 
     def select_layer(self, path: str, _call: int) -> None:
         """A point of the divergence plot clicked: its layer selected, and shown as A

@@ -247,6 +247,9 @@ class ActivationPanel(QWidget):
         if first is None:
             return False
         self.scroll.ensureWidgetVisible(first, 0, 10)
+        if first.height() > self.scroll.viewport().height():
+            # taller than the view: Qt would centre it; its title (which layer) comes first
+            self.scroll.verticalScrollBar().setValue(first.y() - self._column.spacing())
         return True
 
     def export_figure(self, path: str | Path, beside: QWidget | None = None) -> Path:
