@@ -196,6 +196,9 @@ class CompareTool:
         B (a run now, unless Live has started one)."""
         if self.request is None or not path:
             return
+        rows = [r.path for r in self.result.layers] if self.result is not None else []
+        if path in rows and self.view.chosen != rows.index(path):
+            self.view.choose(rows.index(path))   # a tree row: its point ringed too
         s = self.win.session
         want = LayerPairRequest(self.request, (path,), s.model.spec if s.model else "model A",
                                 self.cache)

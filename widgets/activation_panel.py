@@ -5,7 +5,8 @@
 seen before updates its panel in place, a key gone from the result loses its
 panel. A captured layer that did not run (no record) gets a one-line note
 instead, so a ticked layer never just goes missing. Every panel's bound lines
-show and edit the session's plan themselves (:mod:`.bound_lines`).
+show and edit the session's plan themselves (:mod:`.bound_lines`). Layers given as
+model A against model B (a comparison's ``LayerPairs``) show those records instead.
 """
 
 from __future__ import annotations

@@ -179,6 +179,7 @@ def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_wind
     QTest.mouseClick(tree.view.viewport(), Qt.MouseButton.LeftButton,
                      pos=tree.view.visualRect(idx).center())
     panel = wait_pair(win, qtbot, "relu2")
+    assert tool.view.chosen == ROWS.index("relu2")   # its point ringed in the Divergence dock
     assert_shows(panel, clamped_a["relu2"], clamped_b["relu2"], "demo:cnn with nudged.pt")
     assert ("pool1", 0) not in win.panel.panels()   # no longer selected: its panel went
 
