@@ -191,11 +191,11 @@ class ActivationPanel(QWidget):
         numbers its runner made display-ready, where it did). ``pairs``: model A against
         model B at some layers (an open comparison's): those layers' panels show them in
         place of the run's records, first in the column where the run did not capture them."""
-        display = result.display if isinstance(result.display, ResultDisplay) else None
+        ready = result.display if isinstance(result.display, ResultDisplay) else None
         keys: list[Key] = []
         shown: list[QWidget] = []
         not_run: list[str] = []
-        for path, records, display in _sources(result.captures, display, pairs):
+        for path, records, display in _sources(result.captures, ready, pairs):
             if not records:
                 not_run.append(path)
                 shown.append(self._notes.get(path) or self._new_note(path))
