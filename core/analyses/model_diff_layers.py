@@ -70,6 +70,14 @@ class ModelBCache:
     def holds(self) -> bool:
         return self._held is not None
 
+    # Sent to another process (a Ray actor's runner) it arrives empty: model B is built
+    # there, next to the model A it runs beside.
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, _state: dict) -> None:
+        self.__init__()  # type: ignore[misc]
+
 
 def b_description(diff: DiffRequest, a: str) -> str:
     """Model B in words, against model A called ``a``: its spec (A's where it is a copy),

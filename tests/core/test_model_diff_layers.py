@@ -6,6 +6,7 @@ whose numbers are the diff's. Checked against plain torch forward hooks on two m
 from __future__ import annotations
 
 import copy
+import pickle
 from collections import OrderedDict
 
 import pytest
@@ -101,6 +102,9 @@ def test_model_b_is_built_once_and_kept_until_cleared(tmp_path):
     assert rec.tensor.dtype == torch.float32 and rec.pair.b == "A with b.pt in bfloat16"
     want = _hooked(b.to(torch.bfloat16), x.to(torch.bfloat16), ["fc2"])["fc2"]
     assert torch.equal(rec.tensor, want.float())   # bfloat16 values upcast exactly
+    # a request sent to another process (a Ray actor) carries an empty cache, no model B
+    sent = pickle.loads(pickle.dumps(req))
+    assert sent == req and not sent.cache.holds
     cache.clear()
     assert not cache.holds
 
