@@ -7,6 +7,16 @@ runs it after the comparison (off the GUI thread; model B is loaded or copied th
 the result arrives with the run's (``result.extras["diff"]``). The Divergence dock draws
 it (:class:`~hookscope.widgets.DivergenceView`); a click on a point selects that layer in
 the tree.
+
+While the comparison is open, the selected layer (a point clicked, or a row of the tree)
+is shown as model A against model B: every run also computes a
+:class:`~hookscope.core.analyses.LayerPairRequest` for it (a forward of each model
+capturing that layer alone, the plan's interventions on both, in the runner's thread),
+and the layer's panels show A and B the way they show a run without and with the
+interventions (``SessionReactions`` hands the pairs to the activation panel). Model B is
+built once and kept (:class:`~hookscope.core.analyses.ModelBCache`) until the comparison
+closes (the dock's Close comparison, or another model), which returns the panels to
+without/with.
 """
 
 from __future__ import annotations
@@ -14,12 +24,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLineEdit, QPushButton, QWidget)
 
 from hookscope.core import DiffRequest, DiffResult, HookscopeError, PlanError, RunResult
-from hookscope.core.analyses import DEFAULT_TOLERANCE
+from hookscope.core.analyses import DEFAULT_TOLERANCE, LayerPairRequest, LayerPairs, ModelBCache
 from hookscope.core.base import available_devices
 from hookscope.core.session import ViewFailed
 from hookscope.widgets import DivergenceView
@@ -98,10 +109,17 @@ class CompareTool:
     def __init__(self, win: "MainWindow") -> None:
         self.win = win
         self.result: DiffResult | None = None
+        #: the comparison open (its model B), ``None`` when none is
+        self.request: DiffRequest | None = None
+        self._started: DiffRequest | None = None   # asked for, its result not in yet
+        self.cache = ModelBCache()
         self.view = DivergenceView()
         self.dock = analysis_dock(win, "Divergence", "divergenceDock", self.view,
                                   "actionViewDivergence", wanted_height=lambda: WANTED_HEIGHT)
         self.view.layerChosen.connect(self.select_layer)
+        self.view.closeRequested.connect(self.close)
+        win.tree.layerSelected.connect(self.show_layer)
+        win.modelLoaded.connect(lambda _spec: self.close())
         win.resultShown.connect(self.show)
         act = QAction("&Compare with…", win)
         act.setObjectName("actionCompareWith")
@@ -135,11 +153,18 @@ class CompareTool:
         if s.submit_run(extra=(request,)) is None:
             self.win.show_error("a model is still loading: compare once it is open")
             return
+        self._started = request
         self.win.statusBar().showMessage("comparing the two models layer by layer…", 5000)
 
     def show(self, result: object) -> None:
-        got = result.extras.get("diff") if isinstance(result, RunResult) else None
+        if not isinstance(result, RunResult):
+            return
+        got = result.extras.get(DiffRequest.name)
         if isinstance(got, DiffResult):
+            if self._started is not None and self._started != self.request:
+                self._end_pairs()   # another model B: the old one's panels and copy go
+                self.request = self._started
+            self._started = None
             self.result = got
             self.view.show_result(got)
             show_dock(self.win, self.dock)
@@ -148,10 +173,62 @@ class CompareTool:
                 "every layer within the tolerance" if first is None else
                 f"first past the tolerance: {first.path} (call {first.call})", 8000)
         elif isinstance(got, ViewFailed):
+            self._started = None
             self.win.show_error(got.message)
+        pairs = result.extras.get(LayerPairRequest.name)
+        if isinstance(pairs, ViewFailed) and self.request is not None:
+            self.win.show_error(f"model A against model B: {pairs.message}")
+        elif isinstance(pairs, LayerPairs) and self.request is not None:
+            for path in pairs.captures:
+                # its panels in view (first of the column if not ticked), once the column
+                # has fitted their heights (queued behind the panel's own fit)
+                QTimer.singleShot(0, lambda p=path: self.win.panel.select(p))
 
     def select_layer(self, path: str, _call: int) -> None:
+        """A point of the divergence plot clicked: its layer selected, and shown as A
+        against B."""
         self.win.tree.select_path(path)
+        self.win.panel.select(path)
+        self.show_layer(path)
+
+    def show_layer(self, path: str) -> None:
+        """While a comparison is open, have every run show ``path`` as model A against model
+        B (a run now, unless Live has started one)."""
+        if self.request is None or not path:
+            return
+        rows = [r.path for r in self.result.layers] if self.result is not None else []
+        if path in rows and self.view.chosen != rows.index(path):
+            self.view.choose(rows.index(path))   # a tree row: its point ringed too
+        s = self.win.session
+        want = LayerPairRequest(self.request, (path,), s.model.spec if s.model else "model A",
+                                self.cache)
+        if s.derived.get(LayerPairRequest.name) == want:
+            return
+        s.set_derived(LayerPairRequest.name, want)
+        if not s.options.live:   # Live has queued its run already
+            s.submit_run()
+        self.win.statusBar().showMessage(f"running model A and model B at {path}…", 5000)
+
+    def close(self) -> None:
+        """End the comparison: the Divergence dock hidden and emptied, model B let go, and
+        the panels back to without/with."""
+        self._started = None
+        if self.request is None and self.result is None:
+            return
+        self.request = self.result = None
+        self.view.show_result(None)
+        self.dock.hide()
+        self._end_pairs()
+
+    def _end_pairs(self) -> None:
+        s = self.win.session
+        self.cache.clear()
+        if s.derived.get(LayerPairRequest.name) is None:
+            return
+        s.set_derived(LayerPairRequest.name, None)
+        last = self.win.last_result
+        if last is not None:   # its without/with records, as they came (no run needed)
+            self.win.panel.show_result(last)
 
 
 def install_compare_tool(win: "MainWindow") -> CompareTool:

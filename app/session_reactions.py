@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from hookscope.core import Intervention, Plan, RunResult, SessionEvent
+from hookscope.core.analyses import LayerPairRequest, LayerPairs
 from hookscope.core.session import (DeviceChanged, Idle, InputChanged, LoadFailed, LoadWarning,
                                     ModelChanged, OptionsChanged, PlanChanged, ResultArrived,
                                     RunCancelled, RunFailed, RunProgress, RunStarted)
@@ -137,13 +138,20 @@ class SessionReactions:
         lm = self.session.model  # the output by meaning, with the input's tokens
         shown, tokens = shown_input(result, lm.meaning if lm else None)
         self.panel.set_token_labels(tokens)
-        self.panel.show_result(result)
+        self.panel.show_result(result, self._pairs(result))
         self.outputs.show_result(result, lm.meaning if lm else None, shown)
         self.status.show_result(result)
         self._clear_transient_error()
         if result.alarms:  # an intervention that may have done nothing must not pass unseen
             self.show_alarm("intervention alarm: " + "; ".join(result.alarms))
         self.resultShown.emit(result)
+
+    def _pairs(self, result: RunResult) -> LayerPairs | None:
+        """Model A against model B at the selected layer, while a comparison asks for it
+        (File → Compare with…): those panels show A and B instead of without and with."""
+        pairs = result.extras.get(LayerPairRequest.name)
+        wanted = LayerPairRequest.name in self.session.derived
+        return pairs if wanted and isinstance(pairs, LayerPairs) else None
 
     def _on_error(self, ev: RunFailed) -> None:
         extra = "\n(The plots still show the last successful run.)" if self.last_result else ""

@@ -5,7 +5,8 @@
 seen before updates its panel in place, a key gone from the result loses its
 panel. A captured layer that did not run (no record) gets a one-line note
 instead, so a ticked layer never just goes missing. Every panel's bound lines
-show and edit the session's plan themselves (:mod:`.bound_lines`).
+show and edit the session's plan themselves (:mod:`.bound_lines`). Layers given as
+model A against model B (a comparison's ``LayerPairs``) show those records instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QScrollArea, QVBoxLayout, QWidget
 
-from hookscope.core import HookscopeError, RunResult, Session
+from hookscope.core import CaptureRecord, HookscopeError, RunResult, Session
+from hookscope.core.analyses import LayerPairs
 from hookscope.core.views import ResultDisplay, ShapeViews, ShapeWanted
 
 from .histogram_view import PLOT_HEIGHT
@@ -57,6 +59,20 @@ def _invalidate(layout: QLayout) -> None:
         if inner is not None:
             _invalidate(inner)
     layout.invalidate()
+
+
+def _sources(captures: dict[str, list[CaptureRecord]], display: ResultDisplay | None,
+             pairs: LayerPairs | None
+             ) -> list[tuple[str, list[CaptureRecord], ResultDisplay | None]]:
+    """Each layer shown, its records and their display-ready numbers: the run's, with the
+    layers ``pairs`` holds showing model A against model B instead (those the run did
+    not capture first)."""
+    if pairs is None:
+        return [(path, records, display) for path, records in captures.items()]
+    paired = pairs.captures
+    return ([(path, recs, pairs.display) for path, recs in paired.items() if path not in captures]
+            + [(path, paired[path], pairs.display) if path in paired else (path, records, display)
+               for path, records in captures.items()])
 
 
 def _str_or_none(value: object) -> str | None:
@@ -170,14 +186,16 @@ class ActivationPanel(QWidget):
         for panel in self._panels.values():
             panel.set_token_labels(labels)
 
-    def show_result(self, result: RunResult) -> None:
+    def show_result(self, result: RunResult, pairs: LayerPairs | None = None) -> None:
         """Show ``result``'s captures, reusing the panels of keys seen before (with the
-        numbers its runner made display-ready, where it did)."""
-        display = result.display if isinstance(result.display, ResultDisplay) else None
+        numbers its runner made display-ready, where it did). ``pairs``: model A against
+        model B at some layers (an open comparison's): those layers' panels show them in
+        place of the run's records, first in the column where the run did not capture them."""
+        ready = result.display if isinstance(result.display, ResultDisplay) else None
         keys: list[Key] = []
         shown: list[QWidget] = []
         not_run: list[str] = []
-        for path, records in result.captures.items():
+        for path, records, display in _sources(result.captures, ready, pairs):
             if not records:
                 not_run.append(path)
                 shown.append(self._notes.get(path) or self._new_note(path))
@@ -230,6 +248,9 @@ class ActivationPanel(QWidget):
         if first is None:
             return False
         self.scroll.ensureWidgetVisible(first, 0, 10)
+        if first.height() > self.scroll.viewport().height():
+            # taller than the view: Qt would centre it; its title (which layer) comes first
+            self.scroll.verticalScrollBar().setValue(first.y() - self._column.spacing())
         return True
 
     def export_figure(self, path: str | Path, beside: QWidget | None = None) -> Path:

@@ -1,6 +1,7 @@
 """A model diff drawn: the layers in execution order against their relative change on a log
 axis, the tolerance as a line, the first divergent layer marked; a click on a point asks
-for that layer (``layerChosen(path, call)``).
+for that layer (``layerChosen(path, call)``); its Close comparison button asks to end the
+comparison (``closeRequested``).
 
 Rows whose outputs are equal (relative change 0) have no place on a log axis: they sit on
 a dotted floor line labelled as such, a decade below the smallest change, drawn hollow,
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from hookscope.core.analyses import DiffResult
 from hookscope.widgets.named import named
@@ -41,6 +42,7 @@ class DivergenceView(QWidget):
     """One :class:`DiffResult` as a curve of relative change by layer, and a read-out line."""
 
     layerChosen = Signal(str, int)   # path, call
+    closeRequested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,10 +83,17 @@ class DivergenceView(QWidget):
         self.readout = named(QLabel(" "), "divergenceReadout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setWordWrap(True)
+        self.close_button = named(QPushButton("Close comparison"), "divergenceClose")
+        self.close_button.setToolTip("End the comparison: the layer panels show the run "
+                                     "without and with the interventions again")
+        self.close_button.clicked.connect(self.closeRequested)
+        row = QHBoxLayout()
+        row.addWidget(self.readout, 1)
+        row.addWidget(self.close_button, 0, Qt.AlignmentFlag.AlignTop)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.graphics, 1)
-        lay.addWidget(self.readout)
+        lay.addLayout(row)
         self.chosen: int | None = None
         self.graphics.scene().sigMouseClicked.connect(self._on_click)
         self.show_result(None)
@@ -137,7 +146,7 @@ class DivergenceView(QWidget):
             "none" if first is None else f"{first.path} (call {first.call})"), size="10pt")
         self.plot.enableAutoRange()
         self.plot.vb.updateAutoRange()   # now, not at the next paint: a click maps by it
-        self.readout.setText("click a point to show that layer")
+        self.readout.setText("click a point to show that layer as model A against model B")
 
     # -- pointing ------------------------------------------------------------------
     def point_center(self, index: int) -> QPointF:

@@ -22,7 +22,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QWidget
 
-from hookscope.core.engine import reference_of
+from hookscope.core.engine import reference_of, version_names
 from hookscope.core import CaptureRecord, Session, TensorStats
 from hookscope.core.views import (RecordDisplay, common_bins, count_ticks, log_counts, log_histogram,
                                   log_ticks, signed_exp, signed_log)
@@ -58,6 +58,8 @@ class HistogramView(QObject):
         self._note_placed: tuple | None = None  # (text, anchor, x, y) of the spike note
         self._x_view: tuple[float, float] | None = None   # the x range set (None: not yet)
         self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}   # "before"/"after": edges, counts
+        #: what the readouts and CSV rows call the light and dark series ("A" and "B" for two models)
+        self.names: tuple[str, str] = ("before", "after")
         self.sampled = 1.0     # >1: counts scaled up from a sample of the values
         self.log_counts = False   # counts drawn as log10(1 + count)
         self.log_scale: float | None = None   # values drawn as signed_log(x, log_scale)
@@ -152,7 +154,7 @@ class HistogramView(QObject):
         x = self.inv(float(point.x()))
         parts = []
         rng = None
-        for name in ("before", "after"):
+        for name, shown in zip(("before", "after"), self.names):
             if name not in self._series:
                 continue
             edges, counts = self._series[name]
@@ -160,7 +162,7 @@ class HistogramView(QObject):
             if 0 <= i < counts.size:
                 rng = (edges[i], edges[i + 1])
                 approx = "≈" if self.sampled > 1 else ""
-                parts.append(f"{name}: {approx}{counts[i]:,.0f}")
+                parts.append(f"{shown}: {approx}{counts[i]:,.0f}")
         if rng is None:
             return None
         if len(parts) == 1:
@@ -170,10 +172,10 @@ class HistogramView(QObject):
     def rows(self) -> tuple[list[str], list[list]]:
         """The histograms as CSV rows: series, bin edges, count (scaled if sampled)."""
         out = []
-        for name in ("before", "after"):
+        for name, shown in zip(("before", "after"), self.names):
             if name in self._series:
                 edges, counts = self._series[name]
-                out += [[name, float(edges[i]), float(edges[i + 1]), float(counts[i])]
+                out += [[shown, float(edges[i]), float(edges[i + 1]), float(counts[i])]
                         for i in range(counts.size)]
         return ["series", "bin_low", "bin_high", "count"], out
 
@@ -183,6 +185,7 @@ class HistogramView(QObject):
         ``prepared``: its numbers made in the runner's thread (else made here)."""
         # light: before the layer's own intervention, or the run without any (core's reference_of)
         stats, pre = record.stats, reference_of(record)[1]
+        self.names = version_names(record) if record.pair is not None else ("before", "after")
         ranges: list[tuple[float, float]] = []
         peaks: dict[pg.PlotDataItem, tuple[float, float]] = {}
         self._series = {}

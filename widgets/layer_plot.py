@@ -27,7 +27,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QBoxLayout, QFrame, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from hookscope.core import CaptureRecord, Session
-from hookscope.core.engine import reference_of
+from hookscope.core.engine import reference_of, version_names
 from hookscope.core.views import (MAX_CHANNELS, TOP_K, RecordDisplay, ShapeDisplay, ShapeWanted,
                                   ValueSpread, largest_finite, shape_display, view_kind, wide_views)
 
@@ -37,7 +37,7 @@ from .value_format import format_shape
 from .plot_readouts import bar_cell, image_cell, tensor_rows
 from .plot_style import index_axes, plain_axes, title_never_widens
 from .plot_tools import PlotTools, save_png
-from .stats_text import stats_text
+from .stats_text import pair_text, stats_text
 from .view_chooser import ViewChooser
 from .view_worker import ViewWorker
 from .wide_drawing import WideDrawing
@@ -46,7 +46,6 @@ from .wide_drawing import WideDrawing
 __all__ = ["BOUND_COLOUR", "OPEN_BOUND_COLOUR", "POST_COLOUR", "PRE_COLOUR", "LayerPlot",
            "stats_text"]
 
-_BARS_TITLE = "light: before · dark: after"
 #: Narrower than this, a panel stacks its histogram above its view: side by side
 #: each would get less than ~300 px, too little to read or to drag a bound on.
 STACK_BELOW = 620
@@ -127,7 +126,8 @@ class LayerPlot(QFrame):
                                          pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
         self.separator.setVisible(False)
         vp.addItem(self.separator, ignoreBounds=True)
-        self._ref_label = "before"  # what the light series is: "before" its intervention or "without" any
+        self._ref_label = "before"  # what the light series is: "before" its intervention, "without" any, "A"
+        self._names = ("before", "after")   # the light and dark series' names (core's version_names)
         name = f"{path or 'model'}-call{call}"
         self.hist_tools = self.histogram.tools
         self.hist_tools.name = f"{name}-histogram"
@@ -193,12 +193,16 @@ class LayerPlot(QFrame):
         elif self.shown_view == "top_k" and shape:
             units = shape[1] if self.view_kind == "feature_maps" else shape[-1]
             extra = f" · top {min(TOP_K, units)} of {units:,} units"
+        pair = " · <b>A</b> against <b>B</b>" if record.pair is not None else ""
         self.title.setText(f"<b>{self.path}</b>{leaf} · call {record.call} · "
-                           f"{format_shape(shape)}{what}{extra}")
+                           f"{format_shape(shape)}{what}{extra}{pair}")
         _, ref_stats, self._ref_label = reference_of(record)
+        self._names = version_names(record)
         iv = record.intervention_obj
-        self.stats_label.setText(stats_text(stats, ref_stats, self._ref_label,
-                                            iv.name if iv is not None else "the intervention"))
+        self.stats_label.setText(
+            pair_text(stats, ref_stats, record.pair) if record.pair is not None else
+            stats_text(stats, ref_stats, self._ref_label,
+                       iv.name if iv is not None else "the intervention"))
         if self.is_scrolled_away():
             # Drawn when scrolled into view (flush): a result's update then costs
             # only the panels a person can see.
@@ -421,9 +425,11 @@ class LayerPlot(QFrame):
         vp = plain_axes(self.view_widget.getPlotItem())
         vb = vp.getViewBox()
         # An image's halves are named on its top axis; bars say which shade is which.
+        names = self._names
         self._view_title = (None if intervention is None or is_image else
                             "light: without · dark: with the interventions"
-                            if intervention == "without" else _BARS_TITLE)
+                            if intervention == "without" else
+                            f"light: {names[0]} · dark: {names[1]}")
         self._title_form = ""   # not a form: the next _fit_title sets the title (or clears it)
         self._fit_title()
         vb.invertY(is_image or kind == "row_norm")
@@ -436,7 +442,6 @@ class LayerPlot(QFrame):
             assert halves is not None  # two implies it
             n, offset, end, sep = halves
             # "before" and "after" centred over their halves, the ticks below restart at 0.
-            names = ("without", "with") if self._ref_label == "without" else ("before", "after")
             top.setTicks([[(n / 2, names[0]), ((offset + end) / 2, names[1])]])
             top.setStyle(tickLength=0, showValues=True)
             top.setTextPen(pg.mkPen((60, 60, 60)))

@@ -245,7 +245,7 @@ class WideDrawing:
     def norm_text(self, x: float, y: float, what: str, horizontal: bool,
                   ref_label: str) -> str | None:
         """The norm bar under the cursor; ``ref_label`` names the light series."""
-        names = ("with", "without") if ref_label == "without" else ("after", "before")
+        names = {"without": ("with", "without"), "A": ("B", "A")}.get(ref_label, ("after", "before"))
         if horizontal:
             if self._norms is None:
                 return None

@@ -27,6 +27,7 @@ from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
 from .logit_lens import LensRequest, LensResult, find_lens_head, target_id
 from .model_diff import DEFAULT_TOLERANCE, DTYPES, DiffRequest, diff, dtype_of
+from .model_diff_layers import LayerPairRequest, LayerPairs, ModelBCache, b_description
 from .model_diff_result import DiffResult, DiffRow
 from .running_stats import AlignedHistogram, Moments
 from .sae_features import SaeFeatures, SaeReport, SaeRequest
@@ -49,6 +50,7 @@ __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", 
            "analysis_from_text", "get_analysis", "register_analysis",
            "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "DEFAULT_TOLERANCE", "DTYPES", "DiffRequest", "DiffResult", "DiffRow", "diff", "dtype_of",
+           "LayerPairRequest", "LayerPairs", "ModelBCache", "b_description",
            "EffectRow", "EstimateRefused", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",
            "LayerSummary", "LensRequest", "LensResult", "METRICS", "Moments", "SaeFeatures",
            "SaeReport", "SaeRequest", "SavedInputs", "ScanDataError", "ScanJob", "ScanPartial",

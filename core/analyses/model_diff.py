@@ -258,10 +258,9 @@ class DiffRequest:
             raise PlanError(f"tolerance {self.tolerance!r}: give a relative change of 0 or "
                             f"more, e.g. {DEFAULT_TOLERANCE}")
 
-    def compute(self, module: nn.Module, inputs: Any, plan: Plan, device: str,
-                meaning: OutputMeaning, should_stop: Callable[[], bool] | None = None) -> DiffResult:
-        dev_a = resolve_device(device)
-        place_module(module, dev_a)
+    def model_b(self, module: nn.Module) -> nn.Module:
+        """Model B against model A ``module`` (placed where A runs): loaded, given or copied,
+        then converted as the fields say (``module`` itself where nothing changes it)."""
         dev_b = resolve_device(self.b_device) if self.b_device else None
         owned, given = False, self.b_module
         if isinstance(given, LoadedModel):
@@ -270,7 +269,12 @@ class DiffRequest:
         if given is None and self.b_spec:
             given, owned, weights = load_model(self.b_spec, self.b_weights,
                                                trust_pickle=self.b_trust_code).module, True, None
-        b = model_b_from(module, given, weights, dtype_of(self.b_dtype), dev_b, owned)
+        return model_b_from(module, given, weights, dtype_of(self.b_dtype), dev_b, owned)
+
+    def compute(self, module: nn.Module, inputs: Any, plan: Plan, device: str,
+                meaning: OutputMeaning, should_stop: Callable[[], bool] | None = None) -> DiffResult:
+        place_module(module, resolve_device(device))
+        b = self.model_b(module)
         return diff_modules(module, b, inputs, tolerance=self.tolerance, plan=plan,
                             meaning=meaning, directions=self.directions,
                             budget_bytes=self.budget_bytes, codec=meaning.codec,

@@ -14,8 +14,9 @@ from .capture_budget import fit_plan_to_budget
 from .fast_slot import FAST_ENV
 from .output_diff import flat_array, flat_floats
 from .receipts import plan_effect
-from .record_stats import reference_of
+from .capture_record import ModelPair
+from .record_stats import reference_of, version_names
 from .verdict import output_verdict
 
 __all__ = ["FAST_ENV", "fit_plan_to_budget", "flat_array", "flat_floats", "output_verdict",
-           "plan_effect", "reference_of"]
+           "plan_effect", "reference_of", "version_names", "ModelPair"]

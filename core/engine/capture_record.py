@@ -7,6 +7,7 @@ resolves them all at once, e.g. on a worker before a window reads them.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -34,6 +35,22 @@ class LazyStats(Protocol):
     def shape(self) -> tuple[int, ...]: ...
 
     def resolve(self) -> TensorStats: ...
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """What a record's two values are when it compares two models rather than a run
+    without and with the interventions: ``baseline_tensor`` is model A's output,
+    ``tensor`` model B's (each after the plan's interventions, which apply to both).
+    ``a``/``b`` name the models in words (their specs, weights, dtype, device);
+    ``max_abs_diff``, ``relative_change`` (``||b - a|| / ||a||``) and ``cosine`` say how
+    far apart they are, as a model diff's row does."""
+
+    a: str
+    b: str
+    max_abs_diff: float
+    relative_change: float
+    cosine: float | None = None
 
 
 class CaptureRecord:
@@ -70,7 +87,7 @@ class CaptureRecord:
 
     __slots__ = ("path", "call", "_tensor", "_remake", "leaf", "_leaf_shapes", "intervention", "intervention_obj",
                  "pre_tensor", "baseline_tensor", "copied", "_stats", "_pre_stats", "_baseline_stats",
-                 "_lazy", "extra_leaves", "_same_base")
+                 "_lazy", "extra_leaves", "_same_base", "pair")
 
     def __init__(self, path: str, call: int, stats: "TensorStats | PendingStats | None" = None,
                  tensor: torch.Tensor | None = None, leaf: str = "",
@@ -80,7 +97,7 @@ class CaptureRecord:
                  pre_tensor: torch.Tensor | None = None, copied: bool = False, lazy: bool = False,
                  baseline_tensor: torch.Tensor | None = None,
                  baseline_stats: TensorStats | None = None,
-                 extra_leaves: "tuple[CaptureRecord, ...]" = ()):
+                 extra_leaves: "tuple[CaptureRecord, ...]" = (), pair: ModelPair | None = None):
         self.path = path
         self.call = call
         self._remake: Recipe | None = None
@@ -101,6 +118,7 @@ class CaptureRecord:
         self._lazy = lazy
         self.extra_leaves = extra_leaves
         self._same_base: tuple[torch.Tensor, torch.Tensor, bool] | None = None  # matches_baseline
+        self.pair = pair
 
     @classmethod
     def of_stats(cls, path: str, call: int, stats: LazyStats) -> "CaptureRecord":
@@ -117,7 +135,7 @@ class CaptureRecord:
         rec.copied = rec._lazy = False
         rec._stats, rec._pre_stats, rec._baseline_stats = stats, None, None  # type: ignore[assignment]
         rec.extra_leaves = ()
-        rec._same_base = None
+        rec._same_base = rec.pair = None
         return rec
 
     @classmethod
@@ -134,7 +152,7 @@ class CaptureRecord:
         rec.copied, rec._lazy = copied, True
         rec._stats = rec._pre_stats = rec._baseline_stats = None
         rec.extra_leaves = ()
-        rec._same_base = None
+        rec._same_base = rec.pair = None
         return rec
 
     @classmethod

@@ -122,7 +122,11 @@ def reference_of(record: Any) -> tuple[torch.Tensor | None, TensorStats | None, 
     (``"before"``). For any other captured layer: the same call in the
     baseline run (``"without"``), when the interventions upstream changed it;
     ``(None, None, "")`` when they did not, so an unchanged layer is drawn once.
+    A record that compares two models (``record.pair``): model A's values, called
+    ``"A"``, always (equal values are the finding, and are drawn as such).
     """
+    if record.pair is not None:
+        return record.baseline_tensor, record.baseline_stats, "A"
     if record.intervention:
         return record.pre_tensor, record.pre_stats, "before"
     base_t, base_s = record.baseline_tensor, record.baseline_stats
@@ -135,3 +139,11 @@ def reference_of(record: Any) -> tuple[torch.Tensor | None, TensorStats | None, 
             != (s.min, s.max, s.mean, s.std):
         return None, base_s, "without"
     return None, None, ""
+
+
+def version_names(record: Any) -> tuple[str, str]:
+    """What a view calls a record's light and dark series: ``("before", "after")`` its
+    own intervention, ``("without", "with")`` the interventions upstream, ``("A", "B")``
+    two models (:attr:`~.capture_record.CaptureRecord.pair`)."""
+    label = reference_of(record)[2]
+    return {"A": ("A", "B"), "without": ("without", "with")}.get(label, ("before", "after"))

@@ -216,13 +216,16 @@ def place_module(module: nn.Module, dev: torch.device) -> None:
 
 
 def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = "cpu",
-        codec: Any = None, memory: ModelMemory | None = None) -> ForwardResult:
+        codec: Any = None, memory: ModelMemory | None = None,
+        baseline: dict[str, list[CaptureRecord]] | None = None) -> ForwardResult:
     """One forward of ``module`` on ``inputs`` with ``plan`` applied.
 
     ``codec``: the model's tokenizer (``load_model(...).meaning.codec``), for ``text:``
     source inputs of patches and reference means. ``memory``: what runs learned about
     the model (``LoadedModel.memory``; by default the module's own, see
-    :mod:`hookscope.core.model.learned`).
+    :mod:`hookscope.core.model.learned`). ``baseline``: another run's captures of the
+    same layers (another model's, say), given to each record as its baseline and
+    binned with it, as :func:`compare` does with its baseline forward.
 
     The module is moved to ``device`` (as ``nn.Module.to`` does) and every
     hook added is removed before this returns or raises. ``output`` and kept
@@ -239,8 +242,8 @@ def run(module: nn.Module, inputs: Any, plan: Plan | None = None, device: str = 
     # The modules as the plan found them, unless a source forward ran since (it could add
     # some); only a run that keeps tensors asks (its snapshot, its first-run guard).
     owners = unique_modules(tree) if plan.keep_tensors and not groups else None
-    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, modules=owners,
-                         memory=memory)
+    return _run_resolved(module, x, layers, plan.keep_tensors, dev, sources, baseline,
+                         modules=owners, memory=memory)
 
 
 class _GuardRefused(Exception):
