@@ -27,7 +27,8 @@ from hookscope.core import HookscopeError, InputError, PlanError, parse_input
 from hookscope.core.base import (escape_controls, files_read, is_dir, refuse_overwrite,
                                  write_text)
 from hookscope.core.base import json_dumps
-from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable, check_grids,
+from hookscope.core.analyses import (DEFAULT_MAX_CELLS, METRICS, check_estimable,
+                                     check_metric_estimable, check_grids,
                                      parse_vector_option, resolve_vectors, sweep,
                                      sweep_over_inputs, sweep_size, template_plan,
                                      template_sources)
@@ -337,6 +338,8 @@ def _sweep_on_ray(ns: argparse.Namespace, over: dict, intervene: dict, err: Text
     if ns.train:
         raise PlanError("--train is not sent to Ray workers: drop --ray for a train-mode sweep")
     attach_saes(ns, None, remote=True)   # refused: the workers load the model themselves
+    if ns.estimate:  # a metric no estimate can use is refused before Ray starts
+        check_metric_estimable(ns.metric)
     iset = _opened_set(ns) if ns.inputs is not None else None   # before Ray starts
     n = len(iset) if iset is not None else 1
     with open_ray_pool(ns) as pool:

@@ -41,14 +41,14 @@ from .sweep import (SweepRequest, SweepResult, sweep, sweep_result, sweep_size, 
                     template_sources)
 from .sweep_axes import DEFAULT_MAX_CELLS
 from .sweep_cells import CellValue, SweepContext, prepare_sweep, sweep_cells
-from .sweep_estimate import EstimateRefused, check_estimable, spearman
+from .sweep_estimate import EstimateRefused, check_estimable, check_metric_estimable, spearman
 from .sweep_inputs import check_grids, sweep_over_inputs
 from .sweep_metrics import METRICS
 
 __all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
            "attention_modules",
            "analysis_from_text", "get_analysis", "register_analysis",
-           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
+           "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "check_metric_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",
            "DEFAULT_TOLERANCE", "DTYPES", "DiffRequest", "DiffResult", "DiffRow", "diff", "dtype_of",
            "LayerPairRequest", "LayerPairs", "ModelBCache", "b_description",
            "EffectRow", "EstimateRefused", "GenerateRequest", "Generation", "LABEL_METRICS", "LayerAccumulator",

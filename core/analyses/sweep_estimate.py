@@ -119,6 +119,19 @@ def _refusal_of(module: nn.Module, met: Metric) -> str | None:
     return None
 
 
+def check_metric_estimable(metric: str) -> None:
+    """Refuse a metric that has no first-order signal whatever the model (``kl``,
+    ``top-changed``, ...), from its text alone: before a model is at hand, as before a Ray
+    pool starts. A metric that only the model can read (a class label) is left to
+    :func:`check_estimable`."""
+    try:
+        met = make_metric(metric, None)
+    except HookscopeError:
+        return
+    if met.grad is None:
+        raise EstimateRefused(_refusal_of(nn.Module(), met) or "")
+
+
 def check_estimable(module: nn.Module, metric: Any, meaning: OutputMeaning | None = None) -> None:
     """Refuse, before anything runs, a metric (a :class:`~.sweep_metrics.Metric`, or as
     :func:`~.sweep_metrics.make_metric` takes it) with no first-order signal, or a model in

@@ -39,6 +39,20 @@ def test_refused_in_one_line_before_any_forward(argv, words, capsys, monkeypatch
     assert not calls
 
 
+def test_a_metric_with_no_signal_is_refused_before_a_ray_pool_starts(capsys, monkeypatch):
+    from hookscope.app import sweep_cli
+
+    pools = []
+    real = sweep_cli.open_ray_pool
+    monkeypatch.setattr(sweep_cli, "open_ray_pool", lambda ns: pools.append(ns) or real(ns))
+    rc = main(CNN + ["--metric", "kl", "--ray", "local", "--ray-workers", "1"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("hookscope: error: ") and err.count("\n") == 1, err
+    assert "gradient is zero" in err and "drop --estimate" in err
+    assert not pools
+
+
 def test_integer_outputs_are_refused_in_one_line(tmp_path, capsys):
     f = tmp_path / "ints.py"
     f.write_text("import torch\nfrom torch import nn\n\n\n"
