@@ -38,6 +38,16 @@ LAYERS, POSITIONS = 12, 16
 TOL = 1e-5
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One intra-op thread while these ~800 small forwards run (restored after): on a busy
+    host two threads made them ~20 times slower, past the suite's timeout."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     from transformer_lens.model_bridge import TransformerBridge
