@@ -31,7 +31,7 @@ from ..base.errors import HookscopeError, PlanError
 from ..engine.capture_record import CaptureRecord
 from ..plan.intervention_base import Intervention
 from ..plan.plan import Plan
-from ..plan.residual_points import named_points_resolved
+from ..plan.residual_points import named_points_resolved, script_mid_sites
 from .script_aim import AIM_HELPERS, AIM_NEEDS, head_sites
 from .script_sae import sae_section, saes_for
 from ..model.sae import SparseAutoencoder
@@ -144,7 +144,9 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
     loaded = None if pickled else load_model(spec, weights=weights, trust_pickle=trust_pickle,
                                              trust=trust)
     codec = None if loaded is None else loaded.meaning.codec
+    mid_sites: dict[str, tuple[str, str]] = {}
     if loaded is not None:  # resid_pre.N and the like: written as the places they name
+        mid_sites = script_mid_sites(plan, loaded.module)
         plan = named_points_resolved(plan, loaded.module)
         interventions = plan.all_interventions()
     x = _cpu(parse_input(input_text, None if loaded is None else loaded.example_input, codec))
@@ -193,7 +195,7 @@ def standalone_script(spec: str, plan: Plan, input_text: str = "", weights: str 
         functions=functions or "# (no interventions)\n", intervene=intervene,
         describe=repr({p: iv.describe() for p, iv in interventions.items()}),
         every_leaf=repr(every_leaf) if every_leaf else "set()", head_sites=repr(sites),
-        first_leaf=repr(first_leaf) if first_leaf else "set()",
+        first_leaf=repr(first_leaf) if first_leaf else "set()", mid_sites=repr(mid_sites),
     )
 
 

@@ -210,6 +210,8 @@ EVERY_LEAF = $every_leaf  # layers whose bool/complex tensors change too (others
 FIRST_LEAF = $first_leaf  # layers whose first floating-point tensor alone changes (an SAE edit)
 # layer -> (its output projection, heads): picked heads are changed at the projection's input
 HEAD_SITES = $head_sites
+# resid_mid.N -> (attention, block): the residual stream between them, which no module outputs
+MID_SITES = $mid_sites
 
 
 def make_layer_hook(name, store, change=None, every_leaf=False, sources=None, first_leaf=False):
@@ -272,17 +274,47 @@ def make_input_recorder(store):
 
 
 def attach(name, hook):
-    """``hook`` on layer ``name``'s output; for ``NAME:input``, the same hook as a forward
-    pre-hook on the module's first positional input (what it returns replaces that input)."""
+    """``hook`` on layer ``name``'s output, as a list of handles; for ``NAME:input``, the same
+    hook as a forward pre-hook on the module's first positional input (what it returns
+    replaces that input); for a resid_mid, see attach_mid."""
+    if name in MID_SITES:
+        return attach_mid(name, hook)
     if not name.endswith(":input"):
-        return layers[name].register_forward_hook(hook)
+        return [layers[name].register_forward_hook(hook)]
 
     def pre(module, args):
         if not args:
             return None
         new = hook(module, args, args[0])
         return None if new is None else (new, *args[1:])
-    return layers[name[:-len(":input")]].register_forward_pre_hook(pre)
+    return [layers[name[:-len(":input")]].register_forward_pre_hook(pre)]
+
+
+def attach_mid(name, hook):
+    """``hook`` on resid_mid = the block's input + the attention's output (its first tensor):
+    a pre-hook on the block keeps its input, a hook on the attention calls ``hook`` with
+    resid_mid and adds what it returns, minus resid_mid, to the attention's output, so the
+    block's residual and its MLP both see the new value."""
+    attention, block = MID_SITES[name]
+    kept = {}
+
+    def keep(module, args):
+        kept["pre"] = args[0]
+
+    def mid(module, inputs, output):
+        first = output[0] if isinstance(output, (tuple, list)) else output
+        value = kept["pre"] + first
+        new = hook(module, inputs, value)
+        if new is None or new is value:
+            return None
+        changed = first + (new - value)
+        if isinstance(output, tuple):
+            return (changed, *output[1:])
+        if isinstance(output, list):
+            return [changed, *output[1:]]
+        return changed
+    return [layers[block].register_forward_pre_hook(keep),
+            layers[attention].register_forward_hook(mid)]
 
 
 def forward(hooks, pre_hooks=(), inputs=None):
@@ -291,7 +323,7 @@ def forward(hooks, pre_hooks=(), inputs=None):
     handles = []
     try:
         for name, hook in hooks:
-            handles.append(attach(name, hook))
+            handles.extend(attach(name, hook))
         for name, hook in pre_hooks:
             handles.append(layers[name].register_forward_pre_hook(hook))
         with torch.inference_mode():

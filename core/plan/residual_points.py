@@ -116,20 +116,34 @@ def residual_target(path: str, paths: Iterable[str]) -> str:
 
 def named_points_resolved(plan: Any, module: nn.Module) -> Any:
     """``plan`` with every ``resid_*`` name replaced by the real path it stands for (an
-    exported script, which knows only module paths, names the places themselves)."""
+    exported script, which knows module paths, names the places themselves), but a
+    ``resid_mid.N`` reached through the attention output, which keeps its name: the script
+    hooks it as :func:`script_mid_sites` says."""
     names = [p for p in plan.paths() if is_residual_name(p)]
     if not names:
         return plan
     paths = [p for p, _ in module.named_modules()]
-    mids = mid_points(paths)
-    for p in names:
-        if p in mids and mids[p][1] is not None:
-            raise PlanError(f"{p!r}: the exported script does not write resid_mid (reached "
-                            "through the attention output); export without it")
-    real = {p: residual_target(p, paths) for p in names}
+    through = script_mid_sites(plan, module)
+    real = {p: residual_target(p, paths) for p in names if p not in through}
     return dataclasses.replace(
         plan, capture=tuple(real.get(p, p) for p in plan.capture),
         interventions={real.get(p, p): iv for p, iv in plan.interventions.items()})
 
 
-__all__ = ["BLOCK_LISTS", "mid_points", "named_points_resolved", "blocks_of", "is_residual_name", "residual_points", "residual_target"]
+def script_mid_sites(plan: Any, module: nn.Module) -> dict[str, tuple[str, str]]:
+    """``{"resid_mid.N": (attention path, block path)}`` for the plan's ``resid_mid`` names
+    reached through the attention output (not BERT's, which is a module's output): the
+    exported script keeps the block's input with a pre-hook and adds what the intervention
+    sets, minus ``resid_mid``, to the attention output, as the engine's ``MidHooks`` does."""
+    names = [p for p in plan.paths() if is_residual_name(p)]
+    if not any(p.startswith("resid_mid.") for p in names):
+        return {}
+    paths = [p for p, _ in module.named_modules()]
+    for p in names:
+        residual_target(p, paths)  # an unknown block or family: refused in words here
+    mids = mid_points(paths)
+    return {p: (mids[p][0], block) for p in names
+            if p in mids and (block := mids[p][1]) is not None}
+
+
+__all__ = ["BLOCK_LISTS", "mid_points", "named_points_resolved", "script_mid_sites", "blocks_of", "is_residual_name", "residual_points", "residual_target"]

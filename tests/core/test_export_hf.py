@@ -48,6 +48,11 @@ def ran(tmp_path_factory):
             PROMPT, g.example_input, g.meaning.codec), g.meaning.codec, {})),
         "llama_heads": (ll, PROMPT, Plan(capture=["model.layers.0.self_attn"], interventions={
             "model.layers.0.self_attn": Zero(at=At(heads=[1], positions="last"))})),
+        "resid_mid": (g, PROMPT, Plan(capture=["resid_mid.1", "transformer.h.1.ln_2:input"],
+                                      interventions={"resid_mid.0": Patch(OTHER, at=At(positions=[-1])),
+                                                     "resid_mid.1": Scale(0.5)})),
+        "llama_resid_mid": (ll, PROMPT, Plan(capture=["resid_mid.0"], interventions={
+            "resid_mid.1": Patch(OTHER, at=At(positions=[2, -1]))})),
         "vit": (v, "", Plan(capture=[vit_attn, vit_block], interventions={
             vit_attn: Zero(at=At(heads=[0])),
             vit_block: Scale(0.5, at=At(positions=[0]))})),
@@ -67,7 +72,8 @@ def ran(tmp_path_factory):
     return done
 
 
-@pytest.mark.parametrize("name", ["patch_last", "heads", "steer", "llama_heads", "vit"])
+@pytest.mark.parametrize("name", ["patch_last", "heads", "steer", "llama_heads", "resid_mid",
+                                  "llama_resid_mid", "vit"])
 def test_hf_script_prints_what_compare_gives(ran, name):
     got, r, _ = ran[name]
     assert r.outputs_differ and got["outputs_differ"]

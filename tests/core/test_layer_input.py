@@ -163,6 +163,42 @@ def test_exported_script_hooks_inputs_and_named_points_alike(tmp_path, lm):
     assert not np.allclose(got["output_with"], got["output_without"])
 
 
+def test_exported_script_writes_resid_mid_as_compare_does(tmp_path, lm):
+    """resid_mid, which no module outputs: the script keeps the block's input and adds the
+    change to the attention output, so its numbers are compare()'s, captures included."""
+    import ast
+    import json
+    import subprocess
+    import sys
+
+    from hookscope.core.export.export import standalone_script
+
+    plan = Plan(capture=("resid_mid.1", "blocks.1.ln2:input"),
+                interventions={"resid_mid.0": parse_intervention(f"patch:{SOURCE}@pos=4"),
+                               "resid_mid.1": parse_intervention("scale:0.5")})
+    r = compare(lm.module, _x(lm), plan, codec=lm.meaning.codec)
+    text = standalone_script("demo:lm", plan, input_text=PROMPT)
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("MID_SITES = ")]
+    assert ast.literal_eval(line.removeprefix("MID_SITES = ")) == {
+        "resid_mid.0": ("blocks.0.attn", "blocks.0"), "resid_mid.1": ("blocks.1.attn", "blocks.1")}
+    script = tmp_path / "repro.py"
+    script.write_text(text)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(got["output_with"], r.output_with.flatten().tolist(), atol=2e-6)
+    np.testing.assert_allclose(got["output_without"], r.output_without.flatten().tolist(), atol=2e-6)
+    assert not np.allclose(got["output_with"], got["output_without"])
+    assert set(got["stats"]) == set(r.captures) == {"resid_mid.1", "blocks.1.ln2:input"}
+    for path, recs in r.captures.items():
+        for s, c in zip(got["stats"][path], recs, strict=True):
+            assert s["mean"] == pytest.approx(c.stats.mean, rel=1e-5, abs=1e-6)
+            assert s["std"] == pytest.approx(c.stats.std, rel=1e-5, abs=1e-6)
+    # what the second norm reads is resid_mid as set: scaled by one half
+    mid, norm_in = got["stats"]["resid_mid.1"][0], got["stats"]["blocks.1.ln2:input"][0]
+    assert norm_in["mean"] == pytest.approx(mid["mean"], rel=1e-6, abs=1e-7)
+    assert mid["fraction_changed"] > 0.9
+
 def test_a_module_called_with_keywords_only_is_refused_in_words():
     from torch import nn
 
