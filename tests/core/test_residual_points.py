@@ -1,5 +1,6 @@
-"""``resid_pre.N`` / ``resid_post.N``: block N's input and output by name, for the families
-whose blocks are known; patterns over them; ``resid_mid`` refused with what to capture."""
+"""``resid_pre.N`` / ``resid_mid.N`` / ``resid_post.N``: block N's input, the residual between
+attention and MLP, and the block's output by name, for the families whose blocks are known;
+patterns over them; unknown families and blocks refused with what to use."""
 
 from __future__ import annotations
 
