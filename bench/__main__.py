@@ -301,7 +301,7 @@ def run_separate(case: SeparateCase, a: argparse.Namespace, meta: dict) -> str |
 
     module = importlib.import_module(f".{case.module}", __package__)
     log(f"{case.name} ({case.what}) ...")
-    extra = {"peers": not a.no_peers} if case.name == "sweep" else {}
+    extra = {"peers": not a.no_peers} if case.name in ("sweep", "sweep-estimate") else {}
     try:
         got = module.run(quick=a.quick, repeats=a.pairs or 3, log=log, now=CLOCKS[a.clock],
                          smoke=a.smoke, **extra)

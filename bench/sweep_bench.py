@@ -38,7 +38,7 @@ import torch
 from hookscope.core import At, Patch
 from hookscope.core.analyses import sweep
 
-from .tl_peer import tl_gpt2, tl_version
+from .tl_peer import INSTALL, tl_gpt2, tl_version
 from .timing import median_seconds, ratio_row
 
 SEED = 0
@@ -157,7 +157,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
             "clock": "cpu" if now is time.process_time else "wall"}
     if tl_ver is None or tl_ver.startswith("not "):
         rows.append({"name": "transformer_lens", "note": f"skipped: TransformerLens {tl_ver}; "
-                     "pip install 'transformer-lens>=4' (the bench extra) to compare"})
+                     f"{INSTALL}"})
         return {"meta": meta, "rows": rows}
     from transformer_lens import patching
 

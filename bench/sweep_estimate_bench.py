@@ -10,6 +10,9 @@ Rows, each the median over rounds of a whole call's time against one plain forwa
   plain forwards' time.
 * ``hookscope sweep (batched, exact)``: the default sweep, every cell run (the reference
   the estimate is read against).
+* ``transformer_lens X attribution``: TransformerLens's attribution-patching recipe on the
+  same weights (:func:`bench.tl_peer.resid_pre_attribution`), its grid checked against the
+  estimate's; a note only where TransformerLens does not import (or ``--no-peers``).
 
 The check: Spearman's rank correlation of the estimated grid with the exact one, and the
 largest |estimate - exact| beside the spread of the exact grid.
@@ -28,14 +31,17 @@ from hookscope.core.analyses import spearman, sweep
 
 from .sweep_bench import resid_pre_grid
 from .timing import median_seconds, ratio_row
+from .tl_peer import attribution_row
 
 TARGET = 5.0  # plain forwards' time for every cell's estimate
 
 
 def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = print,
-        now: Callable[[], float] = time.perf_counter, smoke: bool = False) -> dict:
-    """Time the two rows; returns ``{"meta": ..., "rows": [...]}`` (see :func:`render`).
-    ``smoke``: the sweep case's smoke shape (2 layers, 64 wide), to check the case runs."""
+        now: Callable[[], float] = time.perf_counter, smoke: bool = False,
+        peers: bool = True) -> dict:
+    """Time the rows; returns ``{"meta": ..., "rows": [...]}`` (see :func:`render`).
+    ``smoke``: the sweep case's smoke shape (2 layers, 64 wide), to check the case runs;
+    ``peers``: the TransformerLens row too."""
     g = resid_pre_grid(quick, smoke)
     layers, tokens, width, model, metric, over, tpl = (g.layers, g.tokens, g.width, g.model,
                                                         g.metric, g.over, g.template)
@@ -80,6 +86,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
              f"(the exact grid spans {spread:.3g})"),
         ratio_row("hookscope sweep (batched, exact)", seconds["exact"], ratios["exact"], None,
              f"{ref.batch['forwards']} batched forwards of up to {ref.batch['rows']} rows"),
+        attribution_row(g, est.estimates, plain, repeats, now, peers),
     ]
     meta = {"layers": layers, "tokens": tokens, "width": width, "cells": cells,
             "repeats": repeats,
@@ -97,6 +104,9 @@ def render(result: dict) -> str:
              f"{m['repeats']} rounds",
              f"{'row':<34}{'seconds':>9}{'/ plain forward':>22}{'target':>15}  note"]
     for r in result["rows"]:
+        if "seconds" not in r:
+            lines.append(f"{r['name']:<34}{'':>9}{'':>22}{'':>15}  {r['note']}")
+            continue
         target = (f"<= {r['target']:.2f} {'OK' if r['met'] else 'MISSED'}"
                   if "target" in r else "")
         lo, hi = r["ratio_range"]

@@ -10,6 +10,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +91,9 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert "1 forward with gradients" in row["note"]
     assert by_name["hookscope sweep (batched, exact)"]["ratio"] > 0
     assert -1 <= est["meta"]["spearman"] <= 1
+    # TransformerLens's attribution row: a note only under --no-peers.
+    assert by_name["transformer_lens attribution"]["note"].startswith(
+        "skipped: TransformerLens not run (--no-peers)")
     # The sweep-inputs case (smoke: 6 prompts x 2 strengths x 4 layers): the set against a
     # loop of single-input sweeps, the same grid.
     ins = data["meta"]["sweep_inputs"]
@@ -253,6 +257,25 @@ def test_the_nnsight_peer_is_checked_against_the_clone_reference():
     ok, note = case.check(case.fn())
     # demo:cnn's ReLU(inplace=True) overwrites two saved outputs: nnsight keeps references
     assert not ok and note.startswith("2 of 10 captures stale"), note
+
+
+def test_transformer_lens_attribution_patching_equals_the_sweep_estimate():
+    """TransformerLens's attribution-patching recipe (the sweep-estimate case's peer row) and
+    ``sweep(..., estimate=True)`` compute the same first-order quantity on the same weights:
+    the estimate is the metric on the corrupted run plus the attribution."""
+    pytest.importorskip("transformer_lens")
+    from bench.sweep_bench import resid_pre_grid
+    from bench.tl_peer import resid_pre_attribution, tl_gpt2
+    from hookscope.core.analyses import sweep
+
+    g = resid_pre_grid(quick=False, smoke=True)
+    est = sweep(g.model, g.corrupted, g.over, g.template, g.metric, estimate=True).estimates
+    attr, corrupted_metric = resid_pre_attribution(
+        tl_gpt2(g.model), g.clean, g.corrupted,
+        lambda logits: logits[0, -1, g.a_tok] - logits[0, -1, g.b_tok])
+    assert attr.shape == est.shape == (g.layers, g.tokens)
+    assert np.ptp(est) > 0.1  # the patched positions move the metric
+    np.testing.assert_allclose(attr.double().numpy() + corrupted_metric, est, atol=1e-5)
 
 
 @pytest.mark.parametrize("peer", ["nnsight", "torchlens"])
