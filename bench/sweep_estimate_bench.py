@@ -34,7 +34,7 @@ import torch
 from hookscope.core.analyses import spearman, sweep
 
 from .sweep_bench import resid_pre_grid
-from .timing import median_seconds, ratio_row
+from .timing import case_main, clock_name, inference_forward, ratio_row, rounds_against_plain
 
 TARGET = 5.0  # plain forwards' time for every cell's estimate
 RESNET_BLOCKS = tuple(f"layer{i}.{j}" for i in range(1, 5) for j in range(2))
@@ -47,9 +47,7 @@ def _estimate_against_exact(model: Any, x: Any, over: dict, tpl: dict, metric: s
     plain forwards of its own: both results, their seconds and ratios per round, the plain
     forwards' seconds, and the estimate's agreement with the exact grid."""
 
-    def plain() -> Any:
-        with torch.inference_mode():
-            return model(x)
+    plain = inference_forward(model, x)
 
     def estimated() -> Any:
         return sweep(model, x, over, tpl, metric, estimate=True)
@@ -61,17 +59,9 @@ def _estimate_against_exact(model: Any, x: Any, over: dict, tpl: dict, metric: s
         plain()
     est = estimated()
     ref = exact()
-    seconds: dict[str, list[float]] = {"estimate": [], "exact": []}
-    ratios: dict[str, list[float]] = {"estimate": [], "exact": []}
-    plains: list[float] = []
-    for r in range(repeats):
-        for key, fn in (("estimate", estimated), ("exact", exact)):
-            plain_s = median_seconds(plain, 9, now)
-            plains.append(plain_s)
-            s = median_seconds(fn, 1, now)
-            seconds[key].append(s)
-            ratios[key].append(s / plain_s)
-        log(f"  sweep-estimate {label} round {r + 1}/{repeats}")
+    seconds, ratios, plains = rounds_against_plain(
+        [plain], {"estimate": estimated, "exact": exact}, repeats, now, 9,
+        lambda r, *_: log(f"  sweep-estimate {label} round {r}/{repeats}"))
     return {"est": est, "ref": ref, "seconds": seconds, "ratios": ratios,
             "plain_ms": statistics.median(plains) * 1e3,
             "spearman": spearman(est.estimates.reshape(-1), ref.values.reshape(-1)),
@@ -130,7 +120,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
             "repeats": repeats, "plain_ms": gpt["plain_ms"], "spearman": gpt["spearman"],
             "max_abs_error": gpt["max_abs_error"], "exact_span": gpt["exact_span"],
             "threads": torch.get_num_threads(),
-            "clock": "cpu" if now is time.process_time else "wall",
+            "clock": clock_name(now),
             "resnet18": {"side": side, "blocks": len(RESNET_BLOCKS), "units": units,
                          "cells": len(RESNET_BLOCKS) * units, "metric": metric,
                          "plain_ms": rn["plain_ms"], "spearman": rn["spearman"],
@@ -165,8 +155,4 @@ def render(result: dict) -> str:
 
 
 if __name__ == "__main__":  # python -m bench.sweep_estimate_bench [--quick] [--smoke] [--cpu-clock]
-    import sys
-
-    clock = time.process_time if "--cpu-clock" in sys.argv else time.perf_counter
-    print(render(run(quick="--quick" in sys.argv, log=lambda s: print(s, file=sys.stderr),
-                     now=clock, smoke="--smoke" in sys.argv)))
+    case_main(run, render)
