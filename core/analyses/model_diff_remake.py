@@ -85,7 +85,10 @@ class Remade:
                                  "model B ran; run the diff again")
         rm, rv, *wb = self.stats
         w, b = wb if wb else (None, None)
+        eps = self.module.eps
+        # the module's own call in eval mode (momentum is unused when not training), out of
+        # any autocast B runs under (A's output had its input's dtype)
+        if not torch.is_autocast_enabled("cpu"):
+            return F.batch_norm(self.x, rm, rv, w, b, False, 0.0, eps)  # type: ignore[arg-type]
         with torch.autocast("cpu", enabled=False):
-            # the module's own call in eval mode (momentum is unused when not training)
-            return F.batch_norm(self.x, rm, rv, w, b, False, 0.0,
-                                self.module.eps)  # type: ignore[arg-type]
+            return F.batch_norm(self.x, rm, rv, w, b, False, 0.0, eps)  # type: ignore[arg-type]

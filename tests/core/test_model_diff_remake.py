@@ -107,3 +107,19 @@ def test_the_reference_path_copies_every_victim(monkeypatch):
     _check_against_clones(got, a, b, x)
     _, keeper = run_a(a, x, Plan(), torch.device("cpu"), None, None, None)
     assert not any(type(t) is Remade for leaves in keeper.kept.values() for t, _ in leaves)
+
+
+@fast_only
+def test_under_autocast_the_rows_are_the_reference_paths(monkeypatch):
+    # bfloat16 convolutions under CPU autocast: a remade layer (or a copied one, where its
+    # output's dtype is not its input's) gives the values the reference path's copies give
+    a, b, x = _models(seed=5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        diff(a, b, x)  # learns the victims
+        got = diff(a, b, x)
+        monkeypatch.setenv("HOOKSCOPE_FAST", "0")
+        want = diff(a, b, x)
+    assert [r.path for r in got.layers] == [r.path for r in want.layers] == PATHS
+    for g, w in zip(got.layers, want.layers):
+        assert g.max_abs_diff == w.max_abs_diff, g
+        assert g.relative_change == pytest.approx(w.relative_change, rel=1e-5, abs=1e-12), g
