@@ -60,6 +60,7 @@ class SweepView(QWidget):
     cellChosen = Signal(int, int)   # row, column of a clicked cell (0 for one axis)
     fieldsChanged = Signal()        # (debounced) the app states the runs and the estimate
     templateRequested = Signal()    # "From editor": the app fills the template
+    inputsRequested = Signal()      # "Browse…" beside Inputs: the app asks for a file
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,6 +82,22 @@ class SweepView(QWidget):
                                     "selected layer, its layer and positions made axes")
         self.source = named(QLineEdit(""), "sweepSource")
         self.source.setPlaceholderText("text:... (the input a bare patch takes)")
+        self.vectors = named(QLineEdit(""), "sweepVectors")
+        self.vectors.setPlaceholderText("v=diff:text:A|text:B (for add:v:{alpha})")
+        self.vectors.setToolTip("Vectors the template names (add:v:{alpha}, project:v): "
+                                "NAME=diff:INPUT_A|INPUT_B (a layer's output on A minus on B, "
+                                "computed where the model runs) or NAME=FILE (.pt, "
+                                ".safetensors, .npy); several separated by ';'")
+        self.inputs = named(QLineEdit(""), "sweepInputs")
+        self.inputs.setPlaceholderText("the window's input; or a set: each cell its mean")
+        self.inputs.setToolTip("Empty: the sweep runs on the window's input. A prompt file "
+                               "(.txt, .jsonl), a batch (.pt, .safetensors) or a folder of "
+                               "images (the sets File → Open inputs… and hookscope scan read): "
+                               "every cell runs on every input, and shows the mean over them "
+                               "with its spread (the standard deviation over the inputs)")
+        self.inputs_button = named(QPushButton("Browse…"), "sweepInputsBrowse")
+        self.inputs_button.setToolTip("Pick a prompt or batch file, or an image of a folder "
+                                      "of images (the folder is the set)")
         self.metric_box = MetricChooser()
         # the runs, time and memory a run would take (not the first-order estimate)
         self.estimate = named(QLabel(""), "sweepCost")
@@ -119,6 +136,11 @@ class SweepView(QWidget):
         template.addWidget(self.from_editor)
         form.addRow("Template", template)
         form.addRow("Source input", self.source)
+        form.addRow("Vectors", self.vectors)
+        inputs = QHBoxLayout()
+        inputs.addWidget(self.inputs, 1)
+        inputs.addWidget(self.inputs_button)
+        form.addRow("Inputs", inputs)
         form.addRow("Metric", self.metric_box)
         form.addRow(self.tokens_label, self.tokens)   # last: it can take three rows
         buttons = QHBoxLayout()
@@ -172,7 +194,7 @@ class SweepView(QWidget):
 
         self._debounce = QTimer(self, singleShot=True, interval=250)
         self._debounce.timeout.connect(self.fieldsChanged.emit)
-        for edit in (self.axes, self.template, self.source):
+        for edit in (self.axes, self.template, self.source, self.vectors, self.inputs):
             edit.textChanged.connect(lambda _t: self._debounce.start())
         self.metric_box.changed.connect(self._debounce.start)
         self.axes.textChanged.connect(self._show_picked)
@@ -180,10 +202,12 @@ class SweepView(QWidget):
         self.run_button.clicked.connect(self._run)
         self.estimate_button.clicked.connect(lambda: self._estimate(0))
         self.verify_button.clicked.connect(lambda: self._estimate(self.verify_k.value()))
-        for edit in (self.axes, self.template, self.source):   # Enter runs, as Run sweep does
+        # Enter runs, as Run sweep does
+        for edit in (self.axes, self.template, self.source, self.vectors, self.inputs):
             edit.returnPressed.connect(self._run_if_idle)
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
         self.from_editor.clicked.connect(self.templateRequested.emit)
+        self.inputs_button.clicked.connect(self.inputsRequested.emit)
         self.plot.cellChosen.connect(self.cellChosen.emit)
         self._started = 0.0
 
@@ -328,12 +352,20 @@ class SweepView(QWidget):
                                   "Verify top K runs the cells the estimate ranks first.")
         elif result is not None:
             # the last cell's progress may come after the result (another queue): all ran
-            self.progress.setRange(0, max(1, result.cells))
-            self.progress.setValue(result.cells)
+            runs = result.cells * (len(result.per_input) if result.per_input is not None else 1)
+            self.progress.setRange(0, max(1, runs))
+            self.progress.setValue(runs)
             total = result.timings_ms.get("total", 0) / 1e3
             forwards = sum(result.forwards.values())
-            self.note.setText(f"{result.cells} runs in {seconds(total)} ({forwards} forwards). "
-                              "Click a cell to show its run in the main view.")
+            if result.per_input is not None:
+                n = len(result.per_input)
+                self.note.setText(f"{result.cells} cells on each of {n} inputs, {result.cells * n} "
+                                  f"runs in {seconds(total)} ({forwards} forwards): each cell is "
+                                  "the mean over the inputs; hover one for its spread, click it "
+                                  "to show its run on the window's input.")
+            else:
+                self.note.setText(f"{result.cells} runs in {seconds(total)} ({forwards} "
+                                  "forwards). Click a cell to show its run in the main view.")
 
     def show_note(self, text: str) -> None:
         self.set_running(None)
