@@ -154,10 +154,11 @@ class SweepPlot(QWidget):
         self.point_mark = pg.ScatterPlotItem(size=13, pen=pg.mkPen((0, 0, 0), width=2),
                                              brush=None)
         self.plot.addItem(self.point_mark)
-        # a mean over an input set: a band of mean ± spread (its edges invisible curves), a
+        # a mean over an input set: a band of mean ± spread (its edges faint curves), a
         # bar at each point, and the largest mean marked
-        self.band_low = pg.PlotDataItem(pen=None)
-        self.band_high = pg.PlotDataItem(pen=None)
+        edge = pg.mkPen(*SPREAD_BAND[:3], 90, width=1)
+        self.band_low = pg.PlotCurveItem(pen=edge)
+        self.band_high = pg.PlotCurveItem(pen=edge)
         self.spread_band = pg.FillBetweenItem(self.band_low, self.band_high,
                                               brush=pg.mkBrush(*SPREAD_BAND))
         self.spread_band.setZValue(-5)
@@ -234,7 +235,8 @@ class SweepPlot(QWidget):
         if result is None:
             for item in (self.image, self.curve, self.baseline_line, self.backdrop,
                          self.marker, self.hover_mark, self.point_mark, self.colour_bar,
-                         self.spread_bars, self.spread_band, self.best_mark,
+                         self.spread_bars, self.spread_band, self.band_low, self.band_high,
+                         self.best_mark,
                          self.verified_mark, self.verified_points):
                 item.setVisible(False)
             self.best = None
@@ -308,6 +310,7 @@ class SweepPlot(QWidget):
 
     def _on_show(self, _index: int) -> None:
         if self.result is not None:
+            self.readout.setText(" ")   # what the mouse read belongs to the other drawing
             self.show_result(self.result)
 
     def is_curve(self) -> bool:
@@ -381,7 +384,7 @@ class SweepPlot(QWidget):
         for item in (self.image, self.backdrop, self.colour_bar):
             item.setVisible(True)
         for item in (self.curve, self.baseline_line, self.point_mark, self.spread_bars,
-                     self.spread_band, self.best_mark):
+                     self.spread_band, self.band_low, self.band_high, self.best_mark):
             item.setVisible(False)
         self.best = None
         self.plot.invertY(True)
@@ -443,7 +446,8 @@ class SweepPlot(QWidget):
         mean starred."""
         finite = np.isfinite(y)
         if spread is None or not finite.any():
-            for item in (self.spread_bars, self.spread_band, self.best_mark):
+            for item in (self.spread_bars, self.spread_band, self.band_low, self.band_high,
+                         self.best_mark):
                 item.setVisible(False)
             self.best = None
             return
@@ -453,7 +457,8 @@ class SweepPlot(QWidget):
         self.band_high.setData(x[finite], (y + sd)[finite])
         self.best = int(np.nanargmax(y))
         self.best_mark.setData([x[self.best]], [y[self.best]])
-        for item in (self.spread_bars, self.spread_band, self.best_mark):
+        for item in (self.spread_bars, self.spread_band, self.band_low, self.band_high,
+                         self.best_mark):
             item.setVisible(True)
 
     # -- pointing ------------------------------------------------------------------

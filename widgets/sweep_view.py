@@ -29,11 +29,10 @@ from hookscope.widgets.estimate_scatter import EstimateScatter, rho_text
 from hookscope.widgets.named import named
 from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
 from hookscope.widgets.sweep_plot import SweepPlot
+from hookscope.widgets.sweep_plot_area import SweepPlotArea
 from hookscope.widgets.token_strip import TokenStrip
 
 POSITION_AXIS = "pos"
-#: the plots' width from which the scatter stands beside the grid rather than under it
-PLOTS_SIDE_BY_SIDE = 640
 
 
 def seconds(s: float) -> str:
@@ -176,14 +175,11 @@ class SweepView(QWidget):
         # side by side in a wide dock, stacked in a narrow one
         self.split = named(QSplitter(Qt.Orientation.Horizontal), "sweepSplit")
         self.split.addWidget(left)
-        # the grid, and beside it (once cells are verified) estimate against actual
-        self.plots = named(QSplitter(Qt.Orientation.Horizontal), "sweepPlots")
-        self.plots.addWidget(self.plot)
-        self.plots.addWidget(self.scatter)
-        self.plots.setStretchFactor(0, 3)
-        self.plots.setStretchFactor(1, 2)
-        self.plots.setChildrenCollapsible(False)
-        self.split.addWidget(self.plots)
+        # the grid, and beside it, under it or in a tab of its own (once cells are
+        # verified) estimate against actual
+        self.plot_area = SweepPlotArea(self.plot, self.scatter)
+        self.plots = self.plot_area.split
+        self.split.addWidget(self.plot_area)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 2)
         self.split.setChildrenCollapsible(False)
@@ -221,19 +217,6 @@ class SweepView(QWidget):
             size = self.width() if wide else self.height()
             self.split.setSizes([int(size * 0.42), size - int(size * 0.42)])
             self._split_set = True
-        self._lay_plots()
-
-    def _lay_plots(self, share: bool = False) -> None:
-        """The scatter beside the grid where the plots are wide enough for both, else under
-        it; ``share`` (or a new orientation): the grid gets about 60 %."""
-        wide = self.plots.width() >= PLOTS_SIDE_BY_SIDE
-        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
-        if orientation != self.plots.orientation():
-            self.plots.setOrientation(orientation)
-            share = True
-        if share and not self.scatter.isHidden():
-            size = sum(self.plots.sizes())
-            self.plots.setSizes([size - int(size * 0.4), int(size * 0.4)])
 
     _split_set = False
 
@@ -329,8 +312,7 @@ class SweepView(QWidget):
         verified = result.verified if result is not None else None
         hidden = self.scatter.isHidden()
         self.scatter.show_verified(verified, self.plot.metric_name(result) if result else "")
-        if hidden and not self.scatter.isHidden():   # it appears: the grid keeps the most
-            self._lay_plots(share=True)
+        self.plot_area.scatter_changed(hidden)
 
     def show_result(self, result: SweepResult | None) -> None:
         self.set_running(None)
