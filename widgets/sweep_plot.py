@@ -30,6 +30,7 @@ SEQUENTIAL = "viridis"
 NOT_RUN = QColor(225, 225, 225)
 LABEL_CHARS = 18       # longer tick labels are cut in the middle (the read-out has them whole)
 ESTIMATED = "estimates — first order"   # the title's mark of a grid of estimates
+MEAN_OF = "means over"   # the mark above a grid over an input set
 SPREAD_BAND = (31, 119, 180, 55)   # the fill of mean ± spread over an input set
 HEAT_MAP = "heat map"   # the Show list's first entry; the others draw one row as a curve
 
@@ -188,7 +189,8 @@ class SweepPlot(QWidget):
         self.colour_bar.axis.enableAutoSIPrefix(False)
         self.colour_bar.axis.setSIPrefixEnableRanges(())
         self.graphics.addItem(self.colour_bar, row=0, col=1)
-        # an estimated sweep says so above its grid, in words that wrap in a narrow dock
+        # an estimated sweep, or one over an input set, says so above its grid, in words that
+        # wrap in a narrow dock (the title would set the plot's least width)
         self.estimated = named(QLabel(""), "sweepEstimated")
         self.estimated.setWordWrap(True)
         self.estimated.setStyleSheet("color: #8a5a00;")
@@ -205,7 +207,6 @@ class SweepPlot(QWidget):
         show_lay.setContentsMargins(0, 0, 0, 0)
         show_lay.addWidget(QLabel("Show"))
         show_lay.addWidget(self.show_box)
-        show_lay.addStretch(1)
         self.show_row.setVisible(False)
         self.show_box.currentIndexChanged.connect(self._on_show)
         self.readout = named(QLabel(" "), "sweepReadout")
@@ -213,8 +214,12 @@ class SweepPlot(QWidget):
         self.readout.setWordWrap(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.show_row)
-        lay.addWidget(self.estimated)
+        # one line above the plot (its height is the plot's scarcest room): the estimate's
+        # mark, and the Show list at the right
+        top = QHBoxLayout()
+        top.addWidget(self.estimated, 1)
+        top.addWidget(self.show_row, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(top)
         lay.addWidget(self.graphics, 1)
         lay.addWidget(self.readout)
         self.chosen: tuple[int, int] | None = None
@@ -265,15 +270,22 @@ class SweepPlot(QWidget):
         row = self.curve_row()
         shown = (f"{self.metric_name(result)} by {' × '.join(names)}" if row is None else
                  f"{self.metric_name(result)}, {names[0]} {labels_of(result, names[0])[row]}")
-        if result.spread is not None and result.per_input is not None:
-            shown += f" (mean of {len(result.per_input)} inputs)"
+        over_set = result.per_input is not None and result.estimates is None
         if result.estimates is not None:
-            self.estimated.setText(ESTIMATED + (
-                f", {done} verified (outlined): hover a cell for its estimate and its run"
-                if done else ": hover a cell for its estimate"))
-        elif done != result.cells:
+            self.estimated.setText(ESTIMATED + (f", {done} verified (outlined)" if done else ""))
+            self.estimated.setToolTip("hover a cell for its estimate" +
+                                      (" and its run" if done else ""))
+        elif over_set:
+            assert result.per_input is not None
+            self.estimated.setText(f"{MEAN_OF} {len(result.per_input)} inputs")
+            self.estimated.setToolTip("each cell is the mean of its metric over the inputs; "
+                                      "hover one for its spread (the standard deviation over "
+                                      "the inputs)")
+        if result.estimates is None and done != result.cells:
             shown += f" ({done} of {result.cells} cells)"
-        self.estimated.setVisible(result.estimates is not None)
+        self.estimated.setStyleSheet("color: #8a5a00;" if result.estimates is not None
+                                     else "color: #31577a;")
+        self.estimated.setVisible(result.estimates is not None or over_set)
         self.plot.setTitle(shown, size="10pt")
         if not same:
             self._shape = drawn

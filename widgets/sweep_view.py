@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEd
 from hookscope.core.analyses import SweepResult
 from hookscope.widgets.estimate_scatter import EstimateScatter, rho_text
 from hookscope.widgets.named import named
-from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
+from hookscope.widgets.sweep_fields import MetricChooser, WrapLabel, axis_pairs, with_axis
 from hookscope.widgets.sweep_plot import SweepPlot
 from hookscope.widgets.sweep_plot_area import SweepPlotArea
 from hookscope.widgets.token_strip import TokenStrip
@@ -99,8 +99,7 @@ class SweepView(QWidget):
                                       "of images (the folder is the set)")
         self.metric_box = MetricChooser()
         # the runs, time and memory a run would take (not the first-order estimate)
-        self.estimate = named(QLabel(""), "sweepCost")
-        self.estimate.setWordWrap(True)
+        self.estimate = named(WrapLabel(""), "sweepCost")
         self.run_button = named(QPushButton("Run sweep"), "sweepRun")
         self.estimate_button = named(QPushButton("Estimate"), "sweepEstimate")
         self.estimate_button.setToolTip(
@@ -122,8 +121,7 @@ class SweepView(QWidget):
         policy = self.progress.sizePolicy()
         policy.setRetainSizeWhenHidden(True)
         self.progress.setSizePolicy(policy)
-        self.note = named(QLabel(""), "sweepNote")
-        self.note.setWordWrap(True)
+        self.note = named(WrapLabel(""), "sweepNote")
         self.plot = SweepPlot()
         self.scatter = EstimateScatter()
 

@@ -25,6 +25,11 @@ def _whole(widget) -> bool:
         0, 0, widget.width(), widget.height())
 
 
+def _all_lines(label) -> bool:
+    """Whether a wrapped label is shown whole and tall enough for every line of its text."""
+    return _whole(label) and label.height() >= label.heightForWidth(label.width())
+
+
 @pytest.mark.parametrize("size", [(1000, 650), (1400, 900)], ids=["1000x650", "1400x900"])
 def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     win = make_window(["demo:lm", "--input", PROMPT])
@@ -44,6 +49,10 @@ def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
                     and view.run_button.isEnabled(), timeout=60_000)
     area = view.plot_area
     qtbot.waitUntil(lambda: not view.scatter.isHidden())
+    # what the run cost and did, in full: the labels' lines are never cut (the layout
+    # settles once they know their width)
+    qtbot.waitUntil(lambda: _all_lines(view.note) and _all_lines(view.estimate))
+    assert "ρ = " in view.note.text()
     os.makedirs(SHOTS, exist_ok=True)
     name = f"{SHOTS}/scatter_{size[0]}x{size[1]}"
     win.grab().save(f"{name}_grid.png")

@@ -99,7 +99,7 @@ def test_a_grid_over_a_prompt_file_equals_session_sweep(make_window, qtbot, tmp_
     assert np.ptp(got.per_input, axis=0).max() > 0   # the inputs differ: a real spread
     plot = view.plot
     assert np.array_equal(plot.image.image, got.values)   # the heat map draws the means
-    assert "(mean of 3 inputs)" in plot.plot.titleLabel.text
+    assert plot.estimated.isVisible() and plot.estimated.text() == "means over 3 inputs"
     assert "each cell is the mean over the inputs" in view.note.text()
     assert view.progress.maximum() == 12
     _hover_reads(qtbot, plot, f"layer blocks.1 · f 2: logit:'e' = {got.values[1, 1]:.6g} ± "
