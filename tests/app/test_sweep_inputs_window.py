@@ -9,8 +9,10 @@ strengths draws one layer's curve picked in the Show list. Screenshots at 1000×
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QFileDialog, QLineEdit
@@ -21,12 +23,28 @@ from hookscope.core.analyses.steer_diff import diff_vector
 from hookscope.widgets.sweep_plot import HEAT_MAP
 from support.keys import choose, retype
 from support.mouse_events import hover
+from support.thread_calls import count_calls
 from support.window_menus import click_view_action
 
 PROMPT = "text:the cat sat on the "
 PROMPTS = ["the cat sat on the ", "a dog sat on the ", "the bird sat on a "]
 VECTOR = "diff:text:the cat|text:the dog"
 SHOTS = "/tmp/shots_sweepdock"
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """``Counter`` of ``(function name, "gui" or "worker")``: the sweep over the set, each
+    prompt read as the model takes it, and each vector computed."""
+    import hookscope.core.analyses.steer_diff as steer_diff
+    import hookscope.core.analyses.sweep_inputs as sweep_inputs
+    import hookscope.core.dataset.input_sets as input_sets
+
+    originals = {"sweep_over_inputs": sweep_inputs.sweep_over_inputs,
+                 "parse_text": input_sets.parse_text, "diff_vector": steer_diff.diff_vector}
+    main = threading.main_thread()
+    return count_calls(monkeypatch, originals,
+                       lambda: "gui" if threading.current_thread() is main else "worker")
 
 
 def _prompt_file(tmp_path):
@@ -124,7 +142,7 @@ def test_browse_fills_the_inputs_field_with_the_picked_set(make_window, qtbot, t
 
 
 def test_add_strengths_over_a_set_draw_the_mean_with_its_spread_and_the_best(make_window, qtbot,
-                                                                              tmp_path):
+                                                                              tmp_path, calls):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
     view = _open_sweep(win, qtbot)
@@ -136,7 +154,15 @@ def test_add_strengths_over_a_set_draw_the_mean_with_its_spread_and_the_best(mak
     retype(view.inputs, str(prompts))
     qtbot.waitUntil(lambda: view.estimate.text().startswith("15 runs (5 alpha, on each of 3"),
                     timeout=10_000)
+    calls.clear()
     got = _run(win, qtbot, view)
+    # the set swept, its prompts read and the vector computed on the runner's thread only
+    assert not [k for k in calls if k[1] == "gui"], dict(calls)
+    assert calls[("sweep_over_inputs", "worker")] == 1
+    assert calls[("diff_vector", "worker")] == 1   # once for the layer, not once a cell
+    # the three prompts, the vector's two inputs and the window's own input (the run the
+    # sweep rides on)
+    assert calls[("parse_text", "worker")] == 3 + 2 + 1
     # the same sweep from Python: the vector computed as --vector computes it
     lm = win.session.model
     vec = diff_vector(lm.module, "blocks.0", VECTOR, "v", lm.example_input, lm.meaning.codec)
