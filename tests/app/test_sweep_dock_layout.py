@@ -47,7 +47,6 @@ def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     QTest.mouseClick(view.verify_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None and win.is_idle()
                     and view.run_button.isEnabled(), timeout=60_000)
-    area = view.plot_area
     qtbot.waitUntil(lambda: not view.scatter.isHidden())
     # what the run cost and did, in full: the labels' lines are never cut (the layout
     # settles once they know their width)
@@ -67,6 +66,7 @@ def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     rect = view.plot.plot.sceneBoundingRect()
     assert _whole(view.plot.graphics.viewport()) and rect.width() >= 280 and rect.height() >= 150
     # the scatter, as big: a tab beside the grid's in a short dock, a click away
+    area = view.plot_area
     if area.mode() == "tabs":
         bar = area.tabs.tabBar()
         QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(1).center())
