@@ -21,14 +21,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.analyses import SweepRequest, SweepResult
-from hookscope.core.dataset import InputSet, open_inputs
 from hookscope.core.session import ViewFailed
 from hookscope.core.views import describe_outputs, input_token_strings
 from hookscope.widgets.sweep_fields import axis_pairs
@@ -36,6 +35,7 @@ from hookscope.widgets.sweep_view import SweepView
 from hookscope.widgets.token_strip import shown_token
 
 from .sweep_estimate import estimate
+from .sweep_input_set import SetSize, input_set
 from .sweep_text import cell_binder, pairs, source_binder, template_from, vector_specs
 from .analysis_docks import analysis_dock, show_dock
 from .input_set_dialog import input_set_dialog, set_of
@@ -71,25 +71,6 @@ class _Relay(QObject):
             self.grew.emit(result)
 
 
-class SetItems(Sequence):
-    """An input set's inputs as the model takes them (or their names), each read when asked
-    for: the sweep reads them on the runner's thread, not the GUI's."""
-
-    def __init__(self, inputs: InputSet, read: Callable[[int], Any]) -> None:
-        self.inputs = inputs
-        self.read = read
-
-    def __len__(self) -> int:
-        return len(self.inputs)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if not -len(self) <= i < len(self):
-            raise IndexError(i)
-        return self.read(i % len(self))
-
-
 class SweepTool(QObject):
     """The dock's answers to its signals, and the sweep in flight (at most one); a child of
     the window (object name ``sweepTool``)."""
@@ -103,7 +84,7 @@ class SweepTool(QObject):
         self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
         self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
         self._paint_tree = False   # the sweep in flight answers the tree's "Estimate effects"
-        self._sized: tuple[str, int | str] | None = None   # Inputs text -> its size (or why not)
+        self.set_size = SetSize()   # the Inputs field's set size, for the cost line
 
     # -- before a run --------------------------------------------------------------
     def default_axes(self) -> None:
@@ -119,7 +100,7 @@ class SweepTool(QObject):
     def refresh_estimate(self) -> None:
         v = self.view
         lm = self.win.session.model
-        n = self._set_size(v.inputs.text())
+        n = self.set_size(v.inputs.text())
         if isinstance(n, str):
             v.show_estimate(n, False)
             return
@@ -133,38 +114,10 @@ class SweepTool(QObject):
                             bind, self.pace.get(lm.spec) if lm is not None else None, n)
         v.show_estimate(text, ok)
 
-    def _set_size(self, text: str) -> int | str | None:
-        """How many inputs the Inputs field's set holds (``None``: empty, the window's input;
-        a str: why it cannot be opened); remembered per text while it stays the same."""
-        if not text.strip():
-            return None
-        if self._sized is None or self._sized[0] != text:
-            try:
-                size: int | str = len(open_inputs(text))
-            except HookscopeError as exc:
-                size = str(exc)
-            self._sized = (text, size)
-        return self._sized[1]
-
     def browse_inputs(self) -> None:
         """Browse… beside Inputs: the set picked (an image: its folder) fills the field."""
         input_set_dialog(self.win, "sweepInputsDialog",
                          lambda path: self.view.inputs.setText(str(set_of(path))))
-
-    def _input_set(self, text: str) -> tuple[SetItems, SetItems] | None:
-        """The Inputs field's set as the sweep reads it: ``(inputs, names)``; ``None`` for an
-        empty field (the window's input). Opened here (a refusal shown at once), read later."""
-        if not text.strip():
-            return None
-        lm = self.win.session.model
-        assert lm is not None
-        iset = open_inputs(text)
-        if len(iset) == 0:
-            raise HookscopeError(f"inputs {text}: the set holds no input; give at least one")
-        self.win.session.read_files.add("the input file", iset.source)  # no export replaces it
-        example, codec = lm.example_input, lm.meaning.codec
-        return (SetItems(iset, lambda i: iset.item(i, example, codec)),
-                SetItems(iset, iset.describe))
 
     def on_result(self, result: object) -> None:
         """A run arrived: its tokens to pick, its predictions to name, its sweep if any."""
@@ -243,7 +196,7 @@ class SweepTool(QObject):
             over = pairs(axes, "axes")
             intervene = pairs(template, "template")
             bind = cell_binder(source, vector_specs(self.view.vectors.text()), win.session.model)
-            inputs = self._input_set(self.view.inputs.text())
+            inputs = input_set(self.view.inputs.text(), win.session)
         except HookscopeError as exc:
             win.show_error(str(exc))
             return

@@ -6,11 +6,14 @@ line; a click on a cell asks for that cell's run (``cellChosen(row, col)``).
 Cells not run yet are NaN and drawn grey, so a grid that fills in as cells arrive (or one
 cut short by Cancel) reads as such. Numbers of both signs get a diverging map centred on
 zero (blue below, red above); numbers of one sign a sequential one.
+
+Over an input set the numbers are means: a curve draws a band and a bar of mean ± spread
+and stars the largest mean, the read-out gives a cell's spread, and the Show list draws a
+grid's row (one layer over strengths) as such a curve.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -24,89 +27,15 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsPathItem, QGraphicsRectItem, 
 from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
 from hookscope.widgets.plot_style import plain_axes
+from hookscope.widgets.sweep_labels import LabelAxis, column_labels, labels_of, numeric
 
 DIVERGING = "CET-D1"   # blue-white-red, white at zero
 SEQUENTIAL = "viridis"
 NOT_RUN = QColor(225, 225, 225)
-LABEL_CHARS = 18       # longer tick labels are cut in the middle (the read-out has them whole)
 ESTIMATED = "estimates — first order"   # the title's mark of a grid of estimates
 MEAN_OF = "means over"   # the mark above a grid over an input set
 SPREAD_BAND = (31, 119, 180, 55)   # the fill of mean ± spread over an input set
 HEAT_MAP = "heat map"   # the Show list's first entry; the others draw one row as a curve
-
-
-def short(label: str, n: int = LABEL_CHARS) -> str:
-    """``label`` cut in the middle to ``n`` characters (both ends say the most)."""
-    return label if len(label) <= n else label[: (n - 1) // 2] + "…" + label[-(n // 2):]
-
-
-def numeric(values: list[Any]) -> bool:
-    """Whether an axis's values are numbers to place by value (a strength), not categories."""
-    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                and math.isfinite(v) for v in values)
-
-
-def labels_of(result: SweepResult, name: str) -> list[str]:
-    """An axis's labels as shown: numbers to 4 significant digits (``0.6165``, not
-    ``0.6165413533834586``), anything else as the sweep labelled it."""
-    coords = result.coords.get(name, [])
-    if coords and all(isinstance(v, float) for v in coords):
-        return [f"{v:.4g}" for v in coords]
-    return list(result.axes[name])
-
-
-def column_labels(result: SweepResult) -> list[str]:
-    """The heatmap's columns: the second axis's labels (past two axes, every combination of
-    the later axes' labels, the last varying fastest, as the grid is laid out)."""
-    names = list(result.axes)[1:]
-    if not names:
-        return [result.metric]
-    return [" · ".join(combo) for combo in itertools.product(*(labels_of(result, n) for n in names))]
-
-
-class LabelAxis(pg.AxisItem):
-    """An axis whose ticks are named categories at 0, 1, 2 … (cells centred on them);
-    labels are thinned so they never overlap."""
-
-    def __init__(self, orientation: str, **kwargs: Any) -> None:
-        super().__init__(orientation, **kwargs)
-        self.labels: list[str] = []
-        self.enableAutoSIPrefix(False)
-        self.setSIPrefixEnableRanges(())
-
-    def set_labels(self, labels: list[str]) -> None:
-        if labels != self.labels:
-            self.labels = list(labels)
-            self.picture = None
-            self.update()
-
-    def _room(self) -> float:
-        """Pixels one label needs along the axis."""
-        fm = pg.QtGui.QFontMetrics(self.style.get("tickFont") or self.font())
-        if self.orientation in ("left", "right"):
-            return fm.height() + 2
-        widest = max((fm.horizontalAdvance(short(t)) for t in self.labels), default=10)
-        return widest + 12
-
-    def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
-        if not self.labels:
-            return super().tickValues(minVal, maxVal, size)
-        lo, hi = sorted((minVal, maxVal))
-        first, last = max(0, math.ceil(lo - 1e-9)), min(len(self.labels) - 1, math.floor(hi + 1e-9))
-        if last < first:
-            return []
-        per = size / max(hi - lo, 1e-9)   # pixels per category
-        stride = max(1, math.ceil(self._room() / max(per, 1e-9)))
-        return [(float(stride), [float(i) for i in range(first, last + 1, stride)])]
-
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
-        if not self.labels:
-            return super().tickStrings(values, scale, spacing)
-        out = []
-        for v in values:
-            i = int(round(v))
-            out.append(short(self.labels[i]) if 0 <= i < len(self.labels) else "")
-        return out
 
 
 class SweepPlot(QWidget):

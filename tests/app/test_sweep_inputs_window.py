@@ -230,3 +230,38 @@ def test_dose_response_grid_of_layers_and_strengths_and_one_layers_curve(make_wi
     assert plot.image.isVisible() and not plot.curve.isVisible()
     choose(plot.show_box, "curve of layer blocks.0")
     _shot(win, qtbot, "dose_layer_curve", (1400, 900))
+
+
+def test_a_set_or_vector_the_sweep_cannot_take_says_why_and_the_dock_stays_usable(
+        make_window, qtbot, tmp_path):
+    prompts = _prompt_file(tmp_path)
+    win = make_window(["demo:lm", "--input", PROMPT])
+    view = _open_sweep(win, qtbot)
+    retype(view.axes, "alpha=0,2")
+    retype(view.template, "blocks.0=add:v:{alpha}@pos=-1")
+    choose(view.metric_box.kind, "max-abs-diff")
+    # a set that is not there: said before Run, and in the banner on Run
+    missing = str(tmp_path / "missing.txt")
+    retype(view.inputs, missing)
+    qtbot.waitUntil(lambda: "do not exist" in view.estimate.text(), timeout=10_000)
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "do not exist" in win.error_text(), timeout=10_000)
+    assert view.result is None and view.run_button.isEnabled()
+    # a vector the template names but Vectors does not define
+    retype(view.inputs, str(prompts))
+    qtbot.waitUntil(lambda: "'v'" in view.estimate.text(), timeout=10_000)
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "'v'" in win.error_text() and win.is_idle(), timeout=60_000)
+    assert view.result is None and view.run_button.isEnabled()
+    # an axis whose values differ between the inputs (their lengths): refused naming one
+    retype(view.axes, "pos=all")
+    retype(view.template, "blocks.0=zero@pos={pos}")
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "gives a different grid" in view.note.text() and win.is_idle()
+                    and view.run_button.isEnabled(), timeout=60_000)
+    # still usable: the same dock sweeps the set once the template is one it can take
+    retype(view.axes, "alpha=0,2")
+    retype(view.template, "blocks.0=add:v:{alpha}@pos=-1")
+    retype(view.vectors, f"v={VECTOR}")
+    got = _run(win, qtbot, view)
+    assert got.per_input is not None and got.per_input.shape == (3, 2)

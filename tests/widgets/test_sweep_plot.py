@@ -14,7 +14,8 @@ from PySide6.QtTest import QTest
 
 from hookscope.core import load_model
 from hookscope.core.analyses import SweepResult, sweep
-from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot, short
+from hookscope.widgets.sweep_labels import short
+from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot
 from support.mouse_events import hover
 
 
