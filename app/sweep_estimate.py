@@ -105,7 +105,9 @@ def estimate(win: "MainWindow", axes: str, template: str, metric: str,
         text += (f"; about {seconds(cells * pace_ms / 1e3)} ({pace_ms:.2f} ms a run, the last "
                  "sweep's pace)")
     else:
-        text += f"; about {seconds(forwards * one_ms / 1e3)} ({forwards} forwards of {one_ms:.1f} ms)"
+        text += (f"; about {seconds(forwards * one_ms / 1e3)} ({forwards} forwards of "
+                 f"{one_ms:.1f} ms" + (", at most: inputs of one shape share batched forwards"
+                                       if set_size else "") + ")")
     text += f", about {megabytes(held)} held"
     if patches and n_layers:
         text += f" (source activations of {n_layers} layers: {megabytes(layer_bytes)})"

@@ -122,6 +122,27 @@ def test_a_grid_over_a_prompt_file_equals_session_sweep(make_window, qtbot, tmp_
     assert view.progress.maximum() == 12
     _hover_reads(qtbot, plot, f"layer blocks.1 · f 2: logit:'e' = {got.values[1, 1]:.6g} ± "
                               f"{got.spread[1, 1]:.3g} over 3 inputs", 1, 1)
+    # a click on a cell runs its plan on the window's input
+    g = plot.graphics
+    before = win.last_result
+    QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton,
+                     pos=g.mapFromScene(plot.cell_center(1, 1)))
+    qtbot.waitUntil(lambda: win.last_result is not before and win.is_idle(), timeout=60_000)
+    assert dict(win.last_result.plan.interventions) == dict(
+        got.plan_of(layer="blocks.1", f=2.0).interventions)
+    # Estimate over the set: each input's first-order estimates, averaged, as Session.sweep's
+    before = view.result
+    QTest.mouseClick(view.estimate_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.result is not before and win.is_idle()
+                    and view.run_button.isEnabled(), timeout=60_000)
+    s = Session.load("demo:lm", input_text=PROMPT)
+    try:
+        est = s.sweep({"layer": "blocks.*", "f": "0.5,2"}, {"{layer}": "scale:{f}@pos=-1"},
+                      "logit:'e'", inputs=str(prompts), estimate=True)
+    finally:
+        s.close()
+    np.testing.assert_allclose(view.result.estimates, est.estimates, rtol=1e-5, atol=1e-6)
+    assert plot.estimated.text().startswith("estimates — first order")
 
 
 def test_browse_fills_the_inputs_field_with_the_picked_set(make_window, qtbot, tmp_path):
