@@ -286,3 +286,23 @@ def test_a_set_or_vector_the_sweep_cannot_take_says_why_and_the_dock_stays_usabl
     retype(view.vectors, f"v={VECTOR}")
     got = _run(win, qtbot, view)
     assert got.per_input is not None and got.per_input.shape == (3, 2)
+
+
+def test_cancel_stops_a_sweep_over_a_set_and_the_dock_stays_usable(make_window, qtbot, tmp_path):
+    prompts = _prompt_file(tmp_path)
+    win = make_window(["demo:lm", "--input", PROMPT])
+    view = _open_sweep(win, qtbot)
+    retype(view.axes, "f=linspace(0,1,3000)")
+    retype(view.template, "blocks.0=scale:{f}")
+    choose(view.metric_box.kind, "max-abs-diff")
+    retype(view.inputs, str(prompts))
+    QTest.mouseClick(view.run_button, Qt.MouseButton.LeftButton)
+    # progress counts the runs, cells × inputs
+    qtbot.waitUntil(lambda: view.progress.maximum() == 9_000 and view.progress.value() > 0,
+                    timeout=60_000)
+    QTest.mouseClick(view.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.is_idle() and view.run_button.isEnabled(), timeout=60_000)
+    assert view.note.text() == "cancelled" and view.result is None
+    retype(view.axes, "f=0,1")
+    got = _run(win, qtbot, view)
+    assert got.per_input.shape == (3, 2)
