@@ -1,4 +1,5 @@
-"""``hookscope run ... --save-plots DIR``: the window's plots as files, headless."""
+"""``hookscope run ... --save-plots DIR``: the window's plots as files, headless; and
+``hookscope sweep --inputs ... --save-plots``: the curve's band of mean ± spread."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import sys
 import numpy as np
 import pytest
 import torch
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QColor, QImage
 
-from hookscope.core import Plan, compare, load_model
+from hookscope.app.cli import main
+from hookscope.app.sweep_plots import BEST_COLOUR, SPREAD_FILL, best_point, curve_frame
+from hookscope.core import Plan, compare, load_model, parse_input
+from hookscope.core.analyses import sweep
 
 
 def test_save_plots_writes_each_panel_and_its_data_without_a_display(tmp_path):
@@ -69,13 +73,6 @@ def test_save_plots_into_an_impossible_folder_is_one_clear_error(tmp_path):
 
 def test_sweep_curve_over_an_input_set_draws_the_spread_band_and_stars_the_best(tmp_path,
                                                                                 capsys):
-    from PySide6.QtGui import QColor
-
-    from hookscope.app.cli import main
-    from hookscope.app.sweep_plots import BEST_COLOUR, SPREAD_FILL, best_point, curve_frame
-    from hookscope.core import parse_input
-    from hookscope.core.analyses import sweep
-
     prompts = ["the cat sat on the ", "a dog", "the quick brown fox jumps"]
     f = tmp_path / "prompts.txt"
     f.write_text("\n".join(prompts) + "\n")

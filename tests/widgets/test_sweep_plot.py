@@ -16,6 +16,7 @@ from hookscope.core import load_model
 from hookscope.core.analyses import SweepResult, sweep
 from hookscope.widgets.sweep_labels import short
 from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot
+from support.keys import choose
 from support.mouse_events import hover
 
 
@@ -169,8 +170,6 @@ def test_a_curve_over_an_input_set_shows_mean_and_spread_with_the_best_strength_
 
 
 def test_show_draws_one_row_of_a_grid_as_a_curve_and_a_click_names_its_cell(plot, qtbot):
-    from support.keys import choose
-
     v = np.arange(12.0).reshape(2, 3, 2)
     r = SweepResult(v, {"layer": ["a", "b"], "pos": ["0", "1", "2"], "f": ["0.5", "1"]},
                     {"layer": ["a", "b"], "pos": [0, 1, 2], "f": [0.5, 1.0]}, "kl", None, {})
