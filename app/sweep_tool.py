@@ -81,7 +81,7 @@ class SweepTool(QObject):
         self.win = win
         self.view = view
         self.relay: _Relay | None = None
-        self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
+        self.pace: dict[str, float] = {}   # model spec -> ms a run took in its last sweep
         self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
         self._paint_tree = False   # the sweep in flight answers the tree's "Estimate effects"
         self.set_size = SetSize()   # the Inputs field's set size, for the cost line

@@ -1,6 +1,8 @@
-"""The Sweep dock: axes, a template, a source input and a metric; before a run, the number
-of runs and an estimate of time and memory; Run and Cancel with a progress bar and its ETA;
-the grid as a heatmap (a curve for one axis) that fills in cell by cell.
+"""The Sweep dock: axes, a template, a source input, the vectors the template names, the
+inputs (the window's, or an input set: each cell then the mean over it) and a metric; before
+a run, the number of runs and an estimate of time and memory; Run and Cancel with a progress
+bar and its ETA; the grid as a heatmap (a curve for one axis, or for a row picked in Show)
+that fills in cell by cell (over an input set: whole, once every input ran).
 
 Estimate draws every cell's first-order estimate at once (one forward and one backward);
 Verify top K runs for real the K cells whose estimate moves furthest, outlines them, and
@@ -10,8 +12,8 @@ Axes can be typed (``layer=blocks.*; pos=all``), set from the layer tree's menu
 (:meth:`set_axis`) or, for token positions, picked in the token strip here. Clicking a
 cell asks for that cell's run in the main view (``cellChosen``).
 
-Holds no state beyond what it shows: Run, Cancel and "from the editor" are signals the app
-answers.
+Holds no state beyond what it shows: Run, Cancel, "from the editor" and Browse… are signals
+the app answers.
 """
 
 from __future__ import annotations
