@@ -225,10 +225,13 @@ class SweepPlot(QWidget):
 
     # -- the Show list: a grid whole, or one row as a curve --------------------------
     def _offer_rows(self, result: SweepResult | None) -> None:
-        """The Show list offers the heat map and each row of a grid (kept while the rows
-        stay the same; hidden for one axis)."""
-        names = list(result.axes) if result is not None else []
-        rows = labels_of(result, names[0]) if result is not None and len(names) >= 2 else []
+        """The Show list offers the heat map and each row of a grid (the choice kept while
+        the rows stay the same, across runs too; hidden for one axis or none)."""
+        if result is None:
+            self.show_row.setVisible(False)
+            return
+        names = list(result.axes)
+        rows = labels_of(result, names[0]) if len(names) >= 2 else []
         wanted = [HEAT_MAP] + [f"curve of {names[0]} {r}" for r in rows]
         box = self.show_box
         if [box.itemText(i) for i in range(box.count())] != wanted:

@@ -192,9 +192,14 @@ def test_show_draws_one_row_of_a_grid_as_a_curve_and_a_click_names_its_cell(plot
     with qtbot.waitSignal(plot.cellChosen) as sig:
         QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     assert sig.args == [1, 3] and plot.point_mark.isVisible()
-    # the same grid again (cells arriving) keeps the row; another grid's rows reset it
+    # the same grid again (cells arriving, or a new run of it) keeps the row; another
+    # grid's rows reset it
     plot.show_result(r)
     assert box.currentText() == "curve of layer b"
+    plot.show_result(None)
+    assert not plot.show_row.isVisible()
+    plot.show_result(r)
+    assert box.currentText() == "curve of layer b" and plot.curve.isVisible()
     plot.show_result(grid([[1.0, 2.0]], ["c"], ["p0", "p1"]))
     assert box.currentText() == "heat map" and plot.image.isVisible()
     plot.show_result(SweepResult(np.arange(3.0), {"f": ["0", "1", "2"]}, {"f": [0, 1, 2]}, "kl",
