@@ -117,17 +117,28 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
     assert rho in view.note.text() and rho in view.scatter.plot.titleLabel.text
     assert view.plot.estimated.isVisible() and view.plot.estimated.text().startswith(
         f"{ESTIMATED}, 6 verified (outlined)")
+    # a short dock (1400×900: the analysis tabs take at most 45 % of the height) shows the
+    # scatter in a tab beside the grid's; a click on the tab shows it
+    area = view.plot_area
+    assert area.mode() == "tabs" and area.tabs.count() == 2
+    assert area.tabs.currentWidget() is view.plot and not view.scatter.isVisible()
+    bar = area.tabs.tabBar()
+    assert bar.isVisible() and bar.tabText(1) == "Estimate vs run"
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(1).center())
     qtbot.waitUntil(view.scatter.isVisible)
     sx, sy = view.scatter.points.getData()
     assert np.array_equal(sx, np.array(ver["estimates"])) and np.array_equal(
         sy, np.array(ver["values"]))
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(0).center())
+    qtbot.waitUntil(view.plot.isVisible)
     r, c = cells[0]
     _hover_reads(qtbot, view.plot, r, c,
                  f"≈ {got.estimates[r, c]:.6g} (first-order estimate), run: {got.values[r, c]:.6g}")
     # the picture: the dock made taller, as a person drags its edge to see grid and scatter
     win.resizeDocks([win.sweep_dock], [520], Qt.Orientation.Vertical)
     qtbot.waitUntil(lambda: win.sweep_dock.height() >= 500)
-    # plots narrower than PLOTS_SIDE_BY_SIDE stack the scatter under the grid, which fits
+    # plots narrower than PLOTS_SIDE_BY_SIDE and taller than PLOTS_STACKED stack the
+    # scatter under the grid, which fits
     qtbot.waitUntil(lambda: view.plots.orientation() == Qt.Orientation.Vertical)
     g = view.plot.graphics
     qtbot.waitUntil(lambda: view.plot.plot.sceneBoundingRect().right() <= g.viewport().width())
