@@ -23,28 +23,9 @@ from PySide6.QtWidgets import QApplication, QDialogButtonBox
 from hookscope.core import load_model
 from tests.support.keys import choose, retype
 from tests.support.mouse_events import drag_line
+from tests.support.hand_hooks import hooked_outputs
 
 ROWS = ["conv1", "bn1", "relu1", "pool1", "conv2", "bn2", "relu2", "pool2", "flatten", "fc"]
-
-
-def hooked_outputs(module, x, paths, clamp=None):
-    """Each of ``paths``' outputs in one forward of ``module`` with plain torch forward hooks;
-    ``clamp``: ``(path, lo, hi)`` clamped by a hook first."""
-    got, handles = {}, []
-    if clamp is not None:
-        path, lo, hi = clamp
-        handles.append(module.get_submodule(path).register_forward_hook(
-            lambda _m, _a, out: out.clamp(lo, hi)))
-    for p in paths:
-        handles.append(module.get_submodule(p).register_forward_hook(
-            lambda _m, _a, out, p=p: got.__setitem__(p, out.detach().clone())))
-    try:
-        with torch.no_grad():
-            module(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return got
 
 
 def close(a, b):

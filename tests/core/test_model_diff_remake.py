@@ -16,7 +16,7 @@ from hookscope.core.analyses.model_diff_remake import Remade
 from hookscope.core.model.learned import memory_for
 
 from fast_marks import fast_only  # tests/core is on sys.path
-from hand_hooks import clone_reference
+from tests.support.hand_hooks import hooked_outputs
 
 PATHS = ["conv", "bn", "relu", "conv2", "bn2", "relu2"]
 
@@ -57,7 +57,7 @@ def _models(seed: int = 0, scribble: bool = False):
 
 
 def _check_against_clones(got, a, b, x):
-    want_a, want_b = clone_reference(a, x, PATHS), clone_reference(b, x, PATHS)
+    want_a, want_b = hooked_outputs(a, x, PATHS), hooked_outputs(b, x, PATHS)
     assert [r.path for r in got.layers] == PATHS
     for r in got.layers:
         wa, wb = want_a[r.path], want_b[r.path]
