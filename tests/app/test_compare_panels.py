@@ -11,7 +11,6 @@ one; the same float32 kernels, compared to 1e-6 relative (never bit for bit)."""
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ from hookscope.core import load_model
 from tests.support.keys import choose, retype
 from tests.support.mouse_events import drag_line
 from tests.support.hand_hooks import hooked_outputs
+from tests.support.screenshots import wanted, save_shot
 
 ROWS = ["conv1", "bn1", "relu1", "pool1", "conv2", "bn2", "relu2", "pool2", "flatten", "fc"]
 
@@ -112,13 +112,12 @@ def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_wind
     assert (panel.view_widget.getPlotItem().getAxis("top")._tickLevels or [[]])[0] \
         or panel.view_kind == "feature_maps"   # its halves are named A and B (maps: below)
 
-    folder = os.environ.get("HOOKSCOPE_SCREENSHOTS")  # for a person to look at
-    if folder:
+    if wanted():
         for w, h in ((1000, 650), (1400, 900)):
             win.resize(w, h)
             qtbot.wait(300)
             qtbot.waitUntil(win.is_idle, timeout=30_000)
-            win.grab().save(os.path.join(folder, f"compare_panels_{w}x{h}.png"))
+            save_shot(win, f"compare_panels_{w}x{h}")
         win.resize(1000, 650)
 
     # conv1, before the nudge: the same in A and B, and said so

@@ -1,11 +1,9 @@
 """The Sweep dock's room with the scatter of estimate against run open, at 1000×650 and
 1400×900: the heat map, the scatter (in a tab beside the grid's where the dock is short) and
-the controls each get room to be read, nothing scrolls out of the dock, and screenshots go
-to /tmp/shots_sweepdock."""
+the controls each get room to be read, nothing scrolls out of the dock (screenshots: tests/support/screenshots.py)."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 from PySide6.QtCore import QRect, Qt
@@ -13,10 +11,10 @@ from PySide6.QtTest import QTest
 
 from support.keys import choose, retype
 from support.window_menus import click_view_action
+from tests.support.screenshots import save_shot
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
-SHOTS = "/tmp/shots_sweepdock"
 
 
 def _whole(widget) -> bool:
@@ -52,9 +50,8 @@ def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     # settles once they know their width)
     qtbot.waitUntil(lambda: _all_lines(view.note) and _all_lines(view.estimate))
     assert "ρ = " in view.note.text()
-    os.makedirs(SHOTS, exist_ok=True)
-    name = f"{SHOTS}/scatter_{size[0]}x{size[1]}"
-    win.grab().save(f"{name}_grid.png")
+    name = f"scatter_{size[0]}x{size[1]}"
+    save_shot(win, f"{name}_grid")
     # the whole view fits the dock: no scroll bar around it
     outer = win.sweep_dock.widget()
     assert not outer.verticalScrollBar().isVisible()
@@ -73,4 +70,4 @@ def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     qtbot.waitUntil(view.scatter.isVisible)
     g = view.scatter.graphics
     assert _whole(g.viewport()) and g.width() >= 300 and g.height() >= 150
-    win.grab().save(f"{name}_scatter.png")
+    save_shot(win, f"{name}_scatter")

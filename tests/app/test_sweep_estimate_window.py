@@ -6,7 +6,6 @@ the dock and leaves it usable."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -19,10 +18,10 @@ from support.mouse_events import hover
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.window_menus import click_view_action, tree_context_menu
 from support.keys import choose, retype
+from support.screenshots import save_shot
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
-SHOTS = "/tmp/estimate_shots"
 
 
 def _open_sweep(win, qtbot):
@@ -142,8 +141,7 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
     qtbot.waitUntil(lambda: view.plots.orientation() == Qt.Orientation.Vertical)
     g = view.plot.graphics
     qtbot.waitUntil(lambda: view.plot.plot.sceneBoundingRect().right() <= g.viewport().width())
-    os.makedirs(SHOTS, exist_ok=True)
-    win.grab().save(f"{SHOTS}/estimate_verified_1400x900.png")
+    save_shot(win, "estimate_verified_1400x900")
 
 
 def test_an_estimate_of_one_axis_is_a_curve_with_the_verified_points(make_window, qtbot):
@@ -232,5 +230,4 @@ def test_estimate_effects_on_the_tree_paints_each_layer_by_its_largest_estimate(
     assert f"largest estimated effect on logit-diff:#3,#5: {model.effects[big]:.4g}" in tip
     # the dock shows the same estimates
     np.testing.assert_allclose(view.result.estimates, want.estimates, rtol=1e-5, atol=1e-6)
-    os.makedirs(SHOTS, exist_ok=True)
-    win.grab().save(f"{SHOTS}/tree_effects_1400x900.png")
+    save_shot(win, "tree_effects_1400x900")

@@ -4,11 +4,10 @@ runner, and the heat map's numbers equal Session.sweep(..., inputs=...); hoverin
 mean ± spread; a sweep of strengths of `add` (its vector from the Vectors field) draws the
 curve of means with its spread band and the largest mean starred; a grid of layers ×
 strengths draws one layer's curve picked in the Show list. Screenshots at 1000×650 and
-1400×900 go to /tmp/shots_sweepdock."""
+1400×900 are saved where tests/support/screenshots.py says."""
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
@@ -25,11 +24,11 @@ from support.keys import choose, retype
 from support.mouse_events import hover
 from support.thread_calls import count_calls
 from support.window_menus import click_view_action
+from tests.support.screenshots import save_shot
 
 PROMPT = "text:the cat sat on the "
 PROMPTS = ["the cat sat on the ", "a dog sat on the ", "the bird sat on a "]
 VECTOR = "diff:text:the cat|text:the dog"
-SHOTS = "/tmp/shots_sweepdock"
 
 
 @pytest.fixture
@@ -90,8 +89,7 @@ def _shot(win, qtbot, name, size):
     win.resize(*size)
     qtbot.waitUntil(lambda: win.width() == size[0] and win.height() == size[1])
     qtbot.wait(200)   # the docks settle into the new size
-    os.makedirs(SHOTS, exist_ok=True)
-    assert win.grab().save(f"{SHOTS}/{name}_{size[0]}x{size[1]}.png")
+    save_shot(win, f"{name}_{size[0]}x{size[1]}")
 
 
 def test_a_grid_over_a_prompt_file_equals_session_sweep(make_window, qtbot, tmp_path):
