@@ -9,9 +9,9 @@ import pytest
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtTest import QTest
 
-from support.keys import choose, retype
 from support.window_menus import click_view_action
 from tests.support.screenshots import save_shot
+from support.sweep_dock import fill_sweep
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
@@ -36,12 +36,8 @@ def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     click_view_action(qtbot, win, "actionViewSweep")
     qtbot.waitUntil(win.sweep_dock.isVisible)
     view = win.sweep_view
-    retype(view.axes, "layer=blocks.*; pos=all")
-    retype(view.template, "{layer}=patch@pos={pos}")
-    retype(view.source, SOURCE)
-    choose(view.metric_box.kind, "logit-diff")
-    retype(view.metric_box.tokens[0].lineEdit(), "#3")
-    retype(view.metric_box.tokens[1].lineEdit(), "#5")
+    fill_sweep(view, "layer=blocks.*; pos=all", "{layer}=patch@pos={pos}", source=SOURCE,
+               metric=("logit-diff", "#3", "#5"))
     QTest.mouseClick(view.verify_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: view.result is not None and win.is_idle()
                     and view.run_button.isEnabled(), timeout=60_000)

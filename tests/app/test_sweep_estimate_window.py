@@ -19,6 +19,7 @@ from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.window_menus import click_view_action, tree_context_menu
 from support.keys import choose, retype
 from support.screenshots import save_shot
+from support.sweep_dock import fill_sweep
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
@@ -50,12 +51,8 @@ def _hover_reads(qtbot, plot, row, col, want):
 
 def _patch_fields(qtbot, win):
     view = win.sweep_view
-    retype(view.axes, "layer=blocks.*; pos=all")
-    retype(view.template, "{layer}=patch@pos={pos}")
-    retype(view.source, SOURCE)
-    choose(view.metric_box.kind, "logit-diff")
-    retype(view.metric_box.tokens[0].lineEdit(), "#3")
-    retype(view.metric_box.tokens[1].lineEdit(), "#5")
+    fill_sweep(view, "layer=blocks.*; pos=all", "{layer}=patch@pos={pos}", source=SOURCE,
+               metric=("logit-diff", "#3", "#5"))
     assert view.metric_box.text() == "logit-diff:#3,#5"
     return view
 

@@ -25,6 +25,7 @@ from support.mouse_events import hover
 from support.thread_calls import count_calls
 from support.window_menus import click_view_action
 from tests.support.screenshots import save_shot
+from support.sweep_dock import fill_sweep
 
 PROMPT = "text:the cat sat on the "
 PROMPTS = ["the cat sat on the ", "a dog sat on the ", "the bird sat on a "]
@@ -96,11 +97,8 @@ def test_a_grid_over_a_prompt_file_equals_session_sweep(make_window, qtbot, tmp_
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
     view = _open_sweep(win, qtbot)
-    retype(view.axes, "layer=blocks.*; f=0.5,2")
-    retype(view.template, "{layer}=scale:{f}@pos=-1")
-    choose(view.metric_box.kind, "logit")
-    retype(view.metric_box.tokens[0].lineEdit(), "e")
-    retype(view.inputs, str(prompts))
+    fill_sweep(view, "layer=blocks.*; f=0.5,2", "{layer}=scale:{f}@pos=-1", metric=("logit", "e"),
+               inputs=str(prompts))
     # before Run: every cell on every input
     qtbot.waitUntil(lambda: view.estimate.text().startswith(
         "12 runs (2 layer × 2 f, on each of 3 inputs)"), timeout=10_000)
@@ -165,12 +163,8 @@ def test_add_strengths_over_a_set_draw_the_mean_with_its_spread_and_the_best(mak
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
     view = _open_sweep(win, qtbot)
-    retype(view.axes, "alpha=linspace(0,8,5)")
-    retype(view.template, "blocks.0=add:v:{alpha}@pos=-1")
-    retype(view.vectors, f"v={VECTOR}")
-    choose(view.metric_box.kind, "logit")
-    retype(view.metric_box.tokens[0].lineEdit(), "e")
-    retype(view.inputs, str(prompts))
+    fill_sweep(view, "alpha=linspace(0,8,5)", "blocks.0=add:v:{alpha}@pos=-1",
+               vectors=f"v={VECTOR}", metric=("logit", "e"), inputs=str(prompts))
     qtbot.waitUntil(lambda: view.estimate.text().startswith("15 runs (5 alpha, on each of 3"),
                     timeout=10_000)
     calls.clear()
@@ -212,12 +206,8 @@ def test_dose_response_grid_of_layers_and_strengths_and_one_layers_curve(make_wi
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
     view = _open_sweep(win, qtbot)
-    retype(view.axes, "layer=blocks.0,blocks.1; alpha=0,4,8")
-    retype(view.template, "{layer}=add:v:{alpha}@pos=-1")
-    retype(view.vectors, f"v={VECTOR}")
-    choose(view.metric_box.kind, "logit")
-    retype(view.metric_box.tokens[0].lineEdit(), "e")
-    retype(view.inputs, str(prompts))
+    fill_sweep(view, "layer=blocks.0,blocks.1; alpha=0,4,8", "{layer}=add:v:{alpha}@pos=-1",
+               vectors=f"v={VECTOR}", metric=("logit", "e"), inputs=str(prompts))
     got = _run(win, qtbot, view)
     lm = win.session.model
     xs = [parse_input("text:" + p, lm.example_input, lm.meaning.codec) for p in PROMPTS]
