@@ -19,14 +19,14 @@ from PySide6.QtWidgets import QFileDialog
 from hookscope.core import HookscopeError, PlanError, RunResult
 from hookscope.core.base import files_read, refuse_overwrite, write_text
 from hookscope.core.analyses import ScanJob, ScanRequest, ScanResult
-from hookscope.core.dataset import (IMAGE_PATTERNS, SET_PATTERNS, InputSet, image_set_root,
-                                    open_inputs)
+from hookscope.core.dataset import InputSet, open_inputs
 
 from .export_actions import files_the_session_reads
 from hookscope.core.session import SavedScan, SessionSetup, ViewFailed
 from hookscope.widgets.scan_view import ScanView
 
 from .analysis_docks import analysis_dock, show_dock
+from .input_set_dialog import input_set_dialog, is_image, set_of
 from .window_tools import insert_file_action
 
 if TYPE_CHECKING:
@@ -70,25 +70,13 @@ class ScanTool:
     def open_dialog(self) -> QFileDialog:
         """File → Open inputs: a prompt or batch file, or any image of a folder of images
         (the folder opens, with its class subfolders: :func:`image_set_root`)."""
-        sets, images = " ".join(SET_PATTERNS), " ".join(IMAGE_PATTERNS)
-        dlg = QFileDialog(self.win, "Open inputs: a prompt or batch file, or an image of a "
-                          "folder of images")
-        dlg.setObjectName("openInputsDialog")
-        dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
-        dlg.setNameFilters([f"Input sets and image folders ({sets} {images})",
-                            f"Prompt and batch files ({sets})",
-                            f"Images: their folder opens ({images})", "All files (*)"])
-        dlg.fileSelected.connect(self.open_picked)
-        dlg.finished.connect(lambda _r: dlg.deleteLater())
-        dlg.open()
-        return dlg
+        return input_set_dialog(self.win, "openInputsDialog", self.open_picked)
 
     def open_picked(self, path: str) -> bool:
         """A file picked in the dialog: an image stands for its folder of images."""
-        picked = Path(path)
-        if "*" + picked.suffix.lower() not in IMAGE_PATTERNS:
-            return self.open(picked)
-        root = image_set_root(picked)
+        if not is_image(path):
+            return self.open(Path(path))
+        root = set_of(path)
         if not self.open(root):
             return False
         assert self.inputs is not None

@@ -62,11 +62,13 @@ def _layer_bytes(win: "MainWindow", over: dict[str, str], itemsize: int) -> tupl
 
 
 def estimate(win: "MainWindow", axes: str, template: str, metric: str,
-             bind: Callable[[dict], dict], pace_ms: float | None = None) -> tuple[str, bool]:
+             bind: Callable[[dict], dict], pace_ms: float | None = None,
+             set_size: int | None = None) -> tuple[str, bool]:
     """One line for the Sweep dock: ``(text, ok)``; not ok says why the sweep cannot run.
-    ``pace_ms``: one cell's share of the last sweep on this model (its total time over its
-    cells: batched cells share forwards, cells run without captures); without one, the
-    last run's timed forward once per cell."""
+    ``pace_ms``: one run's share of the last sweep on this model (its total time over its
+    runs: batched cells share forwards, cells run without captures); without one, the
+    last run's timed forward once per run. ``set_size``: the size of the input set each cell
+    runs on (``None``: the window's input); the grid is checked on the window's input."""
     lm = win.session.model
     if lm is None:
         return "open a model first", False
@@ -83,16 +85,17 @@ def estimate(win: "MainWindow", axes: str, template: str, metric: str,
                            meaning=lm.meaning, bind=bind)
     except HookscopeError as exc:
         return str(exc), False
-    cells = math.prod(sizes.values())
+    each = set_size or 1
+    cells = math.prod(sizes.values()) * each
     shape = " × ".join(f"{n} {name}" for name, n in sizes.items())
-    text = f"{cells} runs ({shape})"
+    text = f"{cells} runs ({shape}" + (f", on each of {set_size} inputs)" if set_size else ")")
     last = win.last_result
     if last is None:
         return text + "; run once to estimate time and memory", True
     timed = [v for k, v in last.timings_ms.items() if k in ("baseline", "intervened") and v > 0]
     one_ms = min(timed, default=0.0)
     patches = "patch" in template or "mean-ablate" in template
-    forwards = cells + 1 + (1 if patches else 0)
+    forwards = cells + each + (1 if patches else 0)
     param = next(lm.module.parameters(), None)
     itemsize = param.element_size() if param is not None else 4
     out_bytes = _numel(last.output_without) * max(itemsize, 4)
@@ -102,7 +105,9 @@ def estimate(win: "MainWindow", axes: str, template: str, metric: str,
         text += (f"; about {seconds(cells * pace_ms / 1e3)} ({pace_ms:.2f} ms a run, the last "
                  "sweep's pace)")
     else:
-        text += f"; about {seconds(forwards * one_ms / 1e3)} ({forwards} forwards of {one_ms:.1f} ms)"
+        text += (f"; about {seconds(forwards * one_ms / 1e3)} ({forwards} forwards of "
+                 f"{one_ms:.1f} ms" + (", at most: inputs of one shape share batched forwards"
+                                       if set_size else "") + ")")
     text += f", about {megabytes(held)} held"
     if patches and n_layers:
         text += f" (source activations of {n_layers} layers: {megabytes(layer_bytes)})"

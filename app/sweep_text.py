@@ -1,6 +1,6 @@
 """The Sweep dock's text: its ``NAME=VALUE; ...`` fields read, the template written from the
-intervention a person set in the Intervention panel, and a bare patch bound to the dock's
-source input."""
+intervention a person set in the Intervention panel, and each cell bound to the dock's source
+input (a bare patch) and vectors (``add:v:{alpha}`` with ``v=diff:text:A|text:B``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 
 from hookscope.core import Intervention, MeanAblate, Patch, PlanError
 from hookscope.core.base import typed_text
-from hookscope.core.plan import with_bare_sources
+from hookscope.core.analyses import resolve_vectors
+from hookscope.core.plan import named_vectors, with_bare_sources
 
 #: sweep axis name -> the ``@`` key of the template it fills
 AT_KEYS = {"pos": "pos", "position": "pos", "positions": "pos", "unit": "units",
@@ -41,6 +42,33 @@ def source_binder(source: str) -> Callable[[dict], dict]:
     def bind(ivs: dict) -> dict:
         return with_bare_sources(ivs, src, src, "patch needs a source input: fill in "
                                  "'Source input' (e.g. text:the dog sat on the)")
+
+    return bind
+
+
+def vector_specs(text: str) -> dict[str, str]:
+    """The Vectors field, ``v=diff:text:A|text:B; w=FILE`` -> ``{name: spec}`` (empty: none)."""
+    return pairs(text, "vectors") if text.strip() else {}
+
+
+def cell_binder(source: str, vectors: dict[str, str], lm: Any,
+                compute: bool = True) -> Callable[[dict], dict]:
+    """A cell's ``{path: intervention}`` with a bare patch given ``source`` and each vector
+    named in ``vectors`` given its values, as ``hookscope sweep --vector`` binds them: a file
+    read once, a ``diff:`` computed at each layer that uses it, once per layer for all the
+    cells (on the thread that calls the binder: the runner's). ``compute=False``: a
+    ``diff:`` is left as its spec (nothing runs), to check a grid before a run."""
+    by_source = source_binder(source)
+    memo: dict = {}
+
+    def bind(ivs: dict) -> dict:
+        out = by_source(ivs)
+        if not named_vectors(out):
+            return out
+        module = lm.module if compute else None
+        param = next(lm.module.parameters(), None) if compute else None
+        return resolve_vectors(module, out, vectors, lm.example_input, lm.meaning.codec,
+                               device=param.device if param is not None else None, memo=memo)
 
     return bind
 

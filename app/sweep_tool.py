@@ -9,6 +9,11 @@ the runner's thread through queued signals (at most ~20 grids a second); Cancel 
 grid so far. Clicking a cell makes its plan the window's and runs it: the main view's
 panels show that cell's before and after. Estimate runs the same request estimated to
 first order (every cell at once), Verify top K with its K most changed cells run for real.
+
+With an input set in the Inputs field (a file or folder, as File → Open inputs… and
+``hookscope sweep --inputs`` read), every cell runs on every input in the runner and shows
+the mean with its spread: the request is the one :meth:`Session.sweep` makes with
+``inputs=``, its inputs read as the model takes them on the runner's thread.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from hookscope.widgets.sweep_view import SweepView
 from hookscope.widgets.token_strip import shown_token
 
 from .sweep_estimate import estimate
-from .sweep_text import pairs, source_binder, template_from
+from .sweep_input_set import SetSize, input_set
+from .sweep_text import cell_binder, pairs, source_binder, template_from, vector_specs
 from .analysis_docks import analysis_dock, show_dock
+from .input_set_dialog import input_set_dialog, set_of
 
 if TYPE_CHECKING:
     from .main_window import MainWindow
@@ -74,9 +81,10 @@ class SweepTool(QObject):
         self.win = win
         self.view = view
         self.relay: _Relay | None = None
-        self.pace: dict[str, float] = {}   # model spec -> ms a cell took in its last sweep
+        self.pace: dict[str, float] = {}   # model spec -> ms a run took in its last sweep
         self._proposed = view.axes.text()   # the axes the dock proposed (not the person's)
         self._paint_tree = False   # the sweep in flight answers the tree's "Estimate effects"
+        self.set_size = SetSize()   # the Inputs field's set size, for the cost line
 
     # -- before a run --------------------------------------------------------------
     def default_axes(self) -> None:
@@ -92,10 +100,24 @@ class SweepTool(QObject):
     def refresh_estimate(self) -> None:
         v = self.view
         lm = self.win.session.model
+        n = self.set_size(v.inputs.text())
+        if isinstance(n, str):
+            v.show_estimate(n, False)
+            return
+        try:
+            bind = (cell_binder(v.source.text(), vector_specs(v.vectors.text()), lm, compute=False)
+                    if lm is not None else source_binder(v.source.text()))
+        except PlanError as exc:
+            v.show_estimate(str(exc), False)
+            return
         text, ok = estimate(self.win, v.axes.text(), v.template.text(), v.metric_box.text(),
-                            source_binder(v.source.text()),
-                            self.pace.get(lm.spec) if lm is not None else None)
+                            bind, self.pace.get(lm.spec) if lm is not None else None, n)
         v.show_estimate(text, ok)
+
+    def browse_inputs(self) -> None:
+        """Browse… beside Inputs: the set picked (an image: its folder) fills the field."""
+        input_set_dialog(self.win, "sweepInputsDialog",
+                         lambda path: self.view.inputs.setText(str(set_of(path))))
 
     def on_result(self, result: object) -> None:
         """A run arrived: its tokens to pick, its predictions to name, its sweep if any."""
@@ -119,7 +141,8 @@ class SweepTool(QObject):
             # pace of one (batched) forward times the cells would be far too slow (an
             # estimated sweep ran few cells: its time says nothing of a cell's)
             if lm is not None and got.cells and got.estimates is None:
-                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / got.cells
+                runs = got.cells * (len(got.per_input) if got.per_input is not None else 1)
+                self.pace[lm.spec] = got.timings_ms.get("total", 0.0) / runs
         elif isinstance(got, ViewFailed):
             self._finish()
             self.view.show_note(got.message)
@@ -172,16 +195,22 @@ class SweepTool(QObject):
         try:
             over = pairs(axes, "axes")
             intervene = pairs(template, "template")
-        except PlanError as exc:
+            bind = cell_binder(source, vector_specs(self.view.vectors.text()), win.session.model)
+            inputs = input_set(self.view.inputs.text(), win.session)
+        except HookscopeError as exc:
             win.show_error(str(exc))
             return
         self._finish()
         relay = self.relay = _Relay(win)
         relay.progressed.connect(lambda d, t: self._progressed(relay, d, t))
         relay.grew.connect(lambda r: self._grew(relay, r))
+        # over an input set the grid comes whole, when every input has run (progress counts
+        # the runs: cells × inputs)
         request = SweepRequest(over, intervene, metric.strip(), progress=relay.progress,
-                               bind=source_binder(source), partial=relay.partial,
-                               estimate=estimate, verify=verify)
+                               bind=bind, partial=relay.partial if inputs is None else None,
+                               estimate=estimate, verify=verify,
+                               input_set=inputs[0] if inputs else None,
+                               input_names=inputs[1] if inputs else None)
         self.view.set_running(0)
         self.view.plot.show_result(None)
         self.view.scatter.show_verified(None)
@@ -304,6 +333,7 @@ def install_sweep_tool(win: "MainWindow") -> None:
     view.cellChosen.connect(tool.show_cell)
     view.fieldsChanged.connect(tool.refresh_estimate)
     view.templateRequested.connect(tool.from_editor)
+    view.inputsRequested.connect(tool.browse_inputs)
     win.tree.sweepRequested.connect(tool.sweep_layers)
     win.tree.effectsRequested.connect(tool.estimate_effects)
     win.resultShown.connect(tool.on_result)

@@ -24,7 +24,7 @@ import torch
 from hookscope.core import diff
 from hookscope.core.base import OutputMeaning, TOKENS
 
-from .timing import median_seconds
+from .timing import case_main, clock_name, inference_forward, rounds_against_plain
 
 SEED = 0
 TARGET = 1.3
@@ -52,35 +52,29 @@ def _case(name: str, a: torch.nn.Module, x: Any, meaning: OutputMeaning | None, 
           now: Callable[[], float], log: Callable[[str], None]) -> dict:
     b = copy.deepcopy(a).to(torch.bfloat16)
     xb = {k: v for k, v in x.items()} if isinstance(x, dict) else x.to(torch.bfloat16)
-
-    def plain(m: torch.nn.Module, inp: Any) -> Callable[[], Any]:
-        def go() -> Any:
-            with torch.inference_mode():
-                return m(**inp) if isinstance(inp, dict) else m(inp)
-        return go
+    plains = [inference_forward(a, x), inference_forward(b, xb)]
 
     def ours() -> Any:
         return diff(a, b, x, meaning=meaning)
 
     for _ in range(2):  # warm-up
-        plain(a, x)()
-        plain(b, xb)()
+        for plain in plains:
+            plain()
     got = ours()
-    ratios, seconds, plains = [], [], []
-    for r in range(repeats):
-        pa = median_seconds(plain(a, x), 3, now)
-        pb = median_seconds(plain(b, xb), 3, now)
-        s = median_seconds(ours, 1, now)
-        plains.append(pa + pb)
-        seconds.append(s)
-        ratios.append(s / (pa + pb))
-        log(f"  diff {name} round {r + 1}/{repeats}: {s * 1e3:.1f} ms / {(pa + pb) * 1e3:.1f} ms")
+
+    def progress(r: int, seconds: dict[str, list[float]], plain_s: list[float]) -> None:
+        log(f"  diff {name} round {r}/{repeats}: {seconds['diff'][-1] * 1e3:.1f} ms / "
+            f"{plain_s[-1] * 1e3:.1f} ms")
+
+    times, ratio_lists, plain_s = rounds_against_plain(plains, {"diff": ours}, repeats, now, 3,
+                                                       progress)
+    seconds, ratios = times["diff"], ratio_lists["diff"]
     rels = [row.relative_change for row in got.layers]
     ratio = statistics.median(ratios)
     first = got.first_divergent
     return {"name": name, "seconds": statistics.median(seconds), "ratio": ratio,
             "ratio_range": [min(ratios), max(ratios)], "target": TARGET, "met": ratio <= TARGET,
-            "plain_ms": statistics.median(plains) * 1e3, "rows": len(got.layers),
+            "plain_ms": statistics.median(plain_s) * 1e3, "rows": len(got.layers),
             "relative_change": [min(rels), statistics.median(rels), max(rels)],
             "note": f"{len(got.layers)} aligned calls; relative change min/median/max "
                     f"{min(rels):.2g}/{statistics.median(rels):.2g}/{max(rels):.2g}; first past "
@@ -102,7 +96,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
                       log))
     meta = {"repeats": repeats, "torch": torch.__version__,
             "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-            "clock": "cpu" if now is time.process_time else "wall", "smoke": smoke,
+            "clock": clock_name(now), "smoke": smoke,
             "quick": quick}
     return {"meta": meta, "rows": rows}
 
@@ -122,8 +116,4 @@ def render(result: dict) -> str:
 
 
 if __name__ == "__main__":  # python -m bench.diff_bench [--quick] [--smoke] [--cpu-clock]
-    import sys
-
-    clock = time.process_time if "--cpu-clock" in sys.argv else time.perf_counter
-    print(render(run(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv,
-                     log=lambda s: print(s, file=sys.stderr), now=clock)))
+    case_main(run, render)

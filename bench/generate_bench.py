@@ -30,6 +30,8 @@ import torch
 from hookscope.core import At, Clamp, Patch, Plan, compare, generate, load_model
 from hookscope.core.base.meaning import TOKENS, OutputMeaning
 
+from .timing import case_main, clock_name, inference_forward, median_seconds, timed_call
+
 SEED = 0
 
 
@@ -46,12 +48,6 @@ def _ids(vocab: int, n: int, seed: int) -> torch.Tensor:
     return torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(seed))
 
 
-def _timed(fn: Callable[[], Any], now: Callable[[], float]) -> tuple[float, Any]:
-    t0 = now()
-    out = fn()
-    return now() - t0, out
-
-
 def new_shape_row(name: str, module: Any, make: Callable[[int], Any], plan: Plan,
                   lengths: list[int], now: Callable[[], float]) -> dict:
     """First ``compare()`` on each new length against the same call again."""
@@ -59,14 +55,10 @@ def new_shape_row(name: str, module: Any, make: Callable[[int], Any], plan: Plan
     firsts, steadies, plains = [], [], []
     for n in lengths:
         x = make(n)
-        first, _ = _timed(lambda: compare(module, x, plan), now)
-        steady, _ = _timed(lambda: compare(module, x, plan), now)
+        first, _ = timed_call(lambda: compare(module, x, plan), now)
+        steady, _ = timed_call(lambda: compare(module, x, plan), now)
 
-        def plain() -> Any:
-            with torch.inference_mode():
-                return module(**x) if isinstance(x, dict) else module(x)
-
-        plains.append(statistics.median(_timed(plain, now)[0] for _ in range(3)))
+        plains.append(median_seconds(inference_forward(module, x), 3, now))
         firsts.append(first)
         steadies.append(steady)
     extra = [f - s for f, s in zip(firsts, steadies)]
@@ -131,9 +123,9 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     ours()
     t_theirs, t_ours, t_full = [], [], []
     for _ in range(repeats):
-        s, want = _timed(theirs, now)
+        s, want = timed_call(theirs, now)
         t_theirs.append(s)
-        s, got = _timed(ours, now)
+        s, got = timed_call(ours, now)
         t_ours.append(s)
     same = want[0, prompt:].tolist() == got.without.ids
     ratio = statistics.median(o / t for o, t in zip(t_ours, t_theirs))
@@ -146,7 +138,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
                          f"without = generate()'s ids: {same}"})
     log(f"  generate: {rows[-1]['name']} {ratio:.2f}x")
     for _ in range(max(1, repeats // 2)):
-        t_full.append(_timed(lambda: ours(False), now)[0])
+        t_full.append(timed_call(lambda: ours(False), now)[0])
     full = statistics.median(t_full)
     rows.append({"name": f"generate {n_new} after {prompt}, GPT-2 shape, no cache",
                  "ms": full * 1e3, "ref_ms": statistics.median(t_theirs) * 1e3,
@@ -157,7 +149,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     demo_plan = Plan().with_intervention("blocks.1", Patch("text:the dog sat on the ",
                                                            at=At(positions=-1)))
     generate(lm.module, demo_x, demo_plan, lm.meaning, 20)
-    t_demo = [_timed(lambda: generate(lm.module, demo_x, demo_plan, lm.meaning, 20), now)[0]
+    t_demo = [timed_call(lambda: generate(lm.module, demo_x, demo_plan, lm.meaning, 20), now)[0]
               for _ in range(repeats)]
     ms = statistics.median(t_demo) * 1e3
     rows.append({"name": "generate 20, demo:lm", "ms": ms, "value": ms, "unit": "ms",
@@ -167,7 +159,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     meta = {"layers": layers, "width": width, "prompt": prompt, "new_tokens": n_new,
             "repeats": repeats, "torch": torch.__version__,
             "transformers": transformers.__version__, "threads": torch.get_num_threads(),
-            "clock": "cpu" if now is time.process_time else "wall"}
+            "clock": clock_name(now)}
     return {"meta": meta, "rows": rows}
 
 
@@ -188,8 +180,4 @@ def render(result: dict) -> str:
 
 
 if __name__ == "__main__":  # python -m bench.generate_bench [--quick] [--smoke] [--cpu-clock]
-    import sys
-
-    clock = time.process_time if "--cpu-clock" in sys.argv else time.perf_counter
-    print(render(run(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv,
-                     log=lambda s: print(s, file=sys.stderr), now=clock)))
+    case_main(run, render)

@@ -29,6 +29,8 @@ import torch
 from hookscope.core import Add, load_model, parse_input
 from hookscope.core.analyses import sweep
 
+from .timing import case_main, clock_name, median_seconds
+
 TARGET = 5.0  # the loop's time over the set's
 LAYERS = "blocks.0,blocks.1,blocks.0.mlp,blocks.1.mlp"
 _WORDS = ["the cat", "a dog ", "my hat", "one ox", "an elk", "her pen", "the sun", "a cup ",
@@ -69,9 +71,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
     seconds: dict[str, list[float]] = {"set": [], "loop": []}
     for r in range(repeats):
         for key, fn in (("set", over_set), ("loop", loop)):
-            t = now()
-            fn()
-            seconds[key].append(now() - t)
+            seconds[key].append(median_seconds(fn, 1, now))
         log(f"  sweep-inputs round {r + 1}/{repeats}")
     ratios = [lp / st for lp, st in zip(seconds["loop"], seconds["set"])]
     speedup = statistics.median(ratios)
@@ -91,7 +91,7 @@ def run(quick: bool = False, repeats: int = 3, log: Callable[[str], None] = prin
             "best": {"layer": got.axes["layer"][best[0]], "alpha": got.axes["alpha"][best[1]],
                      "mean": float(got.values[best]), "spread": float(got.spread[best])},
             "threads": torch.get_num_threads(),
-            "clock": "cpu" if now is time.process_time else "wall"}
+            "clock": clock_name(now)}
     return {"meta": meta, "rows": rows}
 
 
@@ -115,8 +115,4 @@ def render(result: dict) -> str:
 
 
 if __name__ == "__main__":  # python -m bench.sweep_inputs_bench [--quick] [--smoke] [--cpu-clock]
-    import sys
-
-    clock = time.process_time if "--cpu-clock" in sys.argv else time.perf_counter
-    print(render(run(quick="--quick" in sys.argv, log=lambda s: print(s, file=sys.stderr),
-                     now=clock, smoke="--smoke" in sys.argv)))
+    case_main(run, render)

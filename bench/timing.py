@@ -343,3 +343,56 @@ def ratio_row(name: str, seconds: list[float], ratios: list[float], target: floa
         row["target"] = target
         row["met"] = ratio <= target
     return row
+
+
+def timed_call(fn: Callable[[], object], now: Callable[[], float]) -> tuple[float, object]:
+    """One call of ``fn`` timed with the clock ``now``: its seconds and its result."""
+    t0 = now()
+    out = fn()
+    return now() - t0, out
+
+
+def clock_name(now: Callable[[], float]) -> str:
+    """``"cpu"`` or ``"wall"``: which of :data:`CLOCKS` ``now`` is (for a case's meta)."""
+    return "cpu" if now is time.process_time else "wall"
+
+
+def inference_forward(model: Callable[..., object], x: object) -> Callable[[], object]:
+    """The plain forward a case is read against: ``model(x)`` (``model(**x)`` for a dict of
+    inputs) under ``inference_mode``."""
+    def forward() -> object:
+        with torch.inference_mode():
+            return model(**x) if isinstance(x, dict) else model(x)  # type: ignore[arg-type]
+    return forward
+
+
+def rounds_against_plain(plains: list[Callable[[], object]], fns: dict[str, Callable[[], object]],
+                         repeats: int, now: Callable[[], float], plain_n: int,
+                         log: Callable[[int, dict[str, list[float]], list[float]], None] | None = None
+                         ) -> tuple[dict[str, list[float]], dict[str, list[float]], list[float]]:
+    """Each round, each of ``fns`` right after plain forwards of its own: the sum over
+    ``plains`` of each one's median of ``plain_n`` calls, then one call of the function.
+    Returns ``(seconds, ratios, plain seconds)``, the first two per key of ``fns``, one entry
+    a round (ratio: the call over its round's plain time); ``log(round, seconds, plain
+    seconds)`` after each round, with the figures so far."""
+    seconds: dict[str, list[float]] = {k: [] for k in fns}
+    ratios: dict[str, list[float]] = {k: [] for k in fns}
+    plain_s: list[float] = []
+    for r in range(repeats):
+        for key, fn in fns.items():
+            p = sum(median_seconds(plain, plain_n, now) for plain in plains)
+            plain_s.append(p)
+            s = median_seconds(fn, 1, now)
+            seconds[key].append(s)
+            ratios[key].append(s / p)
+        if log is not None:
+            log(r + 1, seconds, plain_s)
+    return seconds, ratios, plain_s
+
+
+def case_main(run: Callable[..., dict], render: Callable[[dict], str]) -> None:
+    """A separate case's module run as a script: ``[--quick] [--smoke] [--cpu-clock]``; the
+    table on stdout, the progress on stderr."""
+    now = time.process_time if "--cpu-clock" in sys.argv else time.perf_counter
+    print(render(run(quick="--quick" in sys.argv, smoke="--smoke" in sys.argv,
+                     log=lambda s: print(s, file=sys.stderr), now=now)))

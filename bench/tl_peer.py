@@ -19,7 +19,7 @@ import tempfile
 from importlib.metadata import version
 from typing import Any, Callable
 
-from .timing import median_seconds, ratio_row
+from .timing import ratio_row, rounds_against_plain
 
 #: what a skipped row tells a reader who wants it
 INSTALL = "pip install 'transformer-lens>=4' (the bench extra) to compare"
@@ -154,14 +154,8 @@ def attribution_row(grid: Any, estimates: Any, plain: Callable[[], Any], repeats
 
     attr, corrupted_metric = recipe()  # the warm-up, and the grid checked
     vs = float(np.abs(attr.double().numpy() + corrupted_metric - estimates).max())
-    seconds: list[float] = []
-    ratios: list[float] = []
-    for _ in range(repeats):
-        plain_s = median_seconds(plain, 9, now)
-        s = median_seconds(recipe, 1, now)
-        seconds.append(s)
-        ratios.append(s / plain_s)
-    row = ratio_row(f"transformer_lens {ver} attribution", seconds, ratios, None,
+    seconds, ratios, _ = rounds_against_plain([plain], {"tl": recipe}, repeats, now, 9)
+    row = ratio_row(f"transformer_lens {ver} attribution", seconds["tl"], ratios["tl"], None,
                     "the demo's recipe: clean run_with_cache + corrupted forward with fwd and "
                     "bwd hooks at hook_resid_pre + backward (parameter gradients included); "
                     f"logits equal the HF model's to {logits_diff:.1g}; max |TL attribution + "

@@ -91,6 +91,13 @@ def test_json_has_every_case_with_its_figures(capsys):
     assert "1 forward with gradients" in row["note"]
     assert by_name["hookscope sweep (batched, exact)"]["ratio"] > 0
     assert -1 <= est["meta"]["spearman"] <= 1
+    # ... and ResNet-18's blocks x channels zero-ablation grid, the same two rows
+    rn = est["meta"]["resnet18"]
+    assert rn["cells"] == rn["blocks"] * rn["units"] > 0 and -1 <= rn["spearman"] <= 1
+    row = by_name["resnet18 channels --estimate"]
+    assert row["target"] == 5.0 and isinstance(row["met"], bool) and row["ratio"] > 0
+    assert "1 forward with gradients" in row["note"] and "Spearman" in row["note"]
+    assert by_name["resnet18 channels (batched, exact)"]["ratio"] > 0
     # TransformerLens's attribution row: a note only under --no-peers.
     assert by_name["transformer_lens attribution"]["note"].startswith(
         "skipped: TransformerLens not run (--no-peers)")

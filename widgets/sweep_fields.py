@@ -1,11 +1,13 @@
 """The Sweep dock's smaller fields: the axes line edited one axis at a time (from the tree's
-menu, from the token strip), and the metric chosen from a list with its tokens or classes
-typed or picked from the model's own predictions.
+menu, from the token strip), the metric chosen from a list with its tokens or classes
+typed or picked from the model's own predictions, and the labels that say what a run costs
+and did, which a short dock never cuts.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QSize, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
 from hookscope.core.base import is_digits
@@ -147,3 +149,27 @@ class MetricChooser(QWidget):
         parts = arg.split(",") if arg else []
         for box, part in zip(self.tokens, parts):
             box.setEditText(part.strip())
+
+
+class WrapLabel(QLabel):
+    """A word-wrapped label whose least height is its text's at its width: a layout short of
+    room squeezes what can scroll (the fields), never these lines."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setWordWrap(True)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        hint = super().minimumSizeHint()
+        if not self.text() or self.width() <= 1:
+            return hint
+        return QSize(hint.width(), max(hint.height(), self.heightForWidth(self.width())))
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
+        super().setText(text)
+        self.updateGeometry()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()   # its lines at the new width

@@ -6,11 +6,14 @@ line; a click on a cell asks for that cell's run (``cellChosen(row, col)``).
 Cells not run yet are NaN and drawn grey, so a grid that fills in as cells arrive (or one
 cut short by Cancel) reads as such. Numbers of both signs get a diverging map centred on
 zero (blue below, red above); numbers of one sign a sequential one.
+
+Over an input set the numbers are means: a curve draws a band and a bar of mean ± spread
+and stars the largest mean, the read-out gives a cell's spread, and the Show list draws a
+grid's row (one layer over strengths) as such a curve.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -18,91 +21,21 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
-from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QGraphicsPathItem, QGraphicsRectItem, QHBoxLayout,
+                               QLabel, QVBoxLayout, QWidget)
 
 from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
 from hookscope.widgets.plot_style import plain_axes
+from hookscope.widgets.sweep_labels import LabelAxis, column_labels, labels_of, numeric
 
 DIVERGING = "CET-D1"   # blue-white-red, white at zero
 SEQUENTIAL = "viridis"
 NOT_RUN = QColor(225, 225, 225)
-LABEL_CHARS = 18       # longer tick labels are cut in the middle (the read-out has them whole)
 ESTIMATED = "estimates — first order"   # the title's mark of a grid of estimates
-
-
-def short(label: str, n: int = LABEL_CHARS) -> str:
-    """``label`` cut in the middle to ``n`` characters (both ends say the most)."""
-    return label if len(label) <= n else label[: (n - 1) // 2] + "…" + label[-(n // 2):]
-
-
-def numeric(values: list[Any]) -> bool:
-    """Whether an axis's values are numbers to place by value (a strength), not categories."""
-    return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                and math.isfinite(v) for v in values)
-
-
-def labels_of(result: SweepResult, name: str) -> list[str]:
-    """An axis's labels as shown: numbers to 4 significant digits (``0.6165``, not
-    ``0.6165413533834586``), anything else as the sweep labelled it."""
-    coords = result.coords.get(name, [])
-    if coords and all(isinstance(v, float) for v in coords):
-        return [f"{v:.4g}" for v in coords]
-    return list(result.axes[name])
-
-
-def column_labels(result: SweepResult) -> list[str]:
-    """The heatmap's columns: the second axis's labels (past two axes, every combination of
-    the later axes' labels, the last varying fastest, as the grid is laid out)."""
-    names = list(result.axes)[1:]
-    if not names:
-        return [result.metric]
-    return [" · ".join(combo) for combo in itertools.product(*(labels_of(result, n) for n in names))]
-
-
-class LabelAxis(pg.AxisItem):
-    """An axis whose ticks are named categories at 0, 1, 2 … (cells centred on them);
-    labels are thinned so they never overlap."""
-
-    def __init__(self, orientation: str, **kwargs: Any) -> None:
-        super().__init__(orientation, **kwargs)
-        self.labels: list[str] = []
-        self.enableAutoSIPrefix(False)
-        self.setSIPrefixEnableRanges(())
-
-    def set_labels(self, labels: list[str]) -> None:
-        if labels != self.labels:
-            self.labels = list(labels)
-            self.picture = None
-            self.update()
-
-    def _room(self) -> float:
-        """Pixels one label needs along the axis."""
-        fm = pg.QtGui.QFontMetrics(self.style.get("tickFont") or self.font())
-        if self.orientation in ("left", "right"):
-            return fm.height() + 2
-        widest = max((fm.horizontalAdvance(short(t)) for t in self.labels), default=10)
-        return widest + 12
-
-    def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802, N803
-        if not self.labels:
-            return super().tickValues(minVal, maxVal, size)
-        lo, hi = sorted((minVal, maxVal))
-        first, last = max(0, math.ceil(lo - 1e-9)), min(len(self.labels) - 1, math.floor(hi + 1e-9))
-        if last < first:
-            return []
-        per = size / max(hi - lo, 1e-9)   # pixels per category
-        stride = max(1, math.ceil(self._room() / max(per, 1e-9)))
-        return [(float(stride), [float(i) for i in range(first, last + 1, stride)])]
-
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
-        if not self.labels:
-            return super().tickStrings(values, scale, spacing)
-        out = []
-        for v in values:
-            i = int(round(v))
-            out.append(short(self.labels[i]) if 0 <= i < len(self.labels) else "")
-        return out
+MEAN_OF = "means over"   # the mark above a grid over an input set
+SPREAD_BAND = (31, 119, 180, 55)   # the fill of mean ± spread over an input set
+HEAT_MAP = "heat map"   # the Show list's first entry; the others draw one row as a curve
 
 
 class SweepPlot(QWidget):
@@ -151,7 +84,16 @@ class SweepPlot(QWidget):
         self.point_mark = pg.ScatterPlotItem(size=13, pen=pg.mkPen((0, 0, 0), width=2),
                                              brush=None)
         self.plot.addItem(self.point_mark)
-        # a mean over an input set: mean ± spread at each point, and the largest mean marked
+        # a mean over an input set: a band of mean ± spread (its edges faint curves), a
+        # bar at each point, and the largest mean marked
+        edge = pg.mkPen(*SPREAD_BAND[:3], 90, width=1)
+        self.band_low = pg.PlotCurveItem(pen=edge)
+        self.band_high = pg.PlotCurveItem(pen=edge)
+        self.spread_band = pg.FillBetweenItem(self.band_low, self.band_high,
+                                              brush=pg.mkBrush(*SPREAD_BAND))
+        self.spread_band.setZValue(-5)
+        for item in (self.band_low, self.band_high, self.spread_band):
+            self.plot.addItem(item)
         self.spread_bars = pg.ErrorBarItem(pen=pg.mkPen((31, 119, 180, 140), width=1), beam=0.0)
         self.plot.addItem(self.spread_bars)
         self.best_mark = pg.ScatterPlotItem(size=17, symbol="star", pen=None,
@@ -176,21 +118,42 @@ class SweepPlot(QWidget):
         self.colour_bar.axis.enableAutoSIPrefix(False)
         self.colour_bar.axis.setSIPrefixEnableRanges(())
         self.graphics.addItem(self.colour_bar, row=0, col=1)
-        # an estimated sweep says so above its grid, in words that wrap in a narrow dock
+        # an estimated sweep, or one over an input set, says so above its grid, in words that
+        # wrap in a narrow dock (the title would set the plot's least width)
         self.estimated = named(QLabel(""), "sweepEstimated")
         self.estimated.setWordWrap(True)
         self.estimated.setStyleSheet("color: #8a5a00;")
         self.estimated.setVisible(False)
+        # a grid drawn whole (a heat map) or one of its rows as a curve along the columns
+        # (one layer's dose-response over strengths, with its spread over an input set)
+        self.show_box = named(QComboBox(), "sweepShow")
+        self.show_box.addItem(HEAT_MAP)
+        self.show_box.setToolTip("Draw the grid as a heat map, or one row (one value of the "
+                                 "first axis) as a curve along the second axis")
+        self.show_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.show_row = QWidget()
+        show_lay = QHBoxLayout(self.show_row)
+        show_lay.setContentsMargins(0, 0, 0, 0)
+        show_lay.addWidget(QLabel("Show"))
+        show_lay.addWidget(self.show_box)
+        self.show_row.setVisible(False)
+        self.show_box.currentIndexChanged.connect(self._on_show)
         self.readout = named(QLabel(" "), "sweepReadout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setWordWrap(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.estimated)
+        # one line above the plot (its height is the plot's scarcest room): the estimate's
+        # mark, and the Show list at the right
+        top = QHBoxLayout()
+        top.addWidget(self.estimated, 1)
+        top.addWidget(self.show_row, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(top)
         lay.addWidget(self.graphics, 1)
         lay.addWidget(self.readout)
         self.chosen: tuple[int, int] | None = None
-        self._shape: tuple[int, ...] | None = None
+        # what was drawn (shape, row): a new one resets the zoom and the marked cell
+        self._shape: tuple[tuple[int, ...], int | None] | None = None
         self.graphics.scene().sigMouseMoved.connect(self._on_move)
         self.graphics.scene().sigMouseClicked.connect(self._on_click)
         self.show_result(None)
@@ -201,13 +164,14 @@ class SweepPlot(QWidget):
 
     def show_result(self, result: SweepResult | None) -> None:
         """Draw ``result`` (``None``: empty). A grid of the same shape keeps the view's zoom
-        (cells arriving one by one must not reset it)."""
+        (cells arriving one by one must not reset it), and the row the Show list draws."""
         self.result = result
         if result is None:
             for item in (self.image, self.curve, self.baseline_line, self.backdrop,
                          self.marker, self.hover_mark, self.point_mark, self.colour_bar,
-                         self.spread_bars, self.best_mark, self.verified_mark,
-                         self.verified_points):
+                         self.spread_bars, self.spread_band, self.band_low, self.band_high,
+                         self.best_mark,
+                         self.verified_mark, self.verified_points):
                 item.setVisible(False)
             self.best = None
             self.left.set_labels([])
@@ -216,34 +180,87 @@ class SweepPlot(QWidget):
             self.plot.setLabel("bottom", "")
             self.plot.setTitle(None)
             self.estimated.setVisible(False)
+            self._offer_rows(None)
             self._shape = None
             self.chosen = None
             return
-        same = self._shape == result.values.shape
+        self._offer_rows(result)
+        drawn = (result.values.shape, self.curve_row())
+        same = self._shape == drawn
         names = list(result.axes)
-        if result.values.ndim >= 2:
-            self._draw_grid(result, names)
+        if self.is_curve():
+            self._draw_curve(result)
         else:
-            self._draw_curve(result, names[0])
+            self._draw_grid(result, names)
         self._draw_verified(result)
         done = int(np.isfinite(result.values).sum()) if result.values.size else 0
         # (the title sets the plot's least width: an estimate's mark goes in a label that
         # wraps, above the plot)
-        shown = f"{self.metric_name(result)} by {' × '.join(names)}"
+        row = self.curve_row()
+        shown = (f"{self.metric_name(result)} by {' × '.join(names)}" if row is None else
+                 f"{self.metric_name(result)}, {names[0]} {labels_of(result, names[0])[row]}")
+        over_set = result.per_input is not None and result.estimates is None
         if result.estimates is not None:
-            self.estimated.setText(ESTIMATED + (
-                f", {done} verified (outlined): hover a cell for its estimate and its run"
-                if done else ": hover a cell for its estimate"))
-        elif done != result.cells:
+            self.estimated.setText(ESTIMATED + (f", {done} verified (outlined)" if done else ""))
+            self.estimated.setToolTip("hover a cell for its estimate" +
+                                      (" and its run" if done else ""))
+        elif over_set:
+            assert result.per_input is not None
+            self.estimated.setText(f"{MEAN_OF} {len(result.per_input)} inputs")
+            self.estimated.setToolTip("each cell is the mean of its metric over the inputs; "
+                                      "hover one for its spread (the standard deviation over "
+                                      "the inputs)")
+        if result.estimates is None and done != result.cells:
             shown += f" ({done} of {result.cells} cells)"
-        self.estimated.setVisible(result.estimates is not None)
+        self.estimated.setStyleSheet("color: #8a5a00;" if result.estimates is not None
+                                     else "color: #31577a;")
+        self.estimated.setVisible(result.estimates is not None or over_set)
         self.plot.setTitle(shown, size="10pt")
         if not same:
-            self._shape = result.values.shape
+            self._shape = drawn
             self.chosen = None
             self.marker.setVisible(False)
             self.point_mark.setVisible(False)
             self.plot.autoRange(padding=0.02)
+
+    # -- the Show list: a grid whole, or one row as a curve --------------------------
+    def _offer_rows(self, result: SweepResult | None) -> None:
+        """The Show list offers the heat map and each row of a grid (the choice kept while
+        the rows stay the same, across runs too; hidden for one axis or none)."""
+        if result is None:
+            self.show_row.setVisible(False)
+            return
+        names = list(result.axes)
+        rows = labels_of(result, names[0]) if len(names) >= 2 else []
+        wanted = [HEAT_MAP] + [f"curve of {names[0]} {r}" for r in rows]
+        box = self.show_box
+        if [box.itemText(i) for i in range(box.count())] != wanted:
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(wanted)
+            box.setCurrentIndex(0)
+            box.blockSignals(False)
+        self.show_row.setVisible(bool(rows))
+
+    def curve_row(self) -> int | None:
+        """The row of a grid drawn as a curve (picked in the Show list), else ``None``."""
+        i = self.show_box.currentIndex()
+        return i - 1 if i > 0 and self.result is not None and self.result.values.ndim >= 2 \
+            else None
+
+    def show_row_curve(self, row: int | None) -> None:
+        """Draw row ``row`` of the grid as a curve (``None``: the heat map)."""
+        self.show_box.setCurrentIndex(0 if row is None else row + 1)
+
+    def _on_show(self, _index: int) -> None:
+        if self.result is not None:
+            self.readout.setText(" ")   # what the mouse read belongs to the other drawing
+            self.show_result(self.result)
+
+    def is_curve(self) -> bool:
+        """Whether a curve is drawn: a sweep of one axis, or a grid's row."""
+        return self.result is not None and (self.result.values.ndim < 2
+                                            or self.curve_row() is not None)
 
     def shown(self) -> np.ndarray:
         """The numbers drawn, in the sweep's shape: its estimates where it was estimated
@@ -267,20 +284,22 @@ class SweepPlot(QWidget):
 
     def _draw_verified(self, result: SweepResult) -> None:
         cells = self.verified_cells()
-        grid = result.values.ndim >= 2
+        grid = not self.is_curve()
         path = QPainterPath()
         if grid:
             for r, c in cells:
                 path.addRect(QRectF(c - 0.5, r - 0.5, 1, 1))
         self.verified_mark.setPath(path)
         self.verified_mark.setVisible(grid and bool(cells))
-        if not grid and cells:
-            x = self._x(result, next(iter(result.axes)))
-            rows = [r for r, _ in cells]
-            self.verified_points.setData(x[rows], result.values.reshape(-1)[rows])
+        points = [i for i in (self._point(r, c) for r, c in cells) if i is not None] \
+            if not grid else []
+        if points:
+            x, _y, _sd, _name, _labels = self._curve_data(result)
+            real = self._row_values(result.values)
+            self.verified_points.setData(x[points], real[points])
         else:
             self.verified_points.setData([], [])
-        self.verified_points.setVisible(not grid and bool(cells))
+        self.verified_points.setVisible(bool(points))
 
     def _levels(self, finite: np.ndarray) -> tuple[str, float, float]:
         if not finite.size:
@@ -309,7 +328,7 @@ class SweepPlot(QWidget):
         for item in (self.image, self.backdrop, self.colour_bar):
             item.setVisible(True)
         for item in (self.curve, self.baseline_line, self.point_mark, self.spread_bars,
-                     self.best_mark):
+                     self.spread_band, self.band_low, self.band_high, self.best_mark):
             item.setVisible(False)
         self.best = None
         self.plot.invertY(True)
@@ -323,69 +342,110 @@ class SweepPlot(QWidget):
         coords = result.coords[name]
         return np.asarray(coords, dtype=float) if numeric(coords) else np.arange(len(coords), dtype=float)
 
-    def _draw_curve(self, result: SweepResult, name: str) -> None:
-        x = self._x(result, name)
-        y = self.shown().reshape(-1).astype(np.float64)
+    def _row_values(self, values: np.ndarray) -> np.ndarray:
+        """Numbers of the sweep's shape, as the curve drawn runs along them: all of a sweep
+        of one axis, the chosen row of a grid."""
+        row = self.curve_row()
+        flat = np.asarray(values, dtype=np.float64)
+        if row is None:
+            return flat.reshape(-1)
+        return flat.reshape(flat.shape[0], -1)[row]
+
+    def _curve_data(self, result: SweepResult) -> tuple[np.ndarray, np.ndarray,
+                                                        np.ndarray | None, str, list[str]]:
+        """``(x, y, spread, axis name, tick labels)`` of the curve: a sweep of one axis, or
+        one row of a grid along its columns (its second axis; past two, their combinations)."""
+        names = list(result.axes)
+        y = self._row_values(self.shown())
+        spread = (self._row_values(result.spread)
+                  if result.spread is not None and result.estimates is None else None)
+        name = names[0] if self.curve_row() is None else " · ".join(names[1:])
+        if name in result.coords and numeric(result.coords[name]):
+            return self._x(result, name), y, spread, name, []
+        labels = labels_of(result, name) if name in result.coords else column_labels(result)
+        return np.arange(len(labels), dtype=float), y, spread, name, labels
+
+    def _draw_curve(self, result: SweepResult) -> None:
+        x, y, spread, name, labels = self._curve_data(result)
         self.plot.invertY(False)
         self.plot.setLimits(xMin=None, xMax=None, yMin=None, yMax=None)
         self.curve.setData(x, y)
         self.curve.setVisible(True)
-        self.plot.enableAutoRange()   # a curve's y range grows as its points arrive
-        self.plot.vb.updateAutoRange()   # now, not at the next paint: a hover maps by it
         base = result.baseline
         self.baseline_line.setVisible(base is not None and math.isfinite(base))
         if base is not None and math.isfinite(base):
             self.baseline_line.setValue(base)
         for item in (self.image, self.backdrop, self.colour_bar, self.marker, self.hover_mark):
             item.setVisible(False)
-        self._draw_spread(result, x, y)
+        self._draw_spread(x, y, spread)
+        self.plot.enableAutoRange()   # a curve's y range grows as its points arrive
+        self.plot.vb.updateAutoRange()   # now, not at the next paint: a hover maps by it
         self.left.set_labels([])
-        self.bottom.set_labels([] if numeric(result.coords[name]) else labels_of(result, name))
+        self.bottom.set_labels(labels)
         self.plot.setLabel("left", self.metric_name(result))
         self.plot.setLabel("bottom", name)
 
-    # -- pointing ------------------------------------------------------------------
-    def _draw_spread(self, result: SweepResult, x: np.ndarray, y: np.ndarray) -> None:
-        """Over an input set: a bar of mean ± spread at each point, the largest mean starred."""
-        spread = result.spread
+    def _draw_spread(self, x: np.ndarray, y: np.ndarray, spread: np.ndarray | None) -> None:
+        """Over an input set: a band and a bar of mean ± spread at each point, the largest
+        mean starred."""
         finite = np.isfinite(y)
         if spread is None or not finite.any():
-            self.spread_bars.setVisible(False)
-            self.best_mark.setVisible(False)
+            for item in (self.spread_bars, self.spread_band, self.band_low, self.band_high,
+                         self.best_mark):
+                item.setVisible(False)
             self.best = None
             return
-        sd = np.nan_to_num(spread.reshape(-1).astype(np.float64))
+        sd = np.nan_to_num(spread.astype(np.float64))
         self.spread_bars.setData(x=x, y=np.nan_to_num(y), height=2 * sd)
+        self.band_low.setData(x[finite], (y - sd)[finite])
+        self.band_high.setData(x[finite], (y + sd)[finite])
         self.best = int(np.nanargmax(y))
         self.best_mark.setData([x[self.best]], [y[self.best]])
-        self.spread_bars.setVisible(True)
-        self.best_mark.setVisible(True)
+        for item in (self.spread_bars, self.spread_band, self.band_low, self.band_high,
+                         self.best_mark):
+            item.setVisible(True)
+
+    # -- pointing ------------------------------------------------------------------
+    def _point(self, row: int, col: int) -> int | None:
+        """The curve's point of cell (row, column), or ``None`` where the curve (a grid's
+        other row) does not draw it."""
+        chosen = self.curve_row()
+        if chosen is None:
+            return row
+        return col if row == chosen else None
+
+    def _cell(self, point: int) -> tuple[int, int]:
+        """The cell (row, column) of the curve's point ``point``."""
+        chosen = self.curve_row()
+        return (point, 0) if chosen is None else (chosen, point)
 
     def cell_at(self, scene_pos: QPointF) -> tuple[int, int] | None:
         """The cell (row, column) under a scene point, or ``None``."""
         if self.result is None or not self.plot.sceneBoundingRect().contains(scene_pos):
             return None
         p = self.plot.vb.mapSceneToView(scene_pos)
-        if self.result.values.ndim >= 2:
+        if not self.is_curve():
             rows, cols = self.grid().shape
             r, c = int(math.floor(p.y() + 0.5)), int(math.floor(p.x() + 0.5))
             return (r, c) if 0 <= r < rows and 0 <= c < cols else None
-        x = self._x(self.result, next(iter(self.result.axes)))
+        x = self._curve_data(self.result)[0]
         if not x.size:
             return None
         # the nearest point in screen pixels along x
         px = np.array([self.plot.vb.mapViewToScene(QPointF(float(v), p.y())).x() for v in x])
         i = int(np.argmin(np.abs(px - scene_pos.x())))
-        return (i, 0) if abs(px[i] - scene_pos.x()) <= 24 else None
+        return self._cell(i) if abs(px[i] - scene_pos.x()) <= 24 else None
 
     def cell_center(self, row: int, col: int = 0) -> QPointF:
         """The scene point at the middle of a cell (or at a curve's point)."""
         assert self.result is not None
-        if self.result.values.ndim >= 2:
+        if not self.is_curve():
             return self.plot.vb.mapViewToScene(QPointF(col, row))
-        x = self._x(self.result, next(iter(self.result.axes)))
-        y = float(self.shown().reshape(-1)[row])
-        return self.plot.vb.mapViewToScene(QPointF(float(x[row]), y if math.isfinite(y) else 0.0))
+        point = self._point(row, col)
+        assert point is not None, "the curve drawn does not show this cell"
+        x, y, _sd, _name, _labels = self._curve_data(self.result)
+        v = float(y[point])
+        return self.plot.vb.mapViewToScene(QPointF(float(x[point]), v if math.isfinite(v) else 0.0))
 
     def describe(self, row: int, col: int) -> str:
         """The read-out of a cell: its coordinates (labels in full) and its number."""
@@ -407,7 +467,8 @@ class SweepPlot(QWidget):
         if (spread is not None and per is not None and math.isfinite(v)
                 and self.result.estimates is None):
             sd = float(spread.reshape(spread.shape[0], -1)[row, col])
-            best = " (the largest mean)" if self.best == row and len(names) == 1 else ""
+            best = (" (the largest mean)" if self.best is not None and self.is_curve()
+                    and self._point(row, col) == self.best else "")
             shown = f"{v:.6g} ± {sd:.3g} over {len(per)} inputs{best}"
         sign = "=" if self.result.estimates is None else "≈"
         return f"{' · '.join(where)}: {self.metric_name(self.result)} {sign} {shown}{base}"
@@ -420,7 +481,7 @@ class SweepPlot(QWidget):
                                  if self.result is not None else " ")
             return
         self.readout.setText(self.describe(*cell))
-        if self.result is not None and self.result.values.ndim >= 2:
+        if self.result is not None and not self.is_curve():
             self.hover_mark.setRect(QRectF(cell[1] - 0.5, cell[0] - 0.5, 1, 1))
             self.hover_mark.setVisible(True)
 
@@ -437,10 +498,10 @@ class SweepPlot(QWidget):
     def mark(self, row: int, col: int = 0) -> None:
         """Outline the cell whose run the main view shows."""
         self.chosen = (row, col)
-        if self.result is not None and self.result.values.ndim >= 2:
+        if self.result is not None and not self.is_curve():
             self.marker.setRect(QRectF(col - 0.5, row - 0.5, 1, 1))
             self.marker.setVisible(True)
-        elif self.result is not None:
+        elif self.result is not None and self._point(row, col) is not None:
             c = self.cell_center(row, col)
             p = self.plot.vb.mapSceneToView(c)
             self.point_mark.setData([p.x()], [p.y()])

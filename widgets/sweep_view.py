@@ -1,6 +1,8 @@
-"""The Sweep dock: axes, a template, a source input and a metric; before a run, the number
-of runs and an estimate of time and memory; Run and Cancel with a progress bar and its ETA;
-the grid as a heatmap (a curve for one axis) that fills in cell by cell.
+"""The Sweep dock: axes, a template, a source input, the vectors the template names, the
+inputs (the window's, or an input set: each cell then the mean over it) and a metric; before
+a run, the number of runs and an estimate of time and memory; Run and Cancel with a progress
+bar and its ETA; the grid as a heatmap (a curve for one axis, or for a row picked in Show)
+that fills in cell by cell (over an input set: whole, once every input ran).
 
 Estimate draws every cell's first-order estimate at once (one forward and one backward);
 Verify top K runs for real the K cells whose estimate moves furthest, outlines them, and
@@ -10,8 +12,8 @@ Axes can be typed (``layer=blocks.*; pos=all``), set from the layer tree's menu
 (:meth:`set_axis`) or, for token positions, picked in the token strip here. Clicking a
 cell asks for that cell's run in the main view (``cellChosen``).
 
-Holds no state beyond what it shows: Run, Cancel and "from the editor" are signals the app
-answers.
+Holds no state beyond what it shows: Run, Cancel, "from the editor" and Browse… are signals
+the app answers.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEd
 from hookscope.core.analyses import SweepResult
 from hookscope.widgets.estimate_scatter import EstimateScatter, rho_text
 from hookscope.widgets.named import named
-from hookscope.widgets.sweep_fields import MetricChooser, axis_pairs, with_axis
+from hookscope.widgets.sweep_fields import MetricChooser, WrapLabel, axis_pairs, with_axis
 from hookscope.widgets.sweep_plot import SweepPlot
+from hookscope.widgets.sweep_plot_area import SweepPlotArea
 from hookscope.widgets.token_strip import TokenStrip
 
 POSITION_AXIS = "pos"
-#: the plots' width from which the scatter stands beside the grid rather than under it
-PLOTS_SIDE_BY_SIDE = 640
 
 
 def seconds(s: float) -> str:
@@ -60,6 +61,7 @@ class SweepView(QWidget):
     cellChosen = Signal(int, int)   # row, column of a clicked cell (0 for one axis)
     fieldsChanged = Signal()        # (debounced) the app states the runs and the estimate
     templateRequested = Signal()    # "From editor": the app fills the template
+    inputsRequested = Signal()      # "Browse…" beside Inputs: the app asks for a file
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,10 +83,25 @@ class SweepView(QWidget):
                                     "selected layer, its layer and positions made axes")
         self.source = named(QLineEdit(""), "sweepSource")
         self.source.setPlaceholderText("text:... (the input a bare patch takes)")
+        self.vectors = named(QLineEdit(""), "sweepVectors")
+        self.vectors.setPlaceholderText("v=diff:text:A|text:B (for add:v:{alpha})")
+        self.vectors.setToolTip("Vectors the template names (add:v:{alpha}, project:v): "
+                                "NAME=diff:INPUT_A|INPUT_B (a layer's output on A minus on B, "
+                                "computed where the model runs) or NAME=FILE (.pt, "
+                                ".safetensors, .npy); several separated by ';'")
+        self.inputs = named(QLineEdit(""), "sweepInputs")
+        self.inputs.setPlaceholderText("the window's input; or a set: each cell its mean")
+        self.inputs.setToolTip("Empty: the sweep runs on the window's input. A prompt file "
+                               "(.txt, .jsonl), a batch (.pt, .safetensors) or a folder of "
+                               "images (the sets File → Open inputs… and hookscope scan read): "
+                               "every cell runs on every input, and shows the mean over them "
+                               "with its spread (the standard deviation over the inputs)")
+        self.inputs_button = named(QPushButton("Browse…"), "sweepInputsBrowse")
+        self.inputs_button.setToolTip("Pick a prompt or batch file, or an image of a folder "
+                                      "of images (the folder is the set)")
         self.metric_box = MetricChooser()
         # the runs, time and memory a run would take (not the first-order estimate)
-        self.estimate = named(QLabel(""), "sweepCost")
-        self.estimate.setWordWrap(True)
+        self.estimate = named(WrapLabel(""), "sweepCost")
         self.run_button = named(QPushButton("Run sweep"), "sweepRun")
         self.estimate_button = named(QPushButton("Estimate"), "sweepEstimate")
         self.estimate_button.setToolTip(
@@ -106,8 +123,7 @@ class SweepView(QWidget):
         policy = self.progress.sizePolicy()
         policy.setRetainSizeWhenHidden(True)
         self.progress.setSizePolicy(policy)
-        self.note = named(QLabel(""), "sweepNote")
-        self.note.setWordWrap(True)
+        self.note = named(WrapLabel(""), "sweepNote")
         self.plot = SweepPlot()
         self.scatter = EstimateScatter()
 
@@ -119,6 +135,11 @@ class SweepView(QWidget):
         template.addWidget(self.from_editor)
         form.addRow("Template", template)
         form.addRow("Source input", self.source)
+        form.addRow("Vectors", self.vectors)
+        inputs = QHBoxLayout()
+        inputs.addWidget(self.inputs, 1)
+        inputs.addWidget(self.inputs_button)
+        form.addRow("Inputs", inputs)
         form.addRow("Metric", self.metric_box)
         form.addRow(self.tokens_label, self.tokens)   # last: it can take three rows
         buttons = QHBoxLayout()
@@ -154,14 +175,11 @@ class SweepView(QWidget):
         # side by side in a wide dock, stacked in a narrow one
         self.split = named(QSplitter(Qt.Orientation.Horizontal), "sweepSplit")
         self.split.addWidget(left)
-        # the grid, and beside it (once cells are verified) estimate against actual
-        self.plots = named(QSplitter(Qt.Orientation.Horizontal), "sweepPlots")
-        self.plots.addWidget(self.plot)
-        self.plots.addWidget(self.scatter)
-        self.plots.setStretchFactor(0, 3)
-        self.plots.setStretchFactor(1, 2)
-        self.plots.setChildrenCollapsible(False)
-        self.split.addWidget(self.plots)
+        # the grid, and beside it, under it or in a tab of its own (once cells are
+        # verified) estimate against actual
+        self.plot_area = SweepPlotArea(self.plot, self.scatter)
+        self.plots = self.plot_area.split
+        self.split.addWidget(self.plot_area)
         self.split.setStretchFactor(0, 1)
         self.split.setStretchFactor(1, 2)
         self.split.setChildrenCollapsible(False)
@@ -172,7 +190,7 @@ class SweepView(QWidget):
 
         self._debounce = QTimer(self, singleShot=True, interval=250)
         self._debounce.timeout.connect(self.fieldsChanged.emit)
-        for edit in (self.axes, self.template, self.source):
+        for edit in (self.axes, self.template, self.source, self.vectors, self.inputs):
             edit.textChanged.connect(lambda _t: self._debounce.start())
         self.metric_box.changed.connect(self._debounce.start)
         self.axes.textChanged.connect(self._show_picked)
@@ -180,10 +198,12 @@ class SweepView(QWidget):
         self.run_button.clicked.connect(self._run)
         self.estimate_button.clicked.connect(lambda: self._estimate(0))
         self.verify_button.clicked.connect(lambda: self._estimate(self.verify_k.value()))
-        for edit in (self.axes, self.template, self.source):   # Enter runs, as Run sweep does
+        # Enter runs, as Run sweep does
+        for edit in (self.axes, self.template, self.source, self.vectors, self.inputs):
             edit.returnPressed.connect(self._run_if_idle)
         self.cancel_button.clicked.connect(self.cancelRequested.emit)
         self.from_editor.clicked.connect(self.templateRequested.emit)
+        self.inputs_button.clicked.connect(self.inputsRequested.emit)
         self.plot.cellChosen.connect(self.cellChosen.emit)
         self._started = 0.0
 
@@ -197,19 +217,6 @@ class SweepView(QWidget):
             size = self.width() if wide else self.height()
             self.split.setSizes([int(size * 0.42), size - int(size * 0.42)])
             self._split_set = True
-        self._lay_plots()
-
-    def _lay_plots(self, share: bool = False) -> None:
-        """The scatter beside the grid where the plots are wide enough for both, else under
-        it; ``share`` (or a new orientation): the grid gets about 60 %."""
-        wide = self.plots.width() >= PLOTS_SIDE_BY_SIDE
-        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
-        if orientation != self.plots.orientation():
-            self.plots.setOrientation(orientation)
-            share = True
-        if share and not self.scatter.isHidden():
-            size = sum(self.plots.sizes())
-            self.plots.setSizes([size - int(size * 0.4), int(size * 0.4)])
 
     _split_set = False
 
@@ -305,8 +312,7 @@ class SweepView(QWidget):
         verified = result.verified if result is not None else None
         hidden = self.scatter.isHidden()
         self.scatter.show_verified(verified, self.plot.metric_name(result) if result else "")
-        if hidden and not self.scatter.isHidden():   # it appears: the grid keeps the most
-            self._lay_plots(share=True)
+        self.plot_area.scatter_changed(hidden)
 
     def show_result(self, result: SweepResult | None) -> None:
         self.set_running(None)
@@ -328,12 +334,20 @@ class SweepView(QWidget):
                                   "Verify top K runs the cells the estimate ranks first.")
         elif result is not None:
             # the last cell's progress may come after the result (another queue): all ran
-            self.progress.setRange(0, max(1, result.cells))
-            self.progress.setValue(result.cells)
+            runs = result.cells * (len(result.per_input) if result.per_input is not None else 1)
+            self.progress.setRange(0, max(1, runs))
+            self.progress.setValue(runs)
             total = result.timings_ms.get("total", 0) / 1e3
             forwards = sum(result.forwards.values())
-            self.note.setText(f"{result.cells} runs in {seconds(total)} ({forwards} forwards). "
-                              "Click a cell to show its run in the main view.")
+            if result.per_input is not None:
+                n = len(result.per_input)
+                self.note.setText(f"{result.cells} cells on each of {n} inputs, {result.cells * n} "
+                                  f"runs in {seconds(total)} ({forwards} forwards): each cell is "
+                                  "the mean over the inputs; hover one for its spread, click it "
+                                  "to show its run on the window's input.")
+            else:
+                self.note.setText(f"{result.cells} runs in {seconds(total)} ({forwards} "
+                                  "forwards). Click a cell to show its run in the main view.")
 
     def show_note(self, text: str) -> None:
         self.set_running(None)

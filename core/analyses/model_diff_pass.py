@@ -8,7 +8,8 @@ memory of A's device by default): a forward that would pass it stops at that lay
 one line saying so, before the machine runs short (no extra forward is spent measuring
 first). A's kept outputs are not copied unless a later in-place op changes them (the
 version counters find those, as the engine's captures do, and A runs again copying
-just those layers).
+just those layers); such a layer that is an eval-mode BatchNorm keeps its input instead,
+and B's comparison computes its output again from it (:mod:`.model_diff_remake`).
 
 The plan's interventions apply in both forwards (each model gets its own hooks, with a
 patch's source pass on its own weights); a leaf's compared output is the one after its
@@ -35,6 +36,7 @@ from ..engine.source_pass import source_groups, source_outputs
 from ..model.learned import memory_for
 from ..model.module_walk import module_walk
 from ..plan.plan import LayerPlan, Plan
+from .model_diff_remake import Remade, remake_stats
 from .model_diff_result import DiffRow, PairSums
 
 Key = tuple[str, int]
@@ -72,26 +74,40 @@ def _floats(out: Any) -> list[torch.Tensor]:
     return [t.detach() if t.requires_grad else t for t in leaves]
 
 
-class _Keeper:
-    """Model A's hooks: each leaf's floating tensor leaves per call, in the order they finish."""
+Kept = list[tuple["torch.Tensor | Remade", "int | None"]]
 
-    def __init__(self, budget: int, clone: frozenset[str]):
-        self.kept: dict[Key, list[tuple[torch.Tensor, int | None]]] = {}
+
+class _Keeper:
+    """Model A's hooks: each leaf's floating tensor leaves per call, in the order they finish.
+    A leaf in ``clone`` is copied; one in ``remake`` (``{path: (module, statistics)}``) is
+    kept as its input, to be computed again when B compares it (:mod:`.model_diff_remake`)."""
+
+    def __init__(self, budget: int, clone: frozenset[str],
+                 remake: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]] | None = None):
+        self.kept: dict[Key, Kept] = {}
         self.budget = budget
         self.clone = clone
+        self.remake = remake or {}
         self.bytes = 0
         self.calls: dict[str, int] = {}
 
     def hook(self, path: str) -> Callable[[nn.Module, Any, Any], None]:
         clone = path in self.clone
+        remake = self.remake.get(path)
 
-        def keep(_m: nn.Module, _args: Any, out: Any) -> None:
+        def keep(_m: nn.Module, args: Any, out: Any) -> None:
             call = self.calls.get(path, 0)
             self.calls[path] = call + 1
-            leaves = []
-            for t in _floats(out):
-                self.bytes += t.element_size() * t.numel()
-                leaves.append((t.clone(), None) if clone else (t, version_of(t)))
+            remade = Remade.of(remake[0], remake[1], args, out) if remake is not None else None
+            leaves: Kept = []
+            if remade is not None:
+                self.bytes += remade.nbytes
+                leaves.append((remade, None))
+            else:
+                for t in _floats(out):
+                    self.bytes += t.element_size() * t.numel()
+                    leaves.append((t.clone(), None) if clone or remake is not None
+                                  else (t, version_of(t)))
             if self.bytes > self.budget:
                 raise HookscopeError(
                     f"diff: keeping model A's layer outputs passes the memory budget of "
@@ -100,16 +116,29 @@ class _Keeper:
             self.kept[(path, call)] = leaves
         return keep
 
-    def stale(self) -> set[str]:
-        return {path for (path, _), leaves in self.kept.items()
-                for t, v in leaves if v is not None and version_of(t) != v}
+    def stale(self) -> tuple[set[str], set[str]]:
+        """The layers a later in-place op overwrote (to copy), and the remade ones whose
+        input or statistics changed in place (to copy instead of remaking)."""
+        stale: set[str] = set()
+        no_remake: set[str] = set()
+        for (path, _), leaves in self.kept.items():
+            for t, v in leaves:
+                if isinstance(t, Remade):
+                    if t.stale():
+                        no_remake.add(path)
+                elif v is not None and version_of(t) != v:
+                    stale.add(path)
+        return stale, no_remake
+
+
+def _value(kept: "torch.Tensor | Remade", path: str) -> torch.Tensor:
+    return kept.value(path) if isinstance(kept, Remade) else kept
 
 
 class _Comparer:
     """Model B's hooks: each call compared against A's same call at once, then dropped."""
 
-    def __init__(self, kept: dict[Key, list[tuple[torch.Tensor, int | None]]],
-                 directions: dict[str, nn.Module]):
+    def __init__(self, kept: dict[Key, Kept], directions: dict[str, nn.Module]):
         self.kept = kept
         self.rows: dict[Key, DiffRow] = {}
         self.calls: dict[str, int] = {}
@@ -132,10 +161,10 @@ class _Comparer:
                              f"A, {len(ours)} in B")
             else:
                 for (a, _), b in zip(theirs, ours):
-                    sums.add(a, b)
+                    sums.add(_value(a, path), b)
             self.rows[(path, call)] = sums.row(path, call)
             if call == 0 and path in self.directions and ours and sums.note is None:
-                self.vectors[path] = mean_difference(theirs[0][0], ours[0])
+                self.vectors[path] = mean_difference(_value(theirs[0][0], path), ours[0])
         return compare
 
 
@@ -181,31 +210,44 @@ def hooked(module: nn.Module, plan: Plan, x: Any, dev: torch.device, codec: Any,
 
 def run_a(module: nn.Module, x: Any, plan: Plan, dev: torch.device, codec: Any,
           budget: int | None, should_stop: Callable[[], bool] | None) -> tuple[Any, _Keeper]:
-    """Model A's forward with every leaf kept; its output and the keeper. Re-run once,
-    copying the layers a later in-place op changed, when there are any."""
+    """Model A's forward with every leaf kept; its output and the keeper. Re-run, copying
+    the layers a later in-place op changed, when there are any (and once more, copying
+    them, where a remade layer's input or statistics changed)."""
     memory = memory_for(module)
     budget = default_budget(dev) if budget is None else budget
     start = snapshot(module)
-    paths = list(leaf_paths(module))
-    keeper = _Keeper(budget, frozenset(memory.victims))
+    leaves = leaf_paths(module)
+    intervened = set(_intervention_layers(module, plan))
+
+    def keeper_now() -> _Keeper:
+        remake = {}
+        for p in memory.victims - memory.no_remake - intervened:
+            stats = remake_stats(leaves[p]) if p in leaves else None
+            if stats is not None:
+                remake[p] = (leaves[p], stats)
+        return _Keeper(budget, frozenset(memory.victims), remake)
+
+    keeper = keeper_now()
     try:
-        for attempt in range(2):
-            with hooked(module, plan, x, dev, codec, {p: keeper.hook(p) for p in paths},
+        # at most once a model each: the victims found, then the remade ones that cannot be
+        for attempt in range(3):
+            with hooked(module, plan, x, dev, codec, {p: keeper.hook(p) for p in leaves},
                         should_stop):
                 out = forward(module, own_copy(x), torch.no_grad, memory)
-            stale = keeper.stale()
-            if not stale or attempt:
+            stale, no_remake = keeper.stale()
+            if not (stale or no_remake) or attempt == 2:
                 return out, keeper
-            memory.victims |= stale
+            memory.victims |= stale | no_remake
+            memory.no_remake |= no_remake
             restore(module, start)
-            keeper = _Keeper(budget, frozenset(memory.victims))
+            keeper = keeper_now()
     finally:
         restore(module, start)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 def run_b(module: nn.Module, x: Any, plan: Plan, dev: torch.device, codec: Any,
-          kept: dict[Key, list[tuple[torch.Tensor, int | None]]], directions: tuple[str, ...],
+          kept: dict[Key, Kept], directions: tuple[str, ...],
           should_stop: Callable[[], bool] | None) -> tuple[Any, _Comparer, list[str]]:
     """Model B's forward, each leaf compared with A's as it runs; its output, the comparer
     and the leaf paths B has."""

@@ -22,6 +22,7 @@ import torch
 
 from ..base.meaning import CLASSES, TOKENS, OutputMeaning, score_leaf
 from ..base.nested import tensor_leaves
+from ..engine import fast_slot
 from ..engine.output_diff import output_change
 
 #: Classes listed per row for a classifier's output.
@@ -112,7 +113,9 @@ class DiffResult:
 class PairSums:
     """Running sums over the tensor leaves of one call: ``max |a - b|``, ``||a - b||²``,
     ``||a||²``, ``||b||²`` and ``a·b``, each leaf in the wider of the two dtypes (float32
-    at least, so a bfloat16 model B is compared in float32). Five passes over a leaf: the
+    at least, so a bfloat16 model B is compared in float32). Float32 and bfloat16 leaves on
+    the CPU are read once by the compiled kernel where it is plugged in
+    (:mod:`~hookscope.core.engine.fast_slot`); otherwise five torch passes over a leaf: the
     difference, its extremes and the three squared norms."""
 
     worst: float = 0.0
@@ -129,9 +132,19 @@ class PairSums:
             return
         if a.is_complex() or b.is_complex():
             a, b = torch.view_as_real(a), torch.view_as_real(b)
-        wide = torch.promote_types(torch.promote_types(a.dtype, b.dtype), torch.float32)
         if a.numel() == 0:
             return
+        kernel = fast_slot.kernel()
+        got = kernel.pair_sums(a, b) if kernel is not None else None
+        if got is not None:  # float32/bfloat16 on the CPU, all finite: one read of each
+            worst, dsq, asq, bsq, dot = got
+            self.worst = max(self.worst, worst + 0.0)
+            self.dsq += dsq
+            self.asq += asq
+            self.bsq += bsq
+            self.dot += dot
+            return
+        wide = torch.promote_types(torch.promote_types(a.dtype, b.dtype), torch.float32)
         fa, fb = a.reshape(-1).to(wide), b.reshape(-1).to(device=a.device, dtype=wide)
         b_sq = torch.dot(fb, fb)
         # d = b - a, in B's widened copy where it is one (no more memory than that copy)

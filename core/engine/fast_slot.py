@@ -9,7 +9,8 @@ plugs in here when it is imported (``import hookscope.core`` does), through
 two interfaces and nothing else:
 
 * :class:`Kernel`: a compiled one-pass reduction the statistics use for
-  contiguous float32 CPU tensors (:mod:`.stats`);
+  contiguous float32 CPU tensors (:mod:`.stats`), and the model diff for a pair of
+  float32/bfloat16 CPU tensors;
 * :class:`Speedups`: a factory of the :class:`~.hooks.HookSession` a run uses
   (:mod:`.run`): a subclass may arm its hooks, keep and summarise its captures
   and learn the model's in-place victims its own way, as long as its records
@@ -46,6 +47,13 @@ class Kernel(Protocol):
     def one_pass(self, flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np.ndarray] | None":
         """``((min, max, sum, sum of squares), histogram sample)`` of a 1-D tensor read once,
         or ``None`` where the torch reductions must do it (see ``stats._summary_eager``)."""
+        ...
+
+    def pair_sums(self, a: torch.Tensor, b: torch.Tensor
+                  ) -> "tuple[float, float, float, float, float] | None":
+        """``(max |a - b|, sum (a - b)², sum a², sum b², sum a·b)`` of two tensors of one
+        shape read once, or ``None`` where torch must compute them (the model diff's
+        per-layer comparison)."""
         ...
 
 

@@ -342,6 +342,176 @@ static PyObject *summary_f32(PyObject *self, PyObject *const *args, Py_ssize_t n
     return Py_BuildValue("(ddddN)", m.mn, m.mx, m.sum, m.sumsq, result);
 }
 
+/* ---- Two tensors compared in one pass (the model diff's per-layer comparison) ----
+ *
+ * A model diff compares every leaf's output in model A with model B's: the
+ * largest |a - b| and the sums of (a - b)^2, a^2, b^2 and a*b. In torch that is
+ * a widening copy of B's output, the difference, amax, amin and three dots:
+ * six reads of each layer plus a write; here one read of each operand. Each
+ * operand is float32 or bfloat16 (widened exactly: its 16 bits are the top of
+ * a float32), the difference taken in float32 as torch's path takes it, so the
+ * largest |a - b| is the same number. Sums as in moments_avx2: float32 within
+ * a block of CHUNK values, then double. NaN or infinity make a sum non-finite:
+ * the caller then takes the torch path, which handles them. */
+typedef struct { double worst, dsq, asq, bsq, ab; } pair_t;
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline float load_one(const void *p, int64_t i, int bf16) {
+    return bf16 ? bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static void pair_scalar(const void *a, int abf, const void *b, int bbf, int64_t n, pair_t *r) {
+    float worst = 0.0f;
+    double dsq = 0.0, asq = 0.0, bsq = 0.0, ab = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float x = load_one(a, i, abf), y = load_one(b, i, bbf);
+        float d = y - x, ad = fabsf(d);
+        worst = ad > worst ? ad : worst;
+        dsq += (double)d * d; asq += (double)x * x; bsq += (double)y * y; ab += (double)x * y;
+    }
+    r->worst = worst; r->dsq = dsq; r->asq = asq; r->bsq = bsq; r->ab = ab;
+}
+
+#ifdef HS_X86
+__attribute__((target("avx2,fma")))
+static inline __m256 load8(const void *p, int64_t i, int bf16) {
+    if (bf16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+/* One block's float32 partials of the four sums; `abf`/`bbf` are constants at
+ * each call site below, so the compiler builds one loop per pair of dtypes. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void pair_avx2_body(const void *a, int abf, const void *b, int bbf, int64_t n,
+                                  pair_t *r) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 w0 = _mm256_setzero_ps(), w1 = w0;
+    __m256d dsq = _mm256_setzero_pd(), asq = dsq, bsq = dsq, ab = dsq;
+    int64_t i = 0;
+    for (; i + CHUNK <= n; i += CHUNK) {
+        __m256 d0 = _mm256_setzero_ps(), d1 = d0, a0 = d0, a1 = d0, b0 = d0, b1 = d0;
+        __m256 c0 = d0, c1 = d0;
+        for (int64_t j = i; j < i + CHUNK; j += 16) {
+            __m256 x0 = load8(a, j, abf), x1 = load8(a, j + 8, abf);
+            __m256 y0 = load8(b, j, bbf), y1 = load8(b, j + 8, bbf);
+            __m256 e0 = _mm256_sub_ps(y0, x0), e1 = _mm256_sub_ps(y1, x1);
+            w0 = _mm256_max_ps(w0, _mm256_andnot_ps(sign, e0));
+            w1 = _mm256_max_ps(w1, _mm256_andnot_ps(sign, e1));
+            d0 = _mm256_fmadd_ps(e0, e0, d0); d1 = _mm256_fmadd_ps(e1, e1, d1);
+            a0 = _mm256_fmadd_ps(x0, x0, a0); a1 = _mm256_fmadd_ps(x1, x1, a1);
+            b0 = _mm256_fmadd_ps(y0, y0, b0); b1 = _mm256_fmadd_ps(y1, y1, b1);
+            c0 = _mm256_fmadd_ps(x0, y0, c0); c1 = _mm256_fmadd_ps(x1, y1, c1);
+        }
+        dsq = widen_add(dsq, _mm256_add_ps(d0, d1));
+        asq = widen_add(asq, _mm256_add_ps(a0, a1));
+        bsq = widen_add(bsq, _mm256_add_ps(b0, b1));
+        ab = widen_add(ab, _mm256_add_ps(c0, c1));
+    }
+    float wv[8];
+    double v[4][4];
+    _mm256_storeu_ps(wv, _mm256_max_ps(w0, w1));
+    _mm256_storeu_pd(v[0], dsq); _mm256_storeu_pd(v[1], asq);
+    _mm256_storeu_pd(v[2], bsq); _mm256_storeu_pd(v[3], ab);
+    const char *at = (const char *)a + i * (abf ? 2 : 4);
+    const char *bt = (const char *)b + i * (bbf ? 2 : 4);
+    pair_scalar(at, abf, bt, bbf, n - i, r);
+    float worst = (float)r->worst;
+    for (int k = 0; k < 8; k++) worst = wv[k] > worst ? wv[k] : worst;
+    r->worst = worst;
+    r->dsq += v[0][0] + v[0][1] + v[0][2] + v[0][3];
+    r->asq += v[1][0] + v[1][1] + v[1][2] + v[1][3];
+    r->bsq += v[2][0] + v[2][1] + v[2][2] + v[2][3];
+    r->ab += v[3][0] + v[3][1] + v[3][2] + v[3][3];
+}
+
+__attribute__((target("avx2,fma")))
+static void pair_avx2(const void *a, int abf, const void *b, int bbf, int64_t n, pair_t *r) {
+    if (abf && bbf) pair_avx2_body(a, 1, b, 1, n, r);
+    else if (abf) pair_avx2_body(a, 1, b, 0, n, r);
+    else if (bbf) pair_avx2_body(a, 0, b, 1, n, r);
+    else pair_avx2_body(a, 0, b, 0, n, r);
+}
+#endif
+
+static void pair_range(const void *a, int abf, const void *b, int bbf, int64_t n, pair_t *r) {
+#ifdef HS_X86
+    if (simd_ok()) { pair_avx2(a, abf, b, bbf, n, r); return; }
+#endif
+    pair_scalar(a, abf, b, bbf, n, r);
+}
+
+static void pair_parallel(const void *a, int abf, const void *b, int bbf, int64_t n, int nthreads,
+                          pair_t *out) {
+    pair_t part[MAX_THREADS];
+    int used = 1;
+    if (nthreads > MAX_THREADS) nthreads = MAX_THREADS;
+    if (nthreads > 1 && n >= 2 * (int64_t)PAR_MIN) {
+        int64_t by_size = n / PAR_MIN;
+        if (by_size < nthreads) nthreads = (int)by_size;
+#ifdef _OPENMP
+        #pragma omp parallel num_threads(nthreads)
+        {
+            int t = omp_get_thread_num(), k = omp_get_num_threads();
+            int64_t chunks = (n + CHUNK - 1) / CHUNK;
+            int64_t lo = chunks * t / k * CHUNK, hi = chunks * (t + 1) / k * CHUNK;
+            if (hi > n) hi = n;
+            pair_range((const char *)a + lo * (abf ? 2 : 4), abf,
+                       (const char *)b + lo * (bbf ? 2 : 4), bbf, hi - lo, &part[t]);
+            #pragma omp single
+            used = k;
+        }
+#else
+        pair_range(a, abf, b, bbf, n, &part[0]);
+#endif
+    } else {
+        pair_range(a, abf, b, bbf, n, &part[0]);
+    }
+    pair_t r = part[0];
+    for (int t = 1; t < used; t++) {
+        r.worst = part[t].worst > r.worst ? part[t].worst : r.worst;
+        r.dsq += part[t].dsq; r.asq += part[t].asq; r.bsq += part[t].bsq; r.ab += part[t].ab;
+    }
+    *out = r;
+}
+
+/* pair_sums(a, a_bf16, b, b_bf16, n, nthreads)
+ *     -> (max |a - b|, sum (a - b)^2, sum a^2, sum b^2, sum a*b)
+ *   a, b     addresses of n contiguous values each (tensor.data_ptr()), float32,
+ *            or bfloat16 where the flag after it is true
+ * Only meaningful when the four sums are finite. The GIL is released while it reads. */
+static PyObject *pair_sums(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "pair_sums takes 6 arguments");
+        return NULL;
+    }
+    const void *a = PyLong_AsVoidPtr(args[0]);
+    int abf = PyObject_IsTrue(args[1]);
+    const void *b = PyLong_AsVoidPtr(args[2]);
+    int bbf = PyObject_IsTrue(args[3]);
+    int64_t n = PyLong_AsLongLong(args[4]);
+    long nthreads = PyLong_AsLong(args[5]);
+    if (PyErr_Occurred() || abf < 0 || bbf < 0) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "pair_sums: a negative length");
+        return NULL;
+    }
+    pair_t r;
+    Py_BEGIN_ALLOW_THREADS
+    pair_parallel(a, abf, b, bbf, n, (int)nthreads, &r);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(ddddd)", r.worst, r.dsq, r.asq, r.bsq, r.ab);
+}
+
 static PyObject *uses_simd(PyObject *self, PyObject *unused) {
     (void)self; (void)unused;
     return PyBool_FromLong(simd_ok());
@@ -359,6 +529,8 @@ static PyObject *has_openmp(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"summary_f32", (PyCFunction)(void (*)(void))summary_f32, METH_FASTCALL,
      "min, max, sum, sum of squares and the histogram sample of float32 data, one pass"},
+    {"pair_sums", (PyCFunction)(void (*)(void))pair_sums, METH_FASTCALL,
+     "max |a - b| and the sums of (a - b)^2, a^2, b^2, a*b of two float32/bfloat16 arrays, one pass"},
     {"uses_simd", uses_simd, METH_NOARGS, "True when the AVX2 loop runs on this CPU"},
     {"has_openmp", has_openmp, METH_NOARGS, "True when built with OpenMP"},
     {NULL, NULL, 0, NULL},

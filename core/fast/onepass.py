@@ -104,3 +104,22 @@ def one_pass(flat: torch.Tensor) -> "tuple[tuple[float, float, float, float], np
     if not all(map(math.isfinite, got)):
         return None
     return got, sample
+
+
+_PAIR_DTYPES = {torch.float32: False, torch.bfloat16: True}
+
+
+def pair_sums(a: torch.Tensor, b: torch.Tensor
+              ) -> "tuple[float, float, float, float, float] | None":
+    """``(max |a - b|, sum (a - b)², sum a², sum b², sum a·b)`` of two tensors of one shape,
+    each read once by the kernel, the difference taken in float32; ``None`` where it does
+    not apply (no kernel, not both contiguous on the CPU in float32 or bfloat16) or a sum
+    is not finite (a NaN, an infinity, an overflow): the torch path handles those."""
+    if KERNEL is None or not (a.is_cpu and b.is_cpu and a.is_contiguous() and b.is_contiguous()
+                              and a.numel() == b.numel()):
+        return None
+    abf, bbf = _PAIR_DTYPES.get(a.dtype), _PAIR_DTYPES.get(b.dtype)
+    if abf is None or bbf is None:
+        return None
+    got = KERNEL.pair_sums(a.data_ptr(), abf, b.data_ptr(), bbf, a.numel(), threads())
+    return got if all(map(math.isfinite, got)) else None

@@ -4,7 +4,6 @@ selects its attention module and aims the layer's intervention at that head."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from PySide6.QtTest import QTest
 
 from hookscope.core import At, Clamp, Session, Zero
 from hookscope.widgets.attention_view import AttentionView, shown
+from tests.support.screenshots import wanted, save_shot
 
 
 def open_attention(win, qtbot):
@@ -118,14 +118,12 @@ def test_attention_dock_on_gpt2_and_a_click_on_a_head(make_window, qtbot, tmp_pa
     assert win.tree.selected_path() == layer
     panel = win.intervention_panel
     qtbot.waitUntil(lambda: panel.path() == layer and panel.head_grid.heads() == [1])
-    shots = os.environ.get("HOOKSCOPE_ATTN_SHOTS")
-    if shots:  # screenshots for a person to look at (not an assertion)
-        Path(shots).mkdir(parents=True, exist_ok=True)
+    if wanted():
         for w, h in ((1400, 900), (2560, 1440)):
             win.resize(w, h)
             qtbot.waitUntil(lambda: win.width() == w)
             qtbot.wait(300)
-            win.grab().save(str(Path(shots) / f"attention_gpt2_{w}x{h}.png"))
+            save_shot(win, f"attention_gpt2_{w}x{h}")
 
 
 def test_a_model_without_attention_says_so_in_the_dock(make_window, qtbot):

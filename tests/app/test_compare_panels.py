@@ -11,7 +11,6 @@ one; the same float32 kernels, compared to 1e-6 relative (never bit for bit)."""
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
@@ -23,28 +22,10 @@ from PySide6.QtWidgets import QApplication, QDialogButtonBox
 from hookscope.core import load_model
 from tests.support.keys import choose, retype
 from tests.support.mouse_events import drag_line
+from tests.support.hand_hooks import hooked_outputs
+from tests.support.screenshots import wanted, save_shot
 
 ROWS = ["conv1", "bn1", "relu1", "pool1", "conv2", "bn2", "relu2", "pool2", "flatten", "fc"]
-
-
-def hooked_outputs(module, x, paths, clamp=None):
-    """Each of ``paths``' outputs in one forward of ``module`` with plain torch forward hooks;
-    ``clamp``: ``(path, lo, hi)`` clamped by a hook first."""
-    got, handles = {}, []
-    if clamp is not None:
-        path, lo, hi = clamp
-        handles.append(module.get_submodule(path).register_forward_hook(
-            lambda _m, _a, out: out.clamp(lo, hi)))
-    for p in paths:
-        handles.append(module.get_submodule(p).register_forward_hook(
-            lambda _m, _a, out, p=p: got.__setitem__(p, out.detach().clone())))
-    try:
-        with torch.no_grad():
-            module(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return got
 
 
 def close(a, b):
@@ -131,13 +112,12 @@ def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_wind
     assert (panel.view_widget.getPlotItem().getAxis("top")._tickLevels or [[]])[0] \
         or panel.view_kind == "feature_maps"   # its halves are named A and B (maps: below)
 
-    folder = os.environ.get("HOOKSCOPE_SCREENSHOTS")  # for a person to look at
-    if folder:
+    if wanted():
         for w, h in ((1000, 650), (1400, 900)):
             win.resize(w, h)
             qtbot.wait(300)
             qtbot.waitUntil(win.is_idle, timeout=30_000)
-            win.grab().save(os.path.join(folder, f"compare_panels_{w}x{h}.png"))
+            save_shot(win, f"compare_panels_{w}x{h}")
         win.resize(1000, 650)
 
     # conv1, before the nudge: the same in A and B, and said so

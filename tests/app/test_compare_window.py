@@ -5,7 +5,6 @@ stays usable."""
 
 from __future__ import annotations
 
-import os
 
 import torch
 from PySide6.QtCore import Qt
@@ -14,6 +13,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialogButtonBox
 
 from hookscope.core import diff, load_model
+from tests.support.screenshots import wanted, save_shot
 
 
 def _type(field, text):
@@ -64,12 +64,11 @@ def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
         QTest.mouseClick(view.graphics.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     assert win.tree.selected_path() == "conv2"
 
-    folder = os.environ.get("HOOKSCOPE_SCREENSHOTS")  # for a person to look at
-    if folder:
+    if wanted():
         for w, h in ((1000, 650), (1400, 900)):
             win.resize(w, h)
             qtbot.wait(200)
-            win.grab().save(os.path.join(folder, f"compare_window_{w}x{h}.png"))
+            save_shot(win, f"compare_window_{w}x{h}")
 
     # a tolerance that is not a number: shown, nothing runs, the window stays usable
     dlg = _dialog(win, qtbot)

@@ -1,4 +1,5 @@
-"""``hookscope run ... --save-plots DIR``: the window's plots as files, headless."""
+"""``hookscope run ... --save-plots DIR``: the window's plots as files, headless; and
+``hookscope sweep --inputs ... --save-plots``: the curve's band of mean ± spread."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
-from PySide6.QtGui import QImage
+from PySide6.QtGui import QColor, QImage
 
-from hookscope.core import Plan, compare, load_model
+from hookscope.app.cli import main
+from hookscope.app.sweep_plots import BEST_COLOUR, SPREAD_FILL, best_point, curve_frame
+from hookscope.core import Plan, compare, load_model, parse_input
+from hookscope.core.analyses import sweep
 
 
 def test_save_plots_writes_each_panel_and_its_data_without_a_display(tmp_path):
@@ -64,3 +69,53 @@ def test_save_plots_into_an_impossible_folder_is_one_clear_error(tmp_path):
                        timeout=120, env=env)
     assert p.returncode == 2
     assert "--save-plots" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sweep_curve_over_an_input_set_draws_the_spread_band_and_stars_the_best(tmp_path,
+                                                                                capsys):
+    prompts = ["the cat sat on the ", "a dog", "the quick brown fox jumps"]
+    f = tmp_path / "prompts.txt"
+    f.write_text("\n".join(prompts) + "\n")
+    args = ["--over", "f=linspace(0,3,4)", "--intervene", "blocks.0=scale:{f}@pos=-1",
+            "--metric", "logit:e"]
+    assert main(["sweep", "demo:lm", "--inputs", str(f), *args, "--save-plots",
+                 str(tmp_path / "set")]) == 0
+    assert main(["sweep", "demo:lm", "--input", "text:" + prompts[0], *args, "--save-plots",
+                 str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    # the same sweep here, to know where its numbers fall in the picture
+    lm = load_model("demo:lm")
+    xs = [parse_input("text:" + t, lm.example_input, lm.meaning.codec) for t in prompts]
+    res = sweep(lm.module, None, {"f": "linspace(0,3,4)"}, {"blocks.0": "scale:{f}@pos=-1"},
+                "logit:e", meaning=lm.meaning, input_set=xs)
+    frame = curve_frame(res)
+    img = QImage(str(tmp_path / "set" / "sweep_curve.png"))
+    assert not img.isNull()
+    mean, sd = res.values, res.spread
+    band = QColor(*SPREAD_FILL)
+    assert sd.max() > 0
+    band_checked = 0
+    for i in range(len(mean)):
+        top, bottom = frame.point(i, mean[i] + sd[i])[1], frame.point(i, mean[i] - sd[i])[1]
+        if bottom - top < 16:
+            continue   # too thin to look inside beside the curve's dot and bar
+        band_checked += 1
+        # beside the point's bar and dot, on the side where the band goes on
+        x = round(frame.point(i, mean[i])[0]) + (6 if i < len(mean) - 1 else -6)
+        inside = [img.pixelColor(x, round(top + (bottom - top) * t)) for t in (0.15, 0.85)]
+        assert all(c == band for c in inside), (i, inside)
+        # just outside the band: white
+        for y in (top - 6, bottom + 6):
+            assert img.pixelColor(x, round(y)) == QColor("white"), (i, y)
+    assert band_checked >= 2
+    # the largest mean starred in red at its point
+    best = best_point(res)
+    assert best == int(np.argmax(mean))
+    bx, by = frame.point(best, mean[best])
+    red = QColor(*BEST_COLOUR)
+    assert any(img.pixelColor(round(bx) + dx, round(by) + dy) == red
+               for dx in range(-3, 4) for dy in range(-3, 4))
+    # one input: no band, no star, where the set's picture has them
+    one = QImage(str(tmp_path / "one" / "sweep_curve.png"))
+    colours = {one.pixelColor(x, y).rgb() for x in range(one.width()) for y in range(one.height())}
+    assert band.rgb() not in colours and red.rgb() not in colours

@@ -6,7 +6,6 @@ the dock and leaves it usable."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 from PySide6.QtCore import Qt
@@ -19,10 +18,11 @@ from support.mouse_events import hover
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.window_menus import click_view_action, tree_context_menu
 from support.keys import choose, retype
+from support.screenshots import save_shot
+from support.sweep_dock import fill_sweep
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
-SHOTS = "/tmp/estimate_shots"
 
 
 def _open_sweep(win, qtbot):
@@ -51,12 +51,8 @@ def _hover_reads(qtbot, plot, row, col, want):
 
 def _patch_fields(qtbot, win):
     view = win.sweep_view
-    retype(view.axes, "layer=blocks.*; pos=all")
-    retype(view.template, "{layer}=patch@pos={pos}")
-    retype(view.source, SOURCE)
-    choose(view.metric_box.kind, "logit-diff")
-    retype(view.metric_box.tokens[0].lineEdit(), "#3")
-    retype(view.metric_box.tokens[1].lineEdit(), "#5")
+    fill_sweep(view, "layer=blocks.*; pos=all", "{layer}=patch@pos={pos}", source=SOURCE,
+               metric=("logit-diff", "#3", "#5"))
     assert view.metric_box.text() == "logit-diff:#3,#5"
     return view
 
@@ -117,22 +113,32 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
     assert rho in view.note.text() and rho in view.scatter.plot.titleLabel.text
     assert view.plot.estimated.isVisible() and view.plot.estimated.text().startswith(
         f"{ESTIMATED}, 6 verified (outlined)")
+    # a short dock (1400×900: the analysis tabs take at most 45 % of the height) shows the
+    # scatter in a tab beside the grid's; a click on the tab shows it
+    area = view.plot_area
+    assert area.mode() == "tabs" and area.tabs.count() == 2
+    assert area.tabs.currentWidget() is view.plot and not view.scatter.isVisible()
+    bar = area.tabs.tabBar()
+    assert bar.isVisible() and bar.tabText(1) == "Estimate vs run"
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(1).center())
     qtbot.waitUntil(view.scatter.isVisible)
     sx, sy = view.scatter.points.getData()
     assert np.array_equal(sx, np.array(ver["estimates"])) and np.array_equal(
         sy, np.array(ver["values"]))
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.tabRect(0).center())
+    qtbot.waitUntil(view.plot.isVisible)
     r, c = cells[0]
     _hover_reads(qtbot, view.plot, r, c,
                  f"≈ {got.estimates[r, c]:.6g} (first-order estimate), run: {got.values[r, c]:.6g}")
     # the picture: the dock made taller, as a person drags its edge to see grid and scatter
     win.resizeDocks([win.sweep_dock], [520], Qt.Orientation.Vertical)
     qtbot.waitUntil(lambda: win.sweep_dock.height() >= 500)
-    # plots narrower than PLOTS_SIDE_BY_SIDE stack the scatter under the grid, which fits
+    # plots narrower than PLOTS_SIDE_BY_SIDE and taller than PLOTS_STACKED stack the
+    # scatter under the grid, which fits
     qtbot.waitUntil(lambda: view.plots.orientation() == Qt.Orientation.Vertical)
     g = view.plot.graphics
     qtbot.waitUntil(lambda: view.plot.plot.sceneBoundingRect().right() <= g.viewport().width())
-    os.makedirs(SHOTS, exist_ok=True)
-    win.grab().save(f"{SHOTS}/estimate_verified_1400x900.png")
+    save_shot(win, "estimate_verified_1400x900")
 
 
 def test_an_estimate_of_one_axis_is_a_curve_with_the_verified_points(make_window, qtbot):
@@ -221,5 +227,4 @@ def test_estimate_effects_on_the_tree_paints_each_layer_by_its_largest_estimate(
     assert f"largest estimated effect on logit-diff:#3,#5: {model.effects[big]:.4g}" in tip
     # the dock shows the same estimates
     np.testing.assert_allclose(view.result.estimates, want.estimates, rtol=1e-5, atol=1e-6)
-    os.makedirs(SHOTS, exist_ok=True)
-    win.grab().save(f"{SHOTS}/tree_effects_1400x900.png")
+    save_shot(win, "tree_effects_1400x900")

@@ -9,7 +9,7 @@ from torch import nn
 from hookscope.core import ModelMemory, Plan, run
 from hookscope.core.fast.inplace_guard import InplaceGuard
 
-from hand_hooks import clone_reference
+from tests.support.hand_hooks import hooked_outputs
 
 from fast_marks import fast_only  # tests/core is on sys.path
 
@@ -51,7 +51,7 @@ def test_first_run_copies_only_the_victims_in_one_forward(guard_every_model):
     m = fresh()
     x = torch.randn(5, 4)
     paths = ["lin", "bn", "relu", "lin2", "lin3"]
-    ref = clone_reference(m, x, paths)
+    ref = hooked_outputs(m, x, paths)
     assert not torch.equal(ref["bn"], ref["bn"].clamp_min(0))  # relu really changes bn's values
     forwards = []
     m.register_forward_pre_hook(lambda mod, args: forwards.append(1))
@@ -68,7 +68,7 @@ def test_first_run_copies_only_the_victims_in_one_forward(guard_every_model):
 def test_a_newly_captured_layer_is_watched_on_its_first_run(guard_every_model):
     m = fresh()
     x = torch.randn(5, 4)
-    ref = clone_reference(m, x, ["lin", "lin2"])
+    ref = hooked_outputs(m, x, ["lin", "lin2"])
     r = run(m, x, Plan(capture=["lin"]))
     assert not any(rec.copied for rec in r.captures["lin"])
     r = run(m, x, Plan(capture=["lin", "lin2"]))  # lin2 is new: watched in this forward
@@ -151,7 +151,7 @@ def conv_block():
 def test_first_run_copies_what_relu_overwrites_in_a_conv_block(guard_every_model):
     m, x = conv_block(), torch.randn(2, 3, 10, 10)
     paths = ["0", "1", "2", "3"]
-    ref = clone_reference(m, x, paths)
+    ref = hooked_outputs(m, x, paths)
     r = run(m, x, Plan(capture=paths))
     assert r.recaptured == ()  # learned in the same forward, not by a second one
     for p in paths:

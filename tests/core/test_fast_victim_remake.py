@@ -13,7 +13,7 @@ from torch import nn
 from hookscope.core import Plan, run
 from hookscope.core.base.errors import HookscopeError
 
-from hand_hooks import clone_reference
+from tests.support.hand_hooks import hooked_outputs
 
 from fast_marks import fast_only  # tests/core is on sys.path
 
@@ -69,7 +69,7 @@ def steady(model, plan):
 @pytest.mark.parametrize("affine", [True, False])
 def test_batchnorm_victims_are_remade_with_the_forwards_exact_values(affine):
     m = block(affine)
-    want = clone_reference(m, X, LEAVES)
+    want = hooked_outputs(m, X, LEAVES)
     res = steady(m, Plan(capture=LEAVES))
     assert res.recaptured == ()
     assert [p for p in LEAVES if remade(res.captures[p][0])] == ["bn1", "bn2"]
@@ -85,7 +85,7 @@ def test_batchnorm_victims_are_remade_with_the_forwards_exact_values(affine):
 
 def test_a_remade_capture_keeps_the_runs_values_after_the_model_changes():
     m = block()
-    want = clone_reference(m, X, ["bn1", "bn2"])
+    want = hooked_outputs(m, X, ["bn1", "bn2"])
     plan = Plan(capture=LEAVES)
     res = steady(m, plan)
     again = run(m, X, plan)  # a later run reuses the copied statistics: nothing changed
@@ -102,7 +102,7 @@ def test_a_remade_capture_keeps_the_runs_values_after_the_model_changes():
     for change in (lambda: None, lambda: m.bn1.weight.data.mul_(0.5),
                    lambda: m.bn2.running_var.data.add_(1.0), lambda: setattr(m.bn1, "eps", 0.5)):
         change()
-        now = clone_reference(m, X, ["bn1", "bn2"])
+        now = hooked_outputs(m, X, ["bn1", "bn2"])
         later = run(m, X, plan)
         assert all(torch.equal(later.captures[p][0].tensor, now[p]) for p in ("bn1", "bn2"))
     assert not torch.equal(now["bn1"], want["bn1"])
@@ -154,7 +154,7 @@ def first_run(request, monkeypatch):
 def assert_learns_to_copy(m, plan, paths):
     """Every run reads the forward's values; the layers that cannot be remade are found
     stale once (that run re-runs, copying), and are copied without a re-run after."""
-    want = clone_reference(m, X, plan.capture)
+    want = hooked_outputs(m, X, plan.capture)
     runs = [run(m, X, plan) for _ in range(3)]
     for r in runs:
         assert all(torch.equal(r.captures[p][-1].tensor, want[p]) for p in plan.capture)
@@ -183,7 +183,7 @@ def test_statistics_changed_during_the_forward_make_the_victim_copied(first_run)
 
 def test_the_guarded_first_run_remakes_instead_of_copying(first_run):
     m = block()
-    want = clone_reference(m, X, LEAVES)
+    want = hooked_outputs(m, X, LEAVES)
     res = run(m, X, Plan(capture=LEAVES))
     assert (res.recaptured == ()) == (first_run == "guarded")
     assert all(remade(res.captures[p][0]) == (first_run == "guarded") for p in ("bn1", "bn2"))
@@ -196,7 +196,7 @@ def test_reading_after_the_input_capture_was_changed_in_place_says_so():
     res.captures["conv1"][0].tensor.zero_()  # the user edits a capture in place
     with pytest.raises(HookscopeError, match="changed in place after the run"):
         res.captures["bn1"][0].tensor
-    want = clone_reference(m, X, ["bn2"])
+    want = hooked_outputs(m, X, ["bn2"])
     assert torch.equal(res.captures["bn2"][0].tensor, want["bn2"])  # the others still read
 
 
@@ -210,7 +210,7 @@ def test_layers_that_could_change_the_output_are_copied_not_remade():
         snap = {k: v.clone() for k, v in m.state_dict().items()}
         run(m, X, plan)
         m.load_state_dict(snap)
-        want = clone_reference(m, X, LEAVES)
+        want = hooked_outputs(m, X, LEAVES)
         m.load_state_dict(snap)
         res = run(m, X, plan)
     finally:
@@ -223,7 +223,7 @@ def test_layers_that_could_change_the_output_are_copied_not_remade():
 
 def test_statistics_and_pickling_compute_the_remade_tensor():
     m = block()
-    want = clone_reference(m, X, ["bn1"])
+    want = hooked_outputs(m, X, ["bn1"])
     res = steady(m, Plan(capture=LEAVES))
     rec = res.captures["bn1"][0]
     # Five layers' calls, relu's two included: all one shape.
@@ -232,7 +232,7 @@ def test_statistics_and_pickling_compute_the_remade_tensor():
     copy = pickle.loads(pickle.dumps(rec))
     assert torch.equal(copy.tensor, want["bn1"]) and copy.copied
     rec2 = res.captures["bn2"][0]
-    assert rec2.stats.min == pytest.approx(float(clone_reference(m, X, ["bn2"])["bn2"].min()))
+    assert rec2.stats.min == pytest.approx(float(hooked_outputs(m, X, ["bn2"])["bn2"].min()))
 
 
 class Norm1d(nn.Module):
@@ -265,7 +265,7 @@ def test_other_layouts_remade_bit_for_bit():
         plan = Plan(capture=bns)
         run(m, x, plan)
         res = run(m, x, plan)
-        want = clone_reference(m, x, bns)
+        want = hooked_outputs(m, x, bns)
         for p in bns:
             rec = res.captures[p][0]
             assert remade(rec), p
@@ -279,11 +279,11 @@ def test_a_comparisons_victims_are_right_first_run_and_after(first_run):
     from hookscope.core import compare
 
     m = block()
-    want = clone_reference(m, X, LEAVES)
+    want = hooked_outputs(m, X, LEAVES)
     plan = Plan(capture=LEAVES, clamp={"conv1": (-0.5, 0.5)})
     h = m.conv1.register_forward_hook(lambda mod, args, out: out.clamp(-0.5, 0.5))
     try:
-        clamped = clone_reference(m, X, LEAVES)
+        clamped = hooked_outputs(m, X, LEAVES)
     finally:
         h.remove()
     for _ in range(2):

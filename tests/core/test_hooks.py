@@ -12,7 +12,7 @@ from torch import nn
 from hookscope.core import ForwardError, HookSession, Plan, compare, run
 
 from fast_marks import fast_only  # tests/core is on sys.path
-from hand_hooks import clone_reference
+from tests.support.hand_hooks import hooked_outputs
 
 
 def hook_dicts(model):
@@ -182,7 +182,7 @@ def test_captures_survive_later_inplace_ops():
     m = InPlace().eval()
     x = torch.randn(5, 4)
     paths = ["lin", "bn", "relu", "lin2"]
-    ref = clone_reference(m, x, paths)
+    ref = hooked_outputs(m, x, paths)
     assert (ref["bn"] < 0).any()  # the test means something only if relu changes values
     for attempt in range(2):  # first run learns, second copies only what needs it
         r = run(m, x, Plan(capture=paths))
@@ -195,7 +195,7 @@ def test_stats_only_keeps_no_tensors_but_right_stats():
     torch.manual_seed(4)
     m = InPlace().eval()
     x = torch.randn(5, 4)
-    ref = clone_reference(m, x, ["bn"])["bn"]
+    ref = hooked_outputs(m, x, ["bn"])["bn"]
     r = run(m, x, Plan(capture=["bn", "lin2"], keep_tensors=False))
     rec = r.captures["bn"][0]
     assert rec.tensor is None and rec.nbytes == 0
@@ -258,7 +258,7 @@ def test_kept_bare_tensors_become_the_records_init_would_build(guarded, monkeypa
     m = nn.Sequential(OrderedDict(a=nn.Linear(6, 30), act=nn.ReLU(inplace=True), b=nn.Linear(30, 4))).eval()
     x = torch.randn(9, 6)
     paths = ["a", "act", "b"]
-    ref = clone_reference(m, x, paths)
+    ref = hooked_outputs(m, x, paths)
     for attempt in range(3):  # learning the victim (a, overwritten by act), then steady runs
         r = run(m, x, Plan(capture=paths))
         for name in paths:

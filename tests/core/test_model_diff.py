@@ -12,7 +12,7 @@ from hookscope.core import (DiffRequest, DiffResult, HookscopeError, Plan, PlanE
                             diff, get_analysis, load_model)
 from hookscope.core.analyses import DEFAULT_TOLERANCE
 
-from hand_hooks import clone_reference
+from tests.support.hand_hooks import hooked_outputs
 
 
 def hook_count(module: nn.Module) -> int:
@@ -47,8 +47,8 @@ def test_cnn_with_conv2_nudged(tmp_path):
     # by hand: two models, a plain hook on conv2 in each
     b = copy.deepcopy(lm.module)
     b.load_state_dict(state)
-    a_out = clone_reference(lm.module, lm.example_input, ["conv2"])["conv2"]
-    b_out = clone_reference(b, lm.example_input, ["conv2"])["conv2"]
+    a_out = hooked_outputs(lm.module, lm.example_input, ["conv2"])["conv2"]
+    b_out = hooked_outputs(b, lm.example_input, ["conv2"])["conv2"]
     assert first.max_abs_diff == float((a_out - b_out).abs().max())
     rel = float((a_out.double() - b_out.double()).norm() / a_out.double().norm())
     assert first.relative_change == pytest.approx(rel, rel=1e-4)

@@ -19,6 +19,7 @@ from hookscope.core.base.errors import PlanError
 from hookscope.core.base.meaning import OutputMeaning
 from hookscope.core.engine import reference_of, version_names
 from hookscope.core.plan.interventions import Clamp
+from tests.support.hand_hooks import hooked_outputs
 
 
 def _models():
@@ -29,24 +30,6 @@ def _models():
     with torch.no_grad():
         b.fc2.weight.add_(0.05)
     return a, b
-
-
-def _hooked(module, x, paths, clamp=None):
-    got, handles = {}, []
-    if clamp is not None:
-        path, lo, hi = clamp
-        handles.append(module.get_submodule(path).register_forward_hook(
-            lambda _m, _a, out: out.clamp(lo, hi)))
-    for p in paths:
-        handles.append(module.get_submodule(p).register_forward_hook(
-            lambda _m, _a, out, p=p: got.__setitem__(p, out.detach().clone())))
-    try:
-        with torch.no_grad():
-            module(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return got
 
 
 def _hook_count(module):
@@ -65,8 +48,8 @@ def test_pairs_hold_both_models_outputs_with_the_plans_interventions_on_both():
     req = LayerPairRequest(DiffRequest(b_module=b), ("fc1", "fc2", "out"), "A net")
     got = req.compute(a, x, plan, "cpu", OutputMeaning())
     assert _hook_count(a) == before_a and _hook_count(b) == before_b   # every hook removed
-    want_a = _hooked(a, x, ["fc1", "fc2", "out"], ("act", -float("inf"), 0.4))
-    want_b = _hooked(b, x, ["fc1", "fc2", "out"], ("act", -float("inf"), 0.4))
+    want_a = hooked_outputs(a, x, ["fc1", "fc2", "out"], ("act", -float("inf"), 0.4))
+    want_b = hooked_outputs(b, x, ["fc1", "fc2", "out"], ("act", -float("inf"), 0.4))
     rows = {r.path: r for r in diff(a, b, x, plan=plan).layers}
     for path in ("fc1", "fc2", "out"):
         (rec,) = got.captures[path]
@@ -100,7 +83,7 @@ def test_model_b_is_built_once_and_kept_until_cleared(tmp_path):
     assert next(a.parameters()).dtype == torch.float32   # A untouched
     rec = first.captures["fc2"][0]
     assert rec.tensor.dtype == torch.float32 and rec.pair.b == "A with b.pt in bfloat16"
-    want = _hooked(b.to(torch.bfloat16), x.to(torch.bfloat16), ["fc2"])["fc2"]
+    want = hooked_outputs(b.to(torch.bfloat16), x.to(torch.bfloat16), ["fc2"])["fc2"]
     assert torch.equal(rec.tensor, want.float())   # bfloat16 values upcast exactly
     # a request sent to another process (a Ray actor) carries an empty cache, no model B
     sent = pickle.loads(pickle.dumps(req))

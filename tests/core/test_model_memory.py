@@ -10,7 +10,7 @@ from hookscope.core import LoadedModel, ModelMemory, Plan, compare, run
 from hookscope.core.engine import fast_slot
 from hookscope.core.model.learned import memory_for
 
-from hand_hooks import clone_reference
+from tests.support.hand_hooks import hooked_outputs
 
 
 class InPlace(nn.Module):
@@ -37,7 +37,7 @@ def test_two_models_do_not_share_what_was_learned():
     mem_a, mem_b = ModelMemory(), ModelMemory()
     r = run(a, X, Plan(capture=["lin", "lin2"]), memory=mem_a)
     assert mem_a.victims == {"lin"}
-    assert torch.equal(r.captures["lin"][0].tensor, clone_reference(a, X, ["lin"])["lin"])
+    assert torch.equal(r.captures["lin"][0].tensor, hooked_outputs(a, X, ["lin"])["lin"])
     assert mem_b.victims == set() and memory_for(b).victims == set()
     # Nor does a module's default memory leak to another module.
     run(b, X, Plan(capture=["lin"]))

@@ -5,7 +5,6 @@ equal layers on the floor, and a click on a point naming its layer."""
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from PySide6.QtTest import QTest
 
 from hookscope.core import diff, load_model
 from hookscope.widgets.divergence_view import DivergenceView, floor_of
+from tests.support.screenshots import wanted, save_shot
 
 
 @pytest.fixture
@@ -66,12 +66,11 @@ def test_layers_against_relative_change_with_the_first_starred(view, nudged, qtb
         QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     assert sig.args == ["bn1", 0] and view.readout.text() == "bn1 (call 0): equal in A and B"
 
-    folder = os.environ.get("HOOKSCOPE_SCREENSHOTS")  # for a person to look at
-    if folder:
+    if wanted():
         for w, h in ((1000, 650), (1400, 900)):
             view.resize(w, h)
             qtbot.wait(50)
-            view.grab().save(os.path.join(folder, f"divergence_{w}x{h}.png"))
+            save_shot(view, f"divergence_{w}x{h}")
 
 
 def test_no_layer_past_the_tolerance_and_empty(view, nudged):

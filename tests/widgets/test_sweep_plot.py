@@ -14,7 +14,9 @@ from PySide6.QtTest import QTest
 
 from hookscope.core import load_model
 from hookscope.core.analyses import SweepResult, sweep
-from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot, short
+from hookscope.widgets.sweep_labels import short
+from hookscope.widgets.sweep_plot import DIVERGING, NOT_RUN, SEQUENTIAL, SweepPlot
+from support.keys import choose
 from support.mouse_events import hover
 
 
@@ -165,3 +167,41 @@ def test_a_curve_over_an_input_set_shows_mean_and_spread_with_the_best_strength_
             in plot.readout.text())
     plot.show_result(grid([[1.0, 2.0]], ["a"], ["p0", "p1"]))   # a heat map: no bars, no star
     assert not plot.spread_bars.isVisible() and not plot.best_mark.isVisible()
+
+
+def test_show_draws_one_row_of_a_grid_as_a_curve_and_a_click_names_its_cell(plot, qtbot):
+    v = np.arange(12.0).reshape(2, 3, 2)
+    r = SweepResult(v, {"layer": ["a", "b"], "pos": ["0", "1", "2"], "f": ["0.5", "1"]},
+                    {"layer": ["a", "b"], "pos": [0, 1, 2], "f": [0.5, 1.0]}, "kl", None, {})
+    plot.show_result(r)
+    assert plot.show_row.isVisible() and plot.image.isVisible()
+    box = plot.show_box
+    assert [box.itemText(i) for i in range(box.count())] == [
+        "heat map", "curve of layer a", "curve of layer b"]
+    choose(box, "curve of layer b")
+    assert plot.curve_row() == 1 and plot.is_curve() and not plot.image.isVisible()
+    x, y = plot.curve.getData()
+    # past two axes the columns are categories, labelled by their combinations
+    assert x.tolist() == [0, 1, 2, 3, 4, 5] and np.array_equal(y, v[1].reshape(-1))
+    assert plot.bottom.labels == ["0 · 0.5", "0 · 1", "1 · 0.5", "1 · 1", "2 · 0.5", "2 · 1"]
+    assert not plot.spread_band.isVisible()   # one input: no spread to draw
+    g = plot.graphics
+    pos = g.mapFromScene(plot.cell_center(1, 3))
+    hover(g, pos)
+    assert plot.readout.text() == f"layer b · pos · f 1 · 1: kl = {v[1, 1, 1]:.6g}"
+    with qtbot.waitSignal(plot.cellChosen) as sig:
+        QTest.mouseClick(g.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert sig.args == [1, 3] and plot.point_mark.isVisible()
+    # the same grid again (cells arriving, or a new run of it) keeps the row; another
+    # grid's rows reset it
+    plot.show_result(r)
+    assert box.currentText() == "curve of layer b"
+    plot.show_result(None)
+    assert not plot.show_row.isVisible()
+    plot.show_result(r)
+    assert box.currentText() == "curve of layer b" and plot.curve.isVisible()
+    plot.show_result(grid([[1.0, 2.0]], ["c"], ["p0", "p1"]))
+    assert box.currentText() == "heat map" and plot.image.isVisible()
+    plot.show_result(SweepResult(np.arange(3.0), {"f": ["0", "1", "2"]}, {"f": [0, 1, 2]}, "kl",
+                                 None, {}))
+    assert not plot.show_row.isVisible()
