@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from hookscope.core import HookscopeError, Plan, resolve_device
 
-from hookscope.core.model import CodeTrust, CodeTrustError
+from hookscope.core.model import CodeTrust
 from hookscope.core.session import read_session_file
 from hookscope.core.base import ReadFiles, one_line
 
@@ -159,17 +159,18 @@ def _open_session_file(win, path: str, ns: argparse.Namespace) -> None:
     ``--trust-code``, or the person's yes: the window opens the default demo and asks
     (with ``--screenshot`` nobody is there to ask, so it is an error)."""
     setup = read_session_file(path)
-    trust = CodeTrust.from_data(everything=ns.trust_code)
-    try:
-        win.session.open_setup(setup, trust=trust)
-        win.scan_tool.restore(setup)
-    except CodeTrustError as exc:
-        if ns.screenshot or exc.code is None:
-            raise
-        win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))  # usable behind the question
-        win.trust_gate.consider(exc.code, lambda t: win.open_setup_with(setup, t), trust,
-                                asked_by=f"the session file {path}",
-                                instead=f"the window shows {DEFAULT_SPEC} (exercise 1) instead")
+    if ns.screenshot:  # nobody to ask: a refused load is the banner's error, exit status 2
+        win.open_setup_with(setup, CodeTrust.from_data(everything=ns.trust_code))
+        return
+    def open_default() -> None:  # the window is usable behind the question
+        win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))
+
+    opened = win.trust_gate.open(lambda t: win.open_setup_with(setup, t), ns.trust_code,
+                                 asked_by=f"the session file {path}",
+                                 instead=f"the window shows {DEFAULT_SPEC} (exercise 1) instead",
+                                 meanwhile=open_default)
+    if opened is None:  # refused before any load was made (the banner says why)
+        open_default()
 
 
 def wait_idle(win, timeout_s: float = 300.0) -> bool:

@@ -18,7 +18,7 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QMainWindow
 
 from hookscope.core import LoadedModel, Plan, RunResult
-from hookscope.core.model import CodeTrust
+from hookscope.core.model import CodeTrust, names_code
 from hookscope.widgets.view_worker import ViewWorker
 
 from . import export_actions as files
@@ -234,9 +234,10 @@ class MainWindow(QMainWindow):
     def open_session(self, path: str | None = None, trust_code: bool = False) -> int | None:
         """Open a session file; a damaged one shows its error and changes nothing.
 
-        The file is data: a model in it that runs code is asked about first
-        (:class:`~.trust_dialog.TrustGate`; ``None`` is returned while the question is
-        open), unless ``trust_code`` (``hookscope FILE --trust-code``)."""
+        The file is data: a model in it that runs code is asked about first, once its
+        load (in the runner's thread) has named the code and its hash
+        (:class:`~.trust_dialog.TrustGate`), unless ``trust_code`` (``hookscope FILE
+        --trust-code``). Returns the load's request id (``None``: nothing was opened)."""
         path = path or files.pick_session(self.ui)
         setup = files.read_session(self.ui, path) if path else None
         if setup is None:
@@ -245,9 +246,12 @@ class MainWindow(QMainWindow):
                                     asked_by=f"the session file {path}")
 
     def open_setup_with(self, setup, trust: CodeTrust) -> int:
-        """Open a checked session setup under ``trust`` (raises what the session raises)."""
+        """Open a checked session setup under ``trust`` (raises what the session raises).
+        Its saved scan shows now, unless the model runs code that ``trust`` has no yes for:
+        that load will be refused (the question follows), and the window keeps its own."""
         future = self.session.open_setup(setup, trust=trust)
-        self.scan_tool.restore(setup)
+        if trust.everything or trust.files or not names_code(setup.spec):
+            self.scan_tool.restore(setup)
         self.status.show_busy(True)
         return future.request_id
 

@@ -91,6 +91,8 @@ class SessionReactions:
         self.show_error(ev.message, sticky=True)
 
     def _on_load_failed(self, ev: LoadFailed) -> None:
+        if self._win.trust_gate.refused(ev.request_id, ev.code):
+            return  # a file's code waits for the person's yes: asked about, not an error
         self.show_error(f"could not open the model: {ev.message}")
 
     def _on_plan(self, ev: PlanChanged) -> None:

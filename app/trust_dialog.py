@@ -4,8 +4,10 @@ A session file, a recent-files entry and a dropped file are data. When the
 model they name runs code (a ``.py`` factory, a module, a pickle), the core
 refuses the load with a :class:`~hookscope.core.model.code_trust.CodeTrustError`
 naming the file, how many files its import could run and their combined sha256
-(:mod:`~hookscope.core.model.code_unit`), before anything is imported. :class:`TrustGate`
-catches it: code marked "Always trust" at this very hash (the
+(:mod:`~hookscope.core.model.code_unit`), before anything is imported. The hash is
+computed in the runner's thread, never the window's (a big package takes a second):
+the refusal comes back as the session's ``LoadFailed`` carrying the code, and
+:class:`TrustGate` takes it from there: code marked "Always trust" at this very hash (the
 :class:`~hookscope.core.model.trust_store.TrustStore`) opens at once; anything else
 is asked about in :class:`TrustDialog`, which shows what would run. The
 question is window-modal but does not block the caller (``open()``, not
@@ -17,6 +19,7 @@ showing exercise 1 after a refused session file on the command line says why).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from PySide6.QtCore import Qt, QTimer
@@ -90,11 +93,28 @@ class TrustDialog(QDialog):
         self.accept()
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """A load :meth:`TrustGate.open` made under the file's own trust, whose refusal (a
+    :class:`~hookscope.core.session.LoadFailed` carrying the code) is answered by asking."""
+
+    request_id: int
+    attempt: Callable[[CodeTrust], Any]
+    base: CodeTrust
+    asked_by: str | None
+    instead: str
+    meanwhile: Callable[[], Any] | None
+
+
 class TrustGate:
     """Opens what a file names, asking first when it runs code (see the module docstring).
 
-    ``show_error``: the window's banner (``show_error(message, sticky=...)``); ``note``: its
-    status line.
+    The load checks the code's hash in the runner's thread (a big package takes a second
+    to hash: never the window's): :meth:`open` starts it and remembers it by request id;
+    when it is refused for want of a yes, the window's load-failed reaction hands the
+    refusal to :meth:`refused`, which opens it at once if the code is always trusted at
+    this hash, else asks. ``show_error``: the window's banner
+    (``show_error(message, sticky=...)``); ``note``: its status line.
     """
 
     def __init__(self, parent: QWidget, show_error: Callable[..., None],
@@ -104,33 +124,48 @@ class TrustGate:
         self.note = note
         self.store = store
         self.dialog: TrustDialog | None = None
+        #: the newest load started by :meth:`open` (a newer load replaces an older one,
+        #: whose answer never comes)
+        self._pending: _Attempt | None = None
 
     def open(self, attempt: Callable[[CodeTrust], Any], trust_all: bool = False,
-             asked_by: str | None = None) -> Any:
-        """``attempt(trust)`` (a load that checks ``trust`` before anything runs); when it
-        refuses for want of trust, open it with the stored "Always" or ask. Returns what
-        ``attempt`` returned, or ``None`` when it failed or a question is pending.
-        ``asked_by``: what named the code ("the session file PATH"), for the question."""
+             asked_by: str | None = None, instead: str = KEPT,
+             meanwhile: Callable[[], Any] | None = None) -> Any:
+        """Start ``attempt(trust)`` (a load that checks ``trust`` in the runner's thread
+        before anything runs, returning its request id) under the file's own trust;
+        returns what it returned, or ``None`` when it failed at once. Should the load be
+        refused for want of a yes, :meth:`refused` asks (or opens an always-trusted file).
+        ``asked_by``: what named the code ("the session file PATH"), for the question;
+        ``instead``: what the window shows after a Cancel; ``meanwhile``: called before
+        the question is shown (the command line opens the default demo behind it)."""
         base = CodeTrust.from_data(everything=trust_all)
-        try:
-            return attempt(base)
-        except CodeTrustError as exc:
-            if exc.code is None:
-                self.show_error(str(exc))
-                return None
-            code = exc.code
-        except HookscopeError as exc:
-            self.show_error(str(exc))
-            return None
-        return self.consider(code, attempt, base, asked_by)
+        request_id = self._attempt(attempt, base)
+        if request_id is not None:
+            self._pending = _Attempt(request_id, attempt, base, asked_by, instead, meanwhile)
+        return request_id
+
+    def refused(self, request_id: int | None, code: CodeToRun | None) -> bool:
+        """A load failed (the session's ``LoadFailed``): when it is one :meth:`open` started
+        and it was refused for want of a yes to ``code``, go on as :meth:`consider` says
+        and return ``True`` (the refusal is not an error to show); else ``False``."""
+        pending = self._pending
+        if pending is None or code is None or request_id != pending.request_id:
+            return False
+        self._pending = None
+        self.consider(code, pending.attempt, pending.base, pending.asked_by, pending.instead,
+                      pending.meanwhile)
+        return True
 
     def consider(self, code: CodeToRun, attempt: Callable[[CodeTrust], Any], base: CodeTrust,
-                 asked_by: str | None = None, instead: str = KEPT) -> Any:
+                 asked_by: str | None = None, instead: str = KEPT,
+                 meanwhile: Callable[[], Any] | None = None) -> Any:
         """``attempt`` refused to run ``code`` under ``base``: run it at once if the file is
-        always trusted at this hash, else ask (``None`` while the question is open).
-        ``instead``: what the window shows after a Cancel, for the banner."""
+        always trusted at this hash, else call ``meanwhile`` and ask (``None`` while the
+        question is open). ``instead``: what the window shows after a Cancel, for the banner."""
         if self._store().trusts(code):
             return self._attempt(attempt, base.granting(code))
+        if meanwhile is not None:
+            meanwhile()
         self._ask(code, attempt, base, asked_by, instead)
         return None
 
@@ -144,7 +179,7 @@ class TrustGate:
     def _attempt(self, attempt: Callable[[CodeTrust], Any], trust: CodeTrust) -> Any:
         try:
             return attempt(trust)
-        except HookscopeError as exc:  # the file changed after the yes: say so, run nothing
+        except HookscopeError as exc:  # refused before any request was made: say so
             self.show_error(str(exc))
             return None
 

@@ -133,13 +133,11 @@ def code_to_run(spec: str, hashed: bool = True) -> CodeToRun | None:
     to hash (:mod:`.code_unit`); imports nothing. ``hashed=False``: the code's kind
     and file only (a typed spec, which runs as asked)."""
     spec = (spec or "").strip()
-    if not spec or spec.startswith(_NOT_CODE_PREFIXES) or spec.endswith(".pt2"):
+    if not names_code(spec):
         return None
     if spec.endswith((".pt", ".pth")):
         return _file_code(PICKLE, spec, hashed)
-    target, sep, fname = spec.rpartition(":")
-    if not sep or not target:
-        return None
+    target, _, fname = spec.rpartition(":")
     if target.endswith(".py"):
         return _file_code(PYTHON_FILE, target, hashed)
     origin, top = _module_files(target, fname)
@@ -148,6 +146,18 @@ def code_to_run(spec: str, hashed: bool = True) -> CodeToRun | None:
     if top is None:  # a top-level module in a site-packages folder: its file alone
         return CodeToRun(MODULE, target, origin, file_sha256(Path(origin)))
     return _unit_code(MODULE, target, Path(origin), *top)
+
+
+def names_code(spec: str) -> bool:
+    """Whether ``spec``'s form names code that loading it would run (a ``.py`` factory, a
+    module, a pickle), read from the text alone: nothing is looked up, read or hashed."""
+    spec = (spec or "").strip()
+    if not spec or spec.startswith(_NOT_CODE_PREFIXES) or spec.endswith(".pt2"):
+        return False
+    if spec.endswith((".pt", ".pth")):
+        return True
+    target, sep, _ = spec.rpartition(":")
+    return bool(sep and target)
 
 
 def check_trust(spec: str, trust: CodeTrust) -> CodeToRun | None:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..model.code_trust import PICKLE
+from ..model.code_trust import PICKLE, check_trust
 from ..base.errors import HookscopeError
 from ..base.extras import require
 from ..base.user_text import is_digits
@@ -336,11 +336,13 @@ class RayRunner(QueueRunner):
             raise RemoteError("a model built in this Python session stays in this process: "
                               "explore it with the local runner, or give Ray a spec it can "
                               "load (file.py:factory)")
+        if req.trust is not None:  # a spec read from a file: the person's yes, checked here,
+            check_trust(req.spec, req.trust)  # on their machine (this runner's thread)
         actor = self._ensure_actor(req.spec)
         spec, weights = remote_spec(req.spec, req.weights, local_files=self.address == "local")
         try:
-            # the person's yes was checked here, on their machine, before the request was
-            # made (Session.open_model): the actor gets it as the pickle flag
+            # the person's yes was checked above, before anything was sent: the actor gets
+            # it as the pickle flag
             trusted = req.trust_pickle or (req.trust is not None and (
                 req.trust.everything or any(c.kind == PICKLE for c in req.trust.files)))
             answer = self._call(job, actor.load.remote(job.rid, spec, weights, trusted,

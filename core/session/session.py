@@ -48,7 +48,7 @@ from typing import Any, Callable, TypeVar
 from ..analyses import (AttentionRequest, AttentionResult, DEFAULT_TOLERANCE, DiffRequest,
                         DiffResult, Generation, LensResult, SaeReport, ScanResult, SweepResult)
 from ..analyses.analysis import Analysis
-from ..model.code_trust import CodeTrust, check_trust
+from ..model.code_trust import CodeTrust, CodeTrustError
 from ..base.devices import resolve_device
 from ..base.errors import HookscopeError
 from ..base.read_files import ReadFiles
@@ -240,12 +240,14 @@ class Session:
 
         ``labels``: a labels file naming the output's classes (:mod:`.class_labels`).
         ``trust``: which code the load may run (:mod:`.code_trust`); ``None`` for a
-        spec the person typed. With a ``trust``, a spec whose code it does not allow
-        raises :class:`~.code_trust.CodeTrustError` here, before any request is made.
-        A failed load leaves the current model, plan and results as they were.
+        spec the person typed. With a ``trust``, the load checks it in the runner's thread
+        (hashing the code can take a second: never on the caller's), before anything is
+        imported: a spec whose code it does not allow fails with
+        :class:`~.code_trust.CodeTrustError` (the future raises it; :class:`LoadFailed`
+        carries its ``code``, for the question to ask). A failed load leaves the current
+        model, plan and results as they were.
         """
         if trust is not None:
-            check_trust(spec, trust)  # the loader checks again, just before it imports
             trust_pickle = trust.everything
         return self._queue_load(LoadRequest(spec, weights, trust_pickle, trust=trust),
                                 LoadSetup(plan, input_text, device, options, view, run_after,
@@ -631,7 +633,8 @@ class Session:
         if isinstance(ev, (Started, Progress)):
             return
         if isinstance(ev, Failed):
-            self._emit(LoadFailed(ev.message, request_id=rid))
+            code = ev.error.code if isinstance(ev.error, CodeTrustError) else None
+            self._emit(LoadFailed(ev.message, code, request_id=rid))
         if not isinstance(ev, Loaded):
             self._emit(Idle(request_id=rid))
             return

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from ..model.code_trust import CodeToRun
 from ..model.loaded_model import LoadedModel
 from ..model.tree import TreeNode
 from ..plan.plan import Plan
@@ -46,10 +47,19 @@ class ModelChanged(SessionEvent):
 
 @dataclass(frozen=True)
 class LoadFailed(SessionEvent):
-    """A load failed; the current model, plan and results stay as they were."""
+    """A load failed; the current model, plan and results stay as they were.
+
+    ``code``: what the load would have run, when it was refused for want of the person's
+    yes (a :class:`~hookscope.core.model.code_trust.CodeTrustError` naming it; checked in
+    the runner's thread), so a window can ask about exactly that code; else ``None``."""
 
     message: str
+    code: CodeToRun | None = None
     kind: ClassVar[str] = "load_failed"
+
+    @property
+    def value(self) -> Any:
+        return self.message  # as before ``code`` was added: the message
 
 
 @dataclass(frozen=True)

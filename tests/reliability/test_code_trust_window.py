@@ -83,8 +83,9 @@ def assert_usable(qtbot, win, spec: str) -> None:
 def test_the_question_shows_the_file_and_hash_and_cancel_runs_nothing(window, qtbot, tmp_path):
     path, marker = evil_session(tmp_path)
     before = window.loaded.spec
-    assert window.open_session(str(path)) is None     # asked, not loaded
+    assert window.open_session(str(path)) is not None  # a load, refused in the runner's thread
     dlg = wait_question(qtbot, window)
+    assert window.loaded.spec == before and not marker.exists()  # asked, not loaded
     text = dlg.findChild(QLabel, "trustCodeText").text()
     digest = code_to_run(f"{tmp_path}/evil.py:build").sha256   # evil.py, alone in its folder
     assert str((tmp_path / "evil.py").resolve()) in text and digest in text
@@ -141,7 +142,7 @@ def test_always_runs_remembers_the_hash_and_an_edit_asks_again(window, qtbot, tm
     window.open_session(str(path))          # the same file at the same hash: no question
     assert window.trust_gate.dialog is None
     wait_loaded(qtbot, window, "evil.py:build")
-    assert marker.exists()
+    assert marker.exists() and window.trust_gate.dialog is None and not window.error_text()
     marker.unlink()
 
     with open(tmp_path / "evil.py", "a") as fh:
