@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from hookscope.core import Plan
+from hookscope.core.model import CodeTrust, CodeTrustError
+from hookscope.core.model.code_trust import code_to_run
 from hookscope.core.session.runner import (Cancelled, Failed, Finished, Loaded, LoadRequest,
                                            LocalRunner, Observed, RunRequest)
 
@@ -255,6 +257,30 @@ def test_errors_are_the_local_runners_messages(remote, local):
     assert bad_spec.message == local[1].ask(local[0], LoadRequest("demo:nope")).message
     # Still usable: the model loaded before the failed load is still there.
     assert_same(*run_both(remote, local, r, lo, Plan(capture=("0",))))
+
+
+EVIL = """\
+import pathlib
+pathlib.Path({marker!r}).write_text("ran")
+from torch import nn
+
+
+def build():
+    return nn.Linear(2, 2)
+"""
+
+
+def test_a_spec_read_from_a_file_is_checked_here_before_the_actor_gets_it(remote, tmp_path):
+    # The person's yes is checked in this runner's thread, on their machine: a session
+    # file's factory without it is refused before anything is sent to the actor.
+    marker = tmp_path / "RAN"
+    (tmp_path / "evil.py").write_text(EVIL.format(marker=str(marker)))
+    spec = f"{tmp_path / 'evil.py'}:build"
+    refused = remote[1].ask(remote[0], LoadRequest(spec, trust=CodeTrust.from_data()))
+    assert isinstance(refused, Failed) and isinstance(refused.error, CodeTrustError), refused
+    assert refused.error.code == code_to_run(spec) and not marker.exists()
+    yes = CodeTrust.from_data().granting(code_to_run(spec))
+    assert isinstance(remote[1].ask(remote[0], LoadRequest(spec, trust=yes)), Loaded)
 
 
 def test_tensors_only_within_budget_and_input_sent_once(remote, local):
