@@ -14,13 +14,15 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
 from hookscope.core import Session
-from hookscope.core.model import CodeTrust
+from hookscope.core.model import CodeTrust, CodeTrustError
 from hookscope.core.model.code_trust import code_to_run
 from hookscope.core.model.code_unit import unit_digest
+from hookscope.core.session import LoadFailed
 from support.thread_calls import count_calls
 
 PACKAGE = "trust_thread_pkg"
@@ -163,3 +165,26 @@ def test_a_file_changed_after_the_yes_is_refused(window, qtbot, tmp_path, monkey
     assert not marker.exists() and window.loaded.spec == "demo:clamp"
     assert window.trust_gate.dialog is None     # said, not asked again in a loop
     assert f"{PACKAGE}.sub.model" not in sys.modules
+
+
+def test_a_refused_load_tells_its_code_in_load_failed_and_its_future(tmp_path, monkeypatch):
+    path, marker = package_session(tmp_path, monkeypatch)
+    spec = f"{PACKAGE}.sub.model:build"
+    expected = code_to_run(spec)
+    s = Session()
+    try:
+        events = []
+        s.subscribe(events.append)
+        seen = count_hashes(monkeypatch, s.runner)
+        future = s.open_model(spec, trust=CodeTrust.from_data(), run_after=False)
+        assert not hashes(seen)       # the caller gets its future at once
+        with pytest.raises(CodeTrustError, match="runs code") as info:
+            future.result(timeout=30)
+        failed = [e for e in events if isinstance(e, LoadFailed)]
+        assert len(failed) == 1 and failed[0].request_id == future.request_id
+        assert failed[0].code == info.value.code == expected
+        assert failed[0].value == failed[0].message == str(info.value)
+        assert s.model is None and not marker.exists()
+        assert hashes(seen) == {(False, future.request_id): 1}
+    finally:
+        s.close()
