@@ -162,6 +162,7 @@ def _open_session_file(win, path: str, ns: argparse.Namespace) -> None:
     if ns.screenshot:  # nobody to ask: a refused load is the banner's error, exit status 2
         win.open_setup_with(setup, CodeTrust.from_data(everything=ns.trust_code))
         return
+
     def open_default() -> None:  # the window is usable behind the question
         win.load(DEFAULT_SPEC, plan=default_plan(DEFAULT_SPEC))
 

@@ -50,6 +50,7 @@ class SessionReactions:
         self.setWindowTitle, self.statusBar = win.setWindowTitle, win.statusBar
         self.show_error, self.is_live, self.is_idle = win.show_error, win.is_live, win.is_idle
         self.show_alarm = win.banner.show_alarm
+        self.trust_gate = win.trust_gate   # a load refused for want of a yes is asked about
         self._clear_transient_error = win.banner.clear_transient
         self._win = win
         self._cancelled = False   # the last run was cancelled: the progress bar says so
@@ -91,7 +92,7 @@ class SessionReactions:
         self.show_error(ev.message, sticky=True)
 
     def _on_load_failed(self, ev: LoadFailed) -> None:
-        if self._win.trust_gate.refused(ev.request_id, ev.code):
+        if self.trust_gate.refused(ev.request_id, ev.code):
             return  # a file's code waits for the person's yes: asked about, not an error
         self.show_error(f"could not open the model: {ev.message}")
 

@@ -59,7 +59,7 @@ class LoadFailed(SessionEvent):
 
     @property
     def value(self) -> Any:
-        return self.message  # as before ``code`` was added: the message
+        return self.message  # the one thing to print; ``code`` is for a window's question
 
 
 @dataclass(frozen=True)
