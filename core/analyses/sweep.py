@@ -145,6 +145,22 @@ class SweepRequest:
                      verify=self.verify, input_set=self.input_set, input_names=self.input_names)
 
 
+def shares_baseline(device: str, verify: int) -> bool:
+    """Whether an estimated sweep's forward with gradients may stand in for its baseline.
+    On the CPU its values are the plain forward's bit for bit (frozen parameters, a
+    negative zero added at each swept place, the same kernels). On an accelerator some
+    kernels are chosen by whether inputs require gradients (CUDA's attention backends), so
+    where verified cells are read against the baseline (their receipts, a metric of both
+    outputs) a plain baseline runs, as the exact sweep's does; the estimate alone reads
+    only the clean metric from it."""
+    if not verify:
+        return True
+    try:
+        return torch.device(device).type == "cpu"
+    except (RuntimeError, TypeError):  # refused with its reason where the sweep resolves it
+        return False
+
+
 def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           intervene: Mapping[Any, Any], metric: Any = "max-abs-diff", *, codec: Any = None,
           meaning: OutputMeaning | None = None, device: str = "cpu",
@@ -203,8 +219,10 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     verify = verify_count(verify, estimate)
     if estimate:  # a metric or mode the estimate refuses is said before any forward
         check_estimable(module, metric, meaning)
-    # the estimate's forward with gradients is the shared baseline where there is one
-    gradients = SharedGradients(estimate_budget) if estimate else None
+    # the estimate's forward with gradients is the shared baseline where there is one (see
+    # shares_baseline)
+    gradients = SharedGradients(estimate_budget) if estimate and shares_baseline(device, verify) \
+        else None
     ctx = prepared(lambda: prepare_sweep(
         module, inputs, over, intervene, metric, codec=codec, meaning=meaning, device=device,
         max_cells=max_cells, should_stop=should_stop, bind=bind, batch=batch,

@@ -136,3 +136,14 @@ def test_a_model_whose_kernels_follow_its_hooks_keeps_its_own_baselines():
     assert est.forwards["baseline"] == 1  # the verified cells' own baseline, nothing more
     for c, v in zip(est.verified["cells"], est.verified["values"]):
         assert v == exact.values[tuple(c)]
+
+
+def test_verified_cells_on_an_accelerator_keep_a_plain_baseline():
+    """Where kernels may follow requires_grad (CUDA), a sweep whose verified cells read the
+    baseline runs a plain one; the estimate alone, or on the CPU, shares the forward."""
+    from hookscope.core.analyses.sweep import shares_baseline
+
+    assert shares_baseline("cpu", 0) and shares_baseline("cpu", 5)
+    assert shares_baseline("cuda", 0) and shares_baseline("cuda:1", 0)
+    assert not shares_baseline("cuda", 5) and not shares_baseline("cuda:0", 1)
+    assert not shares_baseline("nonsense", 2)  # refused later, where the device is resolved
