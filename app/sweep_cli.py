@@ -256,8 +256,12 @@ def _talk(sizes: dict[str, int], ns: argparse.Namespace, inputs: int | bool,
     cells = math.prod(sizes.values())
     if ns.estimate:
         each = f" on each of {inputs} inputs" if inputs else ""
+        # in process on one input, that forward is the shared baseline too (see
+        # core/analyses/sweep_estimate.py); an input set's or a pool's baselines run beside it
+        plus = ("the shared baseline and source forwards" if inputs or where else
+                "a patch's source forwards; it is the baseline too where the model allows")
         return (f"hookscope: estimating {cells} cells from one forward and one backward{each} "
-                f"(plus the shared baseline and source forwards){where}"
+                f"(plus {plus}){where}"
                 + (f", then running the {min(ns.verify, cells)} the estimate moves most"
                    if ns.verify else ""))
     return _announcement(sizes, ns, where) + (

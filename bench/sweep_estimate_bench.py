@@ -11,8 +11,8 @@
 Rows per grid, each the median over rounds of a whole call's time against one plain
 forward of that model (``model(x)`` under ``inference_mode``, timed in the same round):
 
-* ``... --estimate``: ``sweep(..., estimate=True)``: the shared baseline (and source)
-  forwards, one forward with gradients kept at the swept places, one backward, and each
+* ``... --estimate``: ``sweep(..., estimate=True)``: one forward with gradients kept at the
+  swept places (also the shared baseline), one backward, a patch's source forward, and each
   cell's ``<grad, delta>`` (``delta``: source - clean for a patch, -clean for a zero).
   Target: every cell estimated for at most 5 plain forwards' time.
 * ``... (batched, exact)``: the default sweep, every cell run (the reference the estimate
@@ -77,11 +77,13 @@ def _estimate_against_exact(model: Any, x: Any, over: dict, tpl: dict, metric: s
 def _rows(got: dict, names: tuple[str, str], grid: str) -> list[dict]:
     est, ref, seconds, ratios = got["est"], got["ref"], got["seconds"], got["ratios"]
     rho, parts = got["spearman"], est.timings_ms
-    source = f" + {est.forwards['source']} source" if est.forwards["source"] else ""
+    source = f" + {est.forwards['source']} source forward" if est.forwards["source"] else ""
+    base = est.forwards["baseline"]
     rows = [
         ratio_row(names[0], seconds["estimate"], ratios["estimate"], TARGET,
-                  f"every cell from {est.forwards['baseline']} baseline{source} forward + "
-                  f"{est.forwards['gradient']} forward with gradients and its backward "
+                  f"every cell from {est.forwards['gradient']} forward with gradients "
+                  f"({f'+ {base} baseline forward' if base else 'also the baseline'}) and its "
+                  f"backward{source} "
                   f"(prepare {parts.get('prepare', 0):.0f} ms, estimate "
                   f"{parts.get('estimate', 0):.0f} ms); Spearman with the exact grid "
                   f"{rho if rho is None else round(rho, 4)}; max |estimate - exact| "

@@ -38,7 +38,8 @@ from .sweep_axes import (DEFAULT_MAX_CELLS, axis_count, axis_values, check_size,
 from .sweep_batch import DEFAULT_BATCH_BYTES
 from .sweep_cells import Cells, CellValue, check_used, prepare_sweep, sweep_cells
 from .sweep_metrics import make_metric
-from .sweep_estimate import (check_estimable, estimate_cells, prepared, verify_cells)
+from .sweep_estimate import (SharedGradients, check_estimable, estimate_cells, prepared,
+                             verify_cells)
 from .sweep_inputs import sweep_over_inputs
 from .sweep_result import SweepResult, normal_ends, sweep_result, verify_count, with_estimates
 
@@ -144,6 +145,22 @@ class SweepRequest:
                      verify=self.verify, input_set=self.input_set, input_names=self.input_names)
 
 
+def shares_baseline(device: str, verify: int) -> bool:
+    """Whether an estimated sweep's forward with gradients may stand in for its baseline.
+    On the CPU its values are the plain forward's bit for bit (frozen parameters, a
+    negative zero added at each swept place, the same kernels). On an accelerator some
+    kernels are chosen by whether inputs require gradients (CUDA's attention backends), so
+    where verified cells are read against the baseline (their receipts, a metric of both
+    outputs) a plain baseline runs, as the exact sweep's does; the estimate alone reads
+    only the clean metric from it."""
+    if not verify:
+        return True
+    try:
+        return torch.device(device).type == "cpu"
+    except (RuntimeError, TypeError):  # refused with its reason where the sweep resolves it
+        return False
+
+
 def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
           intervene: Mapping[Any, Any], metric: Any = "max-abs-diff", *, codec: Any = None,
           meaning: OutputMeaning | None = None, device: str = "cpu",
@@ -177,7 +194,8 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     (the patching papers' normalisation; needs one source input among the cells).
 
     ``estimate``: instead of running every cell, estimate each to first order from one
-    forward and one backward (:mod:`.sweep_estimate`; :attr:`SweepResult.estimates`), then
+    forward and one backward (:mod:`.sweep_estimate`; :attr:`SweepResult.estimates`; that
+    forward is also the shared baseline where the model gets one), then
     run for real only the ``verify`` cells whose estimate moves furthest from the clean
     run (:attr:`SweepResult.verified`; :attr:`~SweepResult.values` holds those, NaN
     elsewhere). ``estimate_budget``: the bytes the forward with gradients may keep
@@ -201,15 +219,19 @@ def sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     verify = verify_count(verify, estimate)
     if estimate:  # a metric or mode the estimate refuses is said before any forward
         check_estimable(module, metric, meaning)
+    # the estimate's forward with gradients is the shared baseline where there is one (see
+    # shares_baseline)
+    gradients = SharedGradients(estimate_budget) if estimate and shares_baseline(device, verify) \
+        else None
     ctx = prepared(lambda: prepare_sweep(
         module, inputs, over, intervene, metric, codec=codec, meaning=meaning, device=device,
         max_cells=max_cells, should_stop=should_stop, bind=bind, batch=batch,
-        batch_bytes=batch_bytes, measure=estimate), estimate)
+        batch_bytes=batch_bytes, measure=estimate, shared_forward=gradients), estimate)
     if normalise:
         normal_ends(ctx)  # refused before the cells run
     est = None
     if estimate:
-        est = estimate_cells(ctx, estimate_budget)
+        est = estimate_cells(ctx, estimate_budget, gradients)
 
     def result(so_far: Sequence[CellValue], normal: bool = False) -> SweepResult:
         res = sweep_result(ctx, so_far, normalise=normal)

@@ -4,7 +4,9 @@
 cell, once, for every cell to share. Where cells may be batched it also notes every leaf
 module's output size (the batch budget's estimate of one row's working set) and the leaf
 shapes each hooked module gives on one input (which leaves a row hook may take as batched,
-see :mod:`.sweep_batch`).
+see :mod:`.sweep_batch`). Another forward of the same input may stand in for the baseline's
+(an estimate's forward with gradients, :mod:`.sweep_estimate`): the same notes are taken
+during it, and its output is the baseline's.
 """
 
 from __future__ import annotations
@@ -48,12 +50,16 @@ class _Shapes:
 def make_baseline(module: nn.Module, x: Any, resolved: list[dict[str, LayerPlan]],
                    dev: torch.device, should_stop: Callable[[], bool] | None,
                    largest: list[int] | None,
-                   shapes: dict[tuple[int, bool], list[dict[str, tuple[int, ...]]]]) -> Baseline:
+                   shapes: dict[tuple[int, bool], list[dict[str, tuple[int, ...]]]],
+                   run: Callable[[], tuple[Any, float]] | None = None) -> Baseline:
     """The baseline forward :func:`compare` would run for the first cell (no captures, inert
     hooks on its hooked modules), for cells to share. When batching is possible (a model
     whose kernels do not follow its hooks, so extra hooks change nothing), ``largest``
     collects every leaf module's output size and ``shapes`` the leaf shapes every hooked
-    module of every cell gives (see :class:`~.sweep_batch.RowHooks`)."""
+    module of every cell gives (see :class:`~.sweep_batch.RowHooks`). ``run``: a forward of
+    the same input, on a model whose kernels do not follow its hooks, standing in for the
+    baseline's: it returns the output (detached, on the CPU) and its milliseconds, and the
+    notes above are taken during it."""
     layers = resolved[0]
     clean = {p: LayerPlan(p, lp.module, at_input=lp.at_input, mid_block=lp.mid_block)
              for p, lp in layers.items()}
@@ -74,12 +80,16 @@ def make_baseline(module: nn.Module, x: Any, resolved: list[dict[str, LayerPlan]
                     handles.append(target.register_forward_pre_hook(rec) if pre
                                    else target.register_forward_hook(rec))
         with stop_points(module, should_stop):
-            b = _run_resolved(module, x, clean, False, dev, start=start)
+            if run is None:
+                b = _run_resolved(module, x, clean, False, dev, start=start)
+                output, ms, captures = b.output, b.forward_ms, b.captures
+            else:
+                (output, ms), captures = run(), {}
         if largest is not None:
             shapes.update({key: rec.calls for key, rec in recorders.items()})
     finally:
         for h in handles:
             h.remove()
         restore(module, start)
-    return Baseline(b.output, b.forward_ms, str(dev), frozenset(layers), should_stop is not None,
-                    captures=b.captures, captured=frozenset(), keep_tensors=False)
+    return Baseline(output, ms, str(dev), frozenset(layers), should_stop is not None,
+                    captures=captures, captured=frozenset(), keep_tensors=False)

@@ -146,7 +146,9 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
                   max_cells: int = 10_000, should_stop: Callable[[], bool] | None = None,
                   bind: Callable[[dict], dict] | None = None, batch: bool | int = True,
                   batch_bytes: int = DEFAULT_BATCH_BYTES, measure: bool = False,
-                  like: tuple[SweepContext, Any] | None = None) -> SweepContext:
+                  like: tuple[SweepContext, Any] | None = None,
+                  shared_forward: Callable[[SweepContext], tuple[Any, float]] | None = None
+                  ) -> SweepContext:
     """Check the grid, resolve every cell's plan (a bad cell fails before any forward), run
     the shared baseline and source forwards, and decide the batching. ``batch``: ``True``
     (batch where the model allows, up to :data:`~.sweep_batch.DEFAULT_MAX_ROWS` rows),
@@ -156,7 +158,12 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
     even where cells are not batched. ``like``: ``(context, output)``, another input's
     context of the same sweep and model whose input has this one's shapes, and the model's
     output on this input: its baseline stands in for this one's baseline forward (the leaf
-    shapes, sizes and source cache are that context's; see :mod:`.sweep_inputs`)."""
+    shapes, sizes and source cache are that context's; see :mod:`.sweep_inputs`).
+    ``shared_forward``: a forward of this input that stands in for the shared baseline's
+    where there is one (an estimate's forward with gradients, see :mod:`.sweep_estimate`):
+    called with the context, it returns the output (detached, on the CPU) and its
+    milliseconds, and counts itself; the baseline's notes (leaf sizes and shapes) are taken
+    during it. Where the model gets no shared baseline it is not called."""
     t0 = time.perf_counter()
     if meaning is not None and codec is None:
         codec = meaning.codec
@@ -194,11 +201,12 @@ def prepare_sweep(module: nn.Module, inputs: Any, over: Mapping[str, Any],
             ctx.source_outputs = other.source_outputs
             largest = [other.row_bytes]  # what a row takes, as that input's baseline said
         else:
+            run = (lambda: shared_forward(ctx)) if shared_forward is not None else None
             ctx.shared = make_baseline(module, x, resolved, dev, should_stop,
                                        largest if note is None or measure else None,
-                                       ctx.leaf_shapes)
+                                       ctx.leaf_shapes, run)
             ctx.activation_bytes = sum(largest) if largest else None
-            ctx.counts["baseline"] += 1
+            ctx.counts["baseline"] += 1 if run is None else 0
             ctx.counts["source"] += _prime_sources(ctx)
         if met.clean is not None:
             ctx.clean = met.clean(ctx.shared.output)

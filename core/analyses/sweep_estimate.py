@@ -8,12 +8,17 @@ there, found by applying the intervention itself to the clean activation and sub
 included; its ``@pos``/``@heads``/``@units`` narrowing is its own ``apply``'s). A cell with
 several interventions adds their terms.
 
-What this costs, whatever the number of cells: the sweep's shared baseline and source
-forwards (:func:`~.sweep_cells.prepare_sweep`), one clean forward with gradients kept
-only at the swept places, one backward, and an inner product a cell. The forward with
-gradients keeps what its backward needs (about every activation of the model): that is
-estimated from the baseline's activations and checked against the memory budget first.
-Parameters do not require gradients during it (restored after).
+What this costs, whatever the number of cells: one clean forward with gradients kept only
+at the swept places, one backward, the sweep's source forwards (:func:`~.sweep_cells.prepare_sweep`)
+and an inner product a cell. Where the sweep shares one baseline (a model whose kernels do
+not follow its hooks, one input in process), the forward with gradients is that baseline
+(:class:`SharedGradients`): its values are the plain forward's, so the clean input runs
+once. Elsewhere (a model whose kernels follow its hooks, an input set whose baselines are
+rows of batched forwards, a Ray worker's prepared sweep) it runs beside the baselines. The
+forward with gradients keeps what its backward needs (about every activation of the
+model), estimated as twice its leaf modules' outputs: checked against the memory budget
+before it runs where a baseline already measured them, else as it runs, stopped once it
+passes the budget. Parameters do not require gradients during it (restored after).
 
 Each swept place gets ``output + z`` where ``z`` is a zero leaf that requires gradients:
 ``dmetric/dz`` is the metric's gradient at that output through every path after it, the
@@ -44,7 +49,7 @@ from ..engine.run import stop_points
 from ..engine.source_pass import source_groups, source_outputs
 from ..plan.intervention_base import InterventionContext
 from ..plan.plan import LayerPlan
-from .sweep_batch import row_target
+from .sweep_batch import leaf_bytes, row_target
 from .sweep_cells import CellValue, SweepContext, sweep_cells
 from .sweep_metrics import Metric, NoScores, make_metric
 
@@ -92,7 +97,9 @@ class _Site:
         def with_zero(t: torch.Tensor, key: str) -> torch.Tensor:
             if not t.is_floating_point():
                 return t
-            z = zs[key] = torch.zeros_like(t, requires_grad=True)
+            # -0.0: x + (-0.0) is x for every x, +0.0 included, so the values are the clean
+            # forward's bit for bit (x + 0.0 would turn -0.0 into +0.0)
+            z = zs[key] = torch.full_like(t, -0.0, requires_grad=True)
             return t + z
 
         out = map_tensors_keyed(with_zero, value)
@@ -197,23 +204,34 @@ def _sources(ctx: SweepContext) -> dict[Any, dict[str, list[Any]]]:
 
 
 class _Sizes:
-    """A forward hook adding up the bytes of each leaf module's output."""
+    """A forward hook adding up the bytes of each leaf module's output; with a ``limit``,
+    the forward is stopped (:class:`_OverBudget`) as soon as twice that sum passes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.total = 0
+        self.limit = limit
 
     def __call__(self, module: nn.Module, args: Any, output: Any) -> None:
-        self.total += sum(t.numel() * t.element_size() for _, t in tensor_leaves(output))
+        self.total += leaf_bytes(output)
+        if self.limit is not None and 2 * self.total > self.limit:
+            raise _OverBudget()
+
+
+class _OverBudget(HookscopeError):
+    """The forward with gradients passed the memory budget; stopped where it did."""
+
+
+def _leaves(module: nn.Module) -> list[nn.Module]:
+    return [m for m in module.modules() if next(m.children(), None) is None]
 
 
 def estimate_bytes(ctx: SweepContext) -> int:
     """What the forward with gradients keeps for its backward: about every leaf module's
     output of a plain forward (the baseline's; one forward of its own where the sweep has no
-    shared baseline), counted twice for what the ops between leaf modules keep."""
+    such note), counted twice for what the ops between leaf modules keep."""
     if ctx.activation_bytes is None:
         sizes = _Sizes()
-        leaves = [m for m in ctx.module.modules() if next(m.children(), None) is None]
-        handles = [m.register_forward_hook(sizes) for m in leaves]
+        handles = [m.register_forward_hook(sizes) for m in _leaves(ctx.module)]
         start = snapshot(ctx.module)
         try:
             with stop_points(ctx.module, ctx.should_stop):
@@ -234,6 +252,107 @@ def _budget(dev: torch.device) -> int:
     return default_budget()
 
 
+def _over_budget(need: int, budget: int) -> EstimateRefused:
+    return EstimateRefused(
+        f"the estimate's backward keeps about {need / 2**20:.0f} MiB of activations, over "
+        f"the memory budget of {budget / 2**20:.0f} MiB: use a shorter input, or drop "
+        "--estimate and run the cells")
+
+
+@dataclass
+class _Gradients:
+    """The forward with gradients and its backward: the output (detached, on the CPU), the
+    forward's milliseconds, every swept place (its clean activations per call) and the
+    metric's gradient there per call."""
+
+    output: Any
+    ms: float
+    sites: dict[tuple[int, str], _Site]
+    grad_of: dict[tuple[int, str], list[dict[str, torch.Tensor | None]]]
+
+
+def _gradients(ctx: SweepContext, budget_bytes: int | None) -> _Gradients:
+    """One forward of the clean input with gradients kept at the swept places only, and the
+    metric's backward to them. The memory budget is checked first where the sweep noted its
+    activations' size (its baseline ran); otherwise as the forward goes, which is stopped
+    once its leaf modules' outputs pass it (the refusal then measures the whole in a plain
+    forward, to name it)."""
+    why = refusal(ctx)
+    if why is not None:
+        raise EstimateRefused(why)
+    t0 = time.perf_counter()
+    budget = _budget(ctx.dev) if budget_bytes is None else budget_bytes
+    watch = None
+    if ctx.activation_bytes is not None:
+        need = estimate_bytes(ctx)
+        if need > budget:
+            raise _over_budget(need, budget)
+    else:
+        watch = _Sizes(budget)
+    sites = _sites(ctx)
+    module = ctx.module
+    params = [p for p in module.parameters() if p.requires_grad]
+    start = snapshot(module)
+    handles = []
+    over = False
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        if watch is not None:
+            handles += [m.register_forward_hook(watch) for m in _leaves(module)]
+        for s in sites.values():
+            handles.append(s.attach())
+        t1 = time.perf_counter()
+        with stop_points(module, ctx.should_stop):
+            out = forward(module, own_copy(ctx.x), torch.enable_grad)
+        ms = (time.perf_counter() - t1) * 1e3
+        for h in handles:
+            h.remove()
+        handles = []
+        output = map_tensors(lambda t: t.detach().cpu(), out)
+        base = (map_tensors(lambda t: t.to(ctx.dev), ctx.shared.output) if ctx.shared is not None
+                else map_tensors(lambda t: t.detach(), out))
+        with torch.enable_grad():
+            m = _metric_tensor(ctx, base, out)
+            zeros = [z for s in sites.values() for zs in s.zeros for z in zs.values()]
+            grads = torch.autograd.grad(m, zeros, allow_unused=True) if zeros else ()
+    except _OverBudget:
+        over = True
+    finally:
+        for h in handles:
+            h.remove()
+        for p in params:
+            p.requires_grad_(True)
+        restore(module, start)
+    if over:
+        assert watch is not None
+        sites.clear()  # what the stopped forward kept goes before the plain one runs
+        raise _over_budget(max(estimate_bytes(ctx), 2 * watch.total), budget)
+    ctx.counts["gradient"] = ctx.counts.get("gradient", 0) + 1
+    found = iter(grads)
+    grad_of: dict[tuple[int, str], list[dict[str, torch.Tensor | None]]] = {
+        key: [{k: next(found) for k in zs} for zs in s.zeros] for key, s in sites.items()}
+    ctx.timings_ms["gradient"] = (time.perf_counter() - t0) * 1e3
+    return _Gradients(output, ms, sites, grad_of)
+
+
+class SharedGradients:
+    """The estimate's forward with gradients (and its backward) run as a sweep's shared
+    baseline forward: pass it as :func:`~.sweep_cells.prepare_sweep`'s ``shared_forward``
+    and to :func:`estimate_cells`, so the clean input runs once, not twice. The forward's
+    values are the baseline's: no parameter requires gradients during it, and each swept
+    place adds a negative zero, which leaves every value as it was. Where the model gets no
+    shared baseline (its kernels follow its hooks), :func:`estimate_cells` runs it."""
+
+    def __init__(self, budget_bytes: int | None = None) -> None:
+        self.budget_bytes = budget_bytes
+        self.done: _Gradients | None = None
+
+    def __call__(self, ctx: SweepContext) -> tuple[Any, float]:
+        self.done = _gradients(ctx, self.budget_bytes)
+        return self.done.output, self.done.ms
+
+
 @dataclass
 class Estimates:
     """Every cell's estimate (the grid's shape) and the metric on the clean run it starts from."""
@@ -242,56 +361,19 @@ class Estimates:
     clean: float
 
 
-def estimate_cells(ctx: SweepContext, budget_bytes: int | None = None) -> Estimates:
+def estimate_cells(ctx: SweepContext, budget_bytes: int | None = None,
+                   shared: SharedGradients | None = None) -> Estimates:
     """Every cell's first-order estimate, in the shape of the grid (see the module
     docstring). Refused (:class:`EstimateRefused`) where the metric has no first-order
     signal, the model is in train mode or its output is not differentiable, or the forward
-    with gradients would pass ``budget_bytes`` (default: half the free memory)."""
-    why = refusal(ctx)
-    if why is not None:
-        raise EstimateRefused(why)
+    with gradients would pass ``budget_bytes`` (default: half the free memory). ``shared``:
+    the forward with gradients where it ran as the sweep's baseline (else it runs here)."""
     t0 = time.perf_counter()
-    budget = _budget(ctx.dev) if budget_bytes is None else budget_bytes
-    need = estimate_bytes(ctx)
-    if need > budget:
-        raise EstimateRefused(
-            f"the estimate's backward keeps about {need / 2**20:.0f} MiB of activations, over "
-            f"the memory budget of {budget / 2**20:.0f} MiB: use a shorter input, or drop "
-            "--estimate and run the cells")
+    got = shared.done if shared is not None and shared.done is not None else None
+    if got is None:
+        got = _gradients(ctx, budget_bytes)
     sources = _sources(ctx)
-    sites = _sites(ctx)
-    module = ctx.module
-    params = [p for p in module.parameters() if p.requires_grad]
-    start = snapshot(module)
-    handles = []
-    try:
-        for p in params:
-            p.requires_grad_(False)
-        for s in sites.values():
-            handles.append(s.attach())
-        with stop_points(module, ctx.should_stop):
-            out = forward(module, own_copy(ctx.x), torch.enable_grad)
-        base = ctx.shared.output if ctx.shared is not None else map_tensors(
-            lambda t: t.detach().cpu(), out)
-        for h in handles:
-            h.remove()
-        handles = []
-        with torch.enable_grad():
-            m = _metric_tensor(ctx, map_tensors(lambda t: t.to(ctx.dev), base), out)
-            zeros = [z for s in sites.values() for zs in s.zeros for z in zs.values()]
-            grads = torch.autograd.grad(m, zeros, allow_unused=True) if zeros else ()
-    except (Cancelled, HookscopeError):
-        raise
-    finally:
-        for h in handles:
-            h.remove()
-        for p in params:
-            p.requires_grad_(True)
-        restore(module, start)
-    ctx.counts["gradient"] = ctx.counts.get("gradient", 0) + 1
-    found = iter(grads)
-    grad_of: dict[tuple[int, str], list[dict[str, torch.Tensor | None]]] = {
-        key: [{k: next(found) for k in zs} for zs in s.zeros] for key, s in sites.items()}
+    base = ctx.shared.output if ctx.shared is not None else got.output
     clean = ctx.metric.cell(base, base)
     if ctx.clean is None and ctx.metric.clean is not None:
         ctx.clean = ctx.metric.clean(base)
@@ -299,7 +381,7 @@ def estimate_cells(ctx: SweepContext, budget_bytes: int | None = None) -> Estima
     for k, layers in enumerate(ctx.resolved):
         if ctx.should_stop is not None and ctx.should_stop():
             raise Cancelled("the estimate was stopped")
-        est[ctx.grid[k]] = clean + _first_order(layers, sites, grad_of, sources)
+        est[ctx.grid[k]] = clean + _first_order(layers, got.sites, got.grad_of, sources)
     ctx.timings_ms["estimate"] = (time.perf_counter() - t0) * 1e3
     return Estimates(est, clean)
 
@@ -396,4 +478,4 @@ def verify_cells(ctx: SweepContext, est: Estimates, k: int,
                        arrived=arrived)
 
 
-__all__ = ["EstimateRefused", "Estimates", "check_estimable", "estimate_cells", "largest_changes", "spearman", "verify_cells"]
+__all__ = ["EstimateRefused", "Estimates", "SharedGradients", "check_estimable", "estimate_cells", "largest_changes", "spearman", "verify_cells"]

@@ -42,7 +42,9 @@ class SweepResult:
     #: cell index (a tuple, one entry per axis) -> what each intervention did in that cell
     receipts: dict[tuple[int, ...], dict[str, Receipt]]
     timings_ms: dict[str, float] = field(default_factory=dict)
-    #: forwards run: baselines, source passes and intervened ones (a batched forward is one)
+    #: forwards run: baselines, source passes and intervened ones (a batched forward is one),
+    #: and an estimate's forward with gradients (``gradient``; it is the baseline too where the
+    #: sweep shares one, see :mod:`.sweep_estimate`)
     forwards: dict[str, int] = field(default_factory=dict)
     _cell: Callable[[Mapping[str, Any]], RunResult] | None = field(default=None, repr=False)
     _plan: Callable[[Mapping[str, Any]], Plan] | None = field(default=None, repr=False)

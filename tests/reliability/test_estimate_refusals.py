@@ -6,6 +6,7 @@ backward over the memory budget."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -81,3 +82,34 @@ def test_a_backward_over_the_budget_is_refused_before_it_runs():
     finally:
         h.remove()
     assert not grads
+
+
+def test_the_budget_refuses_exactly_where_twice_the_leaf_outputs_pass_it():
+    """The memory check runs as the forward with gradients goes (the baseline is that
+    forward): a budget one byte under twice every leaf module's output of a plain forward
+    is refused naming that figure, with no backward run; the figure itself is enough."""
+    cnn = load_model("demo:cnn")
+    sizes = []
+    leaves = [m for m in cnn.module.modules() if next(m.children(), None) is None]
+    hs = [m.register_forward_hook(lambda m, a, out: sizes.append(out.numel() * out.element_size()))
+          for m in leaves]
+    try:
+        with torch.inference_mode():
+            cnn.module(cnn.example_input)
+    finally:
+        for h in hs:
+            h.remove()
+    need = 2 * sum(sizes)
+    args = (cnn.module, cnn.example_input, {"u": "0:2"}, {"conv1": "zero@units={u}"}, "prob:#3")
+    grads = []
+    h = cnn.module.conv1.register_full_backward_hook(lambda *a: grads.append(1))
+    try:
+        with pytest.raises(EstimateRefused, match="memory budget") as refused:
+            sweep(*args, meaning=cnn.meaning, estimate=True, estimate_budget=need - 1)
+    finally:
+        h.remove()
+    assert not grads
+    assert f"about {need / 2**20:.0f} MiB" in str(refused.value)
+    res = sweep(*args, meaning=cnn.meaning, estimate=True, estimate_budget=need)
+    assert np.isfinite(res.estimates).all() and np.ptp(res.estimates) > 0
+    assert res.forwards["baseline"] == 0 and res.forwards["gradient"] == 1
