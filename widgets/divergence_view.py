@@ -181,7 +181,8 @@ class DivergenceView(QWidget):
     def _say_unaligned(self, result: DiffResult | None) -> None:
         text = unaligned_text(result) if result is not None else ""
         self.unaligned.setText(text)
-        self.unaligned.setToolTip(unaligned_text(result, TIP_NAMED) if text else "")
+        self.unaligned.setToolTip(unaligned_text(result, TIP_NAMED)
+                                  if result is not None and text else "")
         self.unaligned.setVisible(bool(text))
 
     # -- pointing ------------------------------------------------------------------
