@@ -507,7 +507,8 @@ class SweepPlot(QWidget):
             best = " (the row's largest mean)" if row_best else best
             shown = f"{v:.6g} ± {sd:.3g} over {len(per)} inputs{best}"
         elif row_best:
-            shown += " (the row's largest)"
+            shown += (" (the row's largest)" if self.result.estimates is None
+                      else " (the row's largest estimate)")
         sign = "=" if self.result.estimates is None else "≈"
         return f"{' · '.join(where)}: {self.metric_name(self.result)} {sign} {shown}{base}"
 
