@@ -251,3 +251,13 @@ def test_a_heat_map_with_a_strength_axis_stars_each_rows_largest(plot, qtbot):
     plot.show_result(grid([[1.0, 3.0, np.nan], [2.0, 2.0, np.nan], [np.nan, 5.0, np.nan]],
                           ["a", "b", "c"], ["p0", "p1", "p2"]))
     assert plot.row_best == {0: 1}   # row b all equal, row c one cell run: no best yet
+    # an estimated grid stars its rows' largest estimates, and says it is an estimate
+    est = np.array([[0.5, 2.0, 1.0], [3.0, 1.0, 2.0]])
+    r = grid(np.full((2, 3), np.nan), ["a", "b"], ["p0", "p1", "p2"])
+    r.estimates = est
+    plot.show_result(r)
+    assert plot.row_best == {0: 1, 1: 0}
+    g = plot.graphics
+    hover(g, g.mapFromScene(plot.cell_center(1, 0)))
+    assert plot.readout.text().endswith("≈ 3 (first-order estimate) (the row's largest estimate) "
+                                        "(baseline 0.25)")
