@@ -18,7 +18,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLineEdit
 
 from hookscope.core import load_model
-from tests.app.test_compare_panels import ROWS, click_point, compare_with
+from tests.support.compare_window import ROWS, click_point, compare_with
 from tests.support.hand_hooks import hooked_outputs
 from tests.support.keys import retype
 
