@@ -16,6 +16,7 @@ its tooltip.
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -181,8 +182,10 @@ class DivergenceView(QWidget):
     def _say_unaligned(self, result: DiffResult | None) -> None:
         text = unaligned_text(result) if result is not None else ""
         self.unaligned.setText(text)
-        self.unaligned.setToolTip(unaligned_text(result, TIP_NAMED)
-                                  if result is not None and text else "")
+        # the tooltip as rich text that wraps, a layer's name escaped (never read as markup)
+        tip = unaligned_text(result, TIP_NAMED) if result is not None and text else ""
+        self.unaligned.setToolTip("<p>" + html.escape(tip).replace("\n", "<br>") + "</p>"
+                                  if tip else "")
         self.unaligned.setVisible(bool(text))
 
     # -- pointing ------------------------------------------------------------------

@@ -24,14 +24,15 @@ from tests.support.keys import retype
 
 
 def _answer_save_dialog(qtbot, file_path, answered: list) -> None:
-    """When the save dialog is up: the file name typed into its name field, Save clicked."""
+    """When the save dialog is up: in the file's folder, its name typed, Save clicked."""
     dlg = QApplication.activeModalWidget()
     if not isinstance(dlg, QFileDialog) or dlg.objectName() != "fileDialog":
         QTimer.singleShot(50, lambda: _answer_save_dialog(qtbot, file_path, answered))
         return
-    name = dlg.findChild(QLineEdit, "fileNameEdit")
+    # the test's folder opened (a whole path typed would open the name field's completer,
+    # which takes the keys a test sends next), then the name typed and Save clicked
     dlg.setDirectory(str(file_path.parent))
-    retype(name, file_path.name)
+    retype(dlg.findChild(QLineEdit, "fileNameEdit"), file_path.name)
     answered.append(dlg.windowTitle())
     QTest.mouseClick(dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Save),
                      Qt.MouseButton.LeftButton)

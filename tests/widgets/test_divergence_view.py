@@ -102,6 +102,7 @@ def test_layers_and_calls_only_one_model_has_are_said_under_the_plot(view, qtbot
     assert notes == list(got.notes) and any("'act': 1 and 2" in n for n in notes)
     tip = view.unaligned.toolTip()
     assert all(p in tip for p in got.only_in_b) and "more" not in tip
+    assert "only in A (1): norm<br>" in tip
     # no point stands for a layer only one model ran
     assert not set(view.bottom.labels) & {*got.only_in_a, *got.only_in_b}
     if wanted():
