@@ -7,10 +7,16 @@ Rows whose outputs are equal (relative change 0) have no place on a log axis: th
 a dotted floor line labelled as such, a decade below the smallest change, drawn hollow,
 and the read-out says "equal". Points within the
 tolerance are blue, points past it orange, and the first of those a larger red star.
+
+What has no point is said in a line under the plot: the layers only one model ran (no
+row to draw) and the diff's notes (calls one model made more often than the other, a
+model B in another dtype), a few names each with a count of the rest; the full lists in
+its tooltip.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Any
 
@@ -28,6 +34,8 @@ WITHIN = (31, 119, 180)
 PAST = (255, 127, 14)
 FIRST = (214, 39, 40)
 PICK_PX = 24   # a click this close to a point (in pixels, along x) picks it
+NAMED = 4      # layers named in the line under the plot (per model), the rest counted
+TIP_NAMED = 40   # and in its tooltip
 
 
 def floor_of(values: list[float], tolerance: float) -> float:
@@ -36,6 +44,20 @@ def floor_of(values: list[float], tolerance: float) -> float:
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     low = min(positive + ([tolerance] if tolerance > 0 else []), default=1e-6)
     return 10 ** (math.floor(math.log10(low)) - 1)
+
+
+def few(paths: tuple[str, ...], n: int) -> str:
+    """The first ``n`` of ``paths``, and how many more there are."""
+    shown = ", ".join(paths[:n])
+    return shown + (f" and {len(paths) - n} more" if len(paths) > n else "")
+
+
+def unaligned_text(result: DiffResult, n: int = NAMED) -> str:
+    """What the plot cannot show: the layers only one model ran (``n`` of each named) and
+    the diff's notes, one line each; ``""`` when there are none."""
+    lines = [f"only in {model} ({len(paths)}): {few(paths, n)}"
+             for model, paths in (("B", result.only_in_b), ("A", result.only_in_a)) if paths]
+    return "\n".join(([" · ".join(lines)] if lines else []) + list(result.notes))
 
 
 class DivergenceView(QWidget):
@@ -80,6 +102,13 @@ class DivergenceView(QWidget):
             (170, 170, 170), width=1, style=Qt.PenStyle.DotLine), label="equal in A and B (0)",
             labelOpts={"position": 0.97, "color": (110, 110, 110), "anchors": [(1, 1), (1, 1)]})
         self.plot.addItem(self.equal_line)
+        # the layers only one model ran, and the diff's notes (hidden when there are none)
+        self.unaligned = named(QLabel(""), "divergenceUnaligned")
+        self.unaligned.setWordWrap(True)
+        self.unaligned.setTextFormat(Qt.TextFormat.PlainText)
+        self.unaligned.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.unaligned.setStyleSheet("color: #5a4a00;")
+        self.unaligned.setVisible(False)
         self.readout = named(QLabel(" "), "divergenceReadout")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setWordWrap(True)
@@ -93,6 +122,7 @@ class DivergenceView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.graphics, 1)
+        lay.addWidget(self.unaligned)
         lay.addLayout(row)
         self.chosen: int | None = None
         self.graphics.scene().sigMouseClicked.connect(self._on_click)
@@ -104,6 +134,7 @@ class DivergenceView(QWidget):
         self.result = result
         self.chosen = None
         self.chosen_mark.setVisible(False)
+        self._say_unaligned(result)
         if result is None or not result.layers:
             self.logs = np.zeros(0)
             for item in (self.curve, self.points, self.first, self.tolerance_line,
@@ -147,6 +178,15 @@ class DivergenceView(QWidget):
         self.plot.enableAutoRange()
         self.plot.vb.updateAutoRange()   # now, not at the next paint: a click maps by it
         self.readout.setText("click a point to show that layer as model A against model B")
+
+    def _say_unaligned(self, result: DiffResult | None) -> None:
+        text = unaligned_text(result) if result is not None else ""
+        self.unaligned.setText(text)
+        # the tooltip as rich text that wraps, a layer's name escaped (never read as markup)
+        tip = unaligned_text(result, TIP_NAMED) if result is not None and text else ""
+        self.unaligned.setToolTip("<p>" + html.escape(tip).replace("\n", "<br>") + "</p>"
+                                  if tip else "")
+        self.unaligned.setVisible(bool(text))
 
     # -- pointing ------------------------------------------------------------------
     def point_center(self, index: int) -> QPointF:

@@ -300,7 +300,8 @@ class LayerPlot(QFrame):
             return ["note"], [["nothing drawn yet"]]
         pre, _, label = reference_of(rec)
         drawn = self.wide.drawn.image if self.wide.drawn is not None else None
-        return tensor_rows(rec.tensor, pre, self.view_kind, drawn, label or "before")
+        return tensor_rows(rec.tensor, pre, self.view_kind, drawn, label or "before",
+                           pair=rec.pair is not None)
 
     def _reset_view(self) -> None:
         """Undo a zoom of the shape view: its fitted range again."""

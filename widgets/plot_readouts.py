@@ -4,7 +4,7 @@ Pure numpy (no Qt): :func:`image_cell` turns a position in a drawn image
 (heat map, token map, feature-map grid, possibly before | after side by side)
 into the activation's index and value; :func:`tensor_rows` lists a captured
 tensor as CSV rows (index columns, then the value after and before the
-intervention).
+intervention, or model A's and model B's).
 """
 
 from __future__ import annotations
@@ -128,12 +128,14 @@ def _first_sample(t: torch.Tensor, kind: str) -> np.ndarray:
 
 
 def tensor_rows(tensor: torch.Tensor | None, pre: torch.Tensor | None, kind: str,
-                drawn: np.ndarray | None = None,
-                pre_name: str = "before") -> tuple[list[str], list[list]]:
+                drawn: np.ndarray | None = None, pre_name: str = "before",
+                pair: bool = False) -> tuple[list[str], list[list]]:
     """A captured tensor as CSV rows: index columns, ``value`` and (if it is
     compared with one) ``pre_name``: ``before`` its intervention, or ``without``
-    the interventions for a layer downstream. Feature maps and token maps list the first sample; a tensor of
-    more than :data:`MAX_CSV_VALUES` values lists the drawn picture instead."""
+    the interventions for a layer downstream. ``pair``: ``pre`` is model A's output and
+    ``tensor`` model B's, written as columns ``A`` then ``B``. Feature maps and token maps
+    list the first sample; a tensor of more than :data:`MAX_CSV_VALUES` values lists the
+    drawn picture instead."""
     if tensor is None:
         return ["note"], [["statistics only: no tensor was kept"]]
     arr = _first_sample(tensor, kind)
@@ -148,6 +150,10 @@ def tensor_rows(tensor: torch.Tensor | None, pre: torch.Tensor | None, kind: str
     flat = arr.reshape(-1)
     if before is not None and before.shape == arr.shape:
         pre_flat = before.reshape(-1)
+        if pair:
+            return ([*names, "A", "B"],
+                    [[*map(int, i), float(p), float(v)] for i, v, p in zip(idx, flat, pre_flat)])
         return ([*names, "value", pre_name],
                 [[*map(int, i), float(v), float(p)] for i, v, p in zip(idx, flat, pre_flat)])
-    return [*names, "value"], [[*map(int, i), float(v)] for i, v in zip(idx, flat)]
+    return ([*names, "B" if pair else "value"],
+            [[*map(int, i), float(v)] for i, v in zip(idx, flat)])

@@ -9,7 +9,9 @@ zero (blue below, red above); numbers of one sign a sequential one.
 
 Over an input set the numbers are means: a curve draws a band and a bar of mean ± spread
 and stars the largest mean, the read-out gives a cell's spread, and the Show list draws a
-grid's row (one layer over strengths) as such a curve.
+grid's row (one layer over strengths) as such a curve. A heat map over an input set, or
+with a numeric axis, marks each row's largest number with a small star (see
+:mod:`.sweep_best`), and the read-out of that cell says so.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsPathItem, QGraphicsRectItem, 
 from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
 from hookscope.widgets.plot_style import plain_axes
+from hookscope.widgets.sweep_best import marks_row_bests, row_bests
 from hookscope.widgets.sweep_labels import LabelAxis, column_labels, labels_of, numeric
 
 DIVERGING = "CET-D1"   # blue-white-red, white at zero
@@ -36,6 +39,8 @@ ESTIMATED = "estimates — first order"   # the title's mark of a grid of estima
 MEAN_OF = "means over"   # the mark above a grid over an input set
 SPREAD_BAND = (31, 119, 180, 55)   # the fill of mean ± spread over an input set
 HEAT_MAP = "heat map"   # the Show list's first entry; the others draw one row as a curve
+ROW_BEST_PX = 10   # the star marking a heat map row's largest number, in pixels
+ROW_BEST_IN = 9    # its middle this many pixels in from the cell's top and right edges
 
 
 class SweepPlot(QWidget):
@@ -113,6 +118,18 @@ class SweepPlot(QWidget):
         self.plot.addItem(self.verified_points)
         #: the point of the largest mean (a curve over an input set), else ``None``
         self.best: int | None = None
+        # a heat map's best cell of each row: a small white star, outlined to read on any
+        # colour, set in the cell's top-right corner (the cell's colour stays whole at its
+        # middle), under the cell marks
+        self.row_best_mark = pg.ScatterPlotItem(size=ROW_BEST_PX, symbol="star",
+                                                pen=pg.mkPen((30, 30, 30), width=1),
+                                                brush=(255, 255, 255))
+        self.row_best_mark.setZValue(17)
+        self.plot.addItem(self.row_best_mark, ignoreBounds=True)
+        #: ``{row: column}`` of the cells marked as their row's largest (a heat map)
+        self.row_best: dict[int, int] = {}
+        # placed in pixels from the corner: again when a resize or zoom changes a cell's size
+        self.plot.vb.sigTransformChanged.connect(lambda *_a: self._place_row_bests())
         self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get(SEQUENTIAL),
                                           interactive=False, width=12, colorMapMenu=False)
         self.colour_bar.axis.enableAutoSIPrefix(False)
@@ -170,10 +187,11 @@ class SweepPlot(QWidget):
             for item in (self.image, self.curve, self.baseline_line, self.backdrop,
                          self.marker, self.hover_mark, self.point_mark, self.colour_bar,
                          self.spread_bars, self.spread_band, self.band_low, self.band_high,
-                         self.best_mark,
+                         self.best_mark, self.row_best_mark,
                          self.verified_mark, self.verified_points):
                 item.setVisible(False)
             self.best = None
+            self.row_best = {}
             self.left.set_labels([])
             self.bottom.set_labels([])
             self.plot.setLabel("left", "")
@@ -331,12 +349,26 @@ class SweepPlot(QWidget):
                      self.spread_band, self.band_low, self.band_high, self.best_mark):
             item.setVisible(False)
         self.best = None
+        self.row_best = row_bests(g) if marks_row_bests(result) else {}
+        self._place_row_bests()
+        self.row_best_mark.setVisible(bool(self.row_best))
         self.plot.invertY(True)
         self.left.set_labels(labels_of(result, names[0]))
         self.bottom.set_labels(column_labels(result))
         self.plot.setLabel("left", names[0])
         self.plot.setLabel("bottom", " · ".join(names[1:]))
         self.plot.setLimits(xMin=-0.5 - cols, xMax=cols * 2, yMin=-0.5 - rows, yMax=rows * 2)
+
+    def _place_row_bests(self) -> None:
+        """Each row's star in its best cell's top-right corner, :data:`ROW_BEST_IN` pixels in
+        from both edges (at most a third of the cell in: a small cell keeps its star)."""
+        if not self.row_best:
+            self.row_best_mark.setData([], [])
+            return
+        px, py = self.plot.vb.viewPixelSize()   # view units per pixel (rows grow downwards)
+        dx, dy = min(ROW_BEST_IN * px, 1 / 3), min(ROW_BEST_IN * py, 1 / 3)
+        self.row_best_mark.setData([c + 0.5 - dx for c in self.row_best.values()],
+                                   [r - 0.5 + dy for r in self.row_best])
 
     def _x(self, result: SweepResult, name: str) -> np.ndarray:
         coords = result.coords[name]
@@ -375,8 +407,10 @@ class SweepPlot(QWidget):
         self.baseline_line.setVisible(base is not None and math.isfinite(base))
         if base is not None and math.isfinite(base):
             self.baseline_line.setValue(base)
-        for item in (self.image, self.backdrop, self.colour_bar, self.marker, self.hover_mark):
+        for item in (self.image, self.backdrop, self.colour_bar, self.marker, self.hover_mark,
+                     self.row_best_mark):
             item.setVisible(False)
+        self.row_best = {}
         self._draw_spread(x, y, spread)
         self.plot.enableAutoRange()   # a curve's y range grows as its points arrive
         self.plot.vb.updateAutoRange()   # now, not at the next paint: a hover maps by it
@@ -464,12 +498,17 @@ class SweepPlot(QWidget):
             if math.isfinite(real):
                 shown += f", run: {real:.6g}"
         spread, per = self.result.spread, self.result.per_input
+        row_best = not self.is_curve() and self.row_best.get(row) == col
         if (spread is not None and per is not None and math.isfinite(v)
                 and self.result.estimates is None):
             sd = float(spread.reshape(spread.shape[0], -1)[row, col])
             best = (" (the largest mean)" if self.best is not None and self.is_curve()
                     and self._point(row, col) == self.best else "")
+            best = " (the row's largest mean)" if row_best else best
             shown = f"{v:.6g} ± {sd:.3g} over {len(per)} inputs{best}"
+        elif row_best:
+            shown += (" (the row's largest)" if self.result.estimates is None
+                      else " (the row's largest estimate)")
         sign = "=" if self.result.estimates is None else "≈"
         return f"{' · '.join(where)}: {self.metric_name(self.result)} {sign} {shown}{base}"
 

@@ -77,3 +77,32 @@ def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
                      Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "tolerance 'lots'" in win.error_text(), timeout=5000)
     assert tool.result is got
+
+
+def test_layers_only_model_b_has_are_said_in_the_divergence_dock(make_window, qtbot):
+    """Model B a factory whose tree differs from A's (typed into the dialog): the layers only
+    one model runs, and the call only B makes, are said under the plot."""
+    from tests.support import differing_trees
+
+    source = differing_trees.__file__
+    want = diff(differing_trees.Net(norm=True).eval(),
+                differing_trees.Net(extras=6, twice=True).eval(), differing_trees.example())
+    win = make_window([f"{source}:build_a"])
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    tool = win.compare_tool
+    dlg = _dialog(win, qtbot)
+    _type(dlg.spec, f"{source}:build_b")
+    QTest.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
+                     Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: tool.result is not None and win.is_idle(), timeout=60_000)
+    got = tool.result
+    assert (got.only_in_a, got.only_in_b) == (want.only_in_a, want.only_in_b)
+    line = tool.view.unaligned
+    qtbot.waitUntil(line.isVisible)
+    assert line.text().startswith(f"only in B (6): {', '.join(want.only_in_b[:4])} and 2 more "
+                                  "· only in A (1): norm")
+    assert "'act': 1 and 2" in line.text()
+    if wanted():
+        win.resize(1400, 900)
+        qtbot.wait(200)
+        save_shot(win, "compare_unaligned_1400x900")

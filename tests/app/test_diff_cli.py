@@ -71,6 +71,26 @@ def test_table_marks_the_first_divergent_row(tmp_path, capsys):
     assert "first divergent  conv2 (call 0)" in cap.out
 
 
+def test_table_and_json_say_the_layers_only_one_model_has(capsys):
+    """Two factories whose trees differ: the table names every layer only one model ran and
+    the call only B made, as the JSON and hookscope.core.diff do."""
+    from tests.support import differing_trees
+
+    source = differing_trees.__file__
+    want = diff(differing_trees.Net(norm=True).eval(),
+                differing_trees.Net(extras=6, twice=True).eval(), differing_trees.example())
+    argv = ["diff", f"{source}:build_a", f"{source}:build_b"]
+    rc = main(argv)
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    lines = cap.out.splitlines()
+    assert "only in A        norm" in lines
+    assert "only in B        " + ", ".join(want.only_in_b) in lines
+    assert any(ln.startswith("note: ") and "'act': 1 and 2" in ln for ln in lines)
+    got = run_json(argv[1:], capsys)
+    assert got["only_in_a"] == list(want.only_in_a) and got["only_in_b"] == list(want.only_in_b)
+
+
 def test_bfloat16_and_interventions_in_both(capsys):
     got = run_json(["demo:cnn", "--b-dtype", "bfloat16"], capsys)
     rels = [r["relative_change"] for r in got["layers"]]

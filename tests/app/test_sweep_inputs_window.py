@@ -222,6 +222,13 @@ def test_dose_response_grid_of_layers_and_strengths_and_one_layers_curve(make_wi
     plot = view.plot
     assert plot.show_row.isVisible() and plot.show_box.currentText() == HEAT_MAP
     assert plot.image.isVisible()
+    # the heat map stars each layer's best strength: the column of its row's largest mean
+    assert plot.row_best == {r: int(np.argmax(got.values[r])) for r in range(2)}
+    assert plot.row_best_mark.isVisible()
+    r, c = 0, plot.row_best[0]
+    _hover_reads(qtbot, plot, f"± {got.spread[r, c]:.3g} over 3 inputs (the row's largest mean)",
+                 r, c)
+    _shot(win, qtbot, "dose_heat_map", (1400, 900))
     # one layer's dose-response: its row as a curve with its band and its best strength
     choose(plot.show_box, "curve of layer blocks.1")
     assert not plot.image.isVisible() and plot.curve.isVisible()

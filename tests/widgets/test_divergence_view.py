@@ -1,6 +1,7 @@
 """The divergence view on its own: a real diff (demo:cnn against itself with conv2's weights
 nudged) drawn by layer on a log axis, the tolerance line, the first divergent layer starred,
-equal layers on the floor, and a click on a point naming its layer."""
+equal layers on the floor, and a click on a point naming its layer; the layers only one of two
+models runs said under the plot."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from PySide6.QtTest import QTest
 
 from hookscope.core import diff, load_model
 from hookscope.widgets.divergence_view import DivergenceView, floor_of
+from tests.support.differing_trees import Net, example
 from tests.support.screenshots import wanted, save_shot
 
 
@@ -80,3 +82,32 @@ def test_no_layer_past_the_tolerance_and_empty(view, nudged):
     assert "none" in view.plot.titleLabel.text
     view.show_result(None)
     assert not view.curve.isVisible() and view.row_at(view.plot.sceneBoundingRect().center()) is None
+    assert not view.unaligned.isVisible()
+
+
+def test_layers_and_calls_only_one_model_has_are_said_under_the_plot(view, qtbot):
+    """Model A has ``norm``, B six ``extras`` and a second call of ``act``: none has a point,
+    and the line under the plot names them (four per model, the rest counted), the full
+    lists in its tooltip."""
+    got = diff(Net(norm=True).eval(), Net(extras=6, twice=True).eval(), example())
+    assert got.only_in_a == ("norm",) and len(got.only_in_b) == 6
+    view.show_result(got)
+    assert view.unaligned.isVisible()
+    first, *notes = view.unaligned.text().split("\n")
+    b, a = first.split(" · ")
+    assert b == f"only in B (6): {', '.join(got.only_in_b[:4])} and 2 more"
+    assert a == "only in A (1): norm"
+    # act ran twice in B, once in A: its second call has no row, and the note says so
+    assert [r.path for r in got.layers].count("act") == 1
+    assert notes == list(got.notes) and any("'act': 1 and 2" in n for n in notes)
+    tip = view.unaligned.toolTip()
+    assert all(p in tip for p in got.only_in_b) and "more" not in tip
+    assert "only in A (1): norm<br>" in tip
+    # no point stands for a layer only one model ran
+    assert not set(view.bottom.labels) & {*got.only_in_a, *got.only_in_b}
+    if wanted():
+        view.resize(1400, 900)
+        qtbot.wait(50)
+        save_shot(view, "divergence_unaligned_1400x900")
+    view.show_result(diff(Net().eval(), Net().eval(), example()))
+    assert not view.unaligned.isVisible() and view.unaligned.text() == ""

@@ -205,3 +205,59 @@ def test_show_draws_one_row_of_a_grid_as_a_curve_and_a_click_names_its_cell(plot
     plot.show_result(SweepResult(np.arange(3.0), {"f": ["0", "1", "2"]}, {"f": [0, 1, 2]}, "kl",
                                  None, {}))
     assert not plot.show_row.isVisible()
+
+
+def _star_cell(plot, i):
+    """The cell (row, column) under the middle of the ``i``-th row-best star, and that
+    pixel's colour as drawn."""
+    plot.graphics.viewport().repaint()
+    img = plot.graphics.grab().toImage()
+    at = plot.plot.vb.mapViewToScene(plot.row_best_mark.points()[i].pos())
+    return plot.cell_at(at), QColor(img.pixel(plot.graphics.mapFromScene(at)))
+
+
+def test_a_heat_map_with_a_strength_axis_stars_each_rows_largest(plot, qtbot):
+    cnn = load_model("demo:cnn")
+    res = sweep(cnn.module, cnn.example_input,
+                {"layer": "conv1,conv2,fc", "factor": "linspace(-1,2,4)"},
+                {"{layer}": "scale:{factor}"}, "prob:#7", meaning=cnn.meaning)
+    plot.show_result(res)
+    assert plot.image.isVisible() and plot.row_best_mark.isVisible()
+    want = {r: int(np.argmax(res.values[r])) for r in range(res.values.shape[0])
+            if res.values[r].max() > res.values[r].min()}
+    assert len(want) == 3 and plot.row_best == want
+    stars = [_star_cell(plot, i) for i in range(len(plot.row_best_mark.points()))]
+    # each star sits in its row's largest cell, drawn white on the cell's colour
+    assert sorted(cell for cell, _ in stars) == sorted(want.items())
+    assert all(min(c.red(), c.green(), c.blue()) > 230 for _, c in stars)
+    assert all(_pixel(plot, r, c) != QColor(255, 255, 255) for r, c in want.items())
+    g = plot.graphics
+    for r, c in want.items():
+        hover(g, g.mapFromScene(plot.cell_center(r, c)))
+        assert plot.readout.text().endswith(
+            f"= {res.values[r, c]:.6g} (the row's largest) (baseline {res.baseline:.6g})")
+        other = (c + 1) % res.values.shape[1]
+        hover(g, g.mapFromScene(plot.cell_center(r, other)))
+        assert "largest" not in plot.readout.text()
+    # a row's curve has no row stars; categories on both axes, or a row all equal, neither
+    choose(plot.show_box, "curve of layer conv2")
+    assert not plot.row_best_mark.isVisible() and plot.row_best == {}
+    choose(plot.show_box, "heat map")
+    assert plot.row_best_mark.isVisible()
+    plot.show_result(SweepResult(np.array([[1.0, 3.0], [2.0, 2.0]]),
+                                 {"layer": ["a", "b"], "head": ["h0", "h1"]},
+                                 {"layer": ["a", "b"], "head": ["h0", "h1"]}, "kl", None, {}))
+    assert plot.row_best == {} and not plot.row_best_mark.isVisible()
+    plot.show_result(grid([[1.0, 3.0, np.nan], [2.0, 2.0, np.nan], [np.nan, 5.0, np.nan]],
+                          ["a", "b", "c"], ["p0", "p1", "p2"]))
+    assert plot.row_best == {0: 1}   # row b all equal, row c one cell run: no best yet
+    # an estimated grid stars its rows' largest estimates, and says it is an estimate
+    est = np.array([[0.5, 2.0, 1.0], [3.0, 1.0, 2.0]])
+    r = grid(np.full((2, 3), np.nan), ["a", "b"], ["p0", "p1", "p2"])
+    r.estimates = est
+    plot.show_result(r)
+    assert plot.row_best == {0: 1, 1: 0}
+    g = plot.graphics
+    hover(g, g.mapFromScene(plot.cell_center(1, 0)))
+    assert plot.readout.text().endswith("≈ 3 (first-order estimate) (the row's largest estimate) "
+                                        "(baseline 0.25)")
