@@ -17,8 +17,7 @@ from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLineEdit
 
-from hookscope.core import load_model
-from tests.support.compare_window import ROWS, click_point, compare_with
+from tests.support.compare_window import ROWS, click_point, compare_with, nudged_cnn
 from tests.support.hand_hooks import hooked_outputs
 from tests.support.keys import retype
 
@@ -58,15 +57,10 @@ def export_view_csv(qtbot, panel, file_path) -> list[list[str]]:
 
 
 def test_an_a_against_b_panel_exports_columns_a_and_b(make_window, qtbot, tmp_path):
-    lm = load_model("demo:cnn")
+    lm, weights = nudged_cnn(tmp_path)
     a = lm.module.eval()
     b = copy.deepcopy(a)
-    state = b.state_dict()
-    g = torch.Generator().manual_seed(1)
-    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
-    b.load_state_dict(state)
-    weights = tmp_path / "nudged.pt"
-    torch.save(state, weights)
+    b.load_state_dict(torch.load(weights))
     x = lm.example_input
     hand_a, hand_b = hooked_outputs(a, x, ROWS), hooked_outputs(b, x, ROWS)
 

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from hookscope.core import load_model
-from tests.support.compare_window import ROWS, click_point, compare_with, wait_pair
+from tests.support.compare_window import ROWS, click_point, compare_with, wait_pair, nudged_cnn
 from tests.support.mouse_events import drag_line
 from tests.support.hand_hooks import hooked_outputs
 from tests.support.screenshots import wanted, save_shot
@@ -48,15 +48,10 @@ def assert_shows(panel, want_a, want_b, b_name):
 
 def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_window, qtbot,
                                                                        tmp_path):
-    lm = load_model("demo:cnn")
+    lm, weights = nudged_cnn(tmp_path)
     a = lm.module.eval()
     b = copy.deepcopy(a)
-    state = b.state_dict()
-    g = torch.Generator().manual_seed(1)
-    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
-    b.load_state_dict(state)
-    weights = tmp_path / "nudged.pt"
-    torch.save(state, weights)
+    b.load_state_dict(torch.load(weights))
     x = lm.example_input
     hand_a, hand_b = hooked_outputs(a, x, ROWS), hooked_outputs(b, x, ROWS)
 

@@ -6,37 +6,18 @@ stays usable."""
 from __future__ import annotations
 
 
-import torch
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QDialogButtonBox
+from PySide6.QtWidgets import QDialogButtonBox
 
-from hookscope.core import diff, load_model
+from hookscope.core import diff
+from tests.support.compare_window import compare_dialog, nudged_cnn
+from tests.support.keys import retype
 from tests.support.screenshots import wanted, save_shot
 
 
-def _type(field, text):
-    field.setFocus()
-    QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    QTest.keyClicks(field, text)
-
-
-def _dialog(win, qtbot):
-    win.findChild(QAction, "actionCompareWith").trigger()  # as File → Compare with…
-    qtbot.waitUntil(lambda: QApplication.activeModalWidget() is not None
-                    and QApplication.activeModalWidget().objectName() == "compareDialog",
-                    timeout=5000)
-    return QApplication.activeModalWidget()
-
-
 def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
-    lm = load_model("demo:cnn")
-    state = {k: v.clone() for k, v in lm.module.state_dict().items()}
-    g = torch.Generator().manual_seed(1)
-    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
-    weights = tmp_path / "nudged.pt"
-    torch.save(state, weights)
+    lm, weights = nudged_cnn(tmp_path)
     want = diff(lm, weights=str(weights))
 
     win = make_window(["demo:cnn"])
@@ -45,8 +26,8 @@ def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
     tool = win.compare_tool
     assert not tool.dock.isVisible()
 
-    dlg = _dialog(win, qtbot)
-    _type(dlg.weights, str(weights))
+    dlg = compare_dialog(win, qtbot)
+    retype(dlg.weights, str(weights))
     ok = dlg.buttons.button(QDialogButtonBox.StandardButton.Ok)
     QTest.mouseClick(ok, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tool.result is not None and win.is_idle(), timeout=60_000)
@@ -71,8 +52,8 @@ def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
             save_shot(win, f"compare_window_{w}x{h}")
 
     # a tolerance that is not a number: shown, nothing runs, the window stays usable
-    dlg = _dialog(win, qtbot)
-    _type(dlg.tolerance, "lots")
+    dlg = compare_dialog(win, qtbot)
+    retype(dlg.tolerance, "lots")
     QTest.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
                      Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "tolerance 'lots'" in win.error_text(), timeout=5000)
@@ -90,8 +71,8 @@ def test_layers_only_model_b_has_are_said_in_the_divergence_dock(make_window, qt
     win = make_window([f"{source}:build_a"])
     qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
     tool = win.compare_tool
-    dlg = _dialog(win, qtbot)
-    _type(dlg.spec, f"{source}:build_b")
+    dlg = compare_dialog(win, qtbot)
+    retype(dlg.spec, f"{source}:build_b")
     QTest.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
                      Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tool.result is not None and win.is_idle(), timeout=60_000)

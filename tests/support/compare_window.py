@@ -4,22 +4,41 @@ to show model A against model B (demo:cnn's leaf layers, in execution order: ROW
 
 from __future__ import annotations
 
+import torch
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialogButtonBox
 
+from hookscope.core import load_model
 from tests.support.keys import choose, retype
+from tests.support.window_menus import click_menu_action
 
 ROWS = ["conv1", "bn1", "relu1", "pool1", "conv2", "bn2", "relu2", "pool2", "flatten", "fc"]
 
 
-def compare_with(win, qtbot, weights=None, dtype=None):
-    win.findChild(QAction, "actionCompareWith").trigger()   # as File → Compare with…
+def nudged_cnn(tmp_path):
+    """demo:cnn loaded, and a weights file of it with conv2's weights nudged (seeded):
+    ``(loaded, path)``."""
+    lm = load_model("demo:cnn")
+    state = {k: v.clone() for k, v in lm.module.state_dict().items()}
+    g = torch.Generator().manual_seed(1)
+    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
+    path = tmp_path / "nudged.pt"
+    torch.save(state, path)
+    return lm, path
+
+
+def compare_dialog(win, qtbot):
+    """File → Compare with…, clicked; the dialog once it is up."""
+    click_menu_action(qtbot, win, "&File", "actionCompareWith")
     qtbot.waitUntil(lambda: QApplication.activeModalWidget() is not None
                     and QApplication.activeModalWidget().objectName() == "compareDialog",
                     timeout=5000)
-    dlg = QApplication.activeModalWidget()
+    return QApplication.activeModalWidget()
+
+
+def compare_with(win, qtbot, weights=None, dtype=None):
+    dlg = compare_dialog(win, qtbot)
     if weights:
         retype(dlg.weights, weights)
     if dtype:

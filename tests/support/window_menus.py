@@ -1,5 +1,5 @@
-"""Opening the window's menus as a person does: the View menu with Alt+V and a click on
-one of its actions, and the layer tree's context menu with a right click on a layer."""
+"""Opening the window's menus as a person does: a click on a menu's title in the menu bar
+and one on its action, and the layer tree's context menu with a right click on a layer."""
 
 from __future__ import annotations
 
@@ -11,15 +11,22 @@ from PySide6.QtWidgets import QApplication, QMenu
 from hookscope.widgets.layer_tree_model import COL_LAYER
 
 
+def click_menu_action(qtbot, win, menu_text: str, action_name: str) -> None:
+    """A click on the menu bar's ``menu_text`` (``"&File"``), then on its action named
+    ``action_name``."""
+    bar = win.menuBar()
+    title = [a for a in bar.actions() if a.text() == menu_text][0]
+    menu = title.menu()
+    win.activateWindow()
+    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(title).center())
+    qtbot.waitUntil(menu.isVisible)
+    action = win.findChild(QAction, action_name)
+    QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
+
+
 def click_view_action(qtbot, win, action_name: str) -> None:
     """Alt+V, then a click on the View menu's action named ``action_name``."""
-    view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
-    win.activateWindow()
-    QTest.keyClick(win, Qt.Key.Key_V, Qt.KeyboardModifier.AltModifier)
-    qtbot.waitUntil(view_menu.isVisible)
-    toggle = win.findChild(QAction, action_name)
-    QTest.mouseClick(view_menu, Qt.MouseButton.LeftButton,
-                     pos=view_menu.actionGeometry(toggle).center())
+    click_menu_action(qtbot, win, "&View", action_name)
 
 
 def tree_context_menu(qtbot, win, path: str) -> QMenu:

@@ -9,24 +9,19 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from hookscope.core import diff, load_model
+from hookscope.core import diff
 from hookscope.widgets.divergence_view import DivergenceView, floor_of
 from tests.support.differing_trees import Net, example
+from tests.support.compare_window import nudged_cnn
 from tests.support.screenshots import wanted, save_shot
 
 
 @pytest.fixture
 def nudged(tmp_path):
-    lm = load_model("demo:cnn")
-    state = {k: v.clone() for k, v in lm.module.state_dict().items()}
-    g = torch.Generator().manual_seed(1)
-    state["conv2.weight"] += 1e-2 * torch.randn(state["conv2.weight"].shape, generator=g)
-    path = tmp_path / "nudged.pt"
-    torch.save(state, path)
+    lm, path = nudged_cnn(tmp_path)
     return diff(lm, weights=str(path))
 
 
