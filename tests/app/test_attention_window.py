@@ -16,6 +16,7 @@ from PySide6.QtTest import QTest
 from hookscope.core import At, Clamp, Session, Zero
 from hookscope.widgets.attention_view import AttentionView, shown
 from tests.support.screenshots import wanted, save_shot
+from tests.support.window_menus import click_view_action
 
 
 def open_attention(win, qtbot):
@@ -91,7 +92,7 @@ def test_attention_dock_on_demo_lm(make_window, qtbot):
                     == Zero(at=At(heads=(0,))))
     assert win.session.current_plan().all_interventions()["blocks.0"] == Clamp(-0.1, 0.1)
     # Hidden again, runs stop computing it.
-    win.findChild(QAction, "actionViewAttention").trigger()
+    click_view_action(qtbot, win, "actionViewAttention")
     assert "attention" not in win.session.derived
 
 

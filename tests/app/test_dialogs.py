@@ -6,6 +6,7 @@ from hookscope.app.error_banner import ErrorBanner
 from hookscope.app.open_dialog import OpenModelDialog, factory_names
 from hookscope.app.recent import MAX_RECENT, RecentModels
 from hookscope.app.status import human_bytes
+from tests.support.window_menus import click_menu_action
 
 
 def test_factory_names_and_picking_a_py_file(qtbot, tmp_path):
@@ -42,7 +43,7 @@ def test_recent_menu_reopens(window, qtbot):
     acts = [a for a in window.actions_.recent_menu.actions() if a.text() == "demo:clamp"]
     assert acts
     with qtbot.waitSignal(window.modelLoaded, timeout=30_000):
-        acts[0].trigger()
+        click_menu_action(qtbot, window, "&File", "demo:clamp", submenu="Open &recent")
 
 
 def test_error_banner_shows_and_closes(qtbot):
@@ -62,11 +63,8 @@ def test_human_bytes():
 
 
 def test_open_demo_menu_loads_with_its_starting_plan(window, qtbot):
-    from PySide6.QtGui import QAction
-
-    act = window.findChild(QAction, "actionDemo_cnn")
     with qtbot.waitSignal(window.modelLoaded, timeout=30_000):
-        act.trigger()
+        click_menu_action(qtbot, window, "&File", "actionDemo_cnn", submenu="Open &demo")
     qtbot.waitUntil(lambda: window.is_idle() and window.last_result is not None, timeout=30_000)
     assert set(window.last_result.captures) == {"conv1", "relu1", "conv2", "fc"}
 

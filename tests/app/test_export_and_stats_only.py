@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from hookscope.app.export_actions import export_captures, export_script
+from tests.support.window_menus import click_menu_action
 
 
 def test_export_captures_writes_what_the_window_shows(window, tmp_path):
@@ -37,7 +38,7 @@ def test_bad_export_name_shows_the_error_and_keeps_the_window(window, tmp_path):
 def test_stats_only_toggle_keeps_no_tensors_then_back(window, qtbot):
     window.set_live(True)
     act = window.actions_.stats_only
-    act.trigger()  # as a user choosing Run → Statistics only
+    click_menu_action(qtbot, window, "&Run", act)
     assert window.stats_only
     qtbot.waitUntil(lambda: window.last_result.captures["0"][0].tensor is None and window.is_idle(),
                     timeout=30_000)
@@ -45,6 +46,6 @@ def test_stats_only_toggle_keeps_no_tensors_then_back(window, qtbot):
     assert rec.stats is not None and rec.stats.max <= 0.5 and window.last_result.captured_bytes == 0
     assert export_captures(window.session, window.ui, "/tmp/never.npz") is None
     assert "statistics-only" in window.error_text()
-    act.trigger()
+    click_menu_action(qtbot, window, "&Run", act)
     qtbot.waitUntil(lambda: isinstance(window.last_result.captures["0"][0].tensor, torch.Tensor)
                     and window.is_idle(), timeout=30_000)

@@ -42,7 +42,7 @@ def test_generate_shows_both_continuations(make_window, qtbot):
     cell = view.table.item(0, 1)
     assert cell.toolTip() == cell.text() and cell.text().count(",") == 2
     # Hidden, runs stop generating.
-    win.generation_dock.toggleViewAction().trigger()
+    click_view_action(qtbot, win, win.generation_dock.toggleViewAction())
     assert "generation" not in win.session.derived
 
 

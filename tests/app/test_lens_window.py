@@ -50,7 +50,7 @@ def test_lens_dock_shows_the_grid_of_the_run(make_window, qtbot):
     assert m.by_target and "p(m)" in win.lens_view.note.text()
     assert win.lens_dock.height() <= win.height() // 3 + 30
     # Hidden again, runs stop computing it.
-    win.lens_dock.toggleViewAction().trigger()
+    click_view_action(qtbot, win, win.lens_dock.toggleViewAction())
     assert "lens" not in win.session.derived
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QComboBox, QLineEdit, QPushButton, QTreeView, QWidget
 
 from hookscope.app.demo_setup import DEFAULT_PLANS
@@ -11,6 +12,7 @@ from hookscope.app.recent import RecentModels
 from hookscope.core import Plan, available_devices, compare, load_model
 from hookscope.core.engine.output_diff import flat_floats
 from hookscope.widgets.layer_tree_model import COL_CAPTURE, COL_HI, COL_LO, COL_SHAPE
+from tests.support.window_menus import click_view_action
 
 
 def core_outputs(spec: str, plan: Plan, input_text: str | None = None):
@@ -170,13 +172,14 @@ def test_menus_and_shortcuts(window, qtbot):
     titles = [m.title().replace("&", "") for m in window.menuBar().findChildren(type(a.recent_menu))
               if m.parent() is window.menuBar()]
     assert {"File", "Run", "View", "Help"} <= set(titles)
+    window.activateWindow()
     with qtbot.waitSignal(window.resultShown, timeout=30_000):
-        a.run.trigger()
-    a.live.trigger()
+        QTest.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClick(window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
     assert window.is_live() and window.findChild(QWidget, "liveToggle").isChecked()
     window.findChild(QWidget, "liveToggle").click()
     assert not window.is_live() and not a.live.isChecked()
-    window.layer_dock.toggleViewAction().trigger()
+    click_view_action(qtbot, window, window.layer_dock.toggleViewAction())
     assert window.layer_dock.isHidden()
 
 

@@ -83,7 +83,7 @@ def test_hooks_view_lists_the_users_hooks_and_warns_of_a_leaked_one(make_window,
     toggle = win.findChild(QAction, "actionViewHooks")
     view_menu = [a.menu() for a in win.menuBar().actions() if a.text() == "&View"][0]
     assert toggle in view_menu.actions() and not win.hooks_dock.isVisible()
-    toggle.trigger()
+    click_view_action(qtbot, win, toggle)
     assert win.hooks_dock.isVisible()
     table = win.hooks_view.table
     rows = [[table.topLevelItem(i).text(c) for c in range(5)] for i in range(table.topLevelItemCount())]

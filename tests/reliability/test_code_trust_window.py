@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLabel
 
 from hookscope.core.model.code_trust import code_to_run
 from hookscope.core.model.trust_store import FILE_NAME, TrustStore
+from tests.support.window_menus import click_menu_action
 
 EVIL = """\
 import pathlib
@@ -175,7 +176,7 @@ def test_open_session_through_the_file_menu_asks(window, qtbot, tmp_path):
         click(qtbot, dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Open))
 
     QTimer.singleShot(0, answer_file_dialog)
-    window.findChild(QAction, "actionOpenSession").trigger()
+    click_menu_action(qtbot, window, "&File", "actionOpenSession")
     click(qtbot, wait_question(qtbot, window).cancel)
     qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
     assert not marker.exists()

@@ -11,22 +11,31 @@ from PySide6.QtWidgets import QApplication, QMenu
 from hookscope.widgets.layer_tree_model import COL_LAYER
 
 
-def click_menu_action(qtbot, win, menu_text: str, action_name: str) -> None:
-    """A click on the menu bar's ``menu_text`` (``"&File"``), then on its action named
-    ``action_name``."""
+def click_menu_action(qtbot, win, menu_text: str, action, submenu: str | None = None) -> None:
+    """A click on the menu bar's ``menu_text`` (``"&File"``), then (``submenu``: on that
+    entry first, ``"Open &recent"``) on ``action``: a QAction, its object name, or the text of an entry the menu
+    makes as it opens (the recent files)."""
     bar = win.menuBar()
     title = [a for a in bar.actions() if a.text() == menu_text][0]
     menu = title.menu()
     win.activateWindow()
     QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(title).center())
     qtbot.waitUntil(menu.isVisible)
-    action = win.findChild(QAction, action_name)
+    if submenu is not None:
+        entry = [a for a in menu.actions() if a.text() == submenu][0]
+        QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(entry).center())
+        menu = entry.menu()
+        qtbot.waitUntil(menu.isVisible)
+    if isinstance(action, str):  # an object name, or the text of an entry made as it opens
+        found = win.findChild(QAction, action)
+        action = found if found is not None else [a for a in menu.actions()
+                                                  if a.text() == action][0]
     QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
 
 
-def click_view_action(qtbot, win, action_name: str) -> None:
-    """Alt+V, then a click on the View menu's action named ``action_name``."""
-    click_menu_action(qtbot, win, "&View", action_name)
+def click_view_action(qtbot, win, action) -> None:
+    """A click on View, then on ``action`` (a QAction or its object name)."""
+    click_menu_action(qtbot, win, "&View", action)
 
 
 def tree_context_menu(qtbot, win, path: str) -> QMenu:
