@@ -1,6 +1,7 @@
 """Open model dialog, recent models, and the in-window error banner."""
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtTest import QTest
 
 from hookscope.app.error_banner import ErrorBanner
 from hookscope.app.open_dialog import OpenModelDialog, factory_names
@@ -52,7 +53,7 @@ def test_error_banner_shows_and_closes(qtbot):
     b.show_error("bad thing: do this")
     assert b.text() == "bad thing: do this" and not b.isHidden()
     with qtbot.waitSignal(b.closed):
-        b.close_button.click()
+        QTest.mouseClick(b.close_button, Qt.MouseButton.LeftButton)
     assert b.isHidden() and b.text() == ""
 
 

@@ -177,7 +177,7 @@ def test_menus_and_shortcuts(window, qtbot):
         QTest.keyClick(window, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     QTest.keyClick(window, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier)
     assert window.is_live() and window.findChild(QWidget, "liveToggle").isChecked()
-    window.findChild(QWidget, "liveToggle").click()
+    QTest.mouseClick(window.findChild(QWidget, "liveToggle"), Qt.MouseButton.LeftButton)
     assert not window.is_live() and not a.live.isChecked()
     click_view_action(qtbot, window, window.layer_dock.toggleViewAction())
     assert window.layer_dock.isHidden()
