@@ -189,14 +189,14 @@ def _intervention_layers(module: nn.Module, plan: Plan) -> dict[str, LayerPlan]:
 
 @contextlib.contextmanager
 def hooked(module: nn.Module, plan: Plan, x: Any, dev: torch.device, codec: Any,
-           hooks: dict[str, Callable], should_stop: Callable[[], bool] | None):
-    """``module`` with the plan's interventions, then ``hooks`` (``{leaf path: hook}``,
-    registered after them, so they read the intervened outputs) and the stop points; every
-    one removed on the way out."""
+           leaves: dict[str, nn.Module], hooks: dict[str, Callable],
+           should_stop: Callable[[], bool] | None):
+    """``module`` with the plan's interventions, then ``hooks`` (``{leaf path: hook}``, on
+    ``leaves``, its :func:`leaf_paths`; registered after the interventions, so they read
+    the intervened outputs) and the stop points; every one removed on the way out."""
     layers = _intervention_layers(module, plan)
     groups = source_groups(layers, x, dev, codec) if layers else []
     sources = source_outputs(module, layers, groups) if groups else None
-    leaves = leaf_paths(module)
     handles = HandleStack()
     with HookSession(layers, keep_tensors=False, sources=sources), \
             stop_points(module, should_stop):
@@ -231,7 +231,8 @@ def run_a(module: nn.Module, x: Any, plan: Plan, dev: torch.device, codec: Any,
     try:
         # at most once a model each: the victims found, then the remade ones that cannot be
         for attempt in range(3):
-            with hooked(module, plan, x, dev, codec, {p: keeper.hook(p) for p in leaves},
+            with hooked(module, plan, x, dev, codec, leaves,
+                        {p: keeper.hook(p) for p in leaves},
                         should_stop):
                 out = forward(module, own_copy(x), torch.no_grad, memory)
             stale, no_remake = keeper.stale()
@@ -255,7 +256,8 @@ def run_b(module: nn.Module, x: Any, plan: Plan, dev: torch.device, codec: Any,
     comparer = _Comparer(kept, {p: leaves[p] for p in directions if p in leaves})
     start = snapshot(module)
     try:
-        with hooked(module, plan, x, dev, codec, {p: comparer.hook(p) for p in leaves},
+        with hooked(module, plan, x, dev, codec, leaves,
+                    {p: comparer.hook(p) for p in leaves},
                     should_stop):
             out = forward(module, own_copy(x), torch.inference_mode, memory_for(module))
     finally:

@@ -24,8 +24,10 @@ pytestmark = [fast_only, pytest.mark.skipif(onepass.KERNEL is None,
                                             reason=f"the kernel is off: {onepass.which()}")]
 
 # Lengths around the loop's edges: one value, under one 16-value step, one 256-value
-# block and either side, a thread's minimum slice (2^16) and two of them, odd tails.
-LENGTHS = [1, 7, 15, 17, 255, 256, 257, 1000, (1 << 17) - 3, (1 << 17) + 255, 802_816 + 5]
+# block and either side, a thread's minimum slice (2^13, PAIR_PAR_MIN) and two and three of
+# them, the statistics kernel's (2^16) and two of them, odd tails.
+LENGTHS = [1, 7, 15, 17, 255, 256, 257, 1000, (1 << 14) - 3, (1 << 14) + 255, 3 * (1 << 13) + 1,
+           25_088, (1 << 17) - 3, (1 << 17) + 255, 802_816 + 5]
 DTYPES = [(torch.float32, torch.float32), (torch.float32, torch.bfloat16),
           (torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16)]
 
@@ -63,8 +65,9 @@ def test_kernel_equals_a_float64_reference(n, da, db):
         assert g == pytest.approx(w, rel=2e-6)
 
 
-def test_every_thread_count_gives_the_same_numbers():
-    a, b = _pair((1 << 20) + 77, torch.float32, torch.bfloat16, seed=5)
+@pytest.mark.parametrize("n", [(1 << 14) + 77, 3 * (1 << 13) + 77, (1 << 20) + 77])
+def test_every_thread_count_gives_the_same_numbers(n):
+    a, b = _pair(n, torch.float32, torch.bfloat16, seed=5)
     want = _reference(a, b)
     for t in (1, 2, 3, 8):
         got = onepass.KERNEL.pair_sums(a.data_ptr(), False, b.data_ptr(), True, a.numel(), t)
