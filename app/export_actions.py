@@ -10,6 +10,7 @@ the error banner.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +89,16 @@ def export_captures(session: Session, ui: ActionUi, path: str | None = None) -> 
     return written
 
 
-def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Path | None:
-    """Write the current model, input and plan as a plain-PyTorch hook script."""
+def export_script(session: Session, ui: ActionUi, path: str | None = None,
+                  post: Callable[[Callable[[], None]], None] | None = None) -> Path | None:
+    """Write the current model, input and plan as a plain-PyTorch hook script.
+
+    Making the script loads the model again from its spec and runs it once (the input's
+    shape): with ``post`` (the window's way onto the GUI thread) that and the writing run in
+    a thread of their own, this returns ``None`` at once, and the outcome (the note, or the
+    error) is handed to ``post``; without it all of it runs here and the written path is
+    returned (scripts, tests).
+    """
     if session.model is None:
         ui.error("no model is open: use File → Open model…")
         return None
@@ -98,30 +107,63 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None) -> Pa
         # diff: vectors are computed where the model runs: the last run's values go in the script
         plan = with_built_vectors(session.current_plan(), last.plan if last is not None else None)
         saes = saes_of(session.model.module, session.saes)
-
-        def script(to: str) -> str:  # sae-* edits name the SAE weights file beside it
-            assert session.model is not None
-            return standalone_script(session.model.spec, plan, session.input_text,
-                                     session.model.weights, session.device,
-                                     trust=session.code_trust, saes=saes, script_path=to)
-        text = script(path or "hookscope_repro.py")
     except HookscopeError as exc:
         ui.error(str(exc))
         return None
+    m = session.model
+    spec, weights, input_text, device, trust = (m.spec, m.weights, session.input_text,
+                                                session.device, session.code_trust)
+
+    def script(to: str) -> str:  # sae-* edits name the SAE weights file beside it
+        return standalone_script(spec, plan, input_text, weights, device, trust=trust,
+                                 saes=saes, script_path=to)
+
+    if post is None:
+        try:  # what cannot be written is said before the file dialog
+            script(path or "hookscope_repro.py")
+        except HookscopeError as exc:
+            ui.error(str(exc))
+            return None
     path = path or _ask_save(ui, "Export as PyTorch script", "hookscope_repro.py", "Python (*.py)")
     if not path:
         return None
     try:
         _refuse_inputs(session, "the script", path)
         _refuse_inputs(session, "the script's SAE weights", str(sae_weights_file(path)))
-        text = script(path)
-        write_sae_weights(path, plan, saes)
-        write_text(path, text)  # whole or not at all
     except HookscopeError as exc:
         ui.error(str(exc))
         return None
-    ui.note(f"script written to {path}")
-    return Path(path)
+    to = path
+
+    def write() -> Path:
+        text = script(to)
+        write_sae_weights(to, plan, saes)
+        write_text(to, text)  # whole or not at all
+        return Path(to)
+
+    if post is None:
+        try:
+            written = write()
+        except HookscopeError as exc:
+            ui.error(str(exc))
+            return None
+        ui.note(f"script written to {written}")
+        return written
+
+    def in_thread() -> None:
+        try:
+            written = write()
+        except HookscopeError as exc:
+            message = str(exc)
+        except Exception as exc:  # the model's own code failed while being loaded or run
+            message = f"the script was not written: {type(exc).__name__}: {exc}"
+        else:
+            post(lambda: ui.note(f"script written to {written}"))
+            return
+        post(lambda: ui.error(message))
+
+    threading.Thread(target=in_thread, name="hookscope-export-script", daemon=True).start()
+    return None
 
 
 def save_session(session: Session, ui: ActionUi, path: str | None = None) -> Path | None:

@@ -7,7 +7,13 @@ import sys
 import numpy as np
 import torch
 
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QDialogButtonBox, QFileDialog
+
 from hookscope.app.export_actions import export_captures, export_script
+from hookscope.core import HookscopeError
+from tests.support.thread_calls import count_calls
 from tests.support.window_menus import click_menu_action
 
 
@@ -27,6 +33,53 @@ def test_export_script_reproduces_the_window(window, tmp_path):
     r = window.last_result
     assert got["output_with"] == [round(v, 6) for v in r.output_with.flatten().tolist()]
     assert got["outputs_differ"] is r.outputs_differ
+
+
+def test_the_windows_script_export_loads_and_runs_the_model_off_the_gui_thread(
+        window, qtbot, tmp_path, monkeypatch):
+    import threading
+
+    from hookscope.core.export import standalone_script
+    from hookscope.core import load_model
+
+    gui = threading.current_thread()
+    seen = count_calls(monkeypatch, {"standalone_script": standalone_script,
+                                     "load_model": load_model},
+                       lambda: "gui" if threading.current_thread() is gui else "other")
+    target = tmp_path / "from_menu.py"
+
+    def answer_save_dialog():
+        dlg = window.findChild(QFileDialog, "fileDialog")
+        if dlg is None or dlg.isHidden():
+            QTimer.singleShot(50, answer_save_dialog)   # not up yet
+            return
+        dlg.selectFile(str(target))
+        QTest.mouseClick(dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Save),
+                         Qt.MouseButton.LeftButton)
+
+    QTimer.singleShot(0, answer_save_dialog)
+    click_menu_action(qtbot, window, "&File", "actionExportScript")
+    qtbot.waitUntil(lambda: target.exists() and "script written" in window.statusBar().currentMessage(),
+                    timeout=60_000)
+    assert seen[("standalone_script", "other")] == 1 and seen[("load_model", "other")] == 1
+    assert not [k for k in seen if k[1] == "gui"]
+    # the same script the synchronous export writes
+    same = export_script(window.session, window.ui, str(tmp_path / "here.py"))
+    assert target.read_text() == same.read_text()
+
+
+def test_the_windows_script_export_failing_in_its_thread_shows_the_error(window, qtbot, tmp_path,
+                                                                         monkeypatch):
+    from hookscope.app import export_actions
+
+    def failing(*args, **kwargs):
+        raise HookscopeError("the model file is gone")
+
+    monkeypatch.setattr(export_actions, "standalone_script", failing)
+    target = tmp_path / "never.py"
+    assert export_script(window.session, window.ui, str(target), post=window.worker.post) is None
+    qtbot.waitUntil(lambda: "the model file is gone" in window.error_text(), timeout=10_000)
+    assert not target.exists() and window.last_result is not None
 
 
 def test_bad_export_name_shows_the_error_and_keeps_the_window(window, tmp_path):
