@@ -2,7 +2,7 @@
 
 ``--device-map``/``--max-memory``/``--offload`` hand the model to accelerate
 (:mod:`hookscope.core.model.dispatch`); ``--memory-budget`` bounds the captured
-tensors kept (:mod:`hookscope.core.engine.capture_budget`); ``--ray`` runs the model
+tensors kept (:mod:`hookscope.core.analyses.capture_budget`); ``--ray`` runs the model
 in a Ray actor (:mod:`hookscope.core.remote.remote_ray`). No Qt here.
 """
 
@@ -140,7 +140,7 @@ def compare_scaled(lm: LoadedModel, x: Any, plan: Plan, opts: Any, scale: ScaleO
         finally:
             session.close()
     if scale.dispatch.active or scale.memory_budget is not None:
-        from hookscope.core.engine import fit_plan_to_budget
+        from hookscope.core.analyses import fit_plan_to_budget
 
         decision = fit_plan_to_budget(lm.module, x, plan, scale.memory_budget)
         if decision.note:

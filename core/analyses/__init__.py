@@ -22,6 +22,7 @@ from .analysis import Analysis, AnalysisResult
 from .analysis_registry import (analysis_from_text, get_analysis, register_analysis,
                                 registered_analyses, unregister_analysis)
 from .attention_families import attention_modules
+from .capture_budget import fit_plan_to_budget
 from .attention_patterns import AttentionRequest, AttentionResult, LayerAttention
 from .generation import Continuation, GenerateRequest, Generation
 from .layer_accumulator import LayerAccumulator
@@ -45,7 +46,7 @@ from .sweep_estimate import EstimateRefused, check_estimable, check_metric_estim
 from .sweep_inputs import check_grids, sweep_over_inputs
 from .sweep_metrics import METRICS
 
-__all__ = ["Analysis", "AnalysisResult", "AttentionRequest", "AttentionResult", "LayerAttention",
+__all__ = ["Analysis", "AnalysisResult", "fit_plan_to_budget", "AttentionRequest", "AttentionResult", "LayerAttention",
            "attention_modules",
            "analysis_from_text", "get_analysis", "register_analysis",
            "registered_analyses", "unregister_analysis", "AlignedHistogram", "CellValue", "check_estimable", "check_metric_estimable", "Continuation", "DEFAULT_BUDGET", "DEFAULT_MAX_CELLS",

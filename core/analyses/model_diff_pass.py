@@ -27,7 +27,7 @@ from torch import nn
 
 from ..base.errors import HookscopeError
 from ..base.nested import tensor_leaves
-from ..engine.capture_budget import _human, available_memory
+from .capture_budget import _human, available_memory
 from ..engine.forward_state import forward, own_copy, restore, snapshot, to_device
 from ..engine.hook_handles import HandleStack
 from ..engine.hooks import HookSession, version_of

@@ -42,7 +42,7 @@ from torch import nn
 from ..base.errors import Cancelled, HookscopeError, PlanError
 from ..base.meaning import OutputMeaning
 from ..base.nested import map_tensors, map_tensors_keyed, tensor_leaves
-from ..engine.capture_budget import default_budget
+from .capture_budget import default_budget
 from ..engine.forward_state import forward, own_copy, restore, snapshot
 from ..engine.hook_handles import register_layer_hook
 from ..engine.run import stop_points

@@ -3,7 +3,7 @@
 import scale_models
 
 from hookscope.core import Plan, compare
-from hookscope.core.engine.capture_budget import (choose_capture_mode, fit_plan_to_budget,
+from hookscope.core.analyses.capture_budget import (choose_capture_mode, fit_plan_to_budget,
                                                    kept_bytes)
 
 

@@ -21,9 +21,9 @@ from torch import nn
 from ..base.nested import tensor_leaves
 from ..plan.plan import Plan
 from ..base.call_args import call_model
-from .forward_state import own_copy
-from .capture_record import CaptureRecord
-from .hook_handles import register_layer_hook
+from ..engine.forward_state import own_copy
+from ..engine.capture_record import CaptureRecord
+from ..engine.hook_handles import register_layer_hook
 
 
 @dataclass(frozen=True)
