@@ -30,6 +30,7 @@ from hookscope.core.analyses import SweepResult
 from hookscope.widgets.named import named
 from hookscope.widgets.plot_style import plain_axes
 from hookscope.widgets.sweep_best import marks_row_bests, row_bests
+from hookscope.widgets.sweep_spread import SpreadMarks
 from hookscope.widgets.sweep_labels import LabelAxis, column_labels, labels_of, numeric
 
 DIVERGING = "CET-D1"   # blue-white-red, white at zero
@@ -37,7 +38,6 @@ SEQUENTIAL = "viridis"
 NOT_RUN = QColor(225, 225, 225)
 ESTIMATED = "estimates — first order"   # the title's mark of a grid of estimates
 MEAN_OF = "means over"   # the mark above a grid over an input set
-SPREAD_BAND = (31, 119, 180, 55)   # the fill of mean ± spread over an input set
 HEAT_MAP = "heat map"   # the Show list's first entry; the others draw one row as a curve
 ROW_BEST_PX = 10   # the star marking a heat map row's largest number, in pixels
 ROW_BEST_IN = 9    # its middle this many pixels in from the cell's top and right edges
@@ -89,22 +89,8 @@ class SweepPlot(QWidget):
         self.point_mark = pg.ScatterPlotItem(size=13, pen=pg.mkPen((0, 0, 0), width=2),
                                              brush=None)
         self.plot.addItem(self.point_mark)
-        # a mean over an input set: a band of mean ± spread (its edges faint curves), a
-        # bar at each point, and the largest mean marked
-        edge = pg.mkPen(*SPREAD_BAND[:3], 90, width=1)
-        self.band_low = pg.PlotCurveItem(pen=edge)
-        self.band_high = pg.PlotCurveItem(pen=edge)
-        self.spread_band = pg.FillBetweenItem(self.band_low, self.band_high,
-                                              brush=pg.mkBrush(*SPREAD_BAND))
-        self.spread_band.setZValue(-5)
-        for item in (self.band_low, self.band_high, self.spread_band):
-            self.plot.addItem(item)
-        self.spread_bars = pg.ErrorBarItem(pen=pg.mkPen((31, 119, 180, 140), width=1), beam=0.0)
-        self.plot.addItem(self.spread_bars)
-        self.best_mark = pg.ScatterPlotItem(size=17, symbol="star", pen=None,
-                                            brush=(214, 39, 40))
-        self.best_mark.setZValue(21)
-        self.plot.addItem(self.best_mark)
+        # a mean over an input set: its spread, and the largest mean starred
+        self.spread = SpreadMarks(self.plot)
         # an estimated sweep: the cells also run for real outlined (a grid), or their real
         # values as points beside the curve of estimates
         self.verified_mark = QGraphicsPathItem()
@@ -116,8 +102,6 @@ class SweepPlot(QWidget):
                                                   brush=(255, 160, 0))
         self.verified_points.setZValue(18)
         self.plot.addItem(self.verified_points)
-        #: the point of the largest mean (a curve over an input set), else ``None``
-        self.best: int | None = None
         # a heat map's best cell of each row: a small white star, outlined to read on any
         # colour, set in the cell's top-right corner (the cell's colour stays whole at its
         # middle), under the cell marks
@@ -186,11 +170,9 @@ class SweepPlot(QWidget):
         if result is None:
             for item in (self.image, self.curve, self.baseline_line, self.backdrop,
                          self.marker, self.hover_mark, self.point_mark, self.colour_bar,
-                         self.spread_bars, self.spread_band, self.band_low, self.band_high,
-                         self.best_mark, self.row_best_mark,
-                         self.verified_mark, self.verified_points):
+                         self.row_best_mark, self.verified_mark, self.verified_points):
                 item.setVisible(False)
-            self.best = None
+            self.spread.hide()
             self.row_best = {}
             self.left.set_labels([])
             self.bottom.set_labels([])
@@ -345,10 +327,9 @@ class SweepPlot(QWidget):
         self.colour_bar.axis.setLabel(self.metric_name(result))
         for item in (self.image, self.backdrop, self.colour_bar):
             item.setVisible(True)
-        for item in (self.curve, self.baseline_line, self.point_mark, self.spread_bars,
-                     self.spread_band, self.band_low, self.band_high, self.best_mark):
+        for item in (self.curve, self.baseline_line, self.point_mark):
             item.setVisible(False)
-        self.best = None
+        self.spread.hide()
         self.row_best = row_bests(g) if marks_row_bests(result) else {}
         self._place_row_bests()
         self.row_best_mark.setVisible(bool(self.row_best))
@@ -411,33 +392,13 @@ class SweepPlot(QWidget):
                      self.row_best_mark):
             item.setVisible(False)
         self.row_best = {}
-        self._draw_spread(x, y, spread)
+        self.spread.draw(x, y, spread)
         self.plot.enableAutoRange()   # a curve's y range grows as its points arrive
         self.plot.vb.updateAutoRange()   # now, not at the next paint: a hover maps by it
         self.left.set_labels([])
         self.bottom.set_labels(labels)
         self.plot.setLabel("left", self.metric_name(result))
         self.plot.setLabel("bottom", name)
-
-    def _draw_spread(self, x: np.ndarray, y: np.ndarray, spread: np.ndarray | None) -> None:
-        """Over an input set: a band and a bar of mean ± spread at each point, the largest
-        mean starred."""
-        finite = np.isfinite(y)
-        if spread is None or not finite.any():
-            for item in (self.spread_bars, self.spread_band, self.band_low, self.band_high,
-                         self.best_mark):
-                item.setVisible(False)
-            self.best = None
-            return
-        sd = np.nan_to_num(spread.astype(np.float64))
-        self.spread_bars.setData(x=x, y=np.nan_to_num(y), height=2 * sd)
-        self.band_low.setData(x[finite], (y - sd)[finite])
-        self.band_high.setData(x[finite], (y + sd)[finite])
-        self.best = int(np.nanargmax(y))
-        self.best_mark.setData([x[self.best]], [y[self.best]])
-        for item in (self.spread_bars, self.spread_band, self.band_low, self.band_high,
-                         self.best_mark):
-            item.setVisible(True)
 
     # -- pointing ------------------------------------------------------------------
     def _point(self, row: int, col: int) -> int | None:
@@ -502,8 +463,8 @@ class SweepPlot(QWidget):
         if (spread is not None and per is not None and math.isfinite(v)
                 and self.result.estimates is None):
             sd = float(spread.reshape(spread.shape[0], -1)[row, col])
-            best = (" (the largest mean)" if self.best is not None and self.is_curve()
-                    and self._point(row, col) == self.best else "")
+            best = (" (the largest mean)" if self.spread.best is not None and self.is_curve()
+                    and self._point(row, col) == self.spread.best else "")
             best = " (the row's largest mean)" if row_best else best
             shown = f"{v:.6g} ± {sd:.3g} over {len(per)} inputs{best}"
         elif row_best:

@@ -190,12 +190,12 @@ def test_add_strengths_over_a_set_draw_the_mean_with_its_spread_and_the_best(mak
     x, y = plot.curve.getData()
     assert x.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0] and np.array_equal(y, got.values)
     # the band: mean - spread to mean + spread
-    assert plot.spread_band.isVisible()
-    lo, hi = plot.band_low.getData()[1], plot.band_high.getData()[1]
+    assert plot.spread.band.isVisible()
+    lo, hi = plot.spread.band_low.getData()[1], plot.spread.band_high.getData()[1]
     assert np.allclose(lo, got.values - got.spread) and np.allclose(hi, got.values + got.spread)
     best = int(np.argmax(got.values))
-    assert plot.best == best and plot.best_mark.isVisible()
-    assert plot.best_mark.getData()[0].tolist() == [x[best]]
+    assert plot.spread.best == best and plot.spread.best_mark.isVisible()
+    assert plot.spread.best_mark.getData()[0].tolist() == [x[best]]
     _hover_reads(qtbot, plot, f"± {got.spread[best]:.3g} over 3 inputs (the largest mean)", best)
     _shot(win, qtbot, "curve_alpha", (1400, 900))
     _shot(win, qtbot, "curve_alpha", (1000, 650))
@@ -234,10 +234,10 @@ def test_dose_response_grid_of_layers_and_strengths_and_one_layers_curve(make_wi
     assert not plot.image.isVisible() and plot.curve.isVisible()
     x, y = plot.curve.getData()
     assert x.tolist() == [0.0, 4.0, 8.0] and np.array_equal(y, got.values[1])
-    lo, hi = plot.band_low.getData()[1], plot.band_high.getData()[1]
+    lo, hi = plot.spread.band_low.getData()[1], plot.spread.band_high.getData()[1]
     assert np.allclose(hi - lo, 2 * got.spread[1])
     best = int(np.argmax(got.values[1]))
-    assert plot.best == best and plot.best_mark.getData()[0].tolist() == [x[best]]
+    assert plot.spread.best == best and plot.spread.best_mark.getData()[0].tolist() == [x[best]]
     _hover_reads(qtbot, plot, f"layer blocks.1 · alpha {got.axes['alpha'][best]}: logit:'e' = "
                               f"{got.values[1, best]:.6g} ± {got.spread[1, best]:.3g} over 3 "
                               "inputs (the largest mean)", 1, best)

@@ -154,19 +154,19 @@ def test_a_curve_over_an_input_set_shows_mean_and_spread_with_the_best_strength_
     plot.show_result(res)
     x, y = plot.curve.getData()
     assert np.array_equal(y, res.values)   # the curve is the mean over the inputs
-    bars = plot.spread_bars.opts
-    assert plot.spread_bars.isVisible()
+    bars = plot.spread.bars.opts
+    assert plot.spread.bars.isVisible()
     assert np.array_equal(bars["height"], 2 * res.spread) and np.array_equal(bars["y"], res.values)
     best = int(np.argmax(res.values))
-    assert plot.best == best and plot.best_mark.isVisible()
-    bx, by = plot.best_mark.getData()
+    assert plot.spread.best == best and plot.spread.best_mark.isVisible()
+    bx, by = plot.spread.best_mark.getData()
     assert (bx[0], by[0]) == (x[best], y[best])
     g = plot.graphics
     hover(g, g.mapFromScene(plot.cell_center(best)))
     assert (f"= {res.values[best]:.6g} ± {res.spread[best]:.3g} over 3 inputs (the largest mean)"
             in plot.readout.text())
     plot.show_result(grid([[1.0, 2.0]], ["a"], ["p0", "p1"]))   # a heat map: no bars, no star
-    assert not plot.spread_bars.isVisible() and not plot.best_mark.isVisible()
+    assert not plot.spread.bars.isVisible() and not plot.spread.best_mark.isVisible()
 
 
 def test_show_draws_one_row_of_a_grid_as_a_curve_and_a_click_names_its_cell(plot, qtbot):
@@ -184,7 +184,7 @@ def test_show_draws_one_row_of_a_grid_as_a_curve_and_a_click_names_its_cell(plot
     # past two axes the columns are categories, labelled by their combinations
     assert x.tolist() == [0, 1, 2, 3, 4, 5] and np.array_equal(y, v[1].reshape(-1))
     assert plot.bottom.labels == ["0 · 0.5", "0 · 1", "1 · 0.5", "1 · 1", "2 · 0.5", "2 · 1"]
-    assert not plot.spread_band.isVisible()   # one input: no spread to draw
+    assert not plot.spread.band.isVisible()   # one input: no spread to draw
     g = plot.graphics
     pos = g.mapFromScene(plot.cell_center(1, 3))
     hover(g, pos)
