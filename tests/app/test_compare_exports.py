@@ -7,7 +7,6 @@ and the CSV writes each float32 value as a Python float's text; compared to 1e-6
 
 from __future__ import annotations
 
-import copy
 import csv
 
 import numpy as np
@@ -17,7 +16,7 @@ from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLineEdit
 
-from tests.support.compare_window import ROWS, click_point, compare_with, nudged_cnn
+from tests.support.compare_window import ROWS, click_point, cnn_window, compare_with, nudged_models
 from tests.support.hand_hooks import hooked_outputs
 from tests.support.keys import retype
 
@@ -57,16 +56,10 @@ def export_view_csv(qtbot, panel, file_path) -> list[list[str]]:
 
 
 def test_an_a_against_b_panel_exports_columns_a_and_b(make_window, qtbot, tmp_path):
-    lm, weights = nudged_cnn(tmp_path)
-    a = lm.module.eval()
-    b = copy.deepcopy(a)
-    b.load_state_dict(torch.load(weights))
-    x = lm.example_input
+    a, b, weights, x = nudged_models(tmp_path)
     hand_a, hand_b = hooked_outputs(a, x, ROWS), hooked_outputs(b, x, ROWS)
 
-    win = make_window(["demo:cnn"])
-    win.resize(1000, 650)
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    win = cnn_window(make_window, qtbot)
     compare_with(win, qtbot, weights=str(weights))
 
     # conv2's feature maps (the nudged layer): channel, y, x, then A's value and B's

@@ -18,7 +18,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from hookscope.core import load_model
-from tests.support.compare_window import ROWS, click_point, compare_with, wait_pair, nudged_cnn
+from tests.support.compare_window import (ROWS, click_point, cnn_window, compare_with,
+                                         nudged_models, wait_pair)
 from tests.support.mouse_events import drag_line
 from tests.support.hand_hooks import hooked_outputs
 from tests.support.screenshots import wanted, save_shot
@@ -48,16 +49,10 @@ def assert_shows(panel, want_a, want_b, b_name):
 
 def test_a_divergence_click_shows_the_layer_as_model_a_against_model_b(make_window, qtbot,
                                                                        tmp_path):
-    lm, weights = nudged_cnn(tmp_path)
-    a = lm.module.eval()
-    b = copy.deepcopy(a)
-    b.load_state_dict(torch.load(weights))
-    x = lm.example_input
+    a, b, weights, x = nudged_models(tmp_path)
     hand_a, hand_b = hooked_outputs(a, x, ROWS), hooked_outputs(b, x, ROWS)
 
-    win = make_window(["demo:cnn"])
-    win.resize(1000, 650)
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    win = cnn_window(make_window, qtbot)
     tool = compare_with(win, qtbot, weights=str(weights))
 
     # conv2, the nudged layer: A and B as two hand-hooked models give them

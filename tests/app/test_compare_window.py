@@ -11,7 +11,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QDialogButtonBox
 
 from hookscope.core import diff
-from tests.support.compare_window import compare_dialog, nudged_cnn
+from tests.support.compare_window import cnn_window, compare_dialog, nudged_cnn
 from tests.support.keys import retype
 from tests.support.screenshots import wanted, save_shot
 
@@ -20,9 +20,7 @@ def test_compare_with_nudged_weights(make_window, qtbot, tmp_path):
     lm, weights = nudged_cnn(tmp_path)
     want = diff(lm, weights=str(weights))
 
-    win = make_window(["demo:cnn"])
-    win.resize(1000, 650)
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    win = cnn_window(make_window, qtbot)
     tool = win.compare_tool
     assert not tool.dock.isVisible()
 

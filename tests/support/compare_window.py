@@ -4,6 +4,8 @@ to show model A against model B (demo:cnn's leaf layers, in execution order: ROW
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -26,6 +28,24 @@ def nudged_cnn(tmp_path):
     path = tmp_path / "nudged.pt"
     torch.save(state, path)
     return lm, path
+
+
+def nudged_models(tmp_path):
+    """Model A (demo:cnn, eval mode) and model B (a copy with conv2 nudged as
+    :func:`nudged_cnn` nudges it), that weights file, and demo:cnn's example input."""
+    lm, weights = nudged_cnn(tmp_path)
+    a = lm.module.eval()
+    b = copy.deepcopy(a)
+    b.load_state_dict(torch.load(weights))
+    return a, b, weights, lm.example_input
+
+
+def cnn_window(make_window, qtbot):
+    """A 1000×650 window on demo:cnn once its first run is shown."""
+    win = make_window(["demo:cnn"])
+    win.resize(1000, 650)
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+    return win
 
 
 def compare_dialog(win, qtbot):
