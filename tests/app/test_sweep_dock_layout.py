@@ -9,9 +9,8 @@ import pytest
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtTest import QTest
 
-from support.window_menus import click_view_action
 from tests.support.screenshots import save_shot
-from support.sweep_dock import fill_sweep
+from support.sweep_dock import fill_sweep, open_sweep_dock
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
@@ -32,10 +31,7 @@ def _all_lines(label) -> bool:
 def test_grid_scatter_and_controls_each_have_room(make_window, qtbot, size):
     win = make_window(["demo:lm", "--input", PROMPT])
     win.resize(*size)
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
-    click_view_action(qtbot, win, "actionViewSweep")
-    qtbot.waitUntil(win.sweep_dock.isVisible)
-    view = win.sweep_view
+    view = open_sweep_dock(win, qtbot)
     fill_sweep(view, "layer=blocks.*; pos=all", "{layer}=patch@pos={pos}", source=SOURCE,
                metric=("logit-diff", "#3", "#5"))
     QTest.mouseClick(view.verify_button, Qt.MouseButton.LeftButton)

@@ -16,22 +16,13 @@ from hookscope.core.analyses import EstimateRefused, check_estimable, spearman, 
 from hookscope.widgets.sweep_plot import ESTIMATED
 from support.mouse_events import hover
 from hookscope.widgets.layer_tree_model import COL_LAYER
-from support.window_menus import click_view_action, tree_context_menu
+from support.window_menus import tree_context_menu
 from support.keys import choose, retype
 from support.screenshots import save_shot
-from support.sweep_dock import fill_sweep
+from support.sweep_dock import fill_sweep, open_sweep_dock
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
-
-
-def _open_sweep(win, qtbot):
-    click_view_action(qtbot, win, "actionViewSweep")
-    qtbot.waitUntil(win.sweep_dock.isVisible)
-
-
-def _ready(win, qtbot):
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
 
 
 def _done(win, view, before):
@@ -60,8 +51,7 @@ def _patch_fields(qtbot, win):
 def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
     win.resize(1400, 900)
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = _patch_fields(qtbot, win)
     lm = win.session.model
     x = parse_input(PROMPT, lm.example_input, lm.meaning.codec)
@@ -143,8 +133,7 @@ def test_estimate_fills_the_grid_and_verify_runs_the_top_cells(make_window, qtbo
 
 def test_an_estimate_of_one_axis_is_a_curve_with_the_verified_points(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = _patch_fields(qtbot, win)
     retype(view.axes, "f=linspace(0,2,5)")
     retype(view.template, "blocks.1=scale:{f}")
@@ -167,8 +156,7 @@ def test_an_estimate_of_one_axis_is_a_curve_with_the_verified_points(make_window
 
 def test_a_metric_the_estimate_refuses_says_why_in_the_dock(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "layer=blocks.*; pos=0:3")
     retype(view.template, "{layer}=zero@pos={pos}")
@@ -196,8 +184,7 @@ def test_estimate_effects_on_the_tree_paints_each_layer_by_its_largest_estimate(
                                                                                  qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
     win.resize(1400, 900)
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = _patch_fields(qtbot, win)
     menu = tree_context_menu(qtbot, win, "blocks.0.mlp")
     act = next(a for a in menu.actions() if a.objectName() == "actionEstimateEffects")

@@ -23,9 +23,8 @@ from hookscope.widgets.sweep_plot import HEAT_MAP
 from support.keys import choose, retype
 from support.mouse_events import hover
 from support.thread_calls import count_calls
-from support.window_menus import click_view_action
 from tests.support.screenshots import save_shot
-from support.sweep_dock import fill_sweep
+from support.sweep_dock import fill_sweep, open_sweep_dock
 
 PROMPT = "text:the cat sat on the "
 PROMPTS = ["the cat sat on the ", "a dog sat on the ", "the bird sat on a "]
@@ -51,13 +50,6 @@ def _prompt_file(tmp_path):
     f = tmp_path / "prompts.txt"
     f.write_text("\n".join(PROMPTS) + "\n")
     return f
-
-
-def _open_sweep(win, qtbot):
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
-    click_view_action(qtbot, win, "actionViewSweep")
-    qtbot.waitUntil(win.sweep_dock.isVisible)
-    return win.sweep_view
 
 
 def _run(win, qtbot, view):
@@ -96,7 +88,7 @@ def _shot(win, qtbot, name, size):
 def test_a_grid_over_a_prompt_file_equals_session_sweep(make_window, qtbot, tmp_path):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
-    view = _open_sweep(win, qtbot)
+    view = open_sweep_dock(win, qtbot)
     fill_sweep(view, "layer=blocks.*; f=0.5,2", "{layer}=scale:{f}@pos=-1", metric=("logit", "e"),
                inputs=str(prompts))
     # before Run: every cell on every input
@@ -144,7 +136,7 @@ def test_a_grid_over_a_prompt_file_equals_session_sweep(make_window, qtbot, tmp_
 def test_browse_fills_the_inputs_field_with_the_picked_set(make_window, qtbot, tmp_path):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
-    view = _open_sweep(win, qtbot)
+    view = open_sweep_dock(win, qtbot)
     QTest.mouseClick(view.inputs_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.findChild(QFileDialog, "sweepInputsDialog") is not None)
     dlg = win.findChild(QFileDialog, "sweepInputsDialog")
@@ -162,7 +154,7 @@ def test_add_strengths_over_a_set_draw_the_mean_with_its_spread_and_the_best(mak
                                                                               tmp_path, calls):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
-    view = _open_sweep(win, qtbot)
+    view = open_sweep_dock(win, qtbot)
     fill_sweep(view, "alpha=linspace(0,8,5)", "blocks.0=add:v:{alpha}@pos=-1",
                vectors=f"v={VECTOR}", metric=("logit", "e"), inputs=str(prompts))
     qtbot.waitUntil(lambda: view.estimate.text().startswith("15 runs (5 alpha, on each of 3"),
@@ -205,7 +197,7 @@ def test_dose_response_grid_of_layers_and_strengths_and_one_layers_curve(make_wi
                                                                           tmp_path):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
-    view = _open_sweep(win, qtbot)
+    view = open_sweep_dock(win, qtbot)
     fill_sweep(view, "layer=blocks.0,blocks.1; alpha=0,4,8", "{layer}=add:v:{alpha}@pos=-1",
                vectors=f"v={VECTOR}", metric=("logit", "e"), inputs=str(prompts))
     got = _run(win, qtbot, view)
@@ -252,7 +244,7 @@ def test_a_set_or_vector_the_sweep_cannot_take_says_why_and_the_dock_stays_usabl
         make_window, qtbot, tmp_path):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
-    view = _open_sweep(win, qtbot)
+    view = open_sweep_dock(win, qtbot)
     retype(view.axes, "alpha=0,2")
     retype(view.template, "blocks.0=add:v:{alpha}@pos=-1")
     choose(view.metric_box.kind, "max-abs-diff")
@@ -286,7 +278,7 @@ def test_a_set_or_vector_the_sweep_cannot_take_says_why_and_the_dock_stays_usabl
 def test_cancel_stops_a_sweep_over_a_set_and_the_dock_stays_usable(make_window, qtbot, tmp_path):
     prompts = _prompt_file(tmp_path)
     win = make_window(["demo:lm", "--input", PROMPT])
-    view = _open_sweep(win, qtbot)
+    view = open_sweep_dock(win, qtbot)
     retype(view.axes, "f=linspace(0,1,3000)")
     retype(view.template, "blocks.0=scale:{f}")
     choose(view.metric_box.kind, "max-abs-diff")

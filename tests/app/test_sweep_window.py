@@ -15,20 +15,12 @@ from hookscope.core import At, Plan, Zero, parse_input
 from hookscope.core.analyses import sweep
 from hookscope.widgets.layer_tree_model import COL_LAYER
 from support.mouse_events import hover
-from support.window_menus import click_view_action, tree_context_menu
+from support.window_menus import tree_context_menu
 from support.keys import choose, retype
+from support.sweep_dock import first_run_shown, open_sweep_dock
 
 PROMPT = "text:the cat sat on the "
 SOURCE = "text:the dog sat on the "
-
-
-def _open_sweep(win, qtbot):
-    click_view_action(qtbot, win, "actionViewSweep")
-    qtbot.waitUntil(win.sweep_dock.isVisible)
-
-
-def _ready(win, qtbot):
-    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
 
 
 def _click_cell(view, row, col=0, button=Qt.MouseButton.LeftButton):
@@ -55,8 +47,7 @@ def _hover_reads(qtbot, plot, want, row, col=0):
 def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
     win.resize(1400, 900)
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "layer=blocks.*; pos=14:19")
     retype(view.template, "{layer}=patch@pos={pos}")
@@ -116,7 +107,7 @@ def test_patch_grid_heatmap_equals_sweep_and_a_click_runs_the_cell(make_window, 
 
 def test_axes_from_the_tree_menu_and_the_token_strip(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
-    _ready(win, qtbot)
+    first_run_shown(win, qtbot)
     menu = tree_context_menu(qtbot, win, "blocks.0.mlp")
     action = next(a for a in menu.actions() if a.text() == "Sweep over blocks.*.mlp (2 layers)")
     QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(action).center())
@@ -141,8 +132,7 @@ def test_axes_from_the_tree_menu_and_the_token_strip(make_window, qtbot):
 
 def test_template_from_the_intervention_panel(make_window, qtbot):
     win = make_window(["demo:lm", "--input", PROMPT])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     plan = win.session.current_plan()
     win.session.set_plan(Plan(capture=plan.capture, interventions={
@@ -164,8 +154,7 @@ def test_template_from_the_intervention_panel(make_window, qtbot):
 
 def test_a_template_without_its_source_says_so_in_the_banner(make_window, qtbot):
     win = make_window(["demo:lm"])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "layer=blocks.*")
     retype(view.template, "{layer}=patch")
@@ -178,8 +167,7 @@ def test_a_template_without_its_source_says_so_in_the_banner(make_window, qtbot)
 
 def test_cancel_keeps_the_grid_so_far_and_the_window_usable(make_window, qtbot):
     win = make_window(["demo:lm"])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "f=linspace(0,1,9000)")
     retype(view.template, "blocks.0=scale:{f}")
@@ -230,8 +218,7 @@ def test_cancel_keeps_the_grid_so_far_and_the_window_usable(make_window, qtbot):
 @pytest.mark.parametrize("metric", ["max-abs-diff"])
 def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
     win = make_window(["demo:cnn"])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "layer=conv1,conv2; unit=0:4")
     retype(view.template, "{layer}=zero@units={unit}")
@@ -260,8 +247,7 @@ def test_cnn_units_grid_and_a_strength_curve(make_window, qtbot, metric):
 
 def test_the_windows_own_cancel_stops_the_sweep_and_the_dock_says_so(make_window, qtbot):
     win = make_window(["demo:lm"])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "layer=blocks.*; f=linspace(0,1,4000)")
     retype(view.template, "{layer}=scale:{f}")
@@ -293,8 +279,7 @@ def test_a_hugging_face_gpt2_grid_units_and_curve_from_the_window(make_window, q
     prompt, source = "text:the cat sat on the", "text:the cat sat on a"
     win = make_window([gpt2_spec, "--input", prompt])
     win.resize(1400, 900)
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     lm = win.session.model
     x = parse_input(prompt, lm.example_input, lm.meaning.codec)
@@ -333,8 +318,7 @@ def test_after_a_batched_sweep_the_estimate_is_its_pace_not_a_forward_per_cell(m
     from hookscope.widgets.sweep_view import seconds
 
     win = make_window(["demo:lm", "--input", PROMPT])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     retype(view.axes, "layer=blocks.*; pos=0:19")
     retype(view.template, "{layer}=zero@pos={pos}")
@@ -355,8 +339,7 @@ def test_after_a_batched_sweep_the_estimate_is_its_pace_not_a_forward_per_cell(m
 
 def test_the_axes_it_proposes_are_the_models_own_blocks(make_window, qtbot, gpt2_spec):
     win = make_window([gpt2_spec, "--input", "text:the cat sat on the"])
-    _ready(win, qtbot)
-    _open_sweep(win, qtbot)
+    open_sweep_dock(win, qtbot)
     view = win.sweep_view
     assert view.axes.text() == "layer=transformer.h.*; pos=all"
     # with the source input the proposed patch needs, the sweep can run as proposed

@@ -4,6 +4,7 @@ the metric's kind picked from its list and its tokens typed."""
 from __future__ import annotations
 
 from .keys import choose, retype
+from .window_menus import click_view_action
 
 
 def fill_sweep(view, axes: str, template: str, *, source: str | None = None,
@@ -24,3 +25,16 @@ def fill_sweep(view, axes: str, template: str, *, source: str | None = None,
             retype(box.lineEdit(), token)
     if inputs is not None:
         retype(view.inputs, inputs)
+
+
+def first_run_shown(win, qtbot) -> None:
+    """Wait until the window shows its model's first run and is idle."""
+    qtbot.waitUntil(lambda: win.last_result is not None and win.is_idle(), timeout=60_000)
+
+
+def open_sweep_dock(win, qtbot):
+    """Once the first run is shown, View → Sweep clicked; the dock's view when it is up."""
+    first_run_shown(win, qtbot)
+    click_view_action(qtbot, win, "actionViewSweep")
+    qtbot.waitUntil(win.sweep_dock.isVisible)
+    return win.sweep_view
