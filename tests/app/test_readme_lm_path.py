@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialog, QWidget
 
@@ -25,7 +24,7 @@ from hookscope.app.session_reactions import shown_input
 from hookscope.widgets.intervention_editor import InterventionEditor
 from hookscope.widgets.layer_tree_model import COL_HI, COL_INTERVENTION, COL_LO
 from hookscope.widgets.output_meaning import rows_for
-from support.window_menus import click_view_action, tree_context_menu
+from support.window_menus import click_menu_action, click_view_action, tree_context_menu
 
 README = Path(__file__).parents[2] / "README.md"
 WAIT = 60_000
@@ -278,12 +277,7 @@ def test_sae_features(make_window, qtbot, capsys):
     layer, folder = flag(argv, "--sae").split("=", 1)
     win = open_window(make_window, qtbot, argv)
     assert win.tree.select_path(layer)
-    bar = win.menuBar()
-    file_menu = bar.actions()[0].menu()
-    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(bar.actions()[0]).center())
-    qtbot.waitUntil(file_menu.isVisible)
-    act = win.findChild(QAction, "actionAttachSae")
-    QTest.mouseClick(file_menu, Qt.MouseButton.LeftButton, pos=file_menu.actionGeometry(act).center())
+    click_menu_action(qtbot, win, "&File", "actionAttachSae")
     qtbot.waitUntil(lambda: win.findChild(QDialog, "attachSaeDialog") is not None)
     dialog = win.findChild(QDialog, "attachSaeDialog")
     qtbot.waitExposed(dialog)

@@ -8,6 +8,7 @@ from PySide6.QtGui import QAction
 from hookscope.app.lm_tools import attach_sae_dialog
 from hookscope.core import SaeAblate, load_sae, sae_features
 from hookscope.core.model.sae import sae_folder
+from tests.support.window_menus import click_menu_action
 
 
 def test_attach_sae_shows_features_and_edits(make_window, qtbot):
@@ -59,12 +60,7 @@ def test_file_attach_sae_takes_demo_as_the_command_line_does(make_window, qtbot)
     QTest.mouseClick(tree.view.viewport(), Qt.MouseButton.LeftButton,
                      pos=QPoint(rect.left() + 20, rect.center().y()))
     assert tree.selected_path() == "blocks.0"
-    bar = win.menuBar()
-    file_menu = bar.actions()[0].menu()
-    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(bar.actions()[0]).center())
-    qtbot.waitUntil(file_menu.isVisible)
-    act = win.findChild(QAction, "actionAttachSae")
-    QTest.mouseClick(file_menu, Qt.MouseButton.LeftButton, pos=file_menu.actionGeometry(act).center())
+    click_menu_action(qtbot, win, "&File", "actionAttachSae")
     qtbot.waitUntil(lambda: win.findChild(QDialog, "attachSaeDialog") is not None)
     dialog = win.findChild(QDialog, "attachSaeDialog")
     qtbot.waitExposed(dialog)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel
 from hookscope.core import Zero, parse_input
 from hookscope.core.analyses import ScanRequest, scan
 from hookscope.core.dataset import open_inputs
+from tests.support.window_menus import click_menu_action
 
 DIGITS = Path(__file__).resolve().parents[2] / "resources" / "digits_test.safetensors"
 
@@ -135,13 +136,7 @@ def test_open_inputs_offers_images_and_an_image_opens_its_folder_of_classes(make
             assert img.save(str(root / cls / f"{i}.png"))
     win = make_window(["demo:cnn"])
     _ready(win, qtbot)
-    bar = win.menuBar()
-    file_menu = bar.actions()[0].menu()
-    win.activateWindow()
-    QTest.mouseClick(bar, Qt.MouseButton.LeftButton, pos=bar.actionGeometry(bar.actions()[0]).center())
-    qtbot.waitUntil(file_menu.isVisible)
-    act = win.findChild(QAction, "actionOpenInputs")
-    QTest.mouseClick(file_menu, Qt.MouseButton.LeftButton, pos=file_menu.actionGeometry(act).center())
+    click_menu_action(qtbot, win, "&File", "actionOpenInputs")
     qtbot.waitUntil(lambda: win.findChild(QFileDialog, "openInputsDialog") is not None)
     dlg = win.findChild(QFileDialog, "openInputsDialog")
     qtbot.waitExposed(dlg)
