@@ -11,29 +11,14 @@ import csv
 
 import numpy as np
 import torch
-from PySide6.QtCore import QPoint, Qt, QTimer
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLineEdit
+from PySide6.QtWidgets import QApplication, QDialogButtonBox
 
 from tests.support.compare_window import ROWS, click_point, cnn_window, compare_with, nudged_models
+from tests.support.file_dialogs import answer_file_dialog
 from tests.support.hand_hooks import hooked_outputs
-from tests.support.keys import retype
-
-
-def _answer_save_dialog(qtbot, file_path, answered: list) -> None:
-    """When the save dialog is up: in the file's folder, its name typed, Save clicked."""
-    dlg = QApplication.activeModalWidget()
-    if not isinstance(dlg, QFileDialog) or dlg.objectName() != "fileDialog":
-        QTimer.singleShot(50, lambda: _answer_save_dialog(qtbot, file_path, answered))
-        return
-    # the test's folder opened (a whole path typed would open the name field's completer,
-    # which takes the keys a test sends next), then the name typed and Save clicked
-    dlg.setDirectory(str(file_path.parent))
-    retype(dlg.findChild(QLineEdit, "fileNameEdit"), file_path.name)
-    answered.append(dlg.windowTitle())
-    QTest.mouseClick(dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Save),
-                     Qt.MouseButton.LeftButton)
 
 
 def export_view_csv(qtbot, panel, file_path) -> list[list[str]]:
@@ -48,7 +33,7 @@ def export_view_csv(qtbot, panel, file_path) -> list[list[str]]:
     qtbot.waitUntil(lambda: menu is not None and menu.isVisible())
     act = [a for a in menu.actions() if a.objectName() == "exportCSV"][0]
     answered: list = []
-    QTimer.singleShot(0, lambda: _answer_save_dialog(qtbot, file_path, answered))
+    answer_file_dialog(file_path, QDialogButtonBox.StandardButton.Save, answered)
     QTest.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(act).center())
     qtbot.waitUntil(lambda: answered and file_path.exists(), timeout=10_000)
     with file_path.open(newline="", encoding="utf-8") as f:

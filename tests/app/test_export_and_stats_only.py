@@ -7,12 +7,11 @@ import sys
 import numpy as np
 import torch
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QDialogButtonBox, QFileDialog
+from PySide6.QtWidgets import QDialogButtonBox
 
 from hookscope.app.export_actions import export_captures, export_script
 from hookscope.core import HookscopeError
+from tests.support.file_dialogs import answer_file_dialog
 from tests.support.thread_calls import count_calls
 from tests.support.window_menus import click_menu_action
 
@@ -48,16 +47,7 @@ def test_the_windows_script_export_loads_and_runs_the_model_off_the_gui_thread(
                        lambda: "gui" if threading.current_thread() is gui else "other")
     target = tmp_path / "from_menu.py"
 
-    def answer_save_dialog():
-        dlg = window.findChild(QFileDialog, "fileDialog")
-        if dlg is None or dlg.isHidden():
-            QTimer.singleShot(50, answer_save_dialog)   # not up yet
-            return
-        dlg.selectFile(str(target))
-        QTest.mouseClick(dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Save),
-                         Qt.MouseButton.LeftButton)
-
-    QTimer.singleShot(0, answer_save_dialog)
+    answer_file_dialog(target, QDialogButtonBox.StandardButton.Save)
     click_menu_action(qtbot, window, "&File", "actionExportScript")
     qtbot.waitUntil(lambda: target.exists() and "script written" in window.statusBar().currentMessage(),
                     timeout=60_000)

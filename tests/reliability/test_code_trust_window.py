@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
-from PySide6.QtWidgets import QApplication, QDialogButtonBox, QFileDialog, QLabel
+from PySide6.QtWidgets import QApplication, QDialogButtonBox, QLabel
 
 from hookscope.core.model.code_trust import code_to_run
 from hookscope.core.model.trust_store import FILE_NAME, TrustStore
+from tests.support.file_dialogs import answer_file_dialog
 from tests.support.window_menus import click_menu_action
 
 EVIL = """\
@@ -167,15 +168,7 @@ def test_run_once_runs_and_asks_again_next_time(window, qtbot, tmp_path):
 def test_open_session_through_the_file_menu_asks(window, qtbot, tmp_path):
     path, marker = evil_session(tmp_path)
 
-    def answer_file_dialog():
-        dlg = window.findChild(QFileDialog, "fileDialog")
-        if dlg is None or dlg.isHidden():
-            QTimer.singleShot(50, answer_file_dialog)   # not up yet
-            return
-        dlg.selectFile(str(path))
-        click(qtbot, dlg.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Open))
-
-    QTimer.singleShot(0, answer_file_dialog)
+    answer_file_dialog(path, QDialogButtonBox.StandardButton.Open)
     click_menu_action(qtbot, window, "&File", "actionOpenSession")
     click(qtbot, wait_question(qtbot, window).cancel)
     qtbot.waitUntil(lambda: window.trust_gate.dialog is None, timeout=5_000)
