@@ -150,8 +150,16 @@ def leaks(widgets_before: set, threads_before: int) -> list[str]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield   # the test's fixtures (qtbot's widgets, windows and their workers) are torn down
+    # Code that turns the collector back on (a test's `finally: gc.enable()`, a library
+    # restoring what it thinks was there) would let every later test in this worker
+    # collect on a background thread: off again, and this test fails for it.
+    collector_left_on = gc.isenabled()
+    gc.disable()
     _collect_as_due()
     found = leaks(getattr(item, "_widgets_before", set()), getattr(item, "_threads_before", 0))
+    if collector_left_on:
+        found.append("the garbage collector was left on (collections would then run on "
+                     "background threads, where a Qt object in a cycle crashes Qt)")
     assert not found, f"{item.nodeid}: " + "; ".join(found)
 
 

@@ -130,6 +130,7 @@ def test_a_dropped_result_frees_its_captures_without_the_cycle_collector(guard_e
     plan = Plan(capture=["lin", "bn", "relu", "lin2", "lin3"])
     x = torch.randn(3, 4)
     gc.collect()
+    was_enabled = gc.isenabled()   # the test run keeps it off (tests/conftest.py): leave it so
     gc.disable()
     try:
         for _ in range(2):  # the first run (guarded, copies the victims), then a steady one
@@ -139,7 +140,8 @@ def test_a_dropped_result_frees_its_captures_without_the_cycle_collector(guard_e
             del r
             assert [ref() for ref in refs] == [None] * 5
     finally:
-        gc.enable()
+        if was_enabled:
+            gc.enable()
 
 
 def conv_block():
