@@ -24,6 +24,7 @@ from hookscope.core.export import (sae_weights_file, save_captures, standalone_s
                                    write_sae_weights)
 from hookscope.core.session import LiveModelNotSaved, SUFFIX, SessionSetup, read_session_file
 from hookscope.core.analyses import with_built_vectors
+from hookscope.widgets.gui_relay import Gate, keep
 from hookscope.widgets.last_folder import pick_file
 
 SESSION_FILTER = f"Hookscope session (*{SUFFIX})"
@@ -90,14 +91,14 @@ def export_captures(session: Session, ui: ActionUi, path: str | None = None) -> 
 
 
 def export_script(session: Session, ui: ActionUi, path: str | None = None,
-                  post: Callable[[Callable[[], None]], None] | None = None) -> Path | None:
+                  gate: Gate | None = None) -> Path | None:
     """Write the current model, input and plan as a plain-PyTorch hook script.
 
     Making the script loads the model again from its spec and runs it once (the input's
-    shape): with ``post`` (the window's way onto the GUI thread) that and the writing run in
+    shape): with ``gate`` (the window's way onto the GUI thread) that and the writing run in
     a thread of their own, this returns ``None`` at once, and the outcome (the note, or the
-    error) is handed to ``post``; without it all of it runs here and the written path is
-    returned (scripts, tests).
+    error) is shown on the GUI thread while the gate is open; the thread holds no Qt object.
+    Without it all of it runs here and the written path is returned (scripts, tests).
     """
     if session.model is None:
         ui.error("no model is open: use File → Open model…")
@@ -118,7 +119,7 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None,
         return standalone_script(spec, plan, input_text, weights, device, trust=trust,
                                  saes=saes, script_path=to)
 
-    if post is None:
+    if gate is None:
         try:  # what cannot be written is said before the file dialog
             script(path or "hookscope_repro.py")
         except HookscopeError as exc:
@@ -141,7 +142,7 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None,
         write_text(to, text)  # whole or not at all
         return Path(to)
 
-    if post is None:
+    if gate is None:
         try:
             written = write()
         except HookscopeError as exc:
@@ -150,17 +151,27 @@ def export_script(session: Session, ui: ActionUi, path: str | None = None,
         ui.note(f"script written to {written}")
         return written
 
-    def in_thread() -> None:
-        try:
-            written = write()
-        except HookscopeError as exc:
-            message = str(exc)
-        except Exception as exc:  # the model's own code failed while being loaded or run
-            message = f"the script was not written: {type(exc).__name__}: {exc}"
-        else:
-            post(lambda: ui.note(f"script written to {written}"))
+    window_gate = gate   # (narrowed: not None here)
+
+    def show(outcome: Path | str) -> None:   # the GUI thread: a path written, or an error
+        if not window_gate.open:
             return
-        post(lambda: ui.error(message))
+        if isinstance(outcome, Path):
+            ui.note(f"script written to {outcome}")
+        else:
+            ui.error(outcome)
+
+    report = keep(show)   # the thread holds its number, not the window
+
+    def in_thread() -> None:
+        outcome: Path | str
+        try:
+            outcome = write()
+        except HookscopeError as exc:
+            outcome = str(exc)
+        except Exception as exc:  # the model's own code failed while being loaded or run
+            outcome = f"the script was not written: {type(exc).__name__}: {exc}"
+        report(outcome)
 
     threading.Thread(target=in_thread, name="hookscope-export-script", daemon=True).start()
     return None

@@ -121,7 +121,7 @@ class MainWindow(QMainWindow):
             fill_recent=lambda menu: chrome.fill_recent_menu(menu, self.recent, self.open_recent),
             open_session=lambda: self.open_session(), save_session=lambda: self.save_session(),
             export_captures=lambda: files.export_captures(s, self.ui),
-            export_script=lambda: files.export_script(s, self.ui, post=self.worker.post),
+            export_script=lambda: files.export_script(s, self.ui, gate=self.worker.gate),
             quit=self.close, undo=s.undo, redo=s.redo, run=self.request_run,
             set_live=self.set_live, cancel=s.cancel,
             set_stats_only=lambda on: s.set_options(stats_only=bool(on)),

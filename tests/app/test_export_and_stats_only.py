@@ -67,7 +67,7 @@ def test_the_windows_script_export_failing_in_its_thread_shows_the_error(window,
 
     monkeypatch.setattr(export_actions, "standalone_script", failing)
     target = tmp_path / "never.py"
-    assert export_script(window.session, window.ui, str(target), post=window.worker.post) is None
+    assert export_script(window.session, window.ui, str(target), gate=window.worker.gate) is None
     qtbot.waitUntil(lambda: "the model file is gone" in window.error_text(), timeout=10_000)
     assert not target.exists() and window.last_result is not None
 
