@@ -11,13 +11,13 @@ given (``--memory-budget``); a script or the window may call it too.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..base.host_memory import available_memory
 from ..base.nested import tensor_leaves
 from ..plan.plan import Plan
 from ..base.call_args import call_model
@@ -36,23 +36,9 @@ class CaptureDecision:
     note: str | None = None  # set when statistics only were chosen, saying why
 
 
-def available_memory() -> int:
-    """Bytes of host memory free for new allocations (``MemAvailable`` on Linux)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30  # unknown: assume a small machine
-
-
 def default_budget() -> int:
-    """Half of the free host memory: kept captures must leave room for the model's own work."""
+    """Half of the memory this process may still take (the host's free memory, or the room
+    under a container's limit): kept captures must leave room for the model's own work."""
     return available_memory() // 2
 
 

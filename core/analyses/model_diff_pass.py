@@ -27,7 +27,8 @@ from torch import nn
 
 from ..base.errors import HookscopeError
 from ..base.nested import tensor_leaves
-from .capture_budget import _human, available_memory
+from ..base.host_memory import available_memory
+from .capture_budget import _human
 from ..engine.forward_state import forward, own_copy, restore, snapshot, to_device
 from ..engine.hook_handles import HandleStack
 from ..engine.hooks import HookSession, version_of
