@@ -245,7 +245,8 @@ class Session:
         imported: a spec whose code it does not allow fails with
         :class:`~.code_trust.CodeTrustError` (the future raises it; :class:`LoadFailed`
         carries its ``code``, for the question to ask). A failed load leaves the current
-        model, plan and results as they were.
+        model, plan and results as they were, and runs that model again where the load had
+        stopped its run or held one back.
         """
         if trust is not None:
             trust_pickle = trust.everything
@@ -527,8 +528,9 @@ class Session:
         runs once it arrives)."""
         q = self._requests
         if q.load_id is not None:
-            # A model is on its way: run on it once it arrives, not on the one it replaces.
-            q.setup.run_after = True
+            # A model is on its way: run on it once it arrives, not on the one it replaces
+            # (or on the one still open, should the load fail).
+            q.setup.run_after = q.run_lost = True
             return None
         if self.model is None or self.runner is None:
             return None
@@ -621,6 +623,8 @@ class Session:
                     self.last_error = ev.message
                     self._emit(RunFailed(ev.message, request_id=rid))
                 else:
+                    if self._requests.load_id is not None:  # stopped for the load
+                        self._requests.run_lost = True
                     self._emit(RunCancelled(request_id=rid))
                 self._emit(Idle(request_id=rid))
 
@@ -632,9 +636,14 @@ class Session:
             self._emit(RunStarted(request_id=rid))
         if isinstance(ev, (Started, Progress)):
             return
+        lost, self._requests.run_lost = self._requests.run_lost, False
         if isinstance(ev, Failed):
             code = ev.error.code if isinstance(ev.error, CodeTrustError) else None
             self._emit(LoadFailed(ev.message, code, request_id=rid))
+            # The load stopped the run in flight, or held back one asked for meanwhile:
+            # the model still open runs again, and Idle comes with that run's answer.
+            if lost and self.model is not None and self.submit_run() is not None:
+                return
         if not isinstance(ev, Loaded):
             self._emit(Idle(request_id=rid))
             return

@@ -64,6 +64,9 @@ class Requests:
         self.load_id: int | None = None
         #: what to apply once that load arrives
         self.setup = LoadSetup()
+        #: a run was stopped, or asked for and held back, while that load was on its way:
+        #: should the load fail, the model still open runs again (nothing shown goes stale)
+        self.run_lost = False
         #: the one run whose answer is still wanted, or ``None``
         self.newest_run: int | None = None
         #: the newest run whose result was shown: an older one never is

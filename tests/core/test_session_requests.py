@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import pytest
 import torch
 
-from hookscope.core import Cancelled, Clamp, Plan, Session, compare
-from hookscope.core.session import (Idle, PlanChanged, RequestFuture, ResultArrived, RunStarted,
-                                    SessionEvent)
+from hookscope.core import Cancelled, Clamp, HookscopeError, Plan, Session, compare
+from hookscope.core.model import CodeTrust, CodeTrustError
+from hookscope.core.session import (Idle, LoadFailed, PlanChanged, RequestFuture, ResultArrived,
+                                    RunStarted, SessionEvent)
 from hookscope.core.session.runner import Finished
 
 from runner_doubles import gated
@@ -134,3 +136,47 @@ def test_a_subscriber_that_raises_does_not_hold_up_later_answers(capfd):
         assert s.last_result is second and second is not first and not s.busy
     finally:
         s.close()
+
+
+def test_a_load_refused_for_its_code_runs_the_open_model_again(gated_session, tmp_path):
+    """A load stops the run in flight; refused (its code was not trusted), it leaves the
+    model open as it was, and that model runs again: the newest result is for the plan
+    as it is now, not the one before the stopped run."""
+    s, m = gated_session
+    factory = tmp_path / "factory.py"
+    factory.write_text("from torch import nn\n\ndef build():\n    return nn.Linear(3, 3)\n")
+    seen: list[SessionEvent] = []
+    s.subscribe(seen.append)
+    m.release.clear()
+    m.entered.clear()
+    s.intervene("lin", Clamp(-0.1, 0.1))
+    stopped = s.submit_run()
+    assert stopped is not None and m.entered.wait(30)
+    load = s.open_model(f"{factory}:build", trust=CodeTrust.from_data())
+    held_back = s.submit_run()   # asked for while the load is on its way: held back
+    assert held_back is None
+    m.release.set()
+    with pytest.raises(CodeTrustError):
+        load.result(30)
+    assert stopped.cancelled()
+    deadline = time.monotonic() + 30
+    while s.busy and time.monotonic() < deadline:   # the run again, on the runner's thread
+        time.sleep(0.01)
+    assert not s.busy
+    failed = [i for i, ev in enumerate(seen) if isinstance(ev, LoadFailed)]
+    results = [i for i, ev in enumerate(seen) if isinstance(ev, ResultArrived)]
+    assert len(failed) == 1 and failed[0] < results[-1] and seen[failed[0]].code is not None
+    assert s.model is not None and s.model.module is m
+    want = compare(m, torch.tensor([[1.0, 2.0, 3.0]]), Plan(clamp={"lin": (-0.1, 0.1)}))
+    assert torch.equal(s.last_result.output_with, want.output_with)
+
+
+def test_a_failed_load_that_stopped_nothing_runs_nothing(gated_session, tmp_path):
+    s, m = gated_session
+    s.run(timeout_s=30)
+    runs = s.runner.counts.runs_done
+    load = s.open_model(str(tmp_path / "missing.py") + ":build")
+    with pytest.raises(HookscopeError):
+        load.result(30)
+    s.run(timeout_s=30)   # the one run after: counted once
+    assert s.runner.counts.runs_done == runs + 1
