@@ -1,12 +1,18 @@
-"""Shared test configuration: headless Qt and a private settings folder.
+"""Shared test configuration: headless Qt, one torch thread and a private settings folder.
 
-Both must be set before Qt loads, hence at import time of this file.
+All must be set before Qt and torch load, hence at import time of this file.
 """
 
 import os
 import tempfile
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# One torch thread in each test process (xdist's workers, the CLI and kernels they start):
+# make test runs a worker per core, and torch's default of an OpenMP thread per core in each
+# oversubscribes the machine, its threads spinning against each other's (a quarter of the
+# suite's CPU time on two cores, measured). Tests of threading set their own counts; export
+# OMP_NUM_THREADS to run the suite on torch's default instead.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # QSettings (recent models) must not write into the user's real config folder.
 os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="hookscope-test-config-")
 
