@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.hookscope-installed
 TESTS  := $(VENV)/.hookscope-test-installed
 
-.PHONY: install demo test bench clean mypy-path
+.PHONY: install demo test check bench clean mypy-path
 
 # core/fast/_onepass.c: the install compiles it, so an edit to it reinstalls.
 # torch comes first, with pip (which finds a local CPU build where one is offered); the
@@ -34,11 +34,14 @@ demo: $(STAMP)
 	@$(PY) -m hookscope.app.system_check
 	$(VENV)/bin/hookscope
 
-# The import contracts (pyproject's [tool.importlinter]) and the type check
-# first (seconds), then the whole suite, headless, on every CPU
-# (pytest-xdist; the Ray tests share one worker, see tests/conftest.py), then
-# tests/core again on the reference path alone (HOOKSCOPE_FAST=0: core/fast's
-# speed-ups off; the Ray tests, which run the same engine in an actor, once).
+# The import contracts (pyproject's [tool.importlinter]) first (a second), then
+# the whole suite, headless, on every CPU (pytest-xdist; the Ray tests share one
+# worker, see tests/conftest.py) with the type check beside it: mypy takes ~45 s of
+# one core on a clean clone, and the suite leaves about a quarter of two cores idle
+# (its subprocesses and waits), so it costs the run almost nothing there; its
+# report follows the suite's. Then tests/core again on the reference path alone
+# (HOOKSCOPE_FAST=0: core/fast's speed-ups off; the Ray tests, which run the same
+# engine in an actor, once). `make check` is the contracts and the types alone.
 # A worker that crashes (or that a hung test's timeout ends) is not replaced: under
 # --dist loadgroup, xdist 3.8's replacement can leave the run waiting forever for work it
 # re-queued empty (pytest-xdist#1378); the run stops there and names the test instead.
@@ -46,9 +49,15 @@ XDIST := -n auto --dist loadgroup --max-worker-restart=0
 
 test: $(TESTS) mypy-path
 	$(VENV)/bin/lint-imports
-	$(PY) -m mypy
-	$(PY) -m pytest $(XDIST)
+	@$(PY) -m mypy > $(VENV)/mypy-report.txt 2>&1 & types=$$!; \
+	$(PY) -m pytest $(XDIST); suite=$$?; \
+	wait $$types; typed=$$?; echo "$(PY) -m mypy"; cat $(VENV)/mypy-report.txt; \
+	test $$suite -eq 0 && test $$typed -eq 0
 	HOOKSCOPE_FAST=0 $(PY) -m pytest $(XDIST) -q -m "not ray" tests/core
+
+check: $(TESTS) mypy-path
+	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 # mypy reads the package as users import it (hookscope.core, ...): pyproject's mypy_path
 # points at .mypy-path/, whose hookscope/{core,widgets,app} are symlinks to the folders.
