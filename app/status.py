@@ -110,16 +110,25 @@ class StatusFields:
         if not getattr(result, "baseline_reused", False):  # a reused baseline is no new sample
             self._base.append(t.get("baseline", 0.0))
         self._inter.append(t.get("intervened", 0.0))
-        base, inter = statistics.median(self._base), statistics.median(self._inter)
-        n = len(self._inter)
+        inter, n = statistics.median(self._inter), len(self._inter)
         self.device.setText(f"device: {result.device}")
+        self.memory.setText(captured_text(result))
+        if not self._base:
+            # Every run of this model so far reused a baseline computed before it opened
+            # (a session's first runs can): there is no forward of its own to show yet.
+            self.time.setText("forward: –")
+            self.overhead = "capture overhead: measuring (no forward without hooks yet)"
+            self.time.setToolTip(f"With the captures and interventions: {fmt_ms(inter)}; the "
+                                 "forward without hooks is timed at the next run that makes "
+                                 "its own baseline.")
+            return
+        base = statistics.median(self._base)
         self.time.setText(f"forward: {fmt_ms(base)}")
         self.overhead = overhead_text(base, inter, n)
         runs = "the last run" if n == 1 else f"medians of the last {n} runs"
         self.time.setToolTip(f"One forward pass without hooks: {fmt_ms(base)}; with the captures "
                              f"and interventions: {fmt_ms(inter)} ({runs}).\n{self.overhead}.\n"
                              "These are rough: `make bench` measures the overhead properly.")
-        self.memory.setText(captured_text(result))
 
     def show_counts(self, done: int, dropped: int, failed: int = 0) -> None:
         done, dropped, failed = (a - b for a, b in zip((done, dropped, failed), self._counts_from))

@@ -1,7 +1,13 @@
 """Status-bar figures a learner can trust, counts per model, and a model with no example."""
 
-from hookscope.app.status import overhead_text
-from hookscope.core import Clamp
+import dataclasses
+
+import torch
+from PySide6.QtWidgets import QStatusBar
+from torch import nn
+
+from hookscope.app.status import StatusFields, overhead_text
+from hookscope.core import Clamp, Plan, compare
 
 
 def test_overhead_is_noise_below_three_percent():
@@ -71,3 +77,21 @@ def test_the_language_model_note_says_each_thing_once_and_claims_no_clamp(make_w
     note = win.note.text()
     assert note.count("Type") == 1 and "text:" in note
     assert not win.session.plan.clamp and "with the clamp" not in note
+
+
+def test_a_first_result_that_reused_an_earlier_baseline_shows_no_forward_yet(qtbot):
+    """After a new model, the first answers may reuse a baseline made before it opened (a
+    session's first runs can): no forward of its own to time yet, and nothing raises."""
+    bar = QStatusBar()
+    qtbot.addWidget(bar)
+    fields = StatusFields(bar)
+    own = compare(nn.Sequential(nn.Linear(3, 2)), torch.ones(1, 3), Plan(capture=["0"]))
+    reused = dataclasses.replace(own, baseline_reused=True)
+    fields.reset()
+    fields.show_result(reused)
+    assert fields.time.text() == "forward: –"
+    assert fields.overhead == "capture overhead: measuring (no forward without hooks yet)"
+    assert fields.device.text() == "device: cpu"
+    fields.show_result(own)
+    assert fields.time.text().startswith("forward: ") and fields.time.text() != "forward: –"
+    assert "measuring (median of 2 runs;" in fields.overhead
