@@ -40,10 +40,6 @@ class ForwardWorker(QObject):
         if isinstance(runner, QueueRunner):   # local, Ray, accelerate: all queue runners
             runner.make_display = True   # results come display-ready, made in the runner's thread
 
-    def post(self, fn: Callable[[], None]) -> None:
-        """Any thread: run ``fn`` on the GUI thread, unless shut down by then."""
-        self.gate.post(fn)
-
     def shutdown(self, timeout_s: float = CLOSE_WAIT_S) -> bool:
         """Stop delivering, stop the run in flight at its next layer and wait at most
         ``timeout_s`` for it; idempotent. Whether the runner's thread ended in time."""
